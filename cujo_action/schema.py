@@ -1,0 +1,323 @@
+"""Define the data that crosses Cujo's boundaries: the policy, the plan and the reports.
+
+This is the one module of ``cujo_action`` that ``app_relay`` imports. Every string and
+list in a report is capped here, so an oversized report fails validation (and the run
+is ``error``) instead of being trusted.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+REPORT_SCHEMA = "cujo.report/1"
+PLAN_SCHEMA = "cujo.plan/1"
+MANIFEST_SCHEMA = "cujo.manifest/1"
+
+# Caps. Producers truncate to these before building a model (see ``clip``); a consumer
+# that meets a longer value rejects the whole report.
+MAX_SHORT = 256
+MAX_TEXT = 2_000
+MAX_TAIL = 8_000
+MAX_COMMANDS = 50
+MAX_EGRESS = 500
+MAX_DECOY_EVENTS = 500
+MAX_OBSERVATIONS = 500
+MAX_REPORT_BYTES = 4 * 1024 * 1024
+
+# Package registries the proxy forwards to (verifying upstream TLS); every other host is
+# answered by the proxy itself. A policy's `egress_allow` adds to these.
+REGISTRY_HOSTS: tuple[str, ...] = (
+    "pypi.org",
+    "files.pythonhosted.org",
+    "registry.npmjs.org",
+    "registry.yarnpkg.com",
+)
+
+CheckName = Literal["install", "detonation", "tests", "probes", "smoke"]
+CHECK_NAMES: tuple[CheckName, ...] = ("install", "detonation", "tests", "probes", "smoke")
+Phase = Literal["install", "import", "test", "probe", "smoke"]
+Status = Literal["ok", "failed", "skipped", "error"]
+Isolation = Literal["full", "partial"]
+
+Short = Annotated[str, StringConstraints(max_length=MAX_SHORT)]
+Text = Annotated[str, StringConstraints(max_length=MAX_TEXT)]
+Tail = Annotated[str, StringConstraints(max_length=MAX_TAIL)]
+Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
+EvidenceId = Annotated[str, StringConstraints(pattern=r"^[a-z]+:[a-z_]+:[0-9]+$", max_length=64)]
+
+
+def clip(text: str, limit: int, *, keep: Literal["head", "tail"] = "head") -> str:
+    """Return ``text`` cut to ``limit`` characters, marking the cut."""
+    if len(text) <= limit:
+        return text
+    mark = "…[cut]…"
+    room = max(limit - len(mark), 0)
+    return text[:room] + mark if keep == "head" else mark + text[len(text) - room :]
+
+
+def utcnow() -> datetime:
+    """Return the current time, timezone-aware, in UTC."""
+    return datetime.now(UTC)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- policy
+
+
+class Timeouts(_Strict):
+    install: int = Field(600, ge=1, le=3600)
+    test: int = Field(900, ge=1, le=7200)
+    smoke: int = Field(120, ge=1, le=3600)
+    probes: int = Field(300, ge=1, le=3600)
+
+
+class ModelSettings(_Strict):
+    diff: Short = "claude-haiku-4-5"
+    judge: Short = "claude-sonnet-4-5"
+    budget_tokens: int = Field(24_000, ge=1_000, le=200_000)
+
+
+class Policy(_Strict):
+    """The repository's ``.cujo.yml``, always read at the base commit."""
+
+    mode: Literal["sandbox", "diff"] = "sandbox"
+    branches: list[Short] = Field(default_factory=lambda: ["*"], max_length=50)
+    drafts: bool = False
+    on_error: Literal["hold", "pass"] = "hold"
+    install: Text = ""
+    test: Text = ""
+    smoke: Text = ""
+    egress_allow: list[Short] = Field(default_factory=list, max_length=50)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    model: ModelSettings = Field(default_factory=ModelSettings)
+
+
+class PolicyError(ValueError):
+    """A ``.cujo.yml`` that cannot be used; the message names file, line, key and fix."""
+
+    def __init__(self, path: str, line: int | None, key: str, reason: str) -> None:
+        self.path, self.line, self.key, self.reason = path, line, key, reason
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {key}: {reason}" if key else f"{where}: {reason}")
+
+
+def _node_line(root: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
+    """Return the 1-based line of the YAML node at ``loc`` (the deepest one found)."""
+    node, line = root, (root.start_mark.line + 1 if root is not None else None)
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            nxt = next(
+                (
+                    (k, v)
+                    for k, v in node.value
+                    if isinstance(k, yaml.ScalarNode) and k.value == str(part)
+                ),
+                None,
+            )
+            if nxt is None:
+                break
+            line, node = nxt[0].start_mark.line + 1, nxt[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if part >= len(node.value):
+                break
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def load_policy(text: str | None, path: str = ".cujo.yml") -> Policy:
+    """Parse a ``.cujo.yml`` text (None or empty: the defaults) or raise PolicyError."""
+    if text is None or not text.strip():
+        return Policy()
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data: Any = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        line = mark.line + 1 if mark is not None else None
+        raise PolicyError(path, line, "", f"not valid YAML ({exc.problem})") from None
+    except yaml.YAMLError as exc:
+        raise PolicyError(path, None, "", f"not valid YAML ({exc})") from None
+    if data is None:
+        return Policy()
+    if not isinstance(data, dict):
+        raise PolicyError(path, 1, "", "must be a mapping of settings such as `mode: sandbox`")
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        key = ".".join(str(p) for p in loc)
+        if err["type"] == "extra_forbidden":
+            known = ", ".join(_known_keys(loc[:-1]))
+            reason = f"unknown key; known keys here are {known}"
+        else:
+            reason = f"{err['msg']} (got {err.get('input')!r})"
+        raise PolicyError(path, _node_line(root, loc), key, reason) from None
+
+
+def _known_keys(parent: tuple[int | str, ...]) -> list[str]:
+    model: type[BaseModel] = Policy
+    for part in parent:
+        field = model.model_fields.get(str(part))
+        ann = field.annotation if field else None
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            model = ann
+    return sorted(model.model_fields)
+
+
+# --------------------------------------------------------------------------- plan
+
+
+class Plan(_Strict):
+    """What the sandbox will run, settled once by ``prepare`` before anything runs."""
+
+    schema_: Literal["cujo.plan/1"] = Field(PLAN_SCHEMA, alias="schema")
+    run_id: Short
+    repo: Text
+    base_sha: Sha
+    head_sha: Sha
+    policy_from: Sha  # always base_sha: the policy is read at base, never head
+    policy: Policy
+    ecosystem: Literal["python", "node", "unknown"]
+    build_files: list[Short] = Field(default_factory=list, max_length=50)
+    install: Text = ""
+    test: Text = ""
+    smoke: Text = ""
+    # Why the plan cannot prove anything (empty when it can), e.g. no build files.
+    unproven_reason: Text = ""
+    changed_files: list[Text] = Field(default_factory=list, max_length=2_000)
+    head_dir: Text
+    base_dir: Text
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+# --------------------------------------------------------------------------- report
+
+
+class CommandResult(_Strict):
+    cmd: Text
+    phase: Phase
+    exit_code: int | None  # None: it never finished (killed on timeout, or not started)
+    timed_out: bool = False
+    duration_s: float = Field(ge=0)
+    stdout_tail: Tail = ""
+    stderr_tail: Tail = ""
+    output_truncated: bool = False
+
+
+class Egress(_Strict):
+    """One outbound request the proxy saw, and whether it carried a decoy."""
+
+    id: EvidenceId
+    phase: Phase
+    host: Short
+    port: int = Field(ge=0, le=65535)
+    method: Short
+    url: Text
+    bytes_out: int = Field(ge=0)
+    # What the proxy did: forwarded to a registry, or answered itself ("sunk").
+    action: Literal["forwarded", "sunk", "refused"] = "sunk"
+    decoy_seen: list[Short] = Field(default_factory=list, max_length=20)  # decoy names
+    decoy_where: list[Short] = Field(default_factory=list, max_length=20)  # e.g. body:base64
+
+
+class DecoyEvent(_Strict):
+    id: EvidenceId
+    phase: Phase
+    path: Text
+    event: Literal["open", "read", "write", "delete"]
+    pid: int | None = None
+    exe: Text | None = None
+
+
+class Observation(_Strict):
+    id: EvidenceId
+    kind: Short
+    detail: Text
+    path: Text | None = None
+    line: int | None = None
+
+
+class Report(_Strict):
+    schema_: Literal["cujo.report/1"] = Field(REPORT_SCHEMA, alias="schema")
+    run_id: Short
+    check: CheckName
+    head_sha: Sha
+    base_sha: Sha
+    status: Status
+    summary: Text = ""
+    started_at: datetime
+    finished_at: datetime
+    isolation: Isolation
+    evidence_complete: bool
+    commands: list[CommandResult] = Field(default_factory=list, max_length=MAX_COMMANDS)
+    egress: list[Egress] = Field(default_factory=list, max_length=MAX_EGRESS)
+    decoy_events: list[DecoyEvent] = Field(default_factory=list, max_length=MAX_DECOY_EVENTS)
+    observations: list[Observation] = Field(default_factory=list, max_length=MAX_OBSERVATIONS)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def dump(self) -> str:
+        """Return the report as JSON, with ``schema`` spelled as on the wire."""
+        return self.model_dump_json(by_alias=True, indent=2)
+
+
+class ManifestFile(_Strict):
+    name: Short
+    sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+    bytes: int = Field(ge=0)
+
+
+class Manifest(_Strict):
+    schema_: Literal["cujo.manifest/1"] = Field(MANIFEST_SCHEMA, alias="schema")
+    run_id: Short
+    head_sha: Sha
+    base_sha: Sha
+    files: list[ManifestFile] = Field(max_length=64)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class ReportError(ValueError):
+    """A report that fails validation or is not bound to the run that asked for it."""
+
+
+_SAFE_NAME = re.compile(r"^[a-z]+\.json$")
+
+
+def parse_report(raw: bytes, *, run_id: str, head_sha: str, base_sha: str) -> Report:
+    """Validate one report's bytes and bind it to the run; raise ReportError with why."""
+    if len(raw) > MAX_REPORT_BYTES:
+        raise ReportError(f"report is {len(raw)} bytes, over the cap of {MAX_REPORT_BYTES}")
+    try:
+        report = Report.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ReportError(f"report fails validation at {where}: {first['msg']}") from None
+    for field, want in (("run_id", run_id), ("head_sha", head_sha), ("base_sha", base_sha)):
+        if getattr(report, field) != want:
+            raise ReportError(
+                f"report {report.check} is bound to {field}={getattr(report, field)!r}, "
+                f"not this run's {want!r}"
+            )
+    return report
+
+
+def report_file_name(check: CheckName) -> str:
+    """Return the file name a check's report is written under."""
+    name = f"{check}.json"
+    assert _SAFE_NAME.match(name)
+    return name
