@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-REPORT_SCHEMA = "cujo.report/1"
-PLAN_SCHEMA = "cujo.plan/1"
-MANIFEST_SCHEMA = "cujo.manifest/1"
+REPORT_SCHEMA: Final = "cujo.report/1"
+PLAN_SCHEMA: Final = "cujo.plan/1"
+MANIFEST_SCHEMA: Final = "cujo.manifest/1"
 
 # Caps. Producers truncate to these before building a model (see ``clip``); a consumer
 # that meets a longer value rejects the whole report.
@@ -37,6 +37,12 @@ REGISTRY_HOSTS: tuple[str, ...] = (
     "registry.npmjs.org",
     "registry.yarnpkg.com",
 )
+
+# Observation kinds the hard rules act on (the checks and the jail emit them).
+PERSISTENCE_WRITE: Final = "persistence_write"
+HARNESS_TAMPER: Final = "harness_tamper"
+SUDO: Final = "sudo"
+TESTS_FAILED: Final = "tests_failed"
 
 CheckName = Literal["install", "detonation", "tests", "probes", "smoke"]
 CHECK_NAMES: tuple[CheckName, ...] = ("install", "detonation", "tests", "probes", "smoke")
@@ -321,3 +327,23 @@ def report_file_name(check: CheckName) -> str:
     name = f"{check}.json"
     assert _SAFE_NAME.match(name)
     return name
+
+
+FAILURE_SCHEMA: Final = "cujo.failure/1"
+
+
+class Failure(_Strict):
+    """Why a sandbox run could not produce reports (the run is then ``error``)."""
+
+    schema_: Literal["cujo.failure/1"] = Field(FAILURE_SCHEMA, alias="schema")
+    run_id: Short
+    stage: Literal["prepare", "policy", "arm", "checks", "bundle"]
+    reason: Text
+    head_sha: Sha | None = None
+    base_sha: Sha | None = None
+    # For a policy error: where in .cujo.yml, so the check summary can point at it.
+    path: Short | None = None
+    line: int | None = None
+    key: Short | None = None
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)

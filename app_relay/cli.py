@@ -1,0 +1,216 @@
+"""The ``cujo`` command: ``cujo review`` runs a pull request locally, end to end."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from app_relay.decide.judge import DeterministicJudge, error_verdict
+from app_relay.decide.rules import RuleContext
+from app_relay.decide.verdict import Verdict
+from app_relay.intake import Bundle, BundleError, read_bundle
+from app_relay.runners import LocalRunner
+from app_relay.store import Store
+from cujo_action.schema import CHECK_NAMES, DecoyEvent, Egress, Observation, Report
+
+EXIT = {"clean": 0, "unproven": 0, "blocked": 1, "error": 3}
+
+
+def data_dir(explicit: Path | None) -> Path:
+    """Return where the local record and bundles live."""
+    if explicit:
+        return explicit
+    if env := os.environ.get("CUJO_HOME"):
+        return Path(env)
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg) / "cujo"
+
+
+def database_url(folder: Path) -> str:
+    """Return the record's database URL (``CUJO_DATABASE_URL`` wins)."""
+    return os.environ.get("CUJO_DATABASE_URL") or f"sqlite:///{folder / 'cujo.db'}"
+
+
+def verdict_of(bundle: Bundle) -> Verdict:
+    """Decide a validated bundle with the deterministic judge."""
+    if bundle.failure is not None:
+        return error_verdict(f"{bundle.failure.stage}: {bundle.failure.reason}")
+    assert bundle.plan is not None
+    return DeterministicJudge().decide(
+        bundle.reports,
+        expected=CHECK_NAMES,
+        ctx=RuleContext(policy=bundle.plan.policy),
+        plan_unproven=bundle.plan.unproven_reason,
+    )
+
+
+def _evidence_index(reports: Sequence[Report]) -> dict[str, dict[str, Any]]:
+    index: dict[str, dict[str, Any]] = {}
+    for report in reports:
+        items: list[Egress | DecoyEvent | Observation] = [
+            *report.egress,
+            *report.decoy_events,
+            *report.observations,
+        ]
+        for item in items:
+            index[item.id] = item.model_dump(mode="json")
+    return index
+
+
+def _describe(item: dict[str, Any]) -> str:
+    if "host" in item:
+        decoys = ", ".join(
+            f"{n} ({w})" for n, w in zip(item["decoy_seen"], item["decoy_where"], strict=False)
+        ) or ", ".join(item["decoy_seen"])
+        text = f"{item['method']} {item['url']} during {item['phase']} ({item['bytes_out']} bytes)"
+        return text + (f"; decoy {decoys}" if decoys else "")
+    if "event" in item:
+        return f"{item['event']} of {item['path']} during {item['phase']}"
+    return f"{item['kind']}: {item['detail']}"
+
+
+def summary_object(
+    *, run_id: str, bundle: Bundle | None, verdict: Verdict, record: str
+) -> dict[str, Any]:
+    """Return the ``--json`` object of DESIGN section 10."""
+    plan = bundle.plan if bundle else None
+    reports = bundle.reports if bundle else ()
+    index = _evidence_index(reports)
+    isolation = (
+        "partial" if any(r.isolation == "partial" for r in reports) or not reports else "full"
+    )
+    return {
+        "run_id": run_id,
+        "state": verdict.state,
+        "mode": "sandbox",
+        "base_sha": plan.base_sha if plan else None,
+        "head_sha": plan.head_sha if plan else None,
+        "isolation": isolation,
+        "plan": {
+            "install": plan.install,
+            "test": plan.test,
+            "smoke": plan.smoke,
+            "policy_from": plan.policy_from,
+        }
+        if plan
+        else None,
+        "checks": {r.check: {"status": r.status, "summary": r.summary} for r in reports},
+        "summary": verdict.summary,
+        "unproven": verdict.unproven,
+        "findings": [
+            {
+                "id": f.id,
+                "rule": f.rule,
+                "severity": f.severity,
+                "check": f.check,
+                "title": f.title,
+                "evidence": [index.get(e, {"id": e}) for e in f.evidence],
+            }
+            for f in verdict.findings
+        ],
+        "record": record,
+    }
+
+
+def render(obj: dict[str, Any]) -> str:
+    """Return the human report of a review."""
+    state = obj["state"]
+    lines = [f"Cujo verdict: {state.upper()}  (run {obj['run_id']})", f"  {obj['summary']}"]
+    if obj["plan"]:
+        plan = obj["plan"]
+        lines.append(
+            f"  base {obj['base_sha'][:12]}  head {obj['head_sha'][:12]}  "
+            f"policy from {plan['policy_from'][:12]}  isolation {obj['isolation']}"
+        )
+        lines.append(
+            f"  plan: install `{plan['install'] or '-'}`; test `{plan['test'] or '-'}`; "
+            f"smoke `{plan['smoke'] or '-'}`"
+        )
+    if obj["checks"]:
+        lines.append("  checks:")
+        for name, check in obj["checks"].items():
+            first = check["summary"].splitlines()[0] if check["summary"] else ""
+            lines.append(f"    {name:<11} {check['status']:<8} {first}")
+    for line in obj["unproven"]:
+        lines.append(f"  unproven: {line}")
+    if obj["findings"]:
+        lines.append("  findings:")
+        for f in obj["findings"]:
+            lines.append(f"    {f['id']} {f['severity']:<8} [{f['rule']}] {f['title']}")
+            for item in f["evidence"]:
+                lines.append(
+                    f"       evidence {item['id']}: {_describe(item) if len(item) > 1 else ''}"
+                )
+    lines.append(f"  record: {obj['record']}")
+    return "\n".join(lines)
+
+
+def review(args: argparse.Namespace) -> int:
+    """Run a local review of head against base and record it."""
+    if args.mode == "diff":
+        print(
+            "cujo review: --mode diff needs the model-backed diff review, which is not built "
+            "yet; use --mode sandbox (the default)",
+            file=sys.stderr,
+        )
+        return 2
+    folder = data_dir(args.data_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    store = Store(database_url(folder))
+    run_id = f"local-{secrets.token_hex(6)}"
+    repo = str(Path(args.repo).resolve()) if "://" not in args.repo else args.repo
+    session = store.open_session(repo, None, "local")
+    store.start_run(session, run_id, args.base, args.head, "sandbox")
+    out = folder / "runs" / run_id
+    record = f"{store.url} run {run_id} (bundle in {out})"
+    print(f"cujo: reviewing {repo}: {args.base} → {args.head} (run {run_id})", file=sys.stderr)
+    bundle: Bundle | None = None
+    try:
+        code = LocalRunner().run(repo=repo, base=args.base, head=args.head, run_id=run_id, out=out)
+        if code not in (0, 3):
+            verdict = error_verdict(f"the sandbox exited {code} without a bundle")
+        else:
+            bundle = read_bundle(out, run_id=run_id)
+            verdict = verdict_of(bundle)
+    except BundleError as exc:
+        verdict = error_verdict(f"the sandbox bundle was rejected: {exc}")
+    except KeyboardInterrupt:
+        store.mark_abandoned(run_id, "interrupted by the user")
+        print("cujo: interrupted; the run is recorded as error", file=sys.stderr)
+        return 3
+    plan_json = bundle.plan.model_dump_json(by_alias=True) if bundle and bundle.plan else None
+    store.finish_run(run_id, verdict, plan_json, str(out))
+    obj = summary_object(run_id=run_id, bundle=bundle, verdict=verdict, record=record)
+    print(json.dumps(obj, indent=2) if args.json else render(obj))
+    return EXIT[verdict.state]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``cujo`` command."""
+    parser = argparse.ArgumentParser(
+        prog="cujo", description="Review pull requests by running them."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    rev = sub.add_parser("review", help="review a local branch in the sandbox")
+    rev.add_argument("--repo", required=True, help="path (or clone URL) of the repository")
+    rev.add_argument("--base", required=True, help="base ref or SHA")
+    rev.add_argument("--head", required=True, help="head ref or SHA")
+    rev.add_argument("--mode", choices=["sandbox", "diff"], default="sandbox")
+    rev.add_argument("--json", action="store_true", help="print one JSON object")
+    rev.add_argument(
+        "--data-dir", type=Path, help="record and bundles (default ~/.local/share/cujo)"
+    )
+    args = parser.parse_args(argv)
+    if args.command == "review":
+        return review(args)
+    return 2  # pragma: no cover - argparse rejects unknown commands first
+
+
+if __name__ == "__main__":
+    sys.exit(main())

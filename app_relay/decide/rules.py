@@ -1,0 +1,354 @@
+"""Turn the sandbox's reports into findings with deterministic hard rules.
+
+Each rule has a kebab-case id, one severity, a one-line description, a section in
+``docs/rules.md`` and a test file of its own (``tests/decide/test_rule_<id>.py``). A rule
+is a pure function of the reports and the run's context; it does no I/O.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from cujo_action.schema import (
+    CHECK_NAMES,
+    HARNESS_TAMPER,
+    PERSISTENCE_WRITE,
+    REGISTRY_HOSTS,
+    SUDO,
+    TESTS_FAILED,
+    CheckName,
+    Phase,
+    Policy,
+    Report,
+)
+
+from .verdict import MAX_EVIDENCE, SEVERITIES, Finding, Severity
+
+RUNTIME_PHASES: tuple[Phase, ...] = ("test", "probe", "smoke")
+
+# npm (and the tools that share its config) read ~/.npmrc on every run to find the
+# registry and auth, so an open or read of it by them says nothing about the pull request.
+# Stealing the value still needs a request, and decoy-egress catches that as critical.
+NPMRC = ".npmrc"
+NPM_FAMILY = frozenset({"npm", "npx", "node", "nodejs", "yarn", "pnpm", "corepack"})
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """What rules may know beyond the reports: the base policy and the registry hosts."""
+
+    policy: Policy = field(default_factory=Policy)
+    registry_hosts: tuple[str, ...] = REGISTRY_HOSTS
+
+    def expects(self, host: str) -> bool:
+        """Return whether traffic to ``host`` is expected (a registry or in egress_allow)."""
+        name = _host_name(host)
+        if not name:
+            return False
+        if name in {_host_name(h) for h in self.registry_hosts}:
+            return True
+        return any(_host_matches(name, pattern) for pattern in self.policy.egress_allow)
+
+
+def _host_name(host: str) -> str:
+    return host.strip().lower().rstrip(".")
+
+
+def _host_matches(name: str, pattern: str) -> bool:
+    want = _host_name(pattern)
+    if want.startswith("*."):
+        # `*.example.com` covers subdomains at any depth but not example.com itself.
+        # Only a leading `*.` is a glob; a `*` anywhere else matches nothing, so a
+        # pattern such as `pypi.*` can never let `pypi.attacker.net` through.
+        suffix = want[1:]
+        return "*" not in suffix and name.endswith(suffix) and len(name) > len(suffix)
+    return "*" not in want and name == want
+
+
+@dataclass(frozen=True)
+class Hit:
+    """What a rule returns before it is numbered: the check, a title and the evidence."""
+
+    check: CheckName
+    title: str
+    evidence: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.evidence:
+            raise ValueError(f"a hit must cite evidence: {self.title!r}")
+
+
+RuleFn = Callable[[Sequence[Report], RuleContext], list[Hit]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One hard rule: an id, the severity of what it finds, a description and its function."""
+
+    id: str
+    severity: Severity
+    description: str
+    find: RuleFn
+
+
+def _in_check_order(reports: Sequence[Report]) -> list[Report]:
+    # Findings must not depend on the order the reports were uploaded in.
+    return sorted(reports, key=lambda r: CHECK_NAMES.index(r.check))
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _ordered(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+# --------------------------------------------------------------------------- egress
+
+
+def _decoy_egress(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    groups: dict[tuple[CheckName, Phase, str], list[tuple[str, list[str], list[str]]]] = {}
+    for report in _in_check_order(reports):
+        for egress in report.egress:
+            if egress.decoy_seen:
+                key = (report.check, egress.phase, _host_name(egress.host))
+                groups.setdefault(key, []).append(
+                    (egress.id, egress.decoy_seen, egress.decoy_where)
+                )
+    hits = []
+    for (check, phase, host), seen in groups.items():
+        decoys = _ordered(d for _, names, _ in seen for d in names)
+        where = _ordered(w for _, _, places in seen for w in places) or ["where not recorded"]
+        hits.append(
+            Hit(
+                check=check,
+                title=(
+                    f"{phase}: {_plural(len(seen), 'request')} to {host} carried decoy "
+                    f"{', '.join(decoys)} ({', '.join(where)})"
+                ),
+                evidence=tuple(i for i, _, _ in seen),
+            )
+        )
+    return hits
+
+
+def _unexpected_egress(phases: tuple[Phase, ...]) -> RuleFn:
+    def find(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+        groups: dict[tuple[CheckName, Phase, str], list[tuple[str, str]]] = {}
+        for report in _in_check_order(reports):
+            for egress in report.egress:
+                # Decide from the host alone: `action` is what the proxy says it did, and
+                # a report's word is not what makes a host expected.
+                if egress.phase in phases and not ctx.expects(egress.host):
+                    key = (report.check, egress.phase, _host_name(egress.host))
+                    groups.setdefault(key, []).append((egress.id, egress.method))
+        return [
+            Hit(
+                check=check,
+                title=(
+                    f"{phase}: {_plural(len(seen), 'request')} "
+                    f"({', '.join(_ordered(m for _, m in seen))}) to {host or '(no host)'}, "
+                    "neither a package registry nor in egress_allow"
+                ),
+                evidence=tuple(i for i, _ in seen),
+            )
+            for (check, phase, host), seen in groups.items()
+        ]
+
+    return find
+
+
+# --------------------------------------------------------------------------- decoy files
+
+
+def _decoy_read(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    ordered = _in_check_order(reports)
+    if any(e.decoy_seen for r in ordered for e in r.egress):
+        # The value left the sandbox: decoy-egress reports that, as critical.
+        return []
+    groups: dict[str, tuple[CheckName, list[str], list[str], list[str]]] = {}
+    for report in ordered:
+        for event in report.decoy_events:
+            if event.event not in ("open", "read") or _npm_reading_its_config(
+                event.path, event.exe
+            ):
+                continue
+            check, ids, phases, exes = groups.setdefault(event.path, (report.check, [], [], []))
+            ids.append(event.id)
+            phases.append(event.phase)
+            if event.exe:
+                exes.append(posixpath.basename(event.exe))
+    hits = []
+    for path, (check, ids, phases, exes) in groups.items():
+        by = f" by {', '.join(_ordered(exes))}" if exes else ""
+        hits.append(
+            Hit(
+                check=check,
+                title=(
+                    f"decoy file {path} was read{by} during {', '.join(_ordered(phases))}, "
+                    "though no request carried a decoy"
+                ),
+                evidence=tuple(ids),
+            )
+        )
+    return hits
+
+
+def _npm_reading_its_config(path: str, exe: str | None) -> bool:
+    if posixpath.basename(path) != NPMRC:
+        return False
+    # When the kernel names the process, only npm's own family is excused.
+    return exe is None or posixpath.basename(exe) in NPM_FAMILY
+
+
+def _decoy_tamper(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    groups: dict[str, tuple[CheckName, list[str], list[str], list[str]]] = {}
+    for report in _in_check_order(reports):
+        for event in report.decoy_events:
+            if event.event in ("write", "delete"):
+                _, ids, kinds, phases = groups.setdefault(event.path, (report.check, [], [], []))
+                ids.append(event.id)
+                kinds.append("written" if event.event == "write" else "deleted")
+                phases.append(event.phase)
+    return [
+        Hit(
+            check=check,
+            title=(
+                f"decoy file {path} was {' and '.join(_ordered(kinds))} "
+                f"during {', '.join(_ordered(phases))}"
+            ),
+            evidence=tuple(ids),
+        )
+        for path, (check, ids, kinds, phases) in groups.items()
+    ]
+
+
+# --------------------------------------------------------------------------- observations
+
+
+def _observed(kind: str, what: str) -> RuleFn:
+    def find(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+        hits = []
+        for report in _in_check_order(reports):
+            for obs in report.observations:
+                if obs.kind == kind:
+                    said = " — ".join(part for part in (obs.path, obs.detail) if part)
+                    hits.append(
+                        Hit(
+                            check=report.check,
+                            title=f"{what}: {said}" if said else what,
+                            evidence=(obs.id,),
+                        )
+                    )
+        return hits
+
+    return find
+
+
+def _tests_fail(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    hits = []
+    for report in _in_check_order(reports):
+        if report.check != "tests" or report.status != "failed":
+            continue
+        # Commands carry no evidence id, so the tests check states the failure as an
+        # observation; without one there is nothing to cite, and no finding.
+        failed = [o for o in report.observations if o.kind == TESTS_FAILED]
+        if failed:
+            hits.append(
+                Hit(
+                    check="tests",
+                    title=f"the test suite failed: {failed[0].detail or 'no detail given'}",
+                    evidence=tuple(o.id for o in failed),
+                )
+            )
+    return hits
+
+
+# --------------------------------------------------------------------------- registry
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "decoy-egress",
+        "critical",
+        "A request carried a decoy secret (in any phase, in any encoding the proxy decodes).",
+        _decoy_egress,
+    ),
+    Rule(
+        "install-egress",
+        "critical",
+        "The install reached a host that is neither a package registry nor in egress_allow.",
+        _unexpected_egress(("install",)),
+    ),
+    Rule(
+        "import-egress",
+        "critical",
+        "Importing the code reached a host that is neither a registry nor in egress_allow.",
+        _unexpected_egress(("import",)),
+    ),
+    Rule(
+        "persistence-write",
+        "critical",
+        "Code wrote to a shell profile, authorized_keys, cron or git hooks outside the worktree.",
+        _observed(PERSISTENCE_WRITE, "persistence write"),
+    ),
+    Rule(
+        "harness-tamper",
+        "critical",
+        "Code tampered with Cujo's own harness (proxy, watcher, jail or reports).",
+        _observed(HARNESS_TAMPER, "harness tamper"),
+    ),
+    Rule(
+        "sudo-use",
+        "critical",
+        "Code tried to gain root through sudo.",
+        _observed(SUDO, "sudo attempted"),
+    ),
+    Rule(
+        "runtime-egress",
+        "warn",
+        "Tests, probes or smoke reached a host that is neither a registry nor in egress_allow.",
+        _unexpected_egress(RUNTIME_PHASES),
+    ),
+    Rule(
+        "decoy-read",
+        "warn",
+        "A decoy secret file was opened or read, though no request carried a decoy.",
+        _decoy_read,
+    ),
+    Rule(
+        "decoy-tamper",
+        "warn",
+        "A decoy secret file was written or deleted.",
+        _decoy_tamper,
+    ),
+    Rule(
+        "tests-fail",
+        "warn",
+        "The test suite ran and failed.",
+        _tests_fail,
+    ),
+)
+
+
+def apply_rules(reports: Sequence[Report], ctx: RuleContext) -> list[Finding]:
+    """Run every rule and number the findings F1.., most severe first, in a stable order."""
+    ranked: list[tuple[int, int, int, Rule, Hit]] = []
+    for rule_index, rule in enumerate(RULES):
+        for hit_index, hit in enumerate(rule.find(reports, ctx)):
+            rank = -SEVERITIES.index(rule.severity)
+            ranked.append((rank, rule_index, hit_index, rule, hit))
+    ranked.sort(key=lambda item: item[:3])
+    return [
+        Finding(
+            id=f"F{n}",
+            rule=rule.id,
+            severity=rule.severity,
+            check=hit.check,
+            title=hit.title,
+            evidence=list(hit.evidence[:MAX_EVIDENCE]),
+        )
+        for n, (_, _, _, rule, hit) in enumerate(ranked, start=1)
+    ]

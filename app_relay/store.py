@@ -1,0 +1,635 @@
+"""Keep the record: deliveries, sessions, runs, their events, findings and commands.
+
+SQLite by default (one file the board and a review share), PostgreSQL for several relay
+instances. Every method is one transaction, committed before it returns, so a crash
+loses nothing that a method reported as done. ``Base.metadata`` is what Alembic will
+target; ``create_schema`` is the one place that becomes ``alembic upgrade head``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Dialect,
+    Engine,
+    Enum,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Select,
+    String,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    select,
+)
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.pool import StaticPool
+from sqlalchemy.types import TypeDecorator
+
+from cujo_action.schema import CHECK_NAMES, MAX_TAIL, CheckName, clip, utcnow
+
+from .decide.verdict import SEVERITIES, Finding, JudgeKind, Severity, Verdict
+
+# Section 3 of DESIGN.md; the state machine that moves between them lives in runs.py.
+RunState = Literal[
+    "running", "waiting", "clean", "unproven", "blocked", "dismissed", "error", "superseded"
+]
+RUN_STATES: tuple[RunState, ...] = get_args(RunState)
+# A run in one of these has not been decided yet; a crash leaves it here.
+OPEN_STATES: tuple[RunState, ...] = ("running", "waiting")
+SessionKind = Literal["local", "github"]
+SESSION_KINDS: tuple[SessionKind, ...] = get_args(SessionKind)
+Mode = Literal["sandbox", "diff"]
+MODES: tuple[Mode, ...] = get_args(Mode)
+DeliveryState = Literal["pending", "done", "failed"]
+DELIVERY_STATES: tuple[DeliveryState, ...] = get_args(DeliveryState)
+Verb = Literal["dismiss", "reinstate"]
+VERBS: tuple[Verb, ...] = get_args(Verb)
+CommandOutcome = Literal["pending", "applied", "refused"]
+COMMAND_OUTCOMES: tuple[CommandOutcome, ...] = get_args(CommandOutcome)
+JUDGE_KINDS: tuple[JudgeKind, ...] = get_args(JudgeKind)
+
+# How long a writer waits for another process (the board, a second review) to commit.
+BUSY_TIMEOUT_MS = 15_000
+MAX_EVENT_KIND = 64
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+_BEGIN_OPTION = "cujo_sqlite_begin"
+
+
+class StoreError(Exception):
+    """The record refused an operation; the message says why."""
+
+
+class UnknownRun(StoreError, LookupError):
+    """No run has this id."""
+
+
+class UnknownSession(StoreError, LookupError):
+    """No session has this id."""
+
+
+class RunClosed(StoreError):
+    """The run was already decided, so it cannot be finished again."""
+
+
+class UnknownState(StoreError, ValueError):
+    """A value outside the states, modes or kinds the record knows."""
+
+
+# --------------------------------------------------------------------------- schema
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Store aware datetimes as naive UTC and hand them back aware."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Return ``value`` as naive UTC; refuse a naive one, whose zone is a guess."""
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("the record takes timezone-aware datetimes only")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Return ``value`` marked as UTC."""
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+def _choice(name: str, values: Sequence[str]) -> Enum:
+    # A CHECK constraint, so even raw SQL cannot write a state the code does not know.
+    return Enum(
+        *values,
+        name=name,
+        native_enum=False,
+        create_constraint=True,
+        validate_strings=True,
+        length=max(len(v) for v in values),
+    )
+
+
+class Base(DeclarativeBase):
+    """The declarative base of the record; Alembic targets its metadata."""
+
+    # Named constraints, so Alembic migrations (batch mode on SQLite) can address them.
+    metadata = MetaData(
+        naming_convention={
+            "ix": "ix_%(column_0_label)s",
+            "uq": "uq_%(table_name)s_%(column_0_name)s",
+            "ck": "ck_%(table_name)s_%(constraint_name)s",
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
+
+
+class DeliveryRow(Base):
+    """One webhook delivery, recorded before the 202 so a restart can resume it."""
+
+    __tablename__ = "deliveries"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)  # X-GitHub-Delivery
+    event: Mapped[str] = mapped_column(String(64))
+    action: Mapped[str | None] = mapped_column(String(64))
+    repo: Mapped[str | None] = mapped_column(String(256))
+    installation_id: Mapped[int | None] = mapped_column(BigInteger)
+    payload: Mapped[str] = mapped_column(Text)  # the verified raw body, to resume from
+    state: Mapped[DeliveryState] = mapped_column(
+        _choice("delivery_state", DELIVERY_STATES), default="pending"
+    )
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    done_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (Index("ix_deliveries_state", "state", "received_at"),)
+
+
+class SessionRow(Base):
+    """A pull request's whole life (or one local review), holding its runs."""
+
+    __tablename__ = "sessions"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    repo: Mapped[str] = mapped_column(String(256))
+    pr_number: Mapped[int | None] = mapped_column(Integer)
+    kind: Mapped[SessionKind] = mapped_column(_choice("session_kind", SESSION_KINDS))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    # NULLs are distinct, so local reviews without a pull request each get a session.
+    __table_args__ = (UniqueConstraint("kind", "repo", "pr_number"),)
+
+
+class RunRow(Base):
+    """One reviewed head commit: its state, verdict and where its reports are."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"), index=True)
+    base_sha: Mapped[str] = mapped_column(String(40))
+    head_sha: Mapped[str] = mapped_column(String(40))
+    mode: Mapped[Mode] = mapped_column(_choice("run_mode", MODES))
+    state: Mapped[RunState] = mapped_column(_choice("run_state", RUN_STATES), index=True)
+    judge: Mapped[JudgeKind | None] = mapped_column(_choice("judge_kind", JUDGE_KINDS))
+    summary: Mapped[str] = mapped_column(Text, default="")
+    unproven: Mapped[list[str]] = mapped_column(JSON, default=list)
+    plan_json: Mapped[str | None] = mapped_column(Text)
+    reports_dir: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class RunEventRow(Base):
+    """One line of a run's timeline, shown live on its page."""
+
+    __tablename__ = "run_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    at: Mapped[datetime] = mapped_column(UTCDateTime())
+    kind: Mapped[str] = mapped_column(String(MAX_EVENT_KIND))
+    detail: Mapped[str] = mapped_column(Text, default="")
+
+    __table_args__ = (Index("ix_run_events_run", "run_id", "id"),)
+
+
+class FindingRow(Base):
+    """One finding of a run's verdict, with the evidence ids it cites."""
+
+    __tablename__ = "findings"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    finding_id: Mapped[str] = mapped_column(String(8))
+    rule: Mapped[str] = mapped_column(String(64))
+    severity: Mapped[Severity] = mapped_column(_choice("severity", SEVERITIES))
+    # `check` is an SQL keyword; the column gets a plain name.
+    check: Mapped[CheckName] = mapped_column("check_name", _choice("check_name", CHECK_NAMES))
+    title: Mapped[str] = mapped_column(Text)
+    evidence: Mapped[list[str]] = mapped_column(JSON)
+
+    __table_args__ = (UniqueConstraint("run_id", "finding_id"),)
+
+
+class CommandRow(Base):
+    """One `/cujo` verb from a pull-request comment, and what became of it."""
+
+    __tablename__ = "commands"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    delivery_id: Mapped[str | None] = mapped_column(ForeignKey("deliveries.id"))
+    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id"), index=True)
+    repo: Mapped[str] = mapped_column(String(256))
+    pr_number: Mapped[int] = mapped_column(Integer)
+    comment_id: Mapped[int] = mapped_column(BigInteger)
+    author: Mapped[str] = mapped_column(String(64))
+    author_type: Mapped[str] = mapped_column(String(32))  # GitHub's `type`: User, Bot, …
+    verb: Mapped[Verb] = mapped_column(_choice("verb", VERBS))
+    head_sha: Mapped[str | None] = mapped_column(String(40))
+    outcome: Mapped[CommandOutcome] = mapped_column(
+        _choice("command_outcome", COMMAND_OUTCOMES), default="pending"
+    )
+    reason: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    # The same comment redelivered must not apply its verb twice.
+    __table_args__ = (UniqueConstraint("comment_id", "verb"),)
+
+
+def create_schema(engine: Engine) -> None:
+    """Create the tables that are missing (Alembic's `upgrade head` replaces this)."""
+    Base.metadata.create_all(engine)
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """One event of a run's timeline."""
+
+    id: int
+    run_id: str
+    at: datetime
+    kind: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run as the record holds it, with its session and findings."""
+
+    run_id: str
+    session_id: str
+    repo: str
+    pr_number: int | None
+    session_kind: SessionKind
+    base_sha: str
+    head_sha: str
+    mode: Mode
+    state: RunState
+    judge: JudgeKind | None
+    summary: str
+    unproven: tuple[str, ...]
+    plan_json: str | None
+    reports_dir: str | None
+    started_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    findings: tuple[Finding, ...]
+
+
+# --------------------------------------------------------------------------- store
+
+
+def _engine_for(url: str) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True)
+    database = parsed.database or ""
+    if database in ("", ":memory:"):
+        # One shared connection, or every connection would see its own empty database.
+        engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
+    else:
+        if not database.startswith("file:"):
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+    event.listen(engine, "connect", _sqlite_connect)
+    event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def _sqlite_connect(dbapi_connection: Any, connection_record: object) -> None:
+    # Take BEGIN away from the sqlite3 driver, which skips it for SELECT; _sqlite_begin
+    # issues it instead (SQLAlchemy's documented recipe for real transactions).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        # WAL lets the board read while a review writes; FULL syncs each commit, so a
+        # commit that returned survives a crash of the process or the machine.
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    # Writers take the write lock up front (IMMEDIATE) and wait for it under the busy
+    # timeout; a deferred transaction that reads and then writes would instead fail at
+    # once with "database is locked" when another process wrote in between.
+    mode = conn.get_execution_options().get(_BEGIN_OPTION, "DEFERRED")
+    conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _require(what: str, value: str, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise UnknownState(f"unknown {what} {value!r}; expected one of {', '.join(allowed)}")
+
+
+class Store:
+    """The record of sessions and runs, over one database URL."""
+
+    def __init__(self, url: str, *, clock: Callable[[], datetime] = utcnow) -> None:
+        self.url = url
+        self._clock = clock
+        self._engine = _engine_for(url)
+        writer = self._engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
+        self._reads = sessionmaker(bind=self._engine, expire_on_commit=False)
+        self._writes = sessionmaker(bind=writer, expire_on_commit=False)
+        create_schema(writer)
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self._engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        with self._writes.begin() as session:
+            yield session
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        with self._reads.begin() as session:
+            yield session
+
+    # ---------------------------------------------------------------- sessions
+
+    def open_session(self, repo: str, pr_number: int | None, kind: SessionKind) -> str:
+        """Return the session of this pull request, opening it on first sight."""
+        _require("session kind", kind, SESSION_KINDS)
+        if not repo:
+            raise ValueError("a session needs a repository")
+        try:
+            with self._write() as session:
+                if pr_number is not None:
+                    found = session.scalar(
+                        select(SessionRow.id).where(
+                            SessionRow.kind == kind,
+                            SessionRow.repo == repo,
+                            SessionRow.pr_number == pr_number,
+                        )
+                    )
+                    if found is not None:
+                        return found
+                session_id = uuid.uuid4().hex
+                session.add(
+                    SessionRow(
+                        id=session_id,
+                        repo=repo,
+                        pr_number=pr_number,
+                        kind=kind,
+                        created_at=self._clock(),
+                    )
+                )
+                return session_id
+        except IntegrityError:
+            # Another relay instance opened it first (PostgreSQL has no IMMEDIATE lock).
+            with self._read() as session:
+                found = session.scalar(
+                    select(SessionRow.id).where(
+                        SessionRow.kind == kind,
+                        SessionRow.repo == repo,
+                        SessionRow.pr_number == pr_number,
+                    )
+                )
+            if found is None:
+                raise
+            return found
+
+    # ---------------------------------------------------------------- runs
+
+    def start_run(
+        self, session_id: str, run_id: str, base_sha: str, head_sha: str, mode: Mode
+    ) -> None:
+        """Record a claimed run as `running`."""
+        _require("mode", mode, MODES)
+        for name, sha in (("base_sha", base_sha), ("head_sha", head_sha)):
+            if not _SHA.match(sha):
+                raise ValueError(f"{name} must be 40 lowercase hex digits, got {sha!r}")
+        if not run_id or len(run_id) > 64:
+            raise ValueError(f"a run id has 1 to 64 characters, got {run_id!r}")
+        now = self._clock()
+        with self._write() as session:
+            if session.get(SessionRow, session_id) is None:
+                raise UnknownSession(f"no session {session_id!r}")
+            if session.get(RunRow, run_id) is not None:
+                raise StoreError(f"run {run_id!r} already exists")
+            session.add(
+                RunRow(
+                    id=run_id,
+                    session_id=session_id,
+                    base_sha=base_sha,
+                    head_sha=head_sha,
+                    mode=mode,
+                    state="running",
+                    judge=None,
+                    summary="",
+                    unproven=[],
+                    started_at=now,
+                    updated_at=now,
+                )
+            )
+            # No ORM relationships, so the unit of work does not order the inserts itself.
+            session.flush()
+            session.add(RunEventRow(run_id=run_id, at=now, kind="state", detail="running"))
+
+    def add_event(self, run_id: str, kind: str, detail: str = "") -> int:
+        """Append an event to a run's timeline and return its id."""
+        if not kind or len(kind) > MAX_EVENT_KIND:
+            raise ValueError(f"an event kind has 1 to {MAX_EVENT_KIND} characters")
+        with self._write() as session:
+            if session.get(RunRow, run_id) is None:
+                raise UnknownRun(f"no run {run_id!r}")
+            row = RunEventRow(
+                run_id=run_id, at=self._clock(), kind=kind, detail=clip(detail, MAX_TAIL)
+            )
+            session.add(row)
+            session.flush()
+            return row.id
+
+    def set_state(self, run_id: str, state: RunState, detail: str = "") -> None:
+        """Move a run to ``state`` (runs.py decides which moves are allowed)."""
+        _require("run state", state, RUN_STATES)
+        with self._write() as session:
+            row = self._run_row(session, run_id)
+            now = self._clock()
+            row.state = state
+            row.updated_at = now
+            said = f"{state}: {detail}" if detail else state
+            session.add(RunEventRow(run_id=run_id, at=now, kind="state", detail=said))
+
+    def finish_run(
+        self,
+        run_id: str,
+        verdict: Verdict,
+        plan_json: str | None = None,
+        reports_dir: str | None = None,
+    ) -> None:
+        """Record a run's verdict and findings, all at once, and close the run."""
+        _require("run state", verdict.state, RUN_STATES)
+        with self._write() as session:
+            row = self._run_row(session, run_id)
+            if row.state not in OPEN_STATES:
+                raise RunClosed(f"run {run_id!r} is already {row.state}")
+            now = self._clock()
+            row.state = verdict.state
+            row.judge = verdict.judge
+            row.summary = verdict.summary
+            row.unproven = list(verdict.unproven)
+            row.plan_json = plan_json
+            row.reports_dir = reports_dir
+            row.updated_at = now
+            row.finished_at = now
+            session.add_all(
+                FindingRow(
+                    run_id=run_id,
+                    finding_id=f.id,
+                    rule=f.rule,
+                    severity=f.severity,
+                    check=f.check,
+                    title=f.title,
+                    evidence=list(f.evidence),
+                )
+                for f in verdict.findings
+            )
+            session.add(RunEventRow(run_id=run_id, at=now, kind="state", detail=verdict.state))
+
+    def mark_abandoned(self, run_id: str, reason: str) -> bool:
+        """Turn a run a crash left open into `error`; return False if it was decided."""
+        with self._write() as session:
+            row = self._run_row(session, run_id)
+            if row.state not in OPEN_STATES:
+                return False
+            now = self._clock()
+            why = reason.strip() or "no reason was given"
+            row.state = "error"
+            row.summary = (
+                f"The review was abandoned: {why}. This says nothing about the pull request."
+            )
+            row.updated_at = now
+            row.finished_at = now
+            session.add(RunEventRow(run_id=run_id, at=now, kind="abandoned", detail=why))
+            session.add(RunEventRow(run_id=run_id, at=now, kind="state", detail="error"))
+            return True
+
+    def _run_row(self, session: Session, run_id: str) -> RunRow:
+        # FOR UPDATE serializes writers on PostgreSQL; SQLite already holds the lock.
+        row = session.scalar(select(RunRow).where(RunRow.id == run_id).with_for_update())
+        if row is None:
+            raise UnknownRun(f"no run {run_id!r}")
+        return row
+
+    # ---------------------------------------------------------------- reading
+
+    def get_run(self, run_id: str) -> RunRecord:
+        """Return one run with its findings."""
+        with self._read() as session:
+            records = self._records(session, select(RunRow).where(RunRow.id == run_id))
+        if not records:
+            raise UnknownRun(f"no run {run_id!r}")
+        return records[0]
+
+    def list_runs(
+        self, limit: int = 50, *, states: Sequence[RunState] | None = None
+    ) -> list[RunRecord]:
+        """Return the newest runs first, optionally only those in ``states``."""
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        query = select(RunRow)
+        if states is not None:
+            for state in states:
+                _require("run state", state, RUN_STATES)
+            query = query.where(RunRow.state.in_(list(states)))
+        query = query.order_by(RunRow.started_at.desc(), RunRow.id.desc()).limit(limit)
+        with self._read() as session:
+            return self._records(session, query)
+
+    def events(self, run_id: str, *, after: int = 0) -> list[RunEvent]:
+        """Return a run's events with ids above ``after``, oldest first."""
+        with self._read() as session:
+            if session.get(RunRow, run_id) is None:
+                raise UnknownRun(f"no run {run_id!r}")
+            rows = session.scalars(
+                select(RunEventRow)
+                .where(RunEventRow.run_id == run_id, RunEventRow.id > after)
+                .order_by(RunEventRow.id)
+            )
+            return [RunEvent(r.id, r.run_id, r.at, r.kind, r.detail) for r in rows]
+
+    def _records(self, session: Session, query: Select[RunRow]) -> list[RunRecord]:
+        runs = list(session.scalars(query))
+        if not runs:
+            return []
+        ids = [r.id for r in runs]
+        sessions = {
+            s.id: s
+            for s in session.scalars(
+                select(SessionRow).where(SessionRow.id.in_({r.session_id for r in runs}))
+            )
+        }
+        findings: dict[str, list[Finding]] = {run_id: [] for run_id in ids}
+        for f in session.scalars(
+            select(FindingRow).where(FindingRow.run_id.in_(ids)).order_by(FindingRow.pk)
+        ):
+            findings[f.run_id].append(
+                Finding(
+                    id=f.finding_id,
+                    rule=f.rule,
+                    severity=f.severity,
+                    check=f.check,
+                    title=f.title,
+                    evidence=list(f.evidence),
+                )
+            )
+        return [
+            RunRecord(
+                run_id=r.id,
+                session_id=r.session_id,
+                repo=sessions[r.session_id].repo,
+                pr_number=sessions[r.session_id].pr_number,
+                session_kind=sessions[r.session_id].kind,
+                base_sha=r.base_sha,
+                head_sha=r.head_sha,
+                mode=r.mode,
+                state=r.state,
+                judge=r.judge,
+                summary=r.summary,
+                unproven=tuple(r.unproven),
+                plan_json=r.plan_json,
+                reports_dir=r.reports_dir,
+                started_at=r.started_at,
+                updated_at=r.updated_at,
+                finished_at=r.finished_at,
+                findings=tuple(findings[r.id]),
+            )
+            for r in runs
+        ]

@@ -1,0 +1,151 @@
+"""Install the head's dependencies into a throwaway environment, then import them.
+
+Detonation needs nothing the repository's install produces: it starts first, copies the
+head checkout, installs it (running its build scripts), then imports every top-level
+module the install put in place, each in its own process, watching what they do.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+from pathlib import Path
+
+from cujo_action.checks.harness import CheckRun, check_main
+from cujo_action.schema import Report
+
+MAX_IMPORTS = 25
+IMPORT_TIMEOUT = 60.0
+_SKIP = {"pip", "setuptools", "wheel", "pkg_resources", "_distutils_hack", "_virtualenv"}
+
+# Runs with the detonation venv's interpreter: list top-level modules of installed
+# distributions, from top_level.txt or from RECORD when there is none.
+LISTER = """
+import importlib.metadata as m, json
+skip = set(%r)
+mods = set()
+for dist in m.distributions():
+    text = dist.read_text("top_level.txt")
+    names = text.split() if text else []
+    if not names:
+        for f in dist.files or []:
+            parts = f.parts
+            if len(parts) == 1 and parts[0].endswith(".py"):
+                names.append(parts[0][:-3])
+            elif len(parts) > 1 and parts[1] == "__init__.py":
+                names.append(parts[0])
+    mods.update(n for n in names if n.isidentifier() and n not in skip)
+print("CUJO-MODULES " + json.dumps(sorted(mods)))
+""" % (sorted(_SKIP),)
+
+
+def python_install_command(build_files: list[str]) -> str:
+    """Return the detonation install for a Python head (non-editable: build scripts run)."""
+    if any(f in build_files for f in ("pyproject.toml", "setup.py", "setup.cfg")):
+        return "python -m pip install ./src"
+    reqs = [f for f in build_files if f.startswith("requirements") and f.endswith(".txt")]
+    return " && ".join(f"python -m pip install -r {shlex.quote('src/' + r)}" for r in reqs)
+
+
+def parse_modules(stdout: str) -> list[str]:
+    """Return the module names the lister printed (untrusted: validated and capped)."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("CUJO-MODULES "):
+            try:
+                names = json.loads(line.removeprefix("CUJO-MODULES "))
+            except ValueError:
+                return []
+            if isinstance(names, list):
+                return [n for n in names if isinstance(n, str) and n.isidentifier()][
+                    :MAX_IMPORTS
+                ]
+    return []
+
+
+def _python(run: CheckRun, work: Path) -> Report:
+    plan = run.plan
+    venv = work / "venv"
+    run.make_venv(venv)
+    install = python_install_command(plan.build_files)
+    if not install:
+        return run.finish("skipped", "no Python build or requirements file to detonate")
+    outcome = run.run(
+        install, phase="install", timeout=plan.policy.timeouts.install, cwd=work, venv=venv
+    )
+    if outcome.exit_code != 0:
+        why = "timed out" if outcome.timed_out else f"failed (exit {outcome.exit_code})"
+        return run.finish("failed", f"the detonation install {why}")
+    empty = work / "empty"  # imports run from an empty directory: only installed code loads
+    empty.mkdir(exist_ok=True)
+    listing = run.run(
+        f"python -c {shlex.quote(LISTER)}", phase="import", timeout=IMPORT_TIMEOUT, cwd=empty,
+        venv=venv,
+    )
+    modules = parse_modules(listing.stdout_tail)
+    failed = []
+    for module in modules:
+        result = run.run(
+            f"python -c {shlex.quote('import ' + module)}",
+            phase="import",
+            timeout=IMPORT_TIMEOUT,
+            cwd=empty,
+            venv=venv,
+        )
+        if result.exit_code != 0:
+            failed.append(module)
+    if not modules:
+        run.observe("no_modules", "the install put no importable top-level module in place")
+    summary = f"installed and imported {len(modules) - len(failed)}/{len(modules)} modules"
+    if failed:
+        run.observe("import_failed", "modules that failed to import: " + ", ".join(failed))
+    return run.finish("ok", summary)
+
+
+def _node(run: CheckRun, work: Path) -> Report:
+    plan = run.plan
+    src = work / "src"
+    try:
+        manifest = json.loads((src / "package.json").read_text())
+    except (OSError, ValueError) as exc:
+        return run.finish("failed", f"package.json at head cannot be read: {exc}")
+    cmd = "npm ci" if (src / "package-lock.json").exists() else "npm install"
+    outcome = run.run(
+        f"{cmd} --no-audit --no-fund",
+        phase="install",
+        timeout=plan.policy.timeouts.install,
+        cwd=src,
+    )
+    if outcome.exit_code != 0:
+        why = "timed out" if outcome.timed_out else f"failed (exit {outcome.exit_code})"
+        return run.finish("failed", f"the detonation install {why}")
+    deps = manifest.get("dependencies") if isinstance(manifest, dict) else None
+    names = [n for n in (deps or {}) if isinstance(n, str)][:MAX_IMPORTS]
+    for name in names:
+        run.run(
+            f"node -e {shlex.quote(f'require({json.dumps(name)})')}",
+            phase="import",
+            timeout=IMPORT_TIMEOUT,
+            cwd=src,
+        )
+    return run.finish("ok", f"installed and required {len(names)} dependencies")
+
+
+def body(run: CheckRun) -> Report:
+    """Copy the head, install it into its own environment, import what it installed."""
+    plan = run.plan
+    if plan.ecosystem == "unknown":
+        return run.finish("skipped", f"nothing to detonate: {plan.unproven_reason}")
+    work = run.run_dir / "detonation"
+    shutil.copytree(
+        plan.head_dir,
+        work / "src",
+        ignore=shutil.ignore_patterns(".git", "node_modules"),
+        symlinks=True,
+        dirs_exist_ok=True,
+    )
+    return _node(run, work) if plan.ecosystem == "node" else _python(run, work)
+
+
+if __name__ == "__main__":
+    raise SystemExit(check_main("detonation", body))

@@ -1,0 +1,283 @@
+"""Give each check process the same way to run watched commands and write its report.
+
+A check is a separate process (``python -m cujo_action.checks.<name>``) with a fresh
+context: it reads ``context.json`` and ``plan.json`` written by ``arm``, seeds its own
+decoy HOME, watches it, runs its commands confined, and writes exactly one report.
+Egress is attached later by ``bundle``, from the proxy's log, once the proxy has stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from cujo_action.arm import Armed, sandbox_env, seed_home
+from cujo_action.jail import Outcome, run_confined
+from cujo_action.schema import (
+    MAX_COMMANDS,
+    MAX_DECOY_EVENTS,
+    MAX_OBSERVATIONS,
+    MAX_TEXT,
+    PERSISTENCE_WRITE,
+    CheckName,
+    CommandResult,
+    DecoyEvent,
+    Observation,
+    Phase,
+    Plan,
+    Report,
+    Status,
+    clip,
+    utcnow,
+)
+from cujo_action.watcher import DecoyWatcher
+
+# Places where a write means persistence: a profile runs at every login, an authorized
+# key lets someone in, a cron entry or a git hook runs later outside this review.
+_HOME_PERSISTENCE = (
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zprofile",
+    ".zshenv",
+    ".ssh",
+    ".config/autostart",
+    ".config/systemd/user",
+    ".config/git",
+    ".gitconfig",
+    ".git-templates",
+)
+_SYSTEM_PERSISTENCE = (
+    "/etc/profile.d",
+    "/etc/bash.bashrc",
+    "/etc/cron.d",
+    "/var/spool/cron/crontabs",
+    "/etc/sudoers.d",
+)
+_SNAPSHOT_LIMIT = 2_000
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    if root.is_symlink() or root.is_file():
+        yield root
+    elif root.is_dir():
+        count = 0
+        for dirpath, _dirs, files in os.walk(root):
+            for name in files:
+                count += 1
+                if count > _SNAPSHOT_LIMIT:
+                    return
+                yield Path(dirpath) / name
+
+
+def snapshot(roots: list[Path]) -> dict[str, str]:
+    """Return a fingerprint of every file under ``roots`` (missing roots are empty)."""
+    prints: dict[str, str] = {}
+    for root in roots:
+        for path in _walk(root):
+            try:
+                st = path.lstat()
+                digest = hashlib.sha256()
+                if path.is_file() and not path.is_symlink():
+                    with path.open("rb") as fh:
+                        digest.update(fh.read(1 << 20))
+                prints[str(path)] = f"{st.st_size}:{st.st_mode}:{digest.hexdigest()}"
+            except OSError:
+                continue
+    return prints
+
+
+class CheckRun:
+    """One check's run: its HOME, its watcher, its commands and its evidence."""
+
+    def __init__(self, check: CheckName, armed: Armed, plan: Plan) -> None:
+        self.check, self.armed, self.plan = check, armed, plan
+        self.run_dir = Path(armed.run_dir)
+        self.home = self.run_dir / "homes" / check
+        self.scratch = self.run_dir / "scratch" / check
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        self.started_at = utcnow()
+        self.phase: Phase = "install"
+        self.commands: list[CommandResult] = []
+        self.observations: list[Observation] = []
+        self.evidence_complete = True
+        self.decoy_paths = seed_home(self.home, armed.decoy_objects())
+        self._persistence_roots = [
+            *(self.home / rel for rel in _HOME_PERSISTENCE),
+            Path(plan.head_dir) / ".git" / "hooks",
+            *(Path(p) for p in _SYSTEM_PERSISTENCE),
+        ]
+        self._before = snapshot(self._persistence_roots)
+        self.watcher = DecoyWatcher(self.decoy_paths, lambda: self.phase)
+        self.watcher.start()
+
+    @property
+    def venv(self) -> Path:
+        """Return the run's venv, where the repository's install goes."""
+        return self.run_dir / "venv"
+
+    def say(self, message: str) -> None:
+        """Show progress on stderr (the orchestrator passes it through)."""
+        print(f"cujo: {self.check}: {message}", file=sys.stderr, flush=True)
+
+    def make_venv(self, path: Path) -> None:
+        """Create a virtual environment for pull-request installs (harness work, not PR code)."""
+        if (path / "bin" / "python").exists():
+            return
+        self.say(f"creating a virtual environment at {path}")
+        subprocess.run(
+            [self.armed.python, "-m", "venv", str(path)],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+
+    def observe(
+        self, kind: str, detail: str, *, path: str | None = None, line: int | None = None
+    ) -> str:
+        """Record an observation and return its evidence id."""
+        if len(self.observations) >= MAX_OBSERVATIONS:
+            self.evidence_complete = False
+            return ""
+        oid = f"{self.check}:obs:{len(self.observations) + 1}"
+        self.observations.append(
+            Observation(
+                id=oid,
+                kind=clip(kind, 200),
+                detail=clip(detail, MAX_TEXT),
+                path=clip(path, MAX_TEXT) if path else None,
+                line=line,
+            )
+        )
+        return oid
+
+    def run(
+        self, cmd: str, *, phase: Phase, timeout: float, cwd: Path, venv: Path | None = None
+    ) -> Outcome:
+        """Run one pull-request command in ``phase``, confined and watched, and record it."""
+        self.phase = phase
+        env = sandbox_env(
+            self.armed,
+            self.plan,
+            check=self.check,
+            phase=phase,
+            home=self.home,
+            scratch=self.scratch,
+            venv=venv,
+        )
+        self.say(f"{phase}: $ {cmd}")
+        outcome = run_confined(cmd, cwd=cwd, env=env, timeout=timeout)
+        if outcome.timed_out:
+            self.say(f"{phase}: timed out after {timeout:.0f}s; killed")
+            self.observe("timeout", f"`{clip(cmd, 200)}` ran past its {timeout:.0f}s timeout")
+        elif outcome.flooded:
+            self.say(f"{phase}: output flood; killed")
+            self.observe(
+                "output_flood",
+                f"`{clip(cmd, 200)}` wrote over {outcome.stdout_bytes + outcome.stderr_bytes}"
+                " bytes of output and was cut off",
+            )
+        else:
+            self.say(f"{phase}: exit {outcome.exit_code} after {outcome.duration_s:.1f}s")
+        if len(self.commands) < MAX_COMMANDS:
+            self.commands.append(
+                CommandResult(
+                    cmd=clip(cmd, MAX_TEXT),
+                    phase=phase,
+                    exit_code=outcome.exit_code,
+                    timed_out=outcome.timed_out,
+                    duration_s=outcome.duration_s,
+                    stdout_tail=outcome.stdout_tail,
+                    stderr_tail=outcome.stderr_tail,
+                    output_truncated=outcome.flooded
+                    or outcome.stdout_bytes > len(outcome.stdout_tail.encode())
+                    or outcome.stderr_bytes > len(outcome.stderr_tail.encode()),
+                )
+            )
+        else:
+            self.evidence_complete = False
+        return outcome
+
+    def finish(self, status: Status, summary: str) -> Report:
+        """Stop watching, collect decoy and persistence evidence, and build the report."""
+        events = self.watcher.stop()
+        decoy_events = [
+            DecoyEvent(
+                id=f"{self.check}:decoy:{n}",
+                phase=ev.phase,  # type: ignore[arg-type]
+                path=clip("~/" + str(Path(ev.path).relative_to(self.home)), MAX_TEXT)
+                if Path(ev.path).is_relative_to(self.home)
+                else clip(ev.path, MAX_TEXT),
+                event=ev.event,  # type: ignore[arg-type]
+            )
+            for n, ev in enumerate(events[:MAX_DECOY_EVENTS], start=1)
+        ]
+        if len(events) > MAX_DECOY_EVENTS:
+            self.evidence_complete = False
+        after = snapshot(self._persistence_roots)
+        for path in sorted(set(after) | set(self._before)):
+            if after.get(path) != self._before.get(path):
+                what = "created" if path not in self._before else "changed"
+                if path not in after:
+                    what = "deleted"
+                shown = path.replace(str(self.home), "~", 1)
+                self.observe(PERSISTENCE_WRITE, f"{shown} was {what}", path=shown)
+        return Report(
+            run_id=self.plan.run_id,
+            check=self.check,
+            head_sha=self.plan.head_sha,
+            base_sha=self.plan.base_sha,
+            status=status,
+            summary=clip(summary, MAX_TEXT),
+            started_at=self.started_at,
+            finished_at=utcnow(),
+            isolation=self.armed.isolation,
+            evidence_complete=self.evidence_complete,
+            commands=self.commands,
+            decoy_events=decoy_events,
+            observations=self.observations,
+        )
+
+
+def status_of(outcome: Outcome) -> Status:
+    """Return the check status a command's outcome gives (a flood is not evidence)."""
+    if outcome.flooded:
+        return "error"
+    return "ok" if outcome.exit_code == 0 else "failed"
+
+
+def write_report(report: Report, out: Path) -> None:
+    """Write the report atomically, so a reader never sees half of one."""
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(report.dump())
+    os.replace(tmp, out)
+
+
+def check_main(check: CheckName, body: Callable[[CheckRun], Report]) -> int:
+    """Run a check as a process: read the context, run ``body``, write one report."""
+    parser = argparse.ArgumentParser(prog=f"python -m cujo_action.checks.{check}")
+    parser.add_argument("--context", required=True, type=Path)
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args()
+    armed = Armed.model_validate_json(args.context.read_text())
+    plan = Plan.model_validate_json(Path(armed.plan_path).read_text())
+    started = time.monotonic()
+    run = CheckRun(check, armed, plan)
+    try:
+        report = body(run)
+    except Exception as exc:  # a check that falls over still reports, as an error
+        tail = "".join(traceback.format_exception(exc))[-1500:]
+        report = run.finish("error", f"the {check} check failed inside Cujo: {exc!r}\n{tail}")
+    write_report(report, args.out)
+    run.say(f"{report.status} in {time.monotonic() - started:.1f}s")
+    return 0

@@ -1,0 +1,40 @@
+"""Run the repository's own install at head, watched; tests, probes and smoke need it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cujo_action.checks.harness import CheckRun, check_main, status_of
+from cujo_action.schema import Report
+
+
+def body(run: CheckRun) -> Report:
+    """Install the head checkout into the run's environment."""
+    plan = run.plan
+    if plan.unproven_reason and not plan.install:
+        return run.finish("skipped", f"nothing to install: {plan.unproven_reason}")
+    if not plan.install:
+        return run.finish("skipped", "no install command was settled or configured")
+    venv = None
+    if plan.ecosystem != "node":
+        run.make_venv(run.venv)
+        venv = run.venv
+    outcome = run.run(
+        plan.install,
+        phase="install",
+        timeout=plan.policy.timeouts.install,
+        cwd=Path(plan.head_dir),
+        venv=venv,
+    )
+    status = status_of(outcome)
+    if outcome.timed_out:
+        summary = f"the install ran past its {plan.policy.timeouts.install}s timeout"
+    elif status == "ok":
+        summary = f"installed with `{plan.install}`"
+    else:
+        summary = f"`{plan.install}` failed (exit {outcome.exit_code})"
+    return run.finish(status, summary)
+
+
+if __name__ == "__main__":
+    raise SystemExit(check_main("install", body))

@@ -1,0 +1,677 @@
+"""Run the logging proxy: log every request, forward registry traffic, answer the rest itself.
+
+The proxy is mitmproxy used as a library, in a process of its own
+(``python -m cujo_action.proxy --config CONFIG.json``). It listens on one port per
+label ("check/phase"), so the port a client connects to says which check and phase sent
+a request. TLS is intercepted with a CA made fresh in ``confdir`` for the run.
+
+* A request to a host in ``allow_hosts`` is forwarded upstream, verified against the
+  system CA bundle.
+* A request to any other host is answered by the proxy itself with an empty ``200``,
+  and that host is never resolved or contacted.
+* A tunnel that carries neither TLS nor HTTP (raw TCP through CONNECT) is logged with
+  the bytes it sent and closed, whatever its host: it is never forwarded.
+* A CONNECT tunnel that never produces a request (the client refused the run's CA, the
+  handshake failed, it sent nothing) is logged as one ``CONNECT`` line when it closes.
+
+Every request becomes one JSON line in ``log_path``, written with a single ``write`` as
+soon as the request is complete, so killing the proxy loses no line already logged::
+
+    {"ts": 1700000000.1, "label": "install/install", "check": "install",
+     "phase": "install", "host": "collector.exfil.test", "port": 443, "method": "POST",
+     "url": "https://collector.exfil.test/c?k=...", "bytes_out": 412, "action": "sunk",
+     "decoy_seen": ["GITHUB_TOKEN"], "decoy_where": ["url:plain", "body:base64"]}
+
+Importing this module does not import mitmproxy; only the proxy process pays for that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, NamedTuple, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from cujo_action.decoys import Decoy, DecoyMatcher
+from cujo_action.schema import (
+    CHECK_NAMES,
+    MAX_SHORT,
+    MAX_TEXT,
+    REGISTRY_HOSTS,
+    Egress,
+    Phase,
+    clip,
+)
+
+SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+CA_CERT_NAME = "mitmproxy-ca-cert.pem"
+CONFIG_NAME = "cujo-proxy.json"
+STDERR_NAME = "proxy.stderr"
+TUNNEL_METHOD = "CONNECT"
+# Bytes of a tunnel's payload kept for scanning when it carries no HTTP request.
+PEEK_CAP = 1 << 20
+_PHASES: tuple[str, ...] = get_args(Phase)
+_LISTEN_RETRIES = 3
+
+Action = Literal["forwarded", "sunk", "refused"]
+
+logger = logging.getLogger("cujo.proxy")
+
+
+# --------------------------------------------------------------------------- config
+
+
+class DecoySpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=MAX_SHORT)
+    value: str = Field(min_length=1)
+
+
+class ProxyConfig(BaseModel):
+    """What one proxy process listens on, forwards, looks for and writes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    listen_host: str = "127.0.0.1"
+    labels: list[str] = Field(min_length=1)
+    # Fixed ports by label; a label missing here gets a free port picked at start.
+    ports: dict[str, int] = Field(default_factory=dict)
+    confdir: Path
+    allow_hosts: list[str] = Field(default_factory=lambda: list(REGISTRY_HOSTS))
+    upstream_ca: Path = SYSTEM_CA
+    decoys: list[DecoySpec] = Field(default_factory=list)
+    log_path: Path
+    ready_path: Path
+
+    @field_validator("labels")
+    @classmethod
+    def _labels_are_check_phase(cls, labels: list[str]) -> list[str]:
+        for label in labels:
+            split_label(label)
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"labels repeat: {labels}")
+        return labels
+
+    @field_validator("ports")
+    @classmethod
+    def _ports_in_range(cls, ports: dict[str, int]) -> dict[str, int]:
+        for label, port in ports.items():
+            if not 0 < port < 65536:
+                raise ValueError(f"port {port} for {label} is not in 1..65535")
+        return ports
+
+
+def split_label(label: str) -> tuple[str, str]:
+    """Return (check, phase) from a "check/phase" label, or raise ValueError."""
+    check, sep, phase = label.partition("/")
+    if not sep or check not in CHECK_NAMES or phase not in _PHASES:
+        raise ValueError(
+            f"label {label!r} must be check/phase with check in {CHECK_NAMES} "
+            f"and phase in {_PHASES}"
+        )
+    return check, phase
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+def normalize_host(host: str) -> str:
+    """Return ``host`` as compared: lower case, no trailing dot, no IPv6 brackets."""
+    return host.strip().strip("[]").rstrip(".").lower()
+
+
+def host_allowed(host: str, allow_hosts: Iterable[str]) -> bool:
+    """Return whether ``host`` matches an allow entry (exact, or ``*.suffix`` for subdomains)."""
+    host = normalize_host(host)
+    if not host:
+        return False
+    for entry in allow_hosts:
+        pattern = normalize_host(entry)
+        if pattern.startswith("*."):
+            if host.endswith(pattern[1:]) and len(host) > len(pattern) - 1:
+                return True
+        elif host == pattern:
+            return True
+    return False
+
+
+def decide(host: str, allow_hosts: Iterable[str]) -> Action:
+    """Return what the proxy does with an HTTP request to ``host``."""
+    return "forwarded" if host_allowed(host, allow_hosts) else "sunk"
+
+
+def request_size(
+    method: str,
+    target: str,
+    http_version: str,
+    headers: Iterable[tuple[bytes, bytes]],
+    body_len: int,
+) -> int:
+    """Return the bytes of a request as HTTP/1.1 would carry it: line, headers and body."""
+    line = len(method) + 1 + len(target.encode()) + 1 + len(http_version) + 2
+    return line + sum(len(k) + 2 + len(v) + 2 for k, v in headers) + 2 + body_len
+
+
+def header_block(headers: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """Return headers as the ``name: value`` lines they travel as."""
+    return b"\r\n".join(k + b": " + v for k, v in headers)
+
+
+def scan(matcher: DecoyMatcher, parts: Iterable[tuple[str, bytes]]) -> tuple[list[str], list[str]]:
+    """Return (decoy names, "part:encoding" places) found in the named parts of a request."""
+    seen: list[str] = []
+    where: list[str] = []
+    for part, data in parts:
+        if not data:
+            continue
+        for name, encoding in matcher.find(data):
+            if name not in seen:
+                seen.append(name)
+            place = f"{part}:{encoding}"
+            if place not in where:
+                where.append(place)
+    return seen, where
+
+
+def egress_record(
+    *,
+    ts: float,
+    label: str,
+    host: str,
+    port: int,
+    method: str,
+    url: str,
+    bytes_out: int,
+    action: Action,
+    decoy_seen: Sequence[str] = (),
+    decoy_where: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Return the log line for one request or tunnel."""
+    check, phase = split_label(label)
+    return {
+        "ts": round(ts, 6),
+        "label": label,
+        "check": check,
+        "phase": phase,
+        "host": clip(host, MAX_SHORT),
+        "port": port,
+        "method": clip(method, MAX_SHORT),
+        "url": clip(url, MAX_TEXT),
+        "bytes_out": bytes_out,
+        "action": action,
+        "decoy_seen": list(decoy_seen),
+        "decoy_where": list(decoy_where),
+    }
+
+
+# --------------------------------------------------------------------------- log and API
+
+
+class ProxyError(RuntimeError):
+    """The proxy could not be started, with why (and the tail of its stderr)."""
+
+
+class EgressLog(NamedTuple):
+    records: list[dict[str, Any]]
+    bad_lines: int  # lines that are not a whole record, e.g. cut by a killed proxy
+
+
+_RECORD_KEYS = frozenset(
+    egress_record(
+        ts=0, label="install/install", host="", port=0, method="", url="", bytes_out=0, action="sunk"
+    )
+)
+
+
+def read_egress_log(path: Path, labels: set[str] | None = None) -> EgressLog:
+    """Return the records of an egress log (only ``labels`` when given) and the bad lines."""
+    # A missing log is an error, not "no egress": the caller must not read silence.
+    records: list[dict[str, Any]] = []
+    bad = 0
+    for line in Path(path).read_bytes().splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if not isinstance(record, dict) or not _RECORD_KEYS <= record.keys():
+            bad += 1
+            continue
+        if labels is None or record["label"] in labels:
+            records.append(record)
+    return EgressLog(records, bad)
+
+
+def egress_from_record(record: dict[str, Any], evidence_id: str) -> Egress:
+    """Return the report's Egress item for one log record."""
+    return Egress(
+        id=evidence_id,
+        phase=record["phase"],
+        host=clip(record["host"], MAX_SHORT),
+        port=record["port"],
+        method=clip(record["method"], MAX_SHORT),
+        url=clip(record["url"], MAX_TEXT),
+        bytes_out=record["bytes_out"],
+        action=record["action"],
+        decoy_seen=[clip(n, MAX_SHORT) for n in record["decoy_seen"][:20]],
+        decoy_where=[clip(w, MAX_SHORT) for w in record["decoy_where"][:20]],
+    )
+
+
+def write_ca_bundle(ca_cert: Path, dest: Path, system: Path = SYSTEM_CA) -> Path:
+    """Write the bundle sandbox clients trust, the system CAs plus the run's CA, to ``dest``."""
+    bundle = Path(system).read_bytes().rstrip(b"\n") + b"\n" + Path(ca_cert).read_bytes()
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(bundle)
+    # Sandbox clients run as another user and must read it.
+    dest.chmod(0o644)
+    return dest
+
+
+@dataclass
+class ProxyHandle:
+    """A running proxy process: its ports by label, its CA, and how to stop it."""
+
+    process: subprocess.Popen[bytes]
+    ports: dict[str, int]
+    ca_cert: Path
+    log_path: Path
+    stderr_path: Path
+    pid: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pid = self.process.pid
+
+    def alive(self) -> bool:
+        """Return whether the proxy process is still running."""
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 5.0) -> int:
+        """Terminate the proxy, kill it if it outlives ``timeout``, and return its exit code."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                return self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        return self.process.wait()
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    try:
+        return clip(path.read_text(errors="replace"), limit, keep="tail")
+    except OSError:
+        return ""
+
+
+def _read_ready(path: Path, pid: int) -> dict[str, Any] | None:
+    try:
+        ready = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return ready if isinstance(ready, dict) and ready.get("pid") == pid else None
+
+
+def start_proxy(config: ProxyConfig, timeout: float = 20) -> ProxyHandle:
+    """Start the proxy process and return once it listens on every label's port."""
+    confdir = Path(config.confdir)
+    if confdir.exists() and any(confdir.iterdir()):
+        # A CA left in confdir would be reused: each run must mint its own.
+        raise ProxyError(f"confdir {confdir} is not empty; give each run a fresh one")
+    confdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    config_path = confdir / CONFIG_NAME
+    # The config holds the decoy values: readable by the harness user only.
+    fd = os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(config.model_dump_json())
+    env = dict(os.environ)
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    attempts = 1 if set(config.labels) <= config.ports.keys() else _LISTEN_RETRIES
+    for attempt in range(attempts):
+        handle, failure = _launch(config, config_path, env, timeout)
+        if handle is not None:
+            return handle
+        # A port picked free can be taken before mitmproxy binds it: pick again.
+        if "failed to listen" not in failure or attempt == attempts - 1:
+            raise ProxyError(failure)
+    raise AssertionError("unreachable")
+
+
+def _launch(
+    config: ProxyConfig, config_path: Path, env: dict[str, str], timeout: float
+) -> tuple[ProxyHandle | None, str]:
+    stderr_path = Path(config.confdir) / STDERR_NAME
+    Path(config.ready_path).unlink(missing_ok=True)
+    with open(stderr_path, "wb") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cujo_action.proxy", "--config", str(config_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=err,
+            env=env,
+        )
+    deadline = time.monotonic() + timeout
+    while True:
+        ready = _read_ready(Path(config.ready_path), process.pid)
+        if ready is not None:
+            ports = {str(k): int(v) for k, v in ready["ports"].items()}
+            handle = ProxyHandle(
+                process, ports, Path(ready["ca_cert"]), Path(config.log_path), stderr_path
+            )
+            return handle, ""
+        code = process.poll()
+        if code is not None:
+            return None, f"proxy exited with {code} before it was ready:\n{_tail(stderr_path)}"
+        if time.monotonic() > deadline:
+            process.kill()
+            process.wait()
+            return None, f"proxy not ready within {timeout}s:\n{_tail(stderr_path)}"
+        time.sleep(0.02)
+
+
+# --------------------------------------------------------------------------- the proxy process
+# Everything below runs in the proxy process. mitmproxy is imported inside functions so
+# that importing this module (as arm.py does) stays cheap; its objects are typed loosely.
+
+
+@dataclass
+class _Tunnel:
+    """What is known about one CONNECT tunnel until it closes."""
+
+    label: str
+    host: str
+    port: int
+    connect_bytes: int
+    connect_parts: list[tuple[str, bytes]]
+    sni: str | None = None
+    peeks: dict[int, bytes] = field(default_factory=dict)
+    logged: bool = False
+    refused: bool = False
+
+
+class EgressAddon:
+    """Log every request and tunnel; answer non-allowed hosts; refuse non-HTTP tunnels."""
+
+    def __init__(self, config: ProxyConfig, ports: dict[str, int]) -> None:
+        """Prepare the matcher, the label of each port, and the log file."""
+        self.config = config
+        self.ports = ports
+        self.labels_by_port = {port: label for label, port in ports.items()}
+        self.allow_hosts = list(config.allow_hosts)
+        self.matcher = DecoyMatcher(Decoy(d.name, d.value, None, None) for d in config.decoys)
+        self.tunnels: dict[str, _Tunnel] = {}
+        # One write() per line on an O_APPEND descriptor: a killed proxy leaves whole
+        # lines behind, at worst a cut last one.
+        self._log_fd = os.open(
+            config.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
+        )
+
+    # ---- helpers
+
+    def _label(self, client: Any) -> str:
+        port = client.proxy_mode.custom_listen_port
+        if port is None and client.sockname:
+            port = client.sockname[1]
+        return self.labels_by_port.get(port, self.config.labels[0])
+
+    def _write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, separators=(",", ":")) + "\n"
+        os.write(self._log_fd, line.encode())
+
+    def _log_tunnel(self, tunnel: _Tunnel, action: Action, payload: bytes = b"") -> None:
+        parts = [*tunnel.connect_parts]
+        if tunnel.sni:
+            parts.append(("sni", tunnel.sni.encode()))
+        peeked = b"".join(tunnel.peeks.values())
+        parts.append(("tcp", peeked + payload))
+        seen, where = scan(self.matcher, parts)
+        self._write(
+            egress_record(
+                ts=time.time(),
+                label=tunnel.label,
+                host=tunnel.host or tunnel.sni or "",
+                port=tunnel.port,
+                method=TUNNEL_METHOD,
+                url=f"{tunnel.host}:{tunnel.port}",
+                bytes_out=tunnel.connect_bytes + len(peeked) + len(payload),
+                action=action,
+                decoy_seen=seen,
+                decoy_where=where,
+            )
+        )
+        tunnel.logged = True
+
+    def _log_flow(self, flow: Any, action: Action) -> None:
+        req = flow.request
+        tunnel = self.tunnels.get(flow.client_conn.id)
+        raw = req.raw_content or b""
+        parts = [("url", req.url.encode()), ("header", header_block(req.headers.fields))]
+        parts.append(("body", raw))
+        if req.headers.get("content-encoding"):
+            decoded = req.get_content(strict=False) or b""
+            if decoded != raw:
+                parts.append(("body", decoded))
+        seen, where = scan(self.matcher, parts)
+        # Inside a tunnel the request line carried the path; a plain proxied request
+        # carried the absolute URL.
+        target = req.path if tunnel is not None or req.is_http2 else req.url
+        self._write(
+            egress_record(
+                ts=time.time(),
+                label=self._label(flow.client_conn),
+                host=req.host,
+                port=req.port,
+                method=req.method,
+                url=req.url,
+                bytes_out=request_size(
+                    req.method, target, req.http_version, req.headers.fields, len(raw)
+                ),
+                action=action,
+                decoy_seen=seen,
+                decoy_where=where,
+            )
+        )
+        flow.metadata["cujo_logged"] = True
+        if tunnel is not None:
+            tunnel.logged = True
+
+    # ---- mitmproxy hooks
+
+    def running(self) -> None:
+        """Write the ready file once every label's port listens."""
+        from mitmproxy import ctx  # noqa: PLC0415
+
+        listening = {
+            inst.mode.custom_listen_port
+            for inst in ctx.master.addons.get("proxyserver").servers
+            if inst.is_running
+        }
+        missing = [label for label, port in self.ports.items() if port not in listening]
+        if missing:
+            logger.error("not listening for %s", missing)
+            return
+        ready = {
+            "pid": os.getpid(),
+            "ports": self.ports,
+            "ca_cert": str(Path(self.config.confdir) / CA_CERT_NAME),
+        }
+        tmp = Path(f"{self.config.ready_path}.tmp")
+        tmp.write_text(json.dumps(ready))
+        # Renamed into place so a reader never sees half a file.
+        tmp.replace(self.config.ready_path)
+
+    def done(self) -> None:
+        """Log the tunnels still open and close the log."""
+        for tunnel in self.tunnels.values():
+            if not tunnel.logged:
+                self._log_tunnel(tunnel, "refused")
+        self.tunnels.clear()
+        os.close(self._log_fd)
+
+    def http_connect(self, flow: Any) -> None:
+        """Remember a CONNECT; log it now only if the CONNECT itself carries a decoy."""
+        req = flow.request
+        tunnel = _Tunnel(
+            label=self._label(flow.client_conn),
+            host=req.host,
+            port=req.port,
+            connect_bytes=request_size(
+                req.method, f"{req.host}:{req.port}", req.http_version, req.headers.fields, 0
+            ),
+            connect_parts=[
+                ("url", f"{req.host}:{req.port}".encode()),
+                ("header", header_block(req.headers.fields)),
+            ],
+        )
+        self.tunnels[flow.client_conn.id] = tunnel
+        if scan(self.matcher, tunnel.connect_parts)[0]:
+            # A CONNECT is answered here and never sent upstream, whatever its host.
+            self._log_tunnel(tunnel, "sunk")
+
+    def _refuse_host(self, host: str) -> bool:
+        return not host_allowed(host, self.allow_hosts)
+
+    def tls_clienthello(self, data: Any) -> None:
+        """Remember the SNI a tunnel's client asked for."""
+        tunnel = self.tunnels.get(data.context.client.id)
+        if tunnel is not None and data.client_hello.sni:
+            tunnel.sni = data.client_hello.sni
+
+    def next_layer(self, nextlayer: Any) -> None:
+        """Keep a tunnel's first bytes; replace any layer but TLS or HTTP with a refusal."""
+        # Runs after mitmproxy's own NextLayer addon, so nextlayer.layer holds its pick.
+        from mitmproxy.proxy.layers import (  # noqa: PLC0415
+            ClientTLSLayer,
+            HttpLayer,
+            ServerTLSLayer,
+            TCPLayer,
+        )
+
+        tunnel = self.tunnels.get(nextlayer.context.client.id)
+        if tunnel is None:
+            return
+        data = nextlayer.data_client()
+        room = PEEK_CAP - sum(len(p) for k, p in tunnel.peeks.items() if k != id(nextlayer))
+        tunnel.peeks[id(nextlayer)] = data[: max(room, 0)]
+        layer = nextlayer.layer
+        if layer is None or isinstance(layer, HttpLayer | ServerTLSLayer | ClientTLSLayer):
+            return
+        # Raw TCP, DNS or anything else through the tunnel: log what it sent, then let
+        # an ignoring TCP layer try to connect, which server_connect refuses, closing it.
+        tunnel.refused = True
+        self._log_tunnel(tunnel, "refused")
+        nextlayer.layer = TCPLayer(nextlayer.context, ignore=True)
+
+    def request(self, flow: Any) -> None:
+        """Log a complete request; answer it here unless its host is allowed."""
+        action = decide(flow.request.host, self.allow_hosts)
+        if action == "sunk":
+            from mitmproxy import http  # noqa: PLC0415
+
+            flow.response = http.Response.make(200, b"", {"content-type": "text/plain"})
+        self._log_flow(flow, action)
+
+    def error(self, flow: Any) -> None:
+        """Log a request that failed before it was complete (client gone mid-body)."""
+        if flow.request is not None and not flow.metadata.get("cujo_logged"):
+            self._log_flow(flow, "refused")
+
+    def server_connect(self, data: Any) -> None:
+        """Refuse every upstream connection but HTTP(S) to an allowed host."""
+        # The last guard: whatever path led here, a host not allowed is never contacted
+        # (nor resolved), and a refused tunnel never reaches even an allowed one.
+        host = data.server.address[0] if data.server.address else ""
+        tunnel = self.tunnels.get(data.client.id)
+        if self._refuse_host(host) or (tunnel is not None and tunnel.refused):
+            data.server.error = "cujo: upstream connection refused"
+
+    def client_disconnected(self, client: Any) -> None:
+        """Log a tunnel that closes without having carried a request."""
+        tunnel = self.tunnels.pop(client.id, None)
+        if tunnel is not None and not tunnel.logged:
+            self._log_tunnel(tunnel, "refused")
+
+
+def _free_ports(host: str, count: int) -> list[int]:
+    """Return ``count`` distinct ports free on ``host`` right now."""
+    socks = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+            sock.bind((host, 0))
+            socks.append(sock)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+async def _serve(config: ProxyConfig) -> None:
+    from mitmproxy import addons, options  # noqa: PLC0415
+    from mitmproxy.addons.errorcheck import ErrorCheck  # noqa: PLC0415
+    from mitmproxy.master import Master  # noqa: PLC0415
+
+    # mitmproxy rejects two modes on one address, so port 0 works for one label only:
+    # pick the ports here and tell mitmproxy each one.
+    unset = [label for label in config.labels if label not in config.ports]
+    picked = dict(zip(unset, _free_ports(config.listen_host, len(unset)), strict=True))
+    ports = {label: config.ports.get(label) or picked[label] for label in config.labels}
+    host = f"[{config.listen_host}]" if ":" in config.listen_host else config.listen_host
+
+    master = Master(options.Options())
+    addon = EgressAddon(config, ports)
+    # Our addon goes last: its next_layer hook must see mitmproxy's choice.
+    master.addons.add(*addons.default_addons(), ErrorCheck(repeat_errors_on_stderr=True), addon)
+    master.options.update(
+        mode=[f"regular@{host}:{ports[label]}" for label in config.labels],
+        confdir=str(config.confdir),
+        connection_strategy="lazy",
+        upstream_cert=False,
+        ssl_verify_upstream_trusted_ca=str(config.upstream_ca),
+        onboarding=False,
+        http3=False,
+    )
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, master.shutdown)
+    try:
+        await master.run()
+    finally:
+        # asyncio.run cancels the connections still open; their tracebacks say nothing.
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the proxy described by ``--config`` until terminated."""
+    parser = argparse.ArgumentParser(prog="python -m cujo_action.proxy")
+    parser.add_argument("--config", type=Path, required=True)
+    args = parser.parse_args(argv)
+    config = ProxyConfig.model_validate_json(args.config.read_text())
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(config))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""Build the demo repository in a temp dir, review two pull requests, print both verdicts.
+
+`make demo` runs this. The repository is made from the files beside this script:
+`base/` is the main branch, `benign/` and `exfil/` are laid over it as two pull requests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+GIT_ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "Demo Maintainer",
+    "GIT_AUTHOR_EMAIL": "maintainer@example.test",
+    "GIT_COMMITTER_NAME": "Demo Maintainer",
+    "GIT_COMMITTER_EMAIL": "maintainer@example.test",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], env=GIT_ENV, check=True, capture_output=True, text=True
+    )
+    return done.stdout.strip()
+
+
+def build_repo(root: Path) -> Path:
+    repo = root / "tinycalc"
+    shutil.copytree(HERE / "base", repo)
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "tinycalc: add and sub")
+    for branch, message in (
+        ("benign", "Add mul() with a test"),
+        ("exfil", "Speed up builds"),
+    ):
+        git(repo, "checkout", "--quiet", "-b", branch, "main")
+        shutil.copytree(HERE / branch, repo, dirs_exist_ok=True)
+        git(repo, "add", "-A")
+        git(repo, "commit", "--quiet", "-m", message)
+    git(repo, "checkout", "--quiet", "main")
+    return repo
+
+
+def review(repo: Path, head: str, data: Path) -> dict:
+    print(f"\n=== cujo review --base main --head {head} ===", flush=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "app_relay.cli", "review", "--repo", str(repo), "--base", "main",
+         "--head", head, "--json", "--data-dir", str(data)],
+        stdout=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    try:
+        return json.loads(done.stdout)
+    except ValueError:
+        print(done.stdout)
+        raise SystemExit(f"cujo review exited {done.returncode} without a JSON verdict")
+
+
+def main() -> int:
+    root = Path(tempfile.mkdtemp(prefix="cujo-demo-"))
+    data = Path(os.environ.get("CUJO_DEMO_DATA", Path.cwd() / ".cujo" / "demo"))
+    try:
+        repo = build_repo(root)
+        results = {head: review(repo, head, data) for head in ("benign", "exfil")}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    sys.path.insert(0, str(HERE.parents[1]))
+    from app_relay.cli import render
+
+    print("\n" + "=" * 72)
+    for head, obj in results.items():
+        print(f"\nPull request `{head}`:")
+        print(render(obj))
+    ok = results["benign"]["state"] == "clean" and results["exfil"]["state"] == "blocked"
+    print(
+        "\nDemo: benign → {}, exfil → {}{}".format(
+            results["benign"]["state"],
+            results["exfil"]["state"],
+            "" if ok else "  (expected clean and blocked)",
+        )
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

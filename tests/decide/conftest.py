@@ -1,0 +1,155 @@
+"""Build valid reports for the rule and judge tests."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from app_relay.decide.rules import RULES, RuleContext, apply_rules
+from app_relay.decide.verdict import Finding
+from cujo_action.schema import (
+    CheckName,
+    CommandResult,
+    DecoyEvent,
+    Egress,
+    Observation,
+    Phase,
+    Report,
+)
+
+RUN_ID = "run-1"
+HEAD = "a" * 40
+BASE = "b" * 40
+STARTED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+# The phase a check's evidence is in unless a test says otherwise.
+PHASE: dict[CheckName, Phase] = {
+    "install": "install",
+    "detonation": "import",
+    "tests": "test",
+    "probes": "probe",
+    "smoke": "smoke",
+}
+
+
+class ReportFactory:
+    """Make evidence with ids like `install:egress:1`, numbered per check and kind."""
+
+    def __init__(self) -> None:
+        self._seen: Counter[tuple[str, str]] = Counter()
+
+    def _id(self, check: CheckName, kind: str) -> str:
+        self._seen[check, kind] += 1
+        return f"{check}:{kind}:{self._seen[check, kind]}"
+
+    def egress(
+        self,
+        check: CheckName,
+        host: str,
+        *,
+        phase: Phase | None = None,
+        decoys: Sequence[str] = (),
+        where: Sequence[str] = (),
+        action: str = "sunk",
+        method: str = "GET",
+        port: int = 443,
+    ) -> Egress:
+        return Egress(
+            id=self._id(check, "egress"),
+            phase=phase or PHASE[check],
+            host=host,
+            port=port,
+            method=method,
+            url=f"https://{host}/x",
+            bytes_out=120,
+            action=action,  # type: ignore[arg-type]
+            decoy_seen=list(decoys),
+            decoy_where=list(where),
+        )
+
+    def decoy(
+        self,
+        check: CheckName,
+        path: str,
+        event: str = "read",
+        *,
+        phase: Phase | None = None,
+        exe: str | None = None,
+    ) -> DecoyEvent:
+        return DecoyEvent(
+            id=self._id(check, "decoy"),
+            phase=phase or PHASE[check],
+            path=path,
+            event=event,  # type: ignore[arg-type]
+            exe=exe,
+        )
+
+    def observation(
+        self, check: CheckName, kind: str, detail: str = "", *, path: str | None = None
+    ) -> Observation:
+        return Observation(id=self._id(check, "obs"), kind=kind, detail=detail, path=path)
+
+    @staticmethod
+    def command(
+        cmd: str, *, phase: Phase = "test", exit_code: int | None = 0, timed_out: bool = False
+    ) -> CommandResult:
+        return CommandResult(
+            cmd=cmd, phase=phase, exit_code=exit_code, timed_out=timed_out, duration_s=900.0
+        )
+
+    @staticmethod
+    def report(
+        check: CheckName,
+        *,
+        status: str = "ok",
+        summary: str = "",
+        isolation: str = "full",
+        evidence_complete: bool = True,
+        egress: Sequence[Egress] = (),
+        decoy_events: Sequence[DecoyEvent] = (),
+        observations: Sequence[Observation] = (),
+        commands: Sequence[CommandResult] = (),
+    ) -> Report:
+        return Report(
+            run_id=RUN_ID,
+            check=check,
+            head_sha=HEAD,
+            base_sha=BASE,
+            status=status,  # type: ignore[arg-type]
+            summary=summary,
+            started_at=STARTED,
+            finished_at=STARTED + timedelta(seconds=30),
+            isolation=isolation,  # type: ignore[arg-type]
+            evidence_complete=evidence_complete,
+            commands=list(commands),
+            egress=list(egress),
+            decoy_events=list(decoy_events),
+            observations=list(observations),
+        )
+
+
+@pytest.fixture
+def make() -> ReportFactory:
+    return ReportFactory()
+
+
+@pytest.fixture
+def ctx() -> RuleContext:
+    return RuleContext()
+
+
+@pytest.fixture
+def run_rule() -> Callable[..., list[Finding]]:
+    """Return the findings one rule contributes, going through the RULES registry."""
+
+    def run(
+        rule_id: str, reports: Sequence[Report], ctx: RuleContext | None = None
+    ) -> list[Finding]:
+        assert rule_id in {rule.id for rule in RULES}, f"{rule_id} is not registered"
+        found = apply_rules(reports, ctx or RuleContext())
+        return [f for f in found if f.rule == rule_id]
+
+    return run

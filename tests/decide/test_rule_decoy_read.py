@@ -1,0 +1,57 @@
+"""decoy-read: a decoy file read, when no request carried a decoy, is a warning."""
+
+from __future__ import annotations
+
+import pytest
+
+AWS = "/home/cujo/.aws/credentials"
+NPMRC = "/home/cujo/.npmrc"
+
+
+def test_fires_once_per_file_across_events_and_checks(make, run_rule):
+    opened = make.decoy("tests", AWS, "open", exe="/usr/bin/python3")
+    read = make.decoy("tests", AWS, "read", exe="/usr/bin/python3")
+    later = make.decoy("smoke", AWS, "read")
+    reports = [
+        make.report("smoke", decoy_events=[later]),
+        make.report("tests", decoy_events=[opened, read]),
+    ]
+
+    [finding] = run_rule("decoy-read", reports)
+
+    assert finding.severity == "warn"
+    assert finding.check == "tests"
+    assert finding.evidence == [opened.id, read.id, later.id]
+    assert AWS in finding.title
+    assert "python3" in finding.title
+    assert "test, smoke" in finding.title
+
+
+def test_near_miss_when_a_request_carried_a_decoy_decoy_egress_covers_it(make, run_rule):
+    read = make.decoy("install", AWS, "read")
+    leak = make.egress("tests", "evil.example", decoys=["AWS_SECRET_ACCESS_KEY"])
+    reports = [make.report("install", decoy_events=[read]), make.report("tests", egress=[leak])]
+
+    assert run_rule("decoy-read", reports) == []
+
+
+@pytest.mark.parametrize("exe", [None, "/usr/bin/npm", "/usr/local/bin/node", "/usr/bin/yarn"])
+@pytest.mark.parametrize("event", ["open", "read"])
+def test_near_miss_npm_reading_its_own_npmrc(make, run_rule, exe, event):
+    touch = make.decoy("install", NPMRC, event, exe=exe)
+
+    assert run_rule("decoy-read", [make.report("install", decoy_events=[touch])]) == []
+
+
+def test_fires_when_a_named_process_outside_npm_reads_npmrc(make, run_rule):
+    touch = make.decoy("install", NPMRC, "read", exe="/usr/bin/python3")
+
+    [finding] = run_rule("decoy-read", [make.report("install", decoy_events=[touch])])
+
+    assert finding.evidence == [touch.id]
+
+
+def test_near_miss_writes_are_decoy_tamper_not_decoy_read(make, run_rule):
+    write = make.decoy("tests", AWS, "write")
+
+    assert run_rule("decoy-read", [make.report("tests", decoy_events=[write])]) == []

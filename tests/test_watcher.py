@@ -1,0 +1,122 @@
+"""The decoy watcher on real files touched by real subprocesses."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cujo_action.watcher import DecoyWatcher, WatchEvent
+
+
+class PhaseClock:
+    """Hold the current phase the way arm.py does: a value a callable reads."""
+
+    def __init__(self, phase: str) -> None:
+        self.phase = phase
+
+    def __call__(self) -> str:
+        return self.phase
+
+
+def touch(tmp_path: Path, *names: str) -> list[Path]:
+    paths = []
+    for name in names:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"secret in {name}\n")
+        paths.append(path)
+    return paths
+
+
+def run(code: str, *args: Path) -> None:
+    """Run Python code in a child process that must succeed."""
+    subprocess.run([sys.executable, "-c", code, *map(str, args)], check=True)
+
+
+READ = "import sys; open(sys.argv[1]).read()"
+OPEN = "import sys; open(sys.argv[1]).close()"
+WRITE = "import sys; open(sys.argv[1], 'a').write('more')"
+UNLINK = "import os, sys; os.unlink(sys.argv[1])"
+
+
+def kinds(events: list[WatchEvent]) -> list[tuple[str, str, str]]:
+    return [(Path(e.path).name, e.event, e.phase) for e in events]
+
+
+def test_open_read_write_delete_are_seen_in_the_phase_they_happen_in(tmp_path: Path) -> None:
+    creds, npmrc, key = touch(tmp_path, "credentials", ".npmrc", "id_ed25519")
+    clock = PhaseClock("install")
+    watcher = DecoyWatcher([creds, npmrc, key], clock)
+    watcher.start()
+    run(READ, creds)
+    watcher.sync()
+    clock.phase = "import"
+    run(WRITE, npmrc)
+    run(READ, creds)
+    watcher.sync()
+    clock.phase = "test"
+    run(UNLINK, key)
+    events = watcher.stop()
+
+    assert kinds(events) == [
+        ("credentials", "open", "install"),
+        ("credentials", "read", "install"),
+        (".npmrc", "open", "import"),
+        (".npmrc", "write", "import"),
+        ("credentials", "open", "import"),
+        ("credentials", "read", "import"),
+        ("id_ed25519", "delete", "test"),
+    ]
+    assert {e.path for e in events} == {str(creds), str(npmrc), str(key)}
+    assert all(e.pid is None and e.exe is None for e in events)
+    assert [e.ts for e in events] == sorted(e.ts for e in events)
+    assert watcher.complete
+
+
+def test_repeated_reads_coalesce_into_one_event_per_kind_and_phase(tmp_path: Path) -> None:
+    (creds,) = touch(tmp_path, "credentials")
+    watcher = DecoyWatcher([creds], PhaseClock("test"))
+    watcher.start()
+    run("import sys\nfor _ in range(200): open(sys.argv[1]).read()", creds)
+    events = watcher.stop()
+    assert kinds(events) == [("credentials", "open", "test"), ("credentials", "read", "test")]
+
+
+def test_stop_returns_an_open_done_just_before_it(tmp_path: Path) -> None:
+    # The open is complete (the child exited) before stop() is called, so the kernel has
+    # queued it: stop() must drain it every time, not only when the thread was quick.
+    (creds,) = touch(tmp_path, "credentials")
+    for _ in range(20):
+        watcher = DecoyWatcher([creds], PhaseClock("install"))
+        watcher.start()
+        run(OPEN, creds)
+        assert kinds(watcher.stop()) == [("credentials", "open", "install")]
+
+
+def test_untouched_files_and_other_files_give_no_events(tmp_path: Path) -> None:
+    creds, other = touch(tmp_path, "credentials", "README")
+    watcher = DecoyWatcher([creds], PhaseClock("install"))
+    watcher.start()
+    run(READ, other)
+    run("import os, sys; os.stat(sys.argv[1])", creds)
+    assert watcher.stop() == []
+
+
+def test_events_are_readable_while_running_and_stop_is_idempotent(tmp_path: Path) -> None:
+    (creds,) = touch(tmp_path, "credentials")
+    watcher = DecoyWatcher([creds], PhaseClock("smoke"))
+    watcher.start()
+    run(OPEN, creds)
+    watcher.sync()
+    assert kinds(watcher.events) == [("credentials", "open", "smoke")]
+    assert kinds(watcher.stop()) == kinds(watcher.stop())
+
+
+def test_a_missing_decoy_file_is_an_error_at_start(tmp_path: Path) -> None:
+    watcher = DecoyWatcher([tmp_path / "absent"], PhaseClock("install"))
+    with pytest.raises(FileNotFoundError):
+        watcher.start()
+    assert watcher.stop() == []
