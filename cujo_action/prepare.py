@@ -28,10 +28,10 @@ node      package.json (+ package-lock.json or       install ``npm ci`` with a l
 ========  =========================================  ==========================================
 
 Buildable means setup.py, or a pyproject.toml with ``[project]`` or ``[build-system]``.
-When both sides are present, the side with tests is run; when both or neither have
-tests, Python is. The plan's ``unproven_reason`` says so, as it says when nothing was
-recognised, a build file is malformed or a build tool is missing; those reasons are
-dropped when the policy sets all three commands.
+When both sides are present, the side with tests is run (Python when both or neither
+have tests), never a side whose tool (npm) is missing. The plan's ``unproven_reason``
+says so, as it says when nothing was recognised, a build file is malformed or a build
+tool is missing; those reasons are dropped when the policy sets all three commands.
 """
 
 from __future__ import annotations
@@ -106,6 +106,7 @@ class Settled:
     test: str = ""
     smoke: str = ""
     unproven_reason: str = ""
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -128,21 +129,28 @@ def settle(files: Mapping[str, str], policy: Policy, *, which: Which = shutil.wh
     """Settle install, test and smoke from head's files (path → text) and base's policy."""
     sides = [side for side in (_python_side(files), _node_side(files)) if side is not None]
     reasons: list[str] = []
+    notes: list[str] = []
     if not sides:
-        chosen = _Side("unknown", (), "", "", "")
         reasons.append(f"No build files were found at head (looked for {LOOKED_FOR}).")
-    else:
-        # Python first, so a tie (both or neither have tests) goes to Python.
-        chosen = next((side for side in sides if side.test), sides[0])
-        if len(sides) == 2:
-            reasons.append(_both_reason(chosen, next(s for s in sides if s is not chosen)))
-        reasons.extend(chosen.problems)
-        if chosen.tool is not None and which(chosen.tool) is None:
+    runnable = [side for side in sides if side.tool is None or which(side.tool) is not None]
+    for side in sides:
+        if side not in runnable:
             reasons.append(
-                f"{chosen.tool} is not on PATH, so the {chosen.ecosystem} project cannot be "
+                f"{side.tool} is not on PATH, so the {side.ecosystem} project cannot be "
                 "installed, tested or built."
             )
-            chosen = replace(chosen, install="", test="", smoke="")
+    if runnable:
+        # Python comes first, so a tie (both or neither have tests) goes to Python.
+        chosen = next((side for side in runnable if side.test), runnable[0])
+        if len(runnable) == 2:
+            # A choice, not a gap: the plan says which side ran, the verdict is not touched.
+            notes.append(_both_reason(chosen, next(s for s in runnable if s is not chosen)))
+        reasons.extend(chosen.problems)
+    elif sides:
+        chosen = replace(sides[0], install="", test="", smoke="")
+        reasons.extend(chosen.problems)
+    else:
+        chosen = _Side("unknown", (), "", "", "")
     install, test, smoke = (_set(policy.install), _set(policy.test), _set(policy.smoke))
     if install and test and smoke:
         reasons = []
@@ -156,6 +164,7 @@ def settle(files: Mapping[str, str], policy: Policy, *, which: Which = shutil.wh
         test=test or chosen.test,
         smoke=smoke or chosen.smoke,
         unproven_reason=clip(" ".join(reasons), MAX_TEXT),
+        notes=tuple(clip(n, MAX_TEXT) for n in notes),
     )
 
 
@@ -727,6 +736,7 @@ def prepare(
         test=clip(settled.test, MAX_TEXT),
         smoke=clip(settled.smoke, MAX_TEXT),
         unproven_reason=settled.unproven_reason,
+        notes=list(settled.notes),
         changed_files=[clip(p, MAX_TEXT) for p in changed[: _max_items("changed_files")]],
         head_dir=str(head_dir),
         base_dir=str(base_dir),

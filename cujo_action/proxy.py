@@ -232,7 +232,14 @@ class EgressLog(NamedTuple):
 
 _RECORD_KEYS = frozenset(
     egress_record(
-        ts=0, label="install/install", host="", port=0, method="", url="", bytes_out=0, action="sunk"
+        ts=0,
+        label="install/install",
+        host="",
+        port=0,
+        method="",
+        url="",
+        bytes_out=0,
+        action="sunk",
     )
 )
 
@@ -250,7 +257,7 @@ def read_egress_log(path: Path, labels: set[str] | None = None) -> EgressLog:
         except ValueError:
             bad += 1
             continue
-        if not isinstance(record, dict) or not _RECORD_KEYS <= record.keys():
+        if not isinstance(record, dict) or not record.keys() >= _RECORD_KEYS:
             bad += 1
             continue
         if labels is None or record["label"] in labels:
@@ -499,9 +506,10 @@ class EgressAddon:
         """Write the ready file once every label's port listens."""
         from mitmproxy import ctx  # noqa: PLC0415
 
+        master: Any = ctx.master
         listening = {
             inst.mode.custom_listen_port
-            for inst in ctx.master.addons.get("proxyserver").servers
+            for inst in master.addons.get("proxyserver").servers
             if inst.is_running
         }
         missing = [label for label, port in self.ports.items() if port not in listening]
@@ -636,10 +644,12 @@ async def _serve(config: ProxyConfig) -> None:
     ports = {label: config.ports.get(label) or picked[label] for label in config.labels}
     host = f"[{config.listen_host}]" if ":" in config.listen_host else config.listen_host
 
-    master = Master(options.Options())
-    addon = EgressAddon(config, ports)
+    master: Any = Master(options.Options())
+    defaults: Any = addons.default_addons
     # Our addon goes last: its next_layer hook must see mitmproxy's choice.
-    master.addons.add(*addons.default_addons(), ErrorCheck(repeat_errors_on_stderr=True), addon)
+    master.addons.add(
+        *defaults(), ErrorCheck(repeat_errors_on_stderr=True), EgressAddon(config, ports)
+    )
     master.options.update(
         mode=[f"regular@{host}:{ports[label]}" for label in config.labels],
         confdir=str(config.confdir),

@@ -202,6 +202,8 @@ class Plan(_Strict):
     smoke: Text = ""
     # Why the plan cannot prove anything (empty when it can), e.g. no build files.
     unproven_reason: Text = ""
+    # Choices the plan made that a maintainer should know (e.g. which ecosystem ran).
+    notes: list[Text] = Field(default_factory=list, max_length=20)
     changed_files: list[Text] = Field(default_factory=list, max_length=2_000)
     head_dir: Text
     base_dir: Text

@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from queue import Empty, SimpleQueue
 from typing import Literal
 
 from inotify_simple import INotify
@@ -52,8 +51,8 @@ class DecoyWatcher:
         self._events: list[WatchEvent] = []
         self._seen: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
-        self._requests: SimpleQueue[threading.Event] = SimpleQueue()
-        self._stopping = False
+        # Serializes reading the inotify queue between the thread and sync()/stop().
+        self._read_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._inotify: INotify | None = None
         self._wake_r = self._wake_w = -1
@@ -63,7 +62,7 @@ class DecoyWatcher:
 
     def start(self) -> None:
         """Watch every path (each must exist) and start reading events in a thread."""
-        if self._thread is not None:
+        if self._inotify is not None:
             raise RuntimeError("watcher already started")
         inotify = INotify()
         try:
@@ -73,36 +72,31 @@ class DecoyWatcher:
             inotify.close()
             raise
         self._inotify = inotify
-        # A self-pipe wakes the reader for sync and stop, so it blocks in select
-        # instead of polling on a timer.
+        # A self-pipe wakes the thread for stop, so it blocks in select instead of
+        # polling on a timer.
         self._wake_r, self._wake_w = os.pipe()
         self._thread = threading.Thread(target=self._run, name="cujo-decoy-watcher", daemon=True)
         self._thread.start()
 
-    def sync(self, timeout: float = 10.0) -> None:
-        """Return once every event that happened before this call has been recorded."""
-        # Call before changing phase, so earlier accesses keep the phase they happened in.
-        if self._thread is None or not self._thread.is_alive():
-            return
-        done = threading.Event()
-        self._requests.put(done)
-        os.write(self._wake_w, b"y")
-        if not done.wait(timeout):
-            raise TimeoutError(f"decoy watcher did not sync within {timeout}s")
+    def sync(self) -> None:
+        """Record every event that happened before this call, in the current phase."""
+        # Call before changing phase, so earlier accesses keep the phase they happened
+        # in. It reads the queue itself: nothing depends on when the thread runs.
+        if self._inotify is not None:
+            self._drain()
 
     def stop(self) -> list[WatchEvent]:
         """Record the events already queued, stop watching, and return every event."""
-        thread = self._thread
-        if thread is not None:
-            self._stopping = True
+        if self._inotify is not None:
+            assert self._thread is not None
             os.write(self._wake_w, b"s")
-            thread.join()
-            self._thread = None
+            self._thread.join()
+            self._drain()
             for fd in (self._wake_r, self._wake_w):
                 os.close(fd)
-            if self._inotify is not None:
-                self._inotify.close()
-                self._inotify = None
+            self._inotify.close()
+            self._inotify = None
+            self._thread = None
         return self.events
 
     @property
@@ -125,48 +119,29 @@ class DecoyWatcher:
             self._events.append(WatchEvent(time.time(), path, kind, phase, pid, exe))
 
     def _drain(self) -> None:
-        assert self._inotify is not None
-        while batch := self._inotify.read(timeout=0):
-            for ev in batch:
-                if ev.mask & in_flags.Q_OVERFLOW:
-                    self.complete = False
-                    continue
-                path = self._wd_paths.get(ev.wd)
-                if path is None:
-                    continue
-                for flag, kind in _KINDS:
-                    if ev.mask & flag:
-                        self._record(path, kind)
+        """Record every event in the inotify queue, without blocking."""
+        with self._read_lock:
+            assert self._inotify is not None
+            while batch := self._inotify.read(timeout=0):
+                for ev in batch:
+                    if ev.mask & in_flags.Q_OVERFLOW:
+                        self.complete = False
+                        continue
+                    path = self._wd_paths.get(ev.wd)
+                    if path is None:
+                        continue
+                    for flag, kind in _KINDS:
+                        if ev.mask & flag:
+                            self._record(path, kind)
 
     def _run(self) -> None:
         assert self._inotify is not None
         try:
             while True:
                 ready, _, _ = select.select([self._inotify.fileno(), self._wake_r], [], [])
-                if self._wake_r not in ready:
-                    self._drain()
-                    continue
-                os.read(self._wake_r, 4096)
-                # Take the pending requests before draining: each was made after the
-                # events it must see, so one drain afterwards covers them all.
-                pending = []
-                while True:
-                    try:
-                        pending.append(self._requests.get_nowait())
-                    except Empty:
-                        break
+                if self._wake_r in ready:
+                    return  # stop() drains what is left, after joining this thread
                 self._drain()
-                for done in pending:
-                    done.set()
-                if self._stopping:
-                    return
         except Exception:
             self.complete = False
             raise
-        finally:
-            # Never leave a sync() caller waiting on a reader that is gone.
-            while True:
-                try:
-                    self._requests.get_nowait().set()
-                except Empty:
-                    break

@@ -174,7 +174,7 @@ def test_url_encoding_is_found_in_both_quote_forms_and_lowercase_escapes() -> No
         quote(SLASHY.value, safe=""),
         quote(SLASHY.value),
         quote_plus(SLASHY.value),
-            re.sub("%[0-9A-F]{2}", lambda m: m[0].lower(), quote(SLASHY.value, safe="")),
+        re.sub("%[0-9A-F]{2}", lambda m: m[0].lower(), quote(SLASHY.value, safe="")),
     ):
         assert find_decoys(f"q={blob}&x=1".encode(), [SLASHY]) == [("SLASHY", "url")], blob
 

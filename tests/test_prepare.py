@@ -178,8 +178,10 @@ def test_python_and_node_both_present(tmp_path: Path) -> None:
     assert plan.ecosystem == "python"
     assert plan.test == PYTEST
     assert plan.build_files == ["package.json", "pyproject.toml"]
-    assert "the python side was run" in plan.unproven_reason
-    assert "the node side is not installed, tested or built" in plan.unproven_reason
+    # A choice, noted in the plan; it does not make the run unproven.
+    assert plan.unproven_reason == ""
+    assert "the python side was run" in plan.notes[0]
+    assert "the node side is not installed, tested or built" in plan.notes[0]
 
 
 def test_nothing_recognisable(tmp_path: Path) -> None:
@@ -269,6 +271,15 @@ def test_malformed_base_policy_names_line_and_key(tmp_path: Path) -> None:
     assert str(caught.value).startswith(".cujo.yml:3: timeouts.test:")
 
 
+def test_base_policy_that_is_a_symlink_is_a_policy_error(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "src")
+    os.symlink("/etc/hostname", repo.path / ".cujo.yml")
+    base = repo.commit("policy as a link")
+    head = repo.write({"app.py": ""}).commit("head")
+    with pytest.raises(PolicyError, match="must be a regular file"):
+        run(repo, tmp_path, base=base, head=head)
+
+
 # --------------------------------------------------------------------------- refs and remotes
 
 
@@ -294,12 +305,13 @@ def test_unknown_ref_names_ref_and_repository(tmp_path: Path) -> None:
     assert str(repo.path) in str(caught.value)
 
 
-def test_unknown_ref_over_a_url(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ref", ["no-such-branch", "0" * 40])
+def test_unknown_ref_over_a_url(tmp_path: Path, ref: str) -> None:
     repo, _, _ = pull_request(tmp_path / "src", {}, {"app.py": ""})
     url = f"file://{repo.path}"
     with pytest.raises(PrepareError) as caught:
-        run(repo, tmp_path, base="no-such-branch", source=url)
-    assert str(caught.value) == f"'no-such-branch' is not a branch, tag or commit in {url}."
+        run(repo, tmp_path, base=ref, source=url)
+    assert str(caught.value) == f"{ref!r} is not a branch, tag or commit in {url}."
 
 
 @pytest.mark.parametrize("ref", ["", "-x", "main feature", "main:setup.py"])
@@ -366,6 +378,14 @@ def test_existing_checkout_is_refused(tmp_path: Path) -> None:
     (tmp_path / "work" / "head").mkdir(parents=True)
     with pytest.raises(PrepareError, match="already exists"):
         run(repo, tmp_path)
+
+
+def test_git_that_hangs_is_killed_at_the_deadline(tmp_path: Path) -> None:
+    repo, _, _ = pull_request(tmp_path / "src", {}, {"app.py": ""})
+    # A FIFO with no writer: git blocks for ever opening it when it looks up objects.
+    os.mkfifo(repo.path / ".git" / "objects" / "info" / "alternates")
+    with pytest.raises(PrepareError, match=r"git rev-parse did not finish within the 0.5 s"):
+        prepare(str(repo.path), "main", "feature", "run-1", tmp_path / "work", git_timeout=0.5)
 
 
 def test_deadline_passing_is_a_prepare_error(tmp_path: Path) -> None:
@@ -638,14 +658,15 @@ def test_settle_picks_the_side_with_tests_then_python(
     }
     settled = settle(files, Policy(), which=every_tool)
     assert settled.ecosystem == picked
-    assert f"the {picked} side was run" in settled.unproven_reason
+    assert f"the {picked} side was run" in settled.notes[0]
 
 
-def test_settle_missing_npm_does_not_matter_when_python_is_picked() -> None:
-    files = {"setup.py": "setup()\n", "test_demo.py": "", "package.json": '{"name": "d"}'}
+def test_settle_missing_npm_falls_back_to_python() -> None:
+    files = {"setup.py": "setup()\n", "package.json": PACKAGE_JSON}
     settled = settle(files, Policy(), which=no_npm)
-    assert (settled.ecosystem, settled.test) == ("python", UNITTEST)
-    assert "npm" not in settled.unproven_reason.replace("package.json", "")
+    assert (settled.ecosystem, settled.install) == ("python", "python -m pip install -e .")
+    assert "npm is not on PATH" in settled.unproven_reason
+    assert "side was run" not in settled.unproven_reason  # only one side could run
 
 
 def test_settle_policy_setting_every_command_clears_the_reasons() -> None:

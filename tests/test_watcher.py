@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,33 @@ def test_stop_returns_an_open_done_just_before_it(tmp_path: Path) -> None:
         watcher.start()
         run(OPEN, creds)
         assert kinds(watcher.stop()) == [("credentials", "open", "install")]
+
+
+def test_sync_and_stop_record_what_a_lagging_reader_has_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (creds,) = touch(tmp_path, "credentials")
+    clock = PhaseClock("install")
+    watcher = DecoyWatcher([creds], clock)
+    drain = watcher._drain
+
+    def lagging() -> None:
+        # Stand in for a reader thread the scheduler has not run since the access.
+        if threading.current_thread() is not watcher._thread:
+            drain()
+
+    monkeypatch.setattr(watcher, "_drain", lagging)
+    watcher.start()
+    run(OPEN, creds)
+    assert watcher.events == []
+    watcher.sync()
+    clock.phase = "import"
+    run(OPEN, creds)
+    assert kinds(watcher.events) == [("credentials", "open", "install")]
+    assert kinds(watcher.stop()) == [
+        ("credentials", "open", "install"),
+        ("credentials", "open", "import"),
+    ]
 
 
 def test_untouched_files_and_other_files_give_no_events(tmp_path: Path) -> None:
