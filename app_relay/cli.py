@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import secrets
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +36,32 @@ def data_dir(explicit: Path | None) -> Path:
 def database_url(folder: Path) -> str:
     """Return the record's database URL (``CUJO_DATABASE_URL`` wins)."""
     return os.environ.get("CUJO_DATABASE_URL") or f"sqlite:///{folder / 'cujo.db'}"
+
+
+UNKNOWN_SHA = "0" * 40
+
+
+def resolve(repo: str, ref: str) -> str:
+    """Return the commit ``ref`` names in a local repository, or zeros when it cannot tell.
+
+    The record wants the commits from the start; when they cannot be read here, the
+    sandbox's own prepare step says why, and the run ends ``error`` with that reason.
+    """
+    if "://" in repo or ref.startswith("-"):
+        return UNKNOWN_SHA
+    try:
+        done = subprocess.run(
+            ["git", "-C", repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1"},
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return UNKNOWN_SHA
+    sha = done.stdout.strip()
+    return sha if done.returncode == 0 and len(sha) == 40 else UNKNOWN_SHA
 
 
 def verdict_of(bundle: Bundle) -> Verdict:
@@ -102,6 +129,7 @@ def summary_object(
         else None,
         "checks": {r.check: {"status": r.status, "summary": r.summary} for r in reports},
         "summary": verdict.summary,
+        "notes": plan.notes if plan else [],
         "unproven": verdict.unproven,
         "findings": [
             {
@@ -132,6 +160,8 @@ def render(obj: dict[str, Any]) -> str:
             f"  plan: install `{plan['install'] or '-'}`; test `{plan['test'] or '-'}`; "
             f"smoke `{plan['smoke'] or '-'}`"
         )
+    for note in obj.get("notes") or []:
+        lines.append(f"  note: {note}")
     if obj["checks"]:
         lines.append("  checks:")
         for name, check in obj["checks"].items():
@@ -142,8 +172,11 @@ def render(obj: dict[str, Any]) -> str:
     if obj["findings"]:
         lines.append("  findings:")
         for f in obj["findings"]:
-            lines.append(f"    {f['id']} {f['severity']:<8} [{f['rule']}] {f['title']}")
-            for item in f["evidence"]:
+            lines.append(
+                f"    {f['id']} {f['severity']:<8} [{f['rule']}, {f['check']}] {f['title']}"
+            )
+            shown = f["evidence"][:3]
+            for item in shown:
                 lines.append(
                     f"       evidence {item['id']}: {_describe(item) if len(item) > 1 else ''}"
                 )
@@ -166,7 +199,7 @@ def review(args: argparse.Namespace) -> int:
     run_id = f"local-{secrets.token_hex(6)}"
     repo = str(Path(args.repo).resolve()) if "://" not in args.repo else args.repo
     session = store.open_session(repo, None, "local")
-    store.start_run(session, run_id, args.base, args.head, "sandbox")
+    store.start_run(session, run_id, resolve(repo, args.base), resolve(repo, args.head), "sandbox")
     out = folder / "runs" / run_id
     record = f"{store.url} run {run_id} (bundle in {out})"
     print(f"cujo: reviewing {repo}: {args.base} → {args.head} (run {run_id})", file=sys.stderr)

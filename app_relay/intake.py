@@ -60,6 +60,8 @@ def read_bundle(
     folder: Path, *, run_id: str, head_sha: str | None = None, base_sha: str | None = None
 ) -> Bundle:
     """Validate the bundle in ``folder`` for ``run_id`` (and the SHAs, when known)."""
+    if not (folder / "manifest.json").exists():
+        raise BundleError("manifest.json is missing: the sandbox wrote no bundle")
     try:
         manifest = Manifest.model_validate_json(_read(folder / "manifest.json", MAX_SMALL_FILE))
     except ValidationError as exc:
@@ -68,6 +70,9 @@ def read_bundle(
         raise BundleError(f"manifest.json cannot be read: {exc.strerror}") from None
     if manifest.run_id != run_id:
         raise BundleError(f"manifest.json is for run {manifest.run_id!r}, not {run_id!r}")
+    for entry in manifest.files:
+        if not _safe_name(entry.name):
+            raise BundleError(f"manifest names an unsafe path {entry.name!r}")
     listed = {f.name: f for f in manifest.files}
     present = {
         str(p.relative_to(folder))
@@ -78,8 +83,6 @@ def read_bundle(
         raise BundleError(f"files not in the manifest: {', '.join(extra[:5])}")
     total = 0
     for entry in manifest.files:
-        if not _safe_name(entry.name):
-            raise BundleError(f"manifest names an unsafe path {entry.name!r}")
         if entry.name not in present:
             raise BundleError(f"{entry.name} is in the manifest but missing")
         data = _read(folder / entry.name, MAX_BUNDLE_BYTES)

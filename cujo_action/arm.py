@@ -75,7 +75,9 @@ def _tool_path() -> str:
 
 def _base_python() -> str:
     """Return a real interpreter (not the harness's venv) to make the run's venvs from."""
-    base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    base = (
+        Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    )
     return str(base) if base.exists() else sys.executable
 
 
@@ -88,11 +90,11 @@ def arm(plan: Plan, run_dir: Path) -> tuple[Armed, ProxyHandle]:
     allow = [*REGISTRY_HOSTS, *plan.policy.egress_allow]
     config = ProxyConfig(
         labels=[label(c, p) for c, p in LABELS],
-        confdir=str(run_dir / "proxy-ca"),
+        confdir=run_dir / "proxy-ca",
         allow_hosts=allow,
         decoys=[{"name": d.name, "value": d.value} for d in decoys],
-        log_path=str(evidence / "egress.jsonl"),
-        ready_path=str(run_dir / "proxy-ready.json"),
+        log_path=evidence / "egress.jsonl",
+        ready_path=run_dir / "proxy-ready.json",
     )
     handle = start_proxy(config)
     bundle = run_dir / "ca-bundle.pem"
@@ -103,7 +105,7 @@ def arm(plan: Plan, run_dir: Path) -> tuple[Armed, ProxyHandle]:
         ca_bundle=str(bundle),
         proxy_host=config.listen_host,
         proxy_ports=dict(handle.ports),
-        egress_log=config.log_path,
+        egress_log=str(config.log_path),
         decoys=[DecoySpec(name=d.name, value=d.value, env=d.env, file=d.file) for d in decoys],
         isolation="partial",
         python=_base_python(),

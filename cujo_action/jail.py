@@ -89,9 +89,7 @@ def _kill_group(pgid: int) -> None:
                 time.sleep(0.05)
 
 
-def run_confined(
-    cmd: str, *, cwd: Path, env: Mapping[str, str], timeout: float
-) -> Outcome:
+def run_confined(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout: float) -> Outcome:
     """Run ``cmd`` with bash in ``cwd``; kill its whole group on timeout, flood or exit."""
     flood = threading.Event()
     started = time.monotonic()

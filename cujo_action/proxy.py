@@ -1,29 +1,4 @@
-"""Run the logging proxy: log every request, forward registry traffic, answer the rest itself.
-
-The proxy is mitmproxy used as a library, in a process of its own
-(``python -m cujo_action.proxy --config CONFIG.json``). It listens on one port per
-label ("check/phase"), so the port a client connects to says which check and phase sent
-a request. TLS is intercepted with a CA made fresh in ``confdir`` for the run.
-
-* A request to a host in ``allow_hosts`` is forwarded upstream, verified against the
-  system CA bundle.
-* A request to any other host is answered by the proxy itself with an empty ``200``,
-  and that host is never resolved or contacted.
-* A tunnel that carries neither TLS nor HTTP (raw TCP through CONNECT) is logged with
-  the bytes it sent and closed, whatever its host: it is never forwarded.
-* A CONNECT tunnel that never produces a request (the client refused the run's CA, the
-  handshake failed, it sent nothing) is logged as one ``CONNECT`` line when it closes.
-
-Every request becomes one JSON line in ``log_path``, written with a single ``write`` as
-soon as the request is complete, so killing the proxy loses no line already logged::
-
-    {"ts": 1700000000.1, "label": "install/install", "check": "install",
-     "phase": "install", "host": "collector.exfil.test", "port": 443, "method": "POST",
-     "url": "https://collector.exfil.test/c?k=...", "bytes_out": 412, "action": "sunk",
-     "decoy_seen": ["GITHUB_TOKEN"], "decoy_where": ["url:plain", "body:base64"]}
-
-Importing this module does not import mitmproxy; only the proxy process pays for that.
-"""
+"""Run the logging proxy: log every request, forward registry traffic, answer the rest."""
 
 from __future__ import annotations
 
@@ -55,6 +30,36 @@ from cujo_action.schema import (
     Phase,
     clip,
 )
+
+# The proxy is mitmproxy used as a library, in a process of its own
+# (``python -m cujo_action.proxy --config CONFIG.json``). It listens on one port per
+# label ("check/phase"), so the port a client connects to says which check and phase sent
+# a request. TLS is intercepted with a CA made fresh in ``confdir`` for the run.
+#
+# * A request to a host in ``allow_hosts`` is forwarded upstream, verified against the
+#   system CA bundle.
+# * A request to any other host is answered by the proxy itself with an empty ``200``,
+#   and that host is never resolved or contacted.
+# * A tunnel that carries neither TLS nor HTTP (raw TCP through CONNECT) is logged with
+#   the bytes it sent and closed, whatever its host: it is never forwarded.
+# * A CONNECT tunnel that never produces a request (the client refused the run's CA, the
+#   handshake failed, it sent nothing) is logged as one ``CONNECT`` line when it closes.
+#
+# Every request becomes one JSON line in ``log_path``, written with a single ``write`` as
+# soon as the request is complete, so killing the proxy loses no line already logged::
+#
+#     {"ts": 1700000000.1, "label": "install/install", "check": "install",
+#      "phase": "install", "host": "collector.exfil.test", "port": 443, "method": "POST",
+#      "url": "https://collector.exfil.test/c?k=...", "bytes_out": 412, "action": "sunk",
+#      "decoy_seen": ["GITHUB_TOKEN"], "decoy_where": ["url:plain", "body:base64"]}
+#
+# ``action``: "forwarded" (sent upstream), "sunk" (answered by the proxy), "refused"
+# (closed unanswered: tunnels without a request, raw TCP, requests cut short).
+# ``decoy_where`` parts: url, header, body (also gunzipped etc.), sni, tcp (the bytes a
+# tunnel carried when it produced no request). A CONNECT whose own request carries a
+# decoy (say in Proxy-Authorization) is logged at once, as "sunk".
+#
+# Importing this module does not import mitmproxy; only the proxy process pays for that.
 
 SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 CA_CERT_NAME = "mitmproxy-ca-cert.pem"
@@ -437,18 +442,26 @@ class EgressAddon:
         port = client.proxy_mode.custom_listen_port
         if port is None and client.sockname:
             port = client.sockname[1]
-        return self.labels_by_port.get(port, self.config.labels[0])
+        label = self.labels_by_port.get(port)
+        if label is None:
+            # Every mode is started with an explicit port, so this is a bug; still log
+            # the request rather than drop it.
+            logger.warning("no label for port %s", port)
+            return self.config.labels[0]
+        return label
 
     def _write(self, record: dict[str, Any]) -> None:
+        if self._log_fd < 0:
+            return
         line = json.dumps(record, separators=(",", ":")) + "\n"
         os.write(self._log_fd, line.encode())
 
-    def _log_tunnel(self, tunnel: _Tunnel, action: Action, payload: bytes = b"") -> None:
+    def _log_tunnel(self, tunnel: _Tunnel, action: Action) -> None:
         parts = [*tunnel.connect_parts]
         if tunnel.sni:
             parts.append(("sni", tunnel.sni.encode()))
         peeked = b"".join(tunnel.peeks.values())
-        parts.append(("tcp", peeked + payload))
+        parts.append(("tcp", peeked))
         seen, where = scan(self.matcher, parts)
         self._write(
             egress_record(
@@ -458,7 +471,7 @@ class EgressAddon:
                 port=tunnel.port,
                 method=TUNNEL_METHOD,
                 url=f"{tunnel.host}:{tunnel.port}",
-                bytes_out=tunnel.connect_bytes + len(peeked) + len(payload),
+                bytes_out=tunnel.connect_bytes + len(peeked),
                 action=action,
                 decoy_seen=seen,
                 decoy_where=where,
@@ -533,6 +546,7 @@ class EgressAddon:
                 self._log_tunnel(tunnel, "refused")
         self.tunnels.clear()
         os.close(self._log_fd)
+        self._log_fd = -1
 
     def http_connect(self, flow: Any) -> None:
         """Remember a CONNECT; log it now only if the CONNECT itself carries a decoy."""

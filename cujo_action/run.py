@@ -44,8 +44,15 @@ class _Check:
         self.out = report_path(out, name)
         self.deadline = time.monotonic() + budget + PROCESS_SLACK_S
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", f"cujo_action.checks.{name}", "--context", str(context),
-             "--out", str(self.out)],
+            [
+                sys.executable,
+                "-m",
+                f"cujo_action.checks.{name}",
+                "--context",
+                str(context),
+                "--out",
+                str(self.out),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             start_new_session=True,
@@ -85,7 +92,9 @@ def _collect(check: _Check, plan: Plan) -> Report:
     except (OSError, ValueError) as exc:
         code = check.proc.returncode
         return _placeholder(
-            plan, check.name, "error",
+            plan,
+            check.name,
+            "error",
             f"the {check.name} check process ended (exit {code}) without a valid report: "
             f"{type(exc).__name__}",
         )
@@ -121,8 +130,17 @@ def _run(repo: str, base: str, head: str, run_id: str, out: Path, work: Path) ->
     try:
         plan = prepare(repo, base, head, run_id, work / "checkout")
     except PolicyError as exc:
-        write_failure(out, Failure(run_id=run_id, stage="policy", reason=str(exc),
-                                   path=exc.path, line=exc.line, key=exc.key or None))
+        write_failure(
+            out,
+            Failure(
+                run_id=run_id,
+                stage="policy",
+                reason=str(exc),
+                path=exc.path,
+                line=exc.line,
+                key=exc.key or None,
+            ),
+        )
         _say(f"policy error: {exc}")
         return 3
     except PrepareError as exc:
@@ -136,8 +154,16 @@ def _run(repo: str, base: str, head: str, run_id: str, out: Path, work: Path) ->
     try:
         armed, proxy = arm(plan, work / "run")
     except (ProxyError, OSError) as exc:
-        write_failure(out, Failure(run_id=run_id, stage="arm", reason=str(exc),
-                                   head_sha=plan.head_sha, base_sha=plan.base_sha))
+        write_failure(
+            out,
+            Failure(
+                run_id=run_id,
+                stage="arm",
+                reason=str(exc),
+                head_sha=plan.head_sha,
+                base_sha=plan.base_sha,
+            ),
+        )
         _say(f"cannot arm the sandbox: {exc}")
         return 3
     context = Path(armed.run_dir) / "context.json"
@@ -158,8 +184,12 @@ def _run(repo: str, base: str, head: str, run_id: str, out: Path, work: Path) ->
             _say(f"install {installed.status}: {installed.summary}")
             for name in later:
                 write_report(
-                    _placeholder(plan, name, "skipped",
-                                 f"not run: the repository's install {installed.status}"),
+                    _placeholder(
+                        plan,
+                        name,
+                        "skipped",
+                        f"not run: the repository's install {installed.status}",
+                    ),
                     report_path(out, name),
                 )
         for check in [*running, detonation]:

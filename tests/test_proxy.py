@@ -351,6 +351,20 @@ def test_raw_tcp_through_connect_is_logged_scanned_and_closed(proxy: Proxy) -> N
     assert rec["bytes_out"] >= len(payload)
 
 
+def test_raw_tcp_is_never_forwarded_even_to_an_allowed_host(proxy: Proxy) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        with connect(proxy, f"localhost:{port}") as sock:
+            sock.sendall(b"\x00\x01 not tls, not http")
+            assert sock.recv(4096) == b""
+        # Had the proxy connected before closing the tunnel, it would wait here.
+        listener.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    (rec,) = proxy.wait_records(lambda r: r["url"] == f"localhost:{port}")
+    assert (rec["method"], rec["action"]) == ("CONNECT", "refused")
+
+
 def test_text_that_is_not_http_through_connect_is_scanned_when_it_closes(proxy: Proxy) -> None:
     host = f"{tag()}.exfil.test"
     npm = proxy.decoy("NPM_TOKEN")

@@ -37,7 +37,7 @@ for dist in m.distributions():
                 names.append(parts[0])
     mods.update(n for n in names if n.isidentifier() and n not in skip)
 print("CUJO-MODULES " + json.dumps(sorted(mods)))
-""" % (sorted(_SKIP),)
+""".replace("%r", repr(sorted(_SKIP)))
 
 
 def python_install_command(build_files: list[str]) -> str:
@@ -57,9 +57,7 @@ def parse_modules(stdout: str) -> list[str]:
             except ValueError:
                 return []
             if isinstance(names, list):
-                return [n for n in names if isinstance(n, str) and n.isidentifier()][
-                    :MAX_IMPORTS
-                ]
+                return [n for n in names if isinstance(n, str) and n.isidentifier()][:MAX_IMPORTS]
     return []
 
 
@@ -79,7 +77,10 @@ def _python(run: CheckRun, work: Path) -> Report:
     empty = work / "empty"  # imports run from an empty directory: only installed code loads
     empty.mkdir(exist_ok=True)
     listing = run.run(
-        f"python -c {shlex.quote(LISTER)}", phase="import", timeout=IMPORT_TIMEOUT, cwd=empty,
+        f"python -c {shlex.quote(LISTER)}",
+        phase="import",
+        timeout=IMPORT_TIMEOUT,
+        cwd=empty,
         venv=venv,
     )
     modules = parse_modules(listing.stdout_tail)

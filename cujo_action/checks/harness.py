@@ -175,7 +175,8 @@ class CheckRun:
             scratch=self.scratch,
             venv=venv,
         )
-        self.say(f"{phase}: $ {cmd}")
+        shown = cmd.strip().splitlines()[0] if cmd.strip() else cmd
+        self.say(f"{phase}: $ {clip(shown, 160)}")
         outcome = run_confined(cmd, cwd=cwd, env=env, timeout=timeout)
         if outcome.timed_out:
             self.say(f"{phase}: timed out after {timeout:.0f}s; killed")
@@ -214,11 +215,11 @@ class CheckRun:
         decoy_events = [
             DecoyEvent(
                 id=f"{self.check}:decoy:{n}",
-                phase=ev.phase,  # type: ignore[arg-type]
+                phase=ev.phase,
                 path=clip("~/" + str(Path(ev.path).relative_to(self.home)), MAX_TEXT)
                 if Path(ev.path).is_relative_to(self.home)
                 else clip(ev.path, MAX_TEXT),
-                event=ev.event,  # type: ignore[arg-type]
+                event=ev.event,
             )
             for n, ev in enumerate(events[:MAX_DECOY_EVENTS], start=1)
         ]

@@ -96,14 +96,19 @@ def body(run: CheckRun) -> Report:
             run.observe("probes_out_of_time", f"the probe budget ran out before `{what}`")
             return run.finish("failed", "the probes ran out of time")
         outcome = run.run(
-            cmd, phase="probe", timeout=min(PROBE_TIMEOUT, left), cwd=Path(plan.head_dir),
+            cmd,
+            phase="probe",
+            timeout=min(PROBE_TIMEOUT, left),
+            cwd=Path(plan.head_dir),
             venv=venv,
         )
         if outcome.exit_code != 0:
             failed.append(what)
             run.observe("probe_failed", f"{what}: `{cmd}` exited {outcome.exit_code}")
     if failed:
-        return run.finish("failed", f"{len(failed)}/{len(probes)} probes failed: " + "; ".join(failed))
+        return run.finish(
+            "failed", f"{len(failed)}/{len(probes)} probes failed: " + "; ".join(failed)
+        )
     return run.finish("ok", f"{len(probes)} probes passed: " + "; ".join(w for _c, w in probes))
 
 

@@ -24,7 +24,9 @@ def body(run: CheckRun) -> Report:
     )
     status = status_of(outcome)
     if outcome.timed_out:
-        return run.finish("failed", f"the smoke run passed its {plan.policy.timeouts.smoke}s timeout")
+        return run.finish(
+            "failed", f"the smoke run passed its {plan.policy.timeouts.smoke}s timeout"
+        )
     if status == "failed":
         run.observe("smoke_failed", f"`{plan.smoke}` exited {outcome.exit_code}")
         return run.finish("failed", f"the project does not build (exit {outcome.exit_code})")

@@ -24,7 +24,9 @@ def body(run: CheckRun) -> Report:
     )
     status = status_of(outcome)
     if outcome.timed_out:
-        return run.finish("failed", f"the tests ran past their {plan.policy.timeouts.test}s timeout")
+        return run.finish(
+            "failed", f"the tests ran past their {plan.policy.timeouts.test}s timeout"
+        )
     if status == "failed":
         tail = (outcome.stdout_tail or outcome.stderr_tail).strip().splitlines()[-3:]
         run.observe(TESTS_FAILED, f"`{plan.test}` exited {outcome.exit_code}: " + " | ".join(tail))
