@@ -165,6 +165,8 @@ class CheckRun:
         self, cmd: str, *, phase: Phase, timeout: float, cwd: Path, venv: Path | None = None
     ) -> Outcome:
         """Run one pull-request command in ``phase``, confined and watched, and record it."""
+        # Attribute what already happened to the phase it happened in, then switch.
+        self.watcher.sync()
         self.phase = phase
         env = sandbox_env(
             self.armed,
@@ -212,6 +214,9 @@ class CheckRun:
     def finish(self, status: Status, summary: str) -> Report:
         """Stop watching, collect decoy and persistence evidence, and build the report."""
         events = self.watcher.stop()
+        if not self.watcher.complete:
+            self.evidence_complete = False
+            self.observe("watcher_incomplete", "the decoy watcher lost events (queue overflow)")
         decoy_events = [
             DecoyEvent(
                 id=f"{self.check}:decoy:{n}",

@@ -1,0 +1,118 @@
+"""Benchmarks, each printed as a ratio against a baseline measured in the same run.
+
+`make bench` runs them. These machines are noisy, so a figure only means something next
+to its baseline: the two are measured back to back, interleaved, and the best of N kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples" / "demo"))
+
+import run_demo  # noqa: E402
+
+from cujo_action.decoys import DecoyMatcher, make_decoys  # noqa: E402
+
+
+def best_of(n: int, fn: Callable[[], object]) -> float:
+    """Return the fastest of ``n`` wall-clock timings of ``fn``."""
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def bare_install_and_test(repo: Path, head: str) -> None:
+    """Do by hand what a review runs: a venv, the install, the tests, the build."""
+    work = Path(tempfile.mkdtemp(prefix="cujo-bench-bare-"))
+    try:
+        subprocess.run(["git", "clone", "--quiet", "--branch", head, str(repo), str(work / "src")],
+                       check=True)
+        py = sys.base_prefix + "/bin/python3"
+        subprocess.run([py, "-m", "venv", str(work / "venv")], check=True)
+        vpy = str(work / "venv" / "bin" / "python")
+        env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "HOME": str(work / "home")}
+        subprocess.run([vpy, "-m", "pip", "install", "--quiet", "-e", "."], cwd=work / "src",
+                       check=True, env=env)
+        subprocess.run([vpy, "-m", "unittest", "discover", "-s", "tests"], cwd=work / "src",
+                       check=True, env=env, capture_output=True)
+        subprocess.run([vpy, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w",
+                        str(work / "wheel"), "."], cwd=work / "src", check=True, env=env)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def review(repo: Path, head: str, data: Path) -> None:
+    """Run `cujo review` on the demo project."""
+    done = subprocess.run(
+        [sys.executable, "-m", "app_relay.cli", "review", "--repo", str(repo), "--base", "main",
+         "--head", head, "--json", "--data-dir", str(data)],
+        capture_output=True, text=True, check=False,
+    )
+    state = json.loads(done.stdout)["state"]
+    if state != "clean":
+        raise SystemExit(f"bench: the demo review was {state}, expected clean")
+
+
+def bench_review(rounds: int) -> None:
+    root = Path(tempfile.mkdtemp(prefix="cujo-bench-"))
+    try:
+        repo = run_demo.build_repo(root)
+        data = root / "data"
+        bare = review_t = float("inf")
+        for _ in range(rounds):  # interleaved, so drift hits both alike
+            bare = min(bare, best_of(1, lambda: bare_install_and_test(repo, "benign")))
+            review_t = min(review_t, best_of(1, lambda: review(repo, "benign", data)))
+        print(f"review of the demo project (benign PR), best of {rounds}:")
+        print(f"  bare venv + install + tests + build : {bare:7.2f} s   (baseline)")
+        print(f"  cujo review (all checks, armed)     : {review_t:7.2f} s   "
+              f"ratio {review_t / bare:.2f}x")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def bench_matcher(rounds: int) -> None:
+    decoys = make_decoys()
+    matcher = DecoyMatcher(decoys)
+    body = secrets.token_bytes(1 << 20)
+    hit = body[:500_000] + decoys[0].value.encode() + body[500_000:]
+    baseline = best_of(rounds, lambda: body.find(b"never-there-needle"))
+    scan = best_of(rounds, lambda: matcher.find(body))
+    scan_hit = best_of(rounds, lambda: matcher.find(hit))
+    assert matcher.find(hit), "the matcher missed a planted decoy"
+    print(f"decoy scan of a 1 MiB request body, best of {rounds}:")
+    print(f"  one bytes.find (baseline)           : {baseline * 1e3:7.2f} ms")
+    print(f"  DecoyMatcher.find, no decoy         : {scan * 1e3:7.2f} ms   "
+          f"ratio {scan / baseline:.1f}x")
+    print(f"  DecoyMatcher.find, decoy planted    : {scan_hit * 1e3:7.2f} ms   "
+          f"ratio {scan_hit / baseline:.1f}x")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="make bench")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--only", choices=["review", "matcher"])
+    args = parser.parse_args()
+    if args.only in (None, "matcher"):
+        bench_matcher(20)
+    if args.only in (None, "review"):
+        bench_review(args.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
