@@ -40,18 +40,32 @@ def bare_install_and_test(repo: Path, head: str) -> None:
     """Do by hand what a review runs: a venv, the install, the tests, the build."""
     work = Path(tempfile.mkdtemp(prefix="cujo-bench-bare-"))
     try:
-        subprocess.run(["git", "clone", "--quiet", "--branch", head, str(repo), str(work / "src")],
-                       check=True)
+        subprocess.run(
+            ["git", "clone", "--quiet", "--branch", head, str(repo), str(work / "src")], check=True
+        )
         py = sys.base_prefix + "/bin/python3"
         subprocess.run([py, "-m", "venv", str(work / "venv")], check=True)
         vpy = str(work / "venv" / "bin" / "python")
         env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "HOME": str(work / "home")}
-        subprocess.run([vpy, "-m", "pip", "install", "--quiet", "-e", "."], cwd=work / "src",
-                       check=True, env=env)
-        subprocess.run([vpy, "-m", "unittest", "discover", "-s", "tests"], cwd=work / "src",
-                       check=True, env=env, capture_output=True)
-        subprocess.run([vpy, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w",
-                        str(work / "wheel"), "."], cwd=work / "src", check=True, env=env)
+        subprocess.run(
+            [vpy, "-m", "pip", "install", "--quiet", "-e", "."],
+            cwd=work / "src",
+            check=True,
+            env=env,
+        )
+        subprocess.run(
+            [vpy, "-m", "unittest", "discover", "-s", "tests"],
+            cwd=work / "src",
+            check=True,
+            env=env,
+            capture_output=True,
+        )
+        subprocess.run(
+            [vpy, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(work / "wheel"), "."],
+            cwd=work / "src",
+            check=True,
+            env=env,
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -59,9 +73,24 @@ def bare_install_and_test(repo: Path, head: str) -> None:
 def review(repo: Path, head: str, data: Path) -> None:
     """Run `cujo review` on the demo project."""
     done = subprocess.run(
-        [sys.executable, "-m", "app_relay.cli", "review", "--repo", str(repo), "--base", "main",
-         "--head", head, "--json", "--data-dir", str(data)],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "app_relay.cli",
+            "review",
+            "--repo",
+            str(repo),
+            "--base",
+            "main",
+            "--head",
+            head,
+            "--json",
+            "--data-dir",
+            str(data),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     state = json.loads(done.stdout)["state"]
     if state != "clean":
@@ -79,8 +108,10 @@ def bench_review(rounds: int) -> None:
             review_t = min(review_t, best_of(1, lambda: review(repo, "benign", data)))
         print(f"review of the demo project (benign PR), best of {rounds}:")
         print(f"  bare venv + install + tests + build : {bare:7.2f} s   (baseline)")
-        print(f"  cujo review (all checks, armed)     : {review_t:7.2f} s   "
-              f"ratio {review_t / bare:.2f}x")
+        print(
+            f"  cujo review (all checks, armed)     : {review_t:7.2f} s   "
+            f"ratio {review_t / bare:.2f}x"
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -96,10 +127,14 @@ def bench_matcher(rounds: int) -> None:
     assert matcher.find(hit), "the matcher missed a planted decoy"
     print(f"decoy scan of a 1 MiB request body, best of {rounds}:")
     print(f"  one bytes.find (baseline)           : {baseline * 1e3:7.2f} ms")
-    print(f"  DecoyMatcher.find, no decoy         : {scan * 1e3:7.2f} ms   "
-          f"ratio {scan / baseline:.1f}x")
-    print(f"  DecoyMatcher.find, decoy planted    : {scan_hit * 1e3:7.2f} ms   "
-          f"ratio {scan_hit / baseline:.1f}x")
+    print(
+        f"  DecoyMatcher.find, no decoy         : {scan * 1e3:7.2f} ms   "
+        f"ratio {scan / baseline:.1f}x"
+    )
+    print(
+        f"  DecoyMatcher.find, decoy planted    : {scan_hit * 1e3:7.2f} ms   "
+        f"ratio {scan_hit / baseline:.1f}x"
+    )
 
 
 def main() -> int:
