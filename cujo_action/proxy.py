@@ -45,6 +45,16 @@ from cujo_action.schema import (
 # * A CONNECT tunnel that never produces a request (the client refused the run's CA, the
 #   handshake failed, it sent nothing) is logged as one ``CONNECT`` line when it closes.
 #
+# Transparent mode (``transparent=True``) adds one more listener per label for clients that
+# ignore proxy variables: the network namespace of a phase (netns.py) DNATs every TCP
+# connection to that phase's transparent port, so the port still names the label, and
+# mitmproxy reads the original destination with SO_ORIGINAL_DST. Such a connection is
+# treated like a tunnel to that address: an HTTP(S) request in it is logged under the
+# name its client asked for (SNI, else Host header, else the address) and decided on that
+# name; anything else is logged as ``method: "TCP"`` and refused. An allowed name is
+# forwarded to that name, never to the original address (which the logging resolver
+# made up); a request whose Host differs from its SNI is never forwarded.
+#
 # Every request becomes one JSON line in ``log_path``, written with a single ``write`` as
 # soon as the request is complete, so killing the proxy loses no line already logged::
 #
@@ -66,6 +76,8 @@ CA_CERT_NAME = "mitmproxy-ca-cert.pem"
 CONFIG_NAME = "cujo-proxy.json"
 STDERR_NAME = "proxy.stderr"
 TUNNEL_METHOD = "CONNECT"
+# The method of a transparent connection that carried no HTTP request.
+RAW_METHOD = "TCP"
 # Bytes of a tunnel's payload kept for scanning when it carries no HTTP request.
 PEEK_CAP = 1 << 20
 _PHASES: tuple[str, ...] = get_args(Phase)
@@ -101,6 +113,9 @@ class ProxyConfig(BaseModel):
     decoys: list[DecoySpec] = Field(default_factory=list)
     log_path: Path
     ready_path: Path
+    # Also listen transparently, one port per label (fixed here, or picked at start).
+    transparent: bool = False
+    transparent_ports: dict[str, int] = Field(default_factory=dict)
 
     @field_validator("labels")
     @classmethod
@@ -111,7 +126,7 @@ class ProxyConfig(BaseModel):
             raise ValueError(f"labels repeat: {labels}")
         return labels
 
-    @field_validator("ports")
+    @field_validator("ports", "transparent_ports")
     @classmethod
     def _ports_in_range(cls, ports: dict[str, int]) -> dict[str, int]:
         for label, port in ports.items():
@@ -132,6 +147,25 @@ def split_label(label: str) -> tuple[str, str]:
 
 
 # --------------------------------------------------------------------------- decisions
+
+
+def host_header_name(host_header: str) -> str:
+    """Return the host name of a Host header value, without its port."""
+    value = host_header.strip()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value[1:]
+    name, sep, port = value.rpartition(":")
+    return name if sep and port.isdigit() and ":" not in name else value
+
+
+def transparent_name(sni: str | None, host_header: str | None, address: str) -> tuple[str, bool]:
+    """Return (the name a transparent request is logged and decided under, fronted?)."""
+    # "fronted": SNI and Host name different hosts. Forwarding to either would let the
+    # other ride along (domain fronting), so such a request is answered here.
+    host = host_header_name(host_header) if host_header else ""
+    if sni:
+        return sni, bool(host) and normalize_host(host) != normalize_host(sni)
+    return host or address, False
 
 
 def normalize_host(host: str) -> str:
@@ -306,6 +340,8 @@ class ProxyHandle:
     ca_cert: Path
     log_path: Path
     stderr_path: Path
+    # Transparent listeners by label; empty unless the config asked for them.
+    transparent_ports: dict[str, int] = field(default_factory=dict)
     pid: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -356,7 +392,10 @@ def start_proxy(config: ProxyConfig, timeout: float = 20) -> ProxyHandle:
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    attempts = 1 if set(config.labels) <= config.ports.keys() else _LISTEN_RETRIES
+    fixed = set(config.labels) <= config.ports.keys() and (
+        not config.transparent or set(config.labels) <= config.transparent_ports.keys()
+    )
+    attempts = 1 if fixed else _LISTEN_RETRIES
     for attempt in range(attempts):
         handle, failure = _launch(config, config_path, env, timeout)
         if handle is not None:
@@ -385,8 +424,14 @@ def _launch(
         ready = _read_ready(Path(config.ready_path), process.pid)
         if ready is not None:
             ports = {str(k): int(v) for k, v in ready["ports"].items()}
+            transparent = {str(k): int(v) for k, v in ready.get("transparent_ports", {}).items()}
             handle = ProxyHandle(
-                process, ports, Path(ready["ca_cert"]), Path(config.log_path), stderr_path
+                process,
+                ports,
+                Path(ready["ca_cert"]),
+                Path(config.log_path),
+                stderr_path,
+                transparent,
             )
             return handle, ""
         code = process.poll()
@@ -406,7 +451,7 @@ def _launch(
 
 @dataclass
 class _Tunnel:
-    """What is known about one CONNECT tunnel until it closes."""
+    """What is known about one CONNECT tunnel or transparent connection until it closes."""
 
     label: str
     host: str
@@ -417,16 +462,25 @@ class _Tunnel:
     peeks: dict[int, bytes] = field(default_factory=dict)
     logged: bool = False
     refused: bool = False
+    # A transparent connection: host and port are its original destination.
+    transparent: bool = False
 
 
 class EgressAddon:
     """Log every request and tunnel; answer non-allowed hosts; refuse non-HTTP tunnels."""
 
-    def __init__(self, config: ProxyConfig, ports: dict[str, int]) -> None:
+    def __init__(
+        self,
+        config: ProxyConfig,
+        ports: dict[str, int],
+        transparent_ports: dict[str, int] | None = None,
+    ) -> None:
         """Prepare the matcher, the label of each port, and the log file."""
         self.config = config
         self.ports = ports
+        self.transparent_ports = dict(transparent_ports or {})
         self.labels_by_port = {port: label for label, port in ports.items()}
+        self.labels_by_port.update({p: label for label, p in self.transparent_ports.items()})
         self.allow_hosts = list(config.allow_hosts)
         self.matcher = DecoyMatcher(Decoy(d.name, d.value, None, None) for d in config.decoys)
         self.tunnels: dict[str, _Tunnel] = {}
@@ -463,13 +517,15 @@ class EgressAddon:
         peeked = b"".join(tunnel.peeks.values())
         parts.append(("tcp", peeked))
         seen, where = scan(self.matcher, parts)
+        # A transparent connection's host is an address; the SNI, if any, is the name.
+        host = (tunnel.sni or tunnel.host) if tunnel.transparent else tunnel.host or tunnel.sni
         self._write(
             egress_record(
                 ts=time.time(),
                 label=tunnel.label,
-                host=tunnel.host or tunnel.sni or "",
+                host=host or "",
                 port=tunnel.port,
-                method=TUNNEL_METHOD,
+                method=RAW_METHOD if tunnel.transparent else TUNNEL_METHOD,
                 url=f"{tunnel.host}:{tunnel.port}",
                 bytes_out=tunnel.connect_bytes + len(peeked),
                 action=action,
@@ -525,13 +581,15 @@ class EgressAddon:
             for inst in master.addons.get("proxyserver").servers
             if inst.is_running
         }
-        missing = [label for label, port in self.ports.items() if port not in listening]
+        wanted = [*self.ports.items(), *self.transparent_ports.items()]
+        missing = [label for label, port in wanted if port not in listening]
         if missing:
             logger.error("not listening for %s", missing)
             return
         ready = {
             "pid": os.getpid(),
             "ports": self.ports,
+            "transparent_ports": self.transparent_ports,
             "ca_cert": str(Path(self.config.confdir) / CA_CERT_NAME),
         }
         tmp = Path(f"{self.config.ready_path}.tmp")
@@ -547,6 +605,23 @@ class EgressAddon:
         self.tunnels.clear()
         os.close(self._log_fd)
         self._log_fd = -1
+
+    def client_connected(self, client: Any) -> None:
+        """Track a transparent connection like a tunnel to its original destination."""
+        from mitmproxy.proxy.mode_specs import TransparentMode  # noqa: PLC0415
+
+        if not isinstance(client.proxy_mode, TransparentMode) or not client.sockname:
+            return
+        # mitmproxy put the SO_ORIGINAL_DST address in sockname before this hook.
+        host, port = client.sockname[0], client.sockname[1]
+        self.tunnels[client.id] = _Tunnel(
+            label=self._label(client),
+            host=host,
+            port=port,
+            connect_bytes=0,
+            connect_parts=[],
+            transparent=True,
+        )
 
     def http_connect(self, flow: Any) -> None:
         """Remember a CONNECT; log it now only if the CONNECT itself carries a decoy."""
@@ -604,7 +679,14 @@ class EgressAddon:
 
     def request(self, flow: Any) -> None:
         """Log a complete request; answer it here unless its host is allowed."""
-        action = decide(flow.request.host, self.allow_hosts)
+        tunnel = self.tunnels.get(flow.client_conn.id)
+        fronted = False
+        if tunnel is not None and tunnel.transparent:
+            name, fronted = transparent_name(tunnel.sni, flow.request.host_header, tunnel.host)
+            # Logged, decided and (if allowed) forwarded by name, never to the made-up
+            # address the client connected to.
+            flow.request.data.host = name
+        action: Action = "sunk" if fronted else decide(flow.request.host, self.allow_hosts)
         if action == "sunk":
             from mitmproxy import http  # noqa: PLC0415
 
@@ -654,18 +736,33 @@ async def _serve(config: ProxyConfig) -> None:
     # mitmproxy rejects two modes on one address, so port 0 works for one label only:
     # pick the ports here and tell mitmproxy each one.
     unset = [label for label in config.labels if label not in config.ports]
-    picked = dict(zip(unset, _free_ports(config.listen_host, len(unset)), strict=True))
+    t_unset = [label for label in config.labels if label not in config.transparent_ports]
+    if not config.transparent:
+        t_unset = []
+    free = _free_ports(config.listen_host, len(unset) + len(t_unset))
+    picked = dict(zip(unset, free[: len(unset)], strict=True))
+    t_picked = dict(zip(t_unset, free[len(unset) :], strict=True))
     ports = {label: config.ports.get(label) or picked[label] for label in config.labels}
+    transparent_ports = (
+        {label: config.transparent_ports.get(label) or t_picked[label] for label in config.labels}
+        if config.transparent
+        else {}
+    )
     host = f"[{config.listen_host}]" if ":" in config.listen_host else config.listen_host
 
     master: Any = Master(options.Options())
     defaults: Any = addons.default_addons
     # Our addon goes last: its next_layer hook must see mitmproxy's choice.
     master.addons.add(
-        *defaults(), ErrorCheck(repeat_errors_on_stderr=True), EgressAddon(config, ports)
+        *defaults(),
+        ErrorCheck(repeat_errors_on_stderr=True),
+        EgressAddon(config, ports, transparent_ports),
     )
     master.options.update(
-        mode=[f"regular@{host}:{ports[label]}" for label in config.labels],
+        mode=[
+            *(f"regular@{host}:{ports[label]}" for label in config.labels),
+            *(f"transparent@{host}:{port}" for port in transparent_ports.values()),
+        ],
         confdir=str(config.confdir),
         connection_strategy="lazy",
         upstream_cert=False,
