@@ -406,6 +406,16 @@ def start_proxy(config: ProxyConfig, timeout: float = 20) -> ProxyHandle:
     raise AssertionError("unreachable")
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel to stop the proxy when the run that started it dies."""
+    import ctypes  # noqa: PLC0415 - only in the forked child
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def _launch(
     config: ProxyConfig, config_path: Path, env: dict[str, str], timeout: float
 ) -> tuple[ProxyHandle | None, str]:
@@ -418,6 +428,7 @@ def _launch(
             stdout=err,
             stderr=err,
             env=env,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only a prctl before exec
         )
     deadline = time.monotonic() + timeout
     while True:

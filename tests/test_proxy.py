@@ -535,3 +535,39 @@ def test_the_ca_bundle_is_the_system_cas_then_the_run_ca(tmp_path: Path) -> None
     assert text.startswith(SYSTEM_CA.read_text().rstrip("\n"))
     assert text.endswith(ca.read_text())
     assert bundle.stat().st_mode & 0o777 == 0o644
+
+
+def test_the_proxy_dies_with_the_run_that_started_it(tmp_path: Path) -> None:
+    """A run killed outright must not leave its proxy listening behind it."""
+    config = make_config(tmp_path, make_decoys())
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from cujo_action.proxy import ProxyConfig, start_proxy;"
+            "h = start_proxy(ProxyConfig.model_validate_json(sys.stdin.read()));"
+            "print(h.pid, flush=True); sys.stdin.close(); import time; time.sleep(600)",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert parent.stdin is not None and parent.stdout is not None
+    parent.stdin.write(config.model_dump_json())
+    parent.stdin.close()
+    proxy_pid = int(parent.stdout.readline())
+    parent.stdout.close()
+    assert Path(f"/proc/{proxy_pid}").exists()
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 15
+    while Path(f"/proc/{proxy_pid}").exists() and time.monotonic() < deadline:
+        stat = Path(f"/proc/{proxy_pid}/stat").read_text().split()
+        if stat[2] == "Z":  # reaped by init soon; a zombie no longer listens
+            break
+        time.sleep(0.05)
+    alive = (
+        Path(f"/proc/{proxy_pid}").exists()
+        and Path(f"/proc/{proxy_pid}/stat").read_text().split()[2] != "Z"
+    )
+    assert not alive, "the proxy outlived the run that started it"
