@@ -552,7 +552,8 @@ def test_the_proxy_dies_with_the_run_that_started_it(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert parent.stdin is not None and parent.stdout is not None
+    assert parent.stdin is not None
+    assert parent.stdout is not None
     parent.stdin.write(config.model_dump_json())
     parent.stdin.close()
     proxy_pid = int(parent.stdout.readline())
