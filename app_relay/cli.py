@@ -6,11 +6,18 @@ import argparse
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from app_relay.decide.judge import DeterministicJudge, error_verdict
 from app_relay.decide.rules import RuleContext
@@ -38,6 +45,11 @@ def database_url(folder: Path) -> str:
     return os.environ.get("CUJO_DATABASE_URL") or f"sqlite:///{folder / 'cujo.db'}"
 
 
+def shown_url(url: str) -> str:
+    """Return the record's URL as printed: a password in it (PostgreSQL) is masked."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
 UNKNOWN_SHA = "0" * 40
 
 
@@ -56,7 +68,12 @@ def resolve(repo: str, ref: str) -> str:
             text=True,
             timeout=30,
             check=False,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1"},
+            env={
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "GIT_CONFIG_NOSYSTEM": "1",
+                # As prepare does: a folder inside another repository is not that repository.
+                "GIT_CEILING_DIRECTORIES": str(Path(repo).parent),
+            },
         )
     except (OSError, subprocess.TimeoutExpired):
         return UNKNOWN_SHA
@@ -67,7 +84,9 @@ def resolve(repo: str, ref: str) -> str:
 def verdict_of(bundle: Bundle) -> Verdict:
     """Decide a validated bundle with the deterministic judge."""
     if bundle.failure is not None:
-        return error_verdict(f"{bundle.failure.stage}: {bundle.failure.reason}")
+        # The summary ends the reason with its own full stop; the sandbox's often has one.
+        reason = bundle.failure.reason.strip().rstrip(".")
+        return error_verdict(f"{bundle.failure.stage}: {reason}")
     assert bundle.plan is not None
     return DeterministicJudge().decide(
         bundle.reports,
@@ -103,9 +122,19 @@ def _describe(item: dict[str, Any]) -> str:
 
 
 def summary_object(
-    *, run_id: str, bundle: Bundle | None, verdict: Verdict, record: str
+    *,
+    run_id: str,
+    bundle: Bundle | None,
+    verdict: Verdict,
+    record: str,
+    base_sha: str | None = None,
+    head_sha: str | None = None,
 ) -> dict[str, Any]:
-    """Return the ``--json`` object of DESIGN section 10."""
+    """Return the ``--json`` object of DESIGN section 10.
+
+    ``base_sha`` and ``head_sha`` are the commits the CLI resolved itself; they stand in
+    when the sandbox wrote no plan (a run that ended ``error`` before settling one).
+    """
     plan = bundle.plan if bundle else None
     reports = bundle.reports if bundle else ()
     index = _evidence_index(reports)
@@ -116,8 +145,8 @@ def summary_object(
         "run_id": run_id,
         "state": verdict.state,
         "mode": "sandbox",
-        "base_sha": plan.base_sha if plan else None,
-        "head_sha": plan.head_sha if plan else None,
+        "base_sha": plan.base_sha if plan else _known(base_sha),
+        "head_sha": plan.head_sha if plan else _known(head_sha),
         "isolation": isolation,
         "plan": {
             "install": plan.install,
@@ -146,6 +175,10 @@ def summary_object(
     }
 
 
+def _known(sha: str | None) -> str | None:
+    return sha if sha and sha != UNKNOWN_SHA else None
+
+
 def render(obj: dict[str, Any]) -> str:
     """Return the human report of a review."""
     state = obj["state"]
@@ -160,6 +193,8 @@ def render(obj: dict[str, Any]) -> str:
             f"  plan: install `{plan['install'] or '-'}`; test `{plan['test'] or '-'}`; "
             f"smoke `{plan['smoke'] or '-'}`"
         )
+    elif obj["base_sha"] and obj["head_sha"]:
+        lines.append(f"  base {obj['base_sha'][:12]}  head {obj['head_sha'][:12]}")
     for note in obj.get("notes") or []:
         lines.append(f"  note: {note}")
     if obj["checks"]:
@@ -194,34 +229,112 @@ def review(args: argparse.Namespace) -> int:
         )
         return 2
     folder = data_dir(args.data_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    store = Store(database_url(folder))
     run_id = f"local-{secrets.token_hex(6)}"
     repo = str(Path(args.repo).resolve()) if "://" not in args.repo else args.repo
-    session = store.open_session(repo, None, "local")
-    store.start_run(session, run_id, resolve(repo, args.base), resolve(repo, args.head), "sandbox")
+    base_sha, head_sha = resolve(repo, args.base), resolve(repo, args.head)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        store = Store(database_url(folder))
+        session = store.open_session(repo, None, "local")
+        store.start_run(session, run_id, base_sha, head_sha, "sandbox")
+    except (OSError, SQLAlchemyError) as exc:
+        # No record, so no run: say where the record should have been, and why it is not.
+        print(
+            f"cujo review: cannot open the record in {folder}: {_why(exc)}; "
+            "give a writable --data-dir (or CUJO_HOME)",
+            file=sys.stderr,
+        )
+        return 3
     out = folder / "runs" / run_id
-    record = f"{store.url} run {run_id} (bundle in {out})"
+    record = f"{shown_url(store.url)} run {run_id} (bundle in {out})"
     print(f"cujo: reviewing {repo}: {args.base} → {args.head} (run {run_id})", file=sys.stderr)
     bundle: Bundle | None = None
+    # The sandbox reviews the commits recorded here, and its bundle must be bound to them:
+    # a branch that moves during the review cannot swap what the verdict is about. A ref
+    # that did not resolve goes as given, so the sandbox's prepare names it in the error.
+    known_base, known_head = _known(base_sha), _known(head_sha)
     try:
-        code = LocalRunner().run(repo=repo, base=args.base, head=args.head, run_id=run_id, out=out)
+        with _patient_interrupt() as interrupted:
+            code = LocalRunner().run(
+                repo=repo,
+                base=known_base or args.base,
+                head=known_head or args.head,
+                run_id=run_id,
+                out=out,
+            )
+        if interrupted.is_set():
+            raise KeyboardInterrupt
         if code not in (0, 3):
             verdict = error_verdict(f"the sandbox exited {code} without a bundle")
         else:
-            bundle = read_bundle(out, run_id=run_id)
+            bundle = read_bundle(out, run_id=run_id, head_sha=known_head, base_sha=known_base)
             verdict = verdict_of(bundle)
     except BundleError as exc:
         verdict = error_verdict(f"the sandbox bundle was rejected: {exc}")
+    except OSError as exc:
+        verdict = error_verdict(f"the sandbox could not be run or read: {_why(exc)}")
     except KeyboardInterrupt:
         store.mark_abandoned(run_id, "interrupted by the user")
         print("cujo: interrupted; the run is recorded as error", file=sys.stderr)
         return 3
     plan_json = bundle.plan.model_dump_json(by_alias=True) if bundle and bundle.plan else None
-    store.finish_run(run_id, verdict, plan_json, str(out))
-    obj = summary_object(run_id=run_id, bundle=bundle, verdict=verdict, record=record)
+    recorded = True
+    try:
+        store.finish_run(run_id, verdict, plan_json, str(out))
+    except SQLAlchemyError as exc:
+        recorded = False
+        record = f"not recorded: {_why(exc)} ({record})"
+        print(f"cujo review: the verdict could not be recorded: {_why(exc)}", file=sys.stderr)
+    obj = summary_object(
+        run_id=run_id,
+        bundle=bundle,
+        verdict=verdict,
+        record=record,
+        base_sha=base_sha,
+        head_sha=head_sha,
+    )
     print(json.dumps(obj, indent=2) if args.json else render(obj))
-    return EXIT[verdict.state]
+    # A verdict that is not on the record is Cujo falling over, whatever the verdict says.
+    return EXIT[verdict.state] if recorded else 3
+
+
+@contextmanager
+def _patient_interrupt() -> Iterator[threading.Event]:
+    """Let the first Ctrl-C reach the sandbox alone, and wait while it stops its checks.
+
+    Ctrl-C signals the whole foreground process group, the sandbox included. Raising
+    here at once would make the runner kill the sandbox a moment later, before it has
+    killed the pull request's commands (which run in sessions of their own) and removed
+    its work folder. The event says a Ctrl-C came; a second one stops the wait.
+    """
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted
+        return
+
+    def first(signum: int, frame: FrameType | None) -> None:
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+        interrupted.set()
+        print(
+            "cujo: interrupted; stopping the sandbox (Ctrl-C again to stop waiting)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    previous = signal.signal(signal.SIGINT, first)
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror} ({exc.filename})" if exc.filename else exc.strerror
+    if isinstance(exc, SQLAlchemyError):
+        return str(getattr(exc, "orig", None) or exc).splitlines()[0]
+    return str(exc) or type(exc).__name__
 
 
 def main(argv: list[str] | None = None) -> int:

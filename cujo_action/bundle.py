@@ -15,6 +15,7 @@ from typing import Any
 
 from cujo_action.schema import (
     MAX_EGRESS,
+    MAX_OBSERVATIONS,
     MAX_SHORT,
     MAX_TEXT,
     CheckName,
@@ -82,7 +83,8 @@ def attach_egress(
     egress, fits = egress_for(report.check, lines)
     observations = list(report.observations)
     complete = report.evidence_complete and fits and proxy_ok
-    if not proxy_ok:
+    # model_copy does not validate: a 501st observation would make the report invalid.
+    if not proxy_ok and len(observations) < MAX_OBSERVATIONS:
         observations.append(
             Observation(
                 id=f"{report.check}:obs:{len(observations) + 1}",
@@ -96,7 +98,7 @@ def attach_egress(
     return report.model_copy(
         update={
             "egress": egress,
-            "observations": observations[: len(observations)],
+            "observations": observations,
             "evidence_complete": complete,
         }
     )

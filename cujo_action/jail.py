@@ -72,7 +72,7 @@ def _limits() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
 
 
-def _kill_group(pgid: int) -> None:
+def _kill_group(pgid: int, leader: subprocess.Popen[bytes]) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pgid, sig)
@@ -82,6 +82,7 @@ def _kill_group(pgid: int) -> None:
             # Give well-behaved children a moment; a deadline, not a sleep in a loop.
             deadline = time.monotonic() + GRACE_S
             while time.monotonic() < deadline:
+                leader.poll()  # reap the leader, or the group looks alive while it is a zombie
                 try:
                     os.killpg(pgid, 0)
                 except ProcessLookupError:
@@ -117,7 +118,7 @@ def run_confined(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout: float)
                 timed_out = True
                 break
     # Whatever the command left behind in its group goes too: nothing outlives a phase.
-    _kill_group(proc.pid)
+    _kill_group(proc.pid, proc)
     exit_code = proc.wait()
     out.thread.join(5)
     err.thread.join(5)

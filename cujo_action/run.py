@@ -3,17 +3,28 @@
 The sandbox never decides: it only produces reports. A failure before the checks
 (not a repository, unknown ref, malformed ``.cujo.yml``) is written as ``failure.json``
 so the deciding side can say why the run is ``error``.
+
+Nothing a run starts outlives it. Pull-request commands run in sessions of their own (so
+a timeout kills a whole group), which a Ctrl-C on the terminal never reaches; so the
+orchestrator makes itself a child subreaper, turns SIGINT and SIGTERM into an orderly
+stop, and, however the run ends, kills every process still below it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 from cujo_action.arm import arm
 from cujo_action.bundle import (
@@ -26,14 +37,120 @@ from cujo_action.bundle import (
 from cujo_action.checks.harness import write_report
 from cujo_action.prepare import PrepareError, prepare
 from cujo_action.proxy import ProxyError, read_egress_log
-from cujo_action.schema import CheckName, Failure, Plan, PolicyError, Report, utcnow
+from cujo_action.schema import CheckName, Failure, Plan, PolicyError, Report, clip, utcnow
 
 # Beyond a check's own command timeouts, how long its process may take to set up and report.
 PROCESS_SLACK_S = 180.0
+# prctl(2): orphans below this process are re-parented to it instead of to init.
+PR_SET_CHILD_SUBREAPER = 36
+# Rounds of stop-and-rescan before a tree is killed; each round catches the last forks.
+_SWEEPS = 100
 
 
 def _say(message: str) -> None:
     print(f"cujo: {message}", file=sys.stderr, flush=True)
+
+
+class Interrupted(BaseException):  # like KeyboardInterrupt: only its own handler catches it
+    """The run was told to stop (SIGINT or SIGTERM) before it finished."""
+
+
+# --------------------------------------------------------------------------- process tree
+
+
+def _become_subreaper() -> None:
+    """Adopt orphaned descendants (Linux), so a sweep from here finds every one."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+
+
+def _children() -> dict[int, list[int]]:
+    """Return the live children of every process, read from /proc (zombies left out)."""
+    tree: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return tree
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                # "pid (comm) state ppid …": comm may hold spaces and parentheses.
+                fields = fh.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        if len(fields) > 1 and fields[0] != b"Z":
+            tree.setdefault(int(fields[1]), []).append(int(entry))
+    return tree
+
+
+def _descendants(root: int, spare: Collection[int] = ()) -> set[int]:
+    tree, found, stack = _children(), set[int](), [root]
+    while stack:
+        for child in tree.get(stack.pop(), []):
+            if child not in found and child not in spare:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        return
+
+
+def kill_tree(root: int, *, include_root: bool = True, spare: Collection[int] = ()) -> int:
+    """SIGKILL every process below ``root`` (and ``root``); return how many were signalled.
+
+    Each round stops what it finds, so nothing found can fork again, and looks again for
+    children forked before the stop; then everything stopped is killed at once. Processes
+    in ``spare``, and what runs below them, are left alone.
+    """
+    stopped: set[int] = set()
+    for _ in range(_SWEEPS):
+        found = _descendants(root, spare) | ({root} if include_root else set())
+        found.discard(os.getpid())
+        new = found - stopped
+        if not new:
+            break
+        for pid in new:
+            _signal(pid, signal.SIGSTOP)
+        stopped |= new
+    for pid in stopped:
+        _signal(pid, signal.SIGKILL)  # a stopped process dies of it all the same
+    return len(stopped)
+
+
+@contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """Turn SIGINT and SIGTERM into ``Interrupted`` (once), restoring the old handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+    signals = (signal.SIGINT, signal.SIGTERM)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        # Once: a second signal must not cut the cleanup short.
+        for sig in signals:
+            signal.signal(sig, signal.SIG_IGN)
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous: dict[signal.Signals, Callable[[int, FrameType | None], object] | int | None] = {
+        sig: signal.signal(sig, stop) for sig in signals
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class _Check:
@@ -63,7 +180,12 @@ class _Check:
         try:
             self.proc.wait(timeout=max(self.deadline - time.monotonic(), 0))
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, 9)
+            self.stop()
+
+    def stop(self) -> None:
+        """Kill the check and every command it started (they run in sessions of their own)."""
+        if self.proc.poll() is None:
+            kill_tree(self.proc.pid)
             self.proc.wait()
 
 
@@ -110,15 +232,46 @@ def run_sandbox(
     workdir: Path | None = None,
     keep: bool = False,
 ) -> int:
-    """Review head against base in the sandbox; write reports to ``out``; return 0 or 3."""
-    out.mkdir(parents=True, exist_ok=True)
-    work = workdir or Path(tempfile.mkdtemp(prefix=f"cujo-{run_id}-"))
+    """Review head against base in the sandbox; write reports to ``out``; return 0 or 3.
+
+    The run owns its process: it adopts orphans and, at the end, kills whatever it
+    started that is still running. Call it in a process of its own, as
+    ``python -m cujo_action run`` does.
+    """
     try:
-        return _run(repo, base, head, run_id, out, work)
-    except Exception as exc:  # nothing is lost: the bundle says the run fell over, and why
-        write_failure(out, Failure(run_id=run_id, stage="checks", reason=f"{exc!r}"))
-        _say(f"the run fell over: {exc!r}")
+        out.mkdir(parents=True, exist_ok=True)
+        work = workdir or Path(tempfile.mkdtemp(prefix=f"cujo-{run_id}-"))
+    except OSError as exc:
+        # Nowhere to write even a failure: say so plainly, and the caller finds no bundle.
+        _say(f"cannot set up the run's folders: {exc.strerror or exc} ({exc.filename or out})")
         return 3
+    _become_subreaper()
+    # Children this process had before the run are not the run's to kill.
+    before = _descendants(os.getpid())
+    try:
+        with _stop_on_signals():
+            try:
+                return _run(repo, base, head, run_id, out, work)
+            except Interrupted as exc:
+                write_failure(
+                    out,
+                    Failure(
+                        run_id=run_id,
+                        stage="checks",
+                        reason=f"the run was interrupted ({exc}) before it finished",
+                    ),
+                )
+                _say(f"interrupted ({exc}); stopping everything the run started")
+                return 3
+            except Exception as exc:  # nothing is lost: the bundle says the run fell over, and why
+                write_failure(out, Failure(run_id=run_id, stage="checks", reason=f"{exc!r}"))
+                _say(f"the run fell over: {exc!r}")
+                return 3
+            finally:
+                # Whatever escaped its check (or was left by a check killed at its deadline)
+                # was re-parented here: nothing the pull request started outlives the run.
+                if left := kill_tree(os.getpid(), include_root=False, spare=before):
+                    _say(f"killed {left} process(es) left running at the end of the run")
     finally:
         if workdir is None and not keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -168,10 +321,13 @@ def _run(repo: str, base: str, head: str, run_id: str, out: Path, work: Path) ->
         return 3
     context = Path(armed.run_dir) / "context.json"
     timeouts = plan.policy.timeouts
+    started_checks: list[_Check] = []
     try:
         _say("detonation and install starting")
         detonation = _Check("detonation", context, out, 2 * timeouts.install + 60 * 26)
+        started_checks.append(detonation)
         install = _Check("install", context, out, timeouts.install)
+        started_checks.append(install)
         install.wait()
         installed = _collect(install, plan)
         later: list[CheckName] = ["tests", "probes", "smoke"]
@@ -179,16 +335,21 @@ def _run(repo: str, base: str, head: str, run_id: str, out: Path, work: Path) ->
         running: list[_Check] = []
         if installed.status in ("ok", "skipped"):
             _say(f"install {installed.status}; tests, probes and smoke starting")
-            running = [_Check(n, context, out, budgets[n]) for n in later]
+            for name in later:
+                running.append(_Check(name, context, out, budgets[name]))
+                started_checks.append(running[-1])
         else:
             _say(f"install {installed.status}: {installed.summary}")
+            # Say why, not only the status: "failed" alone hides a timeout or a flood.
+            said = installed.summary.strip().splitlines()[0] if installed.summary.strip() else ""
+            why = f" ({clip(said, 300)})" if said else ""
             for name in later:
                 write_report(
                     _placeholder(
                         plan,
                         name,
                         "skipped",
-                        f"not run: the repository's install {installed.status}",
+                        f"not run: the repository's install {installed.status}{why}",
                     ),
                     report_path(out, name),
                 )
@@ -198,6 +359,10 @@ def _run(repo: str, base: str, head: str, run_id: str, out: Path, work: Path) ->
         if not running:
             reports += [Report.model_validate_json(report_path(out, n).read_bytes()) for n in later]
     finally:
+        # Interrupted (or fallen over) with checks still running: stop them before the
+        # proxy, so no request they make goes unlogged.
+        for check in started_checks:
+            check.stop()
         proxy_ok = proxy.alive()
         proxy.stop()
     lines, bad = read_egress_log(Path(armed.egress_log), None)

@@ -1,78 +1,266 @@
-"""Watch decoy files for opens, reads, writes and deletes, attributing each to a phase."""
+"""Watch decoy files and privilege tools, attributing each access to a phase and a process."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import errno
+import functools
 import os
 import select
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from inotify_simple import INotify
 from inotify_simple import flags as in_flags
 
-EventKind = Literal["open", "read", "write", "delete"]
+# Two kernel sources, one picked per watcher (``backend``):
+#
+# * fanotify (root with CAP_SYS_ADMIN): a notification-class group with per-inode marks,
+#   FAN_OPEN | FAN_ACCESS | FAN_MODIFY | FAN_CLOSE_WRITE on each decoy and FAN_OPEN_EXEC
+#   on each privilege tool. Every event names the pid; the executable is read from
+#   /proc/<pid>/exe when the event is read, so a process that already exited gives None,
+#   and for an exec event the image is the caller's if it is read before the exec
+#   finishes and the tool's after. Each event carries an fd of the file: its inode names
+#   the decoy as the caller spelled it (a read through a hard link or another mount still
+#   names the decoy; /proc/self/fd/N is only the fallback), and every fd is closed.
+#   Deletes and renames come from an inotify watch alongside: fanotify reports
+#   FAN_DELETE_SELF / FAN_MOVE_SELF only to FAN_REPORT_FID groups, whose events carry a
+#   file handle instead of an fd, and whose delete is reported when the last reference
+#   goes, by whoever drops it, not always the unlinker. Deletes therefore have no pid.
+# * inotify (everywhere else): the same kinds with no pid or exe, so nothing can be
+#   ignored as the harness's own. Execs cannot be told from reads: an IN_OPEN of a tool by
+#   anything (an exec, but also `cat /usr/bin/sudo`) is recorded as an exec.
+#
+# Events are recorded by a thread and by sync()/stop(), which read the queues themselves:
+# both kernels queue an event before the accessing syscall returns, so once a child has
+# exited, sync() records what it did in the current phase without waiting on anything.
+
+DecoyKind = Literal["open", "read", "write", "delete"]
+ExecKind = Literal["exec"]
+EventKind = Literal[DecoyKind, ExecKind]
+Backend = Literal["fanotify", "inotify"]
+KindT = TypeVar("KindT", DecoyKind, ExecKind)
+
+# Where the privilege tools usually live; a watcher skips those that are not installed.
+PRIVILEGE_TOOLS: tuple[Path, ...] = tuple(
+    Path("/usr/bin", name) for name in ("sudo", "su", "pkexec", "doas")
+)
 
 # Moving a decoy away removes it from where code looks for it, as deleting does.
-_KINDS: tuple[tuple[int, EventKind], ...] = (
-    (in_flags.OPEN, "open"),
-    (in_flags.ACCESS, "read"),
-    (in_flags.MODIFY, "write"),
+_GONE_KINDS: tuple[tuple[int, DecoyKind], ...] = (
     (in_flags.DELETE_SELF, "delete"),
     (in_flags.MOVE_SELF, "delete"),
 )
-_MASK = 0
-for _flag, _ in _KINDS:
-    _MASK |= _flag
+_IN_DECOY_KINDS: tuple[tuple[int, EventKind], ...] = (
+    (in_flags.OPEN, "open"),
+    (in_flags.ACCESS, "read"),
+    (in_flags.MODIFY, "write"),
+    *_GONE_KINDS,
+)
+_IN_EXEC_KINDS: tuple[tuple[int, EventKind], ...] = ((in_flags.OPEN, "exec"),)
+
+# <linux/fanotify.h>
+_FAN_ACCESS = 0x01
+_FAN_MODIFY = 0x02
+_FAN_CLOSE_WRITE = 0x08
+_FAN_OPEN = 0x20
+_FAN_OPEN_EXEC = 0x1000
+_FAN_Q_OVERFLOW = 0x4000
+_FAN_CLOEXEC = 0x01
+_FAN_NONBLOCK = 0x02
+_FAN_CLASS_NOTIF = 0x00
+_FAN_MARK_ADD = 0x01
+_AT_FDCWD = -100
+_FANOTIFY_METADATA_VERSION = 3
+# struct fanotify_event_metadata: event_len, vers, reserved, metadata_len, mask, fd, pid.
+_METADATA = struct.Struct("=IBBHQii")
+
+# Closing a file opened for writing counts as a write even when nothing was written:
+# opening a decoy to write it is tampering whatever came of it.
+_FAN_KINDS: tuple[tuple[int, EventKind], ...] = (
+    (_FAN_OPEN, "open"),
+    (_FAN_ACCESS, "read"),
+    (_FAN_MODIFY, "write"),
+    (_FAN_CLOSE_WRITE, "write"),
+    (_FAN_OPEN_EXEC, "exec"),
+)
+_FAN_DECOY_MASK = _FAN_OPEN | _FAN_ACCESS | _FAN_MODIFY | _FAN_CLOSE_WRITE
+
+# Errors that say a path is wrong rather than that fanotify cannot work here.
+_PATH_ERRORS = frozenset(
+    {errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.ELOOP, errno.ENAMETOOLONG}
+)
+
+
+def _mask(kinds: Iterable[tuple[int, object]]) -> int:
+    """Return the union of the flags in ``kinds``."""
+    return functools.reduce(lambda acc, kind: acc | kind[0], kinds, 0)
 
 
 @dataclass(frozen=True)
-class WatchEvent:
-    """One access to a decoy file; pid and exe stay None until a source can name them."""
+class WatchEvent(Generic[KindT]):
+    """One access to a watched file; pid and exe stay None where the source cannot name them."""
 
     ts: float
     path: str
-    event: EventKind
+    event: KindT
     phase: str
     pid: int | None = None
     exe: str | None = None
 
 
-class DecoyWatcher:
-    """Record accesses to decoy files from a background thread, one event per kind and phase."""
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """Return the C library with fanotify_init and fanotify_mark typed."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fanotify_init.argtypes = [ctypes.c_uint, ctypes.c_uint]
+    libc.fanotify_init.restype = ctypes.c_int
+    libc.fanotify_mark.argtypes = [
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.c_uint64,
+        ctypes.c_int,
+        ctypes.c_char_p,
+    ]
+    libc.fanotify_mark.restype = ctypes.c_int
+    return libc
 
-    def __init__(self, paths: Iterable[Path], phase: Callable[[], str]) -> None:
-        """Prepare to watch ``paths``; ``phase`` names the phase an event falls in."""
+
+def _fanotify_init() -> int:
+    """Open a notification-class fanotify group and return its fd."""
+    try:
+        init = _libc().fanotify_init
+    except (OSError, AttributeError) as exc:
+        raise OSError(errno.ENOSYS, "the C library has no fanotify_init") from exc
+    # The event fds only feed fstat and readlink: read-only, and never inherited.
+    fd: int = init(
+        _FAN_CLASS_NOTIF | _FAN_CLOEXEC | _FAN_NONBLOCK,
+        os.O_RDONLY | os.O_LARGEFILE | os.O_CLOEXEC,
+    )
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return fd
+
+
+def _fanotify_mark(group: int, mask: int, path: Path) -> None:
+    """Add ``mask`` to the inode mark of ``path`` (symlinks followed) in ``group``."""
+    rc: int = _libc().fanotify_mark(group, _FAN_MARK_ADD, mask, _AT_FDCWD, os.fsencode(path))
+    if rc < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), str(path))
+
+
+def fanotify_unavailable() -> str | None:
+    """Return why fanotify cannot be used here, or None when it can."""
+    try:
+        fd = _fanotify_init()
+    except OSError as exc:
+        return f"fanotify_init failed: {exc.strerror} (needs root with CAP_SYS_ADMIN)"
+    os.close(fd)
+    return None
+
+
+def _inode(path: Path) -> tuple[int, int]:
+    """Return the device and inode ``path`` names, following symlinks."""
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def _exe(pid: int | None) -> str | None:
+    """Return the executable ``pid`` runs, or None when it is gone or hidden."""
+    if pid is None:
+        return None
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+
+
+def _fd_path(fd: int) -> str:
+    """Return the path an fd of this process was opened at."""
+    return os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)")
+
+
+class DecoyWatcher:
+    """Record accesses to decoys and execs of tools from a thread, once per kind and phase."""
+
+    def __init__(
+        self,
+        paths: Iterable[Path],
+        phase: Callable[[], str],
+        *,
+        exec_watch: Iterable[Path] = (),
+        ignore_pids: Callable[[int], bool] | AbstractSet[int] | None = None,
+        backend: Literal["auto", "fanotify", "inotify"] = "auto",
+    ) -> None:
+        """Prepare to watch ``paths`` and ``exec_watch``; ``phase`` names an event's phase."""
+        # ignore_pids is consulted per event, so a set the caller grows later (a proxy
+        # started after the watcher) still counts. This process is always ignored.
         self._paths = [Path(p) for p in paths]
+        self._exec_paths = [Path(p) for p in exec_watch]
         self._phase = phase
-        self._events: list[WatchEvent] = []
+        self._ignore: Callable[[int], bool]
+        if ignore_pids is None:
+            self._ignore = lambda pid: False
+        elif isinstance(ignore_pids, AbstractSet):
+            self._ignore = ignore_pids.__contains__
+        else:
+            self._ignore = ignore_pids
+        self._requested = backend
+        self._backend: Backend
+        if backend == "auto":
+            self._backend = "fanotify" if fanotify_unavailable() is None else "inotify"
+        else:
+            self._backend = backend
+        self._events: list[WatchEvent[DecoyKind]] = []
+        self._execs: list[WatchEvent[ExecKind]] = []
         self._seen: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
-        # Serializes reading the inotify queue between the thread and sync()/stop().
+        # Serializes reading the kernel queues between the thread and sync()/stop().
         self._read_lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._fanotify = -1
+        self._names: dict[tuple[int, int], str] = {}
         self._inotify: INotify | None = None
+        self._wd_paths: dict[int, tuple[str, tuple[tuple[int, EventKind], ...]]] = {}
         self._wake_r = self._wake_w = -1
-        self._wd_paths: dict[int, str] = {}
         self.complete = True
-        """False once the kernel queue overflowed or the reader failed: events were lost."""
+        """False once events were lost: a queue overflowed, an fd ran out, or the reader failed."""
+
+    @property
+    def backend(self) -> Backend:
+        """Return the kernel source in use, or the one start() will try first."""
+        return self._backend
 
     def start(self) -> None:
-        """Watch every path (each must exist) and start reading events in a thread."""
-        if self._inotify is not None:
+        """Watch every path (each decoy must exist) and start reading events in a thread."""
+        if self._thread is not None:
             raise RuntimeError("watcher already started")
-        inotify = INotify()
-        try:
-            for path in self._paths:
-                self._wd_paths[inotify.add_watch(path, _MASK)] = str(path)
-        except OSError:
-            inotify.close()
-            raise
-        self._inotify = inotify
-        # A self-pipe wakes the thread for stop, so it blocks in select instead of
+        if self._backend == "fanotify":
+            try:
+                self._open_fanotify()
+            except OSError as exc:
+                self._close_sources()
+                if self._requested == "fanotify" or exc.errno in _PATH_ERRORS:
+                    raise
+                # The kernel refused a mark (an old kernel without FAN_OPEN_EXEC, say):
+                # inotify still sees the decoys, without the process.
+                self._backend = "inotify"
+        if self._backend == "inotify":
+            try:
+                self._open_inotify()
+            except OSError:
+                self._close_sources()
+                raise
+        # A self-pipe wakes the thread for stop, so it blocks in poll instead of
         # polling on a timer.
         self._wake_r, self._wake_w = os.pipe()
         self._thread = threading.Thread(target=self._run, name="cujo-decoy-watcher", daemon=True)
@@ -81,64 +269,181 @@ class DecoyWatcher:
     def sync(self) -> None:
         """Record every event that happened before this call, in the current phase."""
         # Call before changing phase, so earlier accesses keep the phase they happened
-        # in. It reads the queue itself: nothing depends on when the thread runs.
-        if self._inotify is not None:
+        # in. It reads the queues itself: nothing depends on when the thread runs.
+        if self._thread is not None:
             self._drain()
 
-    def stop(self) -> list[WatchEvent]:
-        """Record the events already queued, stop watching, and return every event."""
-        if self._inotify is not None:
-            assert self._thread is not None
+    def stop(self) -> list[WatchEvent[DecoyKind]]:
+        """Record the events already queued, stop watching, and return the decoy events."""
+        if self._thread is not None:
             os.write(self._wake_w, b"s")
             self._thread.join()
-            self._drain()
-            for fd in (self._wake_r, self._wake_w):
-                os.close(fd)
-            self._inotify.close()
-            self._inotify = None
-            self._thread = None
+            try:
+                self._drain()
+            finally:
+                for fd in (self._wake_r, self._wake_w):
+                    os.close(fd)
+                self._close_sources()
+                self._thread = None
         return self.events
 
     @property
-    def events(self) -> list[WatchEvent]:
-        """Return the events recorded so far."""
+    def events(self) -> list[WatchEvent[DecoyKind]]:
+        """Return the decoy events recorded so far."""
         with self._lock:
             return list(self._events)
+
+    def exec_events(self) -> list[WatchEvent[ExecKind]]:
+        """Return the execs of watched tools recorded so far."""
+        with self._lock:
+            return list(self._execs)
+
+    def _open_fanotify(self) -> None:
+        """Mark the decoys and tools in a new fanotify group, and watch decoys for deletes."""
+        self._fanotify = _fanotify_init()
+        for path in self._paths:
+            _fanotify_mark(self._fanotify, _FAN_DECOY_MASK, path)
+            self._names[_inode(path)] = str(path)
+        for path in self._exec_paths:
+            try:
+                _fanotify_mark(self._fanotify, _FAN_OPEN_EXEC, path)
+                self._names.setdefault(_inode(path), str(path))
+            except FileNotFoundError:
+                continue
+        self._inotify = INotify()
+        for path in self._paths:
+            wd = self._inotify.add_watch(path, _mask(_GONE_KINDS))
+            self._wd_paths[wd] = (str(path), _GONE_KINDS)
+
+    def _open_inotify(self) -> None:
+        """Watch the decoys for every kind and the tools for opens."""
+        self._inotify = INotify()
+        for path in self._paths:
+            wd = self._inotify.add_watch(path, _mask(_IN_DECOY_KINDS))
+            self._wd_paths[wd] = (str(path), _IN_DECOY_KINDS)
+        for path in self._exec_paths:
+            try:
+                wd = self._inotify.add_watch(path, _mask(_IN_EXEC_KINDS))
+            except FileNotFoundError:
+                continue
+            self._wd_paths[wd] = (str(path), _IN_EXEC_KINDS)
+
+    def _close_sources(self) -> None:
+        """Close whichever kernel sources are open."""
+        if self._fanotify >= 0:
+            os.close(self._fanotify)
+            self._fanotify = -1
+        if self._inotify is not None:
+            self._inotify.close()
+            self._inotify = None
+        self._names.clear()
+        self._wd_paths.clear()
 
     def _record(
         self, path: str, kind: EventKind, pid: int | None = None, exe: str | None = None
     ) -> None:
         """Record one access unless the same path, kind and phase is already recorded."""
-        # The seam for a fanotify source: it calls this with the pid and exe it knows.
         phase = self._phase()
         key = (path, kind, phase)
         with self._lock:
             if key in self._seen:
                 return
             self._seen.add(key)
-            self._events.append(WatchEvent(time.time(), path, kind, phase, pid, exe))
+            if kind == "exec":
+                self._execs.append(WatchEvent(time.time(), path, kind, phase, pid, exe))
+            else:
+                self._events.append(WatchEvent(time.time(), path, kind, phase, pid, exe))
 
     def _drain(self) -> None:
-        """Record every event in the inotify queue, without blocking."""
+        """Record every queued event, without blocking."""
         with self._read_lock:
-            assert self._inotify is not None
-            while batch := self._inotify.read(timeout=0):
-                for ev in batch:
-                    if ev.mask & in_flags.Q_OVERFLOW:
-                        self.complete = False
-                        continue
-                    path = self._wd_paths.get(ev.wd)
-                    if path is None:
-                        continue
-                    for flag, kind in _KINDS:
-                        if ev.mask & flag:
-                            self._record(path, kind)
+            # fanotify first: in one drain, reads of a decoy come before its delete.
+            if self._fanotify >= 0:
+                self._drain_fanotify()
+            if self._inotify is not None:
+                self._drain_inotify()
+
+    def _drain_fanotify(self) -> None:
+        """Record every event in the fanotify queue."""
+        while True:
+            try:
+                # One event per read: the kernel opens an fd for each event it hands
+                # out, and if it cannot (EMFILE) it drops that event, saying so only
+                # when it is the first of the read.
+                data = os.read(self._fanotify, _METADATA.size)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                    raise
+                self.complete = False
+                continue
+            if not data:
+                return
+            self._handle_fanotify(data)
+
+    def _handle_fanotify(self, data: bytes) -> None:
+        """Record the fanotify events in ``data`` and close every fd they carry."""
+        records: list[tuple[int, int, int]] = []
+        offset = 0
+        while offset + _METADATA.size <= len(data):
+            event_len, vers, _, _, mask, fd, pid = _METADATA.unpack_from(data, offset)
+            if vers != _FANOTIFY_METADATA_VERSION or event_len < _METADATA.size:
+                raise RuntimeError(f"unknown fanotify event layout (version {vers})")
+            records.append((mask, fd, pid))
+            offset += event_len
+        try:
+            for mask, fd, pid in records:
+                self._fanotify_event(mask, fd, pid)
+        finally:
+            for _, fd, _ in records:
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+
+    def _fanotify_event(self, mask: int, fd: int, pid: int) -> None:
+        """Record one fanotify event unless its process is ignored."""
+        if mask & _FAN_Q_OVERFLOW:
+            self.complete = False
+            return
+        if fd < 0:
+            return
+        # pid 0: a process outside this pid namespace, which cannot be the harness.
+        who = pid if pid > 0 else None
+        if who is not None and (who == os.getpid() or self._ignore(who)):
+            return
+        st = os.fstat(fd)
+        path = self._names.get((st.st_dev, st.st_ino)) or _fd_path(fd)
+        exe = _exe(who)
+        for flag, kind in _FAN_KINDS:
+            if mask & flag:
+                self._record(path, kind, who, exe)
+
+    def _drain_inotify(self) -> None:
+        """Record every event in the inotify queue."""
+        assert self._inotify is not None
+        while batch := self._inotify.read(timeout=0):
+            for ev in batch:
+                if ev.mask & in_flags.Q_OVERFLOW:
+                    self.complete = False
+                    continue
+                watched = self._wd_paths.get(ev.wd)
+                if watched is None:
+                    continue
+                path, kinds = watched
+                for flag, kind in kinds:
+                    if ev.mask & flag:
+                        self._record(path, kind)
 
     def _run(self) -> None:
-        assert self._inotify is not None
+        poller = select.poll()
+        for fd in (self._fanotify, self._inotify.fileno() if self._inotify else -1):
+            if fd >= 0:
+                poller.register(fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
         try:
             while True:
-                ready, _, _ = select.select([self._inotify.fileno(), self._wake_r], [], [])
+                ready = {fd for fd, _ in poller.poll()}
                 if self._wake_r in ready:
                     return  # stop() drains what is left, after joining this thread
                 self._drain()

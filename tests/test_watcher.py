@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
+import errno
+import shutil
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any, Literal
 
 import pytest
 
-from cujo_action.watcher import DecoyWatcher, WatchEvent
+from cujo_action import watcher as watcher_module
+from cujo_action.watcher import DecoyWatcher, WatchEvent, fanotify_unavailable
+
+Backend = Literal["inotify", "fanotify"]
+FANOTIFY = fanotify_unavailable()
+needs_fanotify = [
+    pytest.mark.root,
+    pytest.mark.skipif(FANOTIFY is not None, reason=f"fanotify unavailable: {FANOTIFY}"),
+]
+
+
+@pytest.fixture(params=["inotify", pytest.param("fanotify", marks=needs_fanotify)])
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """Run a test once per kernel source: every guarantee here holds for both."""
+    choice: Backend = request.param
+    return choice
 
 
 class PhaseClock:
@@ -43,14 +61,16 @@ WRITE = "import sys; open(sys.argv[1], 'a').write('more')"
 UNLINK = "import os, sys; os.unlink(sys.argv[1])"
 
 
-def kinds(events: list[WatchEvent]) -> list[tuple[str, str, str]]:
+def kinds(events: list[WatchEvent[Any]]) -> list[tuple[str, str, str]]:
     return [(Path(e.path).name, e.event, e.phase) for e in events]
 
 
-def test_open_read_write_delete_are_seen_in_the_phase_they_happen_in(tmp_path: Path) -> None:
+def test_open_read_write_delete_are_seen_in_the_phase_they_happen_in(
+    tmp_path: Path, backend: Backend
+) -> None:
     creds, npmrc, key = touch(tmp_path, "credentials", ".npmrc", "id_ed25519")
     clock = PhaseClock("install")
-    watcher = DecoyWatcher([creds, npmrc, key], clock)
+    watcher = DecoyWatcher([creds, npmrc, key], clock, backend=backend)
     watcher.start()
     run(READ, creds)
     watcher.sync()
@@ -72,37 +92,41 @@ def test_open_read_write_delete_are_seen_in_the_phase_they_happen_in(tmp_path: P
         ("id_ed25519", "delete", "test"),
     ]
     assert {e.path for e in events} == {str(creds), str(npmrc), str(key)}
-    assert all(e.pid is None and e.exe is None for e in events)
+    # inotify names no process; fanotify names one for everything but deletes.
+    assert all((e.pid is None) == (backend == "inotify" or e.event == "delete") for e in events)
+    assert all(e.exe is None for e in events if e.pid is None)
     assert [e.ts for e in events] == sorted(e.ts for e in events)
     assert watcher.complete
 
 
-def test_repeated_reads_coalesce_into_one_event_per_kind_and_phase(tmp_path: Path) -> None:
+def test_repeated_reads_coalesce_into_one_event_per_kind_and_phase(
+    tmp_path: Path, backend: Backend
+) -> None:
     (creds,) = touch(tmp_path, "credentials")
-    watcher = DecoyWatcher([creds], PhaseClock("test"))
+    watcher = DecoyWatcher([creds], PhaseClock("test"), backend=backend)
     watcher.start()
     run("import sys\nfor _ in range(200): open(sys.argv[1]).read()", creds)
     events = watcher.stop()
     assert kinds(events) == [("credentials", "open", "test"), ("credentials", "read", "test")]
 
 
-def test_stop_returns_an_open_done_just_before_it(tmp_path: Path) -> None:
+def test_stop_returns_an_open_done_just_before_it(tmp_path: Path, backend: Backend) -> None:
     # The open is complete (the child exited) before stop() is called, so the kernel has
     # queued it: stop() must drain it every time, not only when the thread was quick.
     (creds,) = touch(tmp_path, "credentials")
     for _ in range(20):
-        watcher = DecoyWatcher([creds], PhaseClock("install"))
+        watcher = DecoyWatcher([creds], PhaseClock("install"), backend=backend)
         watcher.start()
         run(OPEN, creds)
         assert kinds(watcher.stop()) == [("credentials", "open", "install")]
 
 
 def test_sync_and_stop_record_what_a_lagging_reader_has_not_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: Backend
 ) -> None:
     (creds,) = touch(tmp_path, "credentials")
     clock = PhaseClock("install")
-    watcher = DecoyWatcher([creds], clock)
+    watcher = DecoyWatcher([creds], clock, backend=backend)
     drain = watcher._drain
 
     def lagging() -> None:
@@ -124,18 +148,20 @@ def test_sync_and_stop_record_what_a_lagging_reader_has_not_read(
     ]
 
 
-def test_untouched_files_and_other_files_give_no_events(tmp_path: Path) -> None:
+def test_untouched_files_and_other_files_give_no_events(tmp_path: Path, backend: Backend) -> None:
     creds, other = touch(tmp_path, "credentials", "README")
-    watcher = DecoyWatcher([creds], PhaseClock("install"))
+    watcher = DecoyWatcher([creds], PhaseClock("install"), backend=backend)
     watcher.start()
     run(READ, other)
     run("import os, sys; os.stat(sys.argv[1])", creds)
     assert watcher.stop() == []
 
 
-def test_events_are_readable_while_running_and_stop_is_idempotent(tmp_path: Path) -> None:
+def test_events_are_readable_while_running_and_stop_is_idempotent(
+    tmp_path: Path, backend: Backend
+) -> None:
     (creds,) = touch(tmp_path, "credentials")
-    watcher = DecoyWatcher([creds], PhaseClock("smoke"))
+    watcher = DecoyWatcher([creds], PhaseClock("smoke"), backend=backend)
     watcher.start()
     run(OPEN, creds)
     watcher.sync()
@@ -143,8 +169,68 @@ def test_events_are_readable_while_running_and_stop_is_idempotent(tmp_path: Path
     assert kinds(watcher.stop()) == kinds(watcher.stop())
 
 
-def test_a_missing_decoy_file_is_an_error_at_start(tmp_path: Path) -> None:
-    watcher = DecoyWatcher([tmp_path / "absent"], PhaseClock("install"))
+def test_a_missing_decoy_file_is_an_error_at_start(tmp_path: Path, backend: Backend) -> None:
+    watcher = DecoyWatcher([tmp_path / "absent"], PhaseClock("install"), backend=backend)
     with pytest.raises(FileNotFoundError):
         watcher.start()
     assert watcher.stop() == []
+
+
+def tool_copy(tmp_path: Path, name: str = "sudo", of: str = "true") -> Path:
+    """Copy a harmless binary to stand in for a privilege tool."""
+    source = shutil.which(of)
+    assert source is not None, f"`{of}` is not installed"
+    tool = tmp_path / "bin" / name
+    tool.parent.mkdir(exist_ok=True)
+    shutil.copy2(source, tool)
+    return tool
+
+
+def test_execs_of_watched_tools_are_kept_apart_from_decoy_events(
+    tmp_path: Path, backend: Backend
+) -> None:
+    # inotify cannot tell an exec from a read and names no process: an open of the tool
+    # is recorded as an exec with pid None. fanotify names the pid (its own tests).
+    (creds,) = touch(tmp_path, "credentials")
+    tool = tool_copy(tmp_path)
+    clock = PhaseClock("install")
+    watcher = DecoyWatcher(
+        [creds], clock, exec_watch=[tool, tmp_path / "not-installed"], backend=backend
+    )
+    watcher.start()
+    subprocess.run([tool], check=True)
+    watcher.sync()
+    clock.phase = "test"
+    subprocess.run([tool], check=True)
+    run(OPEN, creds)
+    assert kinds(watcher.stop()) == [("credentials", "open", "test")]
+    execs = watcher.exec_events()
+    assert kinds(execs) == [("sudo", "exec", "install"), ("sudo", "exec", "test")]
+    assert {e.path for e in execs} == {str(tool)}
+    if backend == "inotify":
+        assert all(e.pid is None and e.exe is None for e in execs)
+    else:
+        assert all(e.pid is not None for e in execs)
+
+
+def test_the_backend_can_be_forced_and_auto_falls_back_when_fanotify_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (creds,) = touch(tmp_path, "credentials")
+    assert DecoyWatcher([creds], PhaseClock("install"), backend="inotify").backend == "inotify"
+
+    def refused() -> int:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(watcher_module, "_fanotify_init", refused)
+    assert fanotify_unavailable() is not None
+    watcher = DecoyWatcher([creds], PhaseClock("install"))
+    assert watcher.backend == "inotify"
+    watcher.start()
+    run(OPEN, creds)
+    assert kinds(watcher.stop()) == [("credentials", "open", "install")]
+
+    forced = DecoyWatcher([creds], PhaseClock("install"), backend="fanotify")
+    with pytest.raises(PermissionError):
+        forced.start()
+    assert forced.stop() == []

@@ -17,6 +17,7 @@ from .rules import RuleContext, apply_rules
 from .verdict import Finding, Verdict
 
 _MAX_CMD = 80
+_INSTALLS = frozenset({"install", "detonation"})
 
 
 class Judge(Protocol):
@@ -104,7 +105,7 @@ def decide(
 
 def error_verdict(reason: str) -> Verdict:
     """Return the verdict for a run Cujo could not decide (bad reports, a deadline)."""
-    why = reason.strip() or "no reason was given"
+    why = reason.strip().rstrip(".") or "no reason was given"
     return Verdict(
         state="error",
         summary=(
@@ -152,8 +153,11 @@ def _report_gaps(report: Report, *, require_full_isolation: bool) -> list[str]:
     if report.status == "skipped":
         gaps.append(f"skipped ({said})")
     elif report.status == "error":
-        gaps.append(f"the check fell over ({said})")
-    # `failed` is not a gap: a suite that ran and failed produced evidence.
+        gaps.append(f"no usable evidence ({said})")
+    elif report.status == "failed" and report.check in _INSTALLS:
+        # An install that failed is a gap: nothing it would have installed ran or imported.
+        gaps.append(f"the install failed, so what it installs never ran ({said})")
+    # A failed suite or probe is not a gap: it ran, and that is evidence.
     gaps.extend(
         f"`{clip(c.cmd, _MAX_CMD)}` timed out after {c.duration_s:.0f}s"
         for c in report.commands

@@ -105,6 +105,10 @@ def _python(run: CheckRun, work: Path) -> Report:
 
 def _node(run: CheckRun, work: Path) -> Report:
     plan = run.plan
+    if shutil.which("npm") is None:
+        # The PATH prepare settled with: when it has no npm, the plan says the Node side
+        # cannot run, and detonation must not claim otherwise with an npm found elsewhere.
+        return run.finish("skipped", "nothing to detonate: npm is not on PATH")
     src = work / "src"
     try:
         manifest = json.loads((src / "package.json").read_text())

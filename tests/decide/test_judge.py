@@ -49,7 +49,7 @@ def test_failing_tests_are_a_warning_not_a_gap(make, ctx):
     [
         ("missing", "smoke: no report came back"),
         ("skipped", "smoke: skipped (no smoke command)"),
-        ("error", "smoke: the check fell over (runner lost)"),
+        ("error", "smoke: no usable evidence (runner lost)"),
         ("timeout", "smoke: `npm start` timed out after 900s"),
         ("incomplete", "smoke: evidence incomplete"),
     ],
@@ -105,7 +105,7 @@ def test_one_line_per_check_even_with_several_gaps(make, ctx):
     verdict = decide(quiet_run(make, tests=tests), expected=ALL, ctx=ctx)
 
     [line] = verdict.unproven
-    assert line.startswith("tests: the check fell over")
+    assert line.startswith("tests: no usable evidence")
     assert "`pytest` timed out" in line
     assert "evidence incomplete" in line
 
@@ -291,3 +291,33 @@ def test_every_cited_id_is_one_the_reports_hold(make):
 
     assert cited
     assert cited <= held
+
+
+def test_a_failed_install_is_a_gap_but_a_failed_suite_is_not() -> None:
+    from cujo_action.schema import CHECK_NAMES, Report, utcnow
+
+    now = utcnow()
+
+    def rep(check: str, status: str) -> Report:
+        return Report.model_validate(
+            {
+                "run_id": "r",
+                "check": check,
+                "head_sha": "b" * 40,
+                "base_sha": "a" * 40,
+                "status": status,
+                "summary": f"{check} {status}",
+                "started_at": now,
+                "finished_at": now,
+                "isolation": "full",
+                "evidence_complete": True,
+            }
+        )
+
+    ctx = RuleContext()
+    failed_detonation = [rep(c, "failed" if c == "detonation" else "ok") for c in CHECK_NAMES]
+    verdict = decide(failed_detonation, expected=CHECK_NAMES, ctx=ctx)
+    assert verdict.state == "unproven"
+    assert verdict.unproven[0].startswith("detonation: the install failed")
+    failed_tests = [rep(c, "failed" if c == "tests" else "ok") for c in CHECK_NAMES]
+    assert decide(failed_tests, expected=CHECK_NAMES, ctx=ctx).state == "clean"

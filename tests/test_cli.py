@@ -1,0 +1,171 @@
+"""The `cujo` command's cheap cases: usage errors, the record's folder, what it prints."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cujorun import CUJO
+
+from app_relay import cli
+from app_relay.intake import Bundle
+from cujo_action.schema import Failure
+
+
+def run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_diff_mode_is_a_usage_error_that_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "data"
+    code = cli.main(
+        [
+            *("review", "--repo", str(tmp_path), "--base", "main", "--head", "pr"),
+            *("--mode", "diff", "--data-dir", str(data)),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--mode diff" in err
+    assert "--mode sandbox" in err  # what to do instead
+    assert not data.exists()  # nothing was recorded
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param([], id="no-command"),
+        pytest.param(["review"], id="no-arguments"),
+        pytest.param(["review", "--repo", "."], id="no-refs"),
+        pytest.param(["review", "--repo", ".", "--base", "main"], id="no-head"),
+        pytest.param(
+            ["review", "--repo", ".", "--base", "a", "--head", "b", "--mode", "fast"],
+            id="unknown-mode",
+        ),
+        pytest.param(["judge"], id="unknown-command"),
+    ],
+)
+def test_bad_arguments_exit_2_with_usage(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2
+    assert "usage: cujo" in capsys.readouterr().err
+
+
+def test_the_console_script_exits_2_on_usage_without_a_traceback() -> None:
+    done = run(str(CUJO), "review", "--repo", ".")
+    assert done.returncode == 2
+    assert "the following arguments are required: --base, --head" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_data_dir_that_cannot_hold_the_record_is_an_error_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("in the way\n")
+    done = run(
+        str(CUJO),
+        *("review", "--repo", str(tmp_path), "--base", "main", "--head", "pr"),
+        *("--data-dir", str(not_a_folder)),
+    )
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"cannot open the record in {not_a_folder}" in done.stderr
+    assert done.stdout == ""
+
+
+def test_a_record_that_is_not_a_database_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "cujo.db").write_text("not sqlite\n" * 100)
+    done = run(
+        str(CUJO),
+        *("review", "--repo", str(tmp_path), "--base", "main", "--head", "pr"),
+        *("--data-dir", str(tmp_path)),
+    )
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "cannot open the record" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "run_id",
+    ["has space", "semi;colon", "x" * 65, "../up", ""],
+    ids=["space", "semicolon", "too-long", "path", "empty"],
+)
+def test_the_sandbox_entry_refuses_a_bad_run_id(tmp_path: Path, run_id: str) -> None:
+    out = tmp_path / "out"
+    done = run(
+        sys.executable,
+        *("-m", "cujo_action", "run", "--repo", str(tmp_path), "--base", "main"),
+        *("--head", "pr", "--run-id", run_id, "--out", str(out)),
+    )
+    assert done.returncode == 2
+    assert "--run-id must be" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not out.exists()  # refused before anything was written
+
+
+def test_the_sandbox_entry_needs_its_arguments(tmp_path: Path) -> None:
+    done = run(sys.executable, "-m", "cujo_action", "run", "--repo", str(tmp_path))
+    assert done.returncode == 2
+    assert "required" in done.stderr
+
+
+def test_the_sandbox_entry_says_when_it_cannot_write_its_bundle(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("in the way\n")
+    done = run(
+        sys.executable,
+        *("-m", "cujo_action", "run", "--repo", str(tmp_path), "--base", "main"),
+        *("--head", "pr", "--run-id", "r1", "--out", str(blocker / "out")),
+    )
+    assert done.returncode == 3
+    assert "Traceback" not in done.stderr
+    assert "cannot set up the run's folders" in done.stderr
+
+
+def test_the_data_dir_comes_from_the_flag_then_cujo_home_then_xdg(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("CUJO_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert cli.data_dir(tmp_path / "flag") == tmp_path / "flag"
+    assert cli.data_dir(None) == tmp_path / "home"
+    monkeypatch.delenv("CUJO_HOME")
+    assert cli.data_dir(None) == tmp_path / "xdg" / "cujo"
+
+
+def test_the_printed_record_never_shows_a_database_password() -> None:
+    shown = cli.shown_url("postgresql://cujo:s3cret@db.internal:5432/cujo")
+    assert "s3cret" not in shown
+    assert "db.internal" in shown
+    assert cli.shown_url("sqlite:////tmp/cujo.db") == "sqlite:////tmp/cujo.db"
+
+
+def test_an_error_verdict_reads_as_one_sentence() -> None:
+    failure = Failure(run_id="local-1", stage="prepare", reason="/x is not a git repository.")
+    verdict = cli.verdict_of(Bundle(run_id="local-1", plan=None, reports=(), failure=failure))
+    assert verdict.state == "error"
+    assert "prepare: /x is not a git repository. This says nothing" in verdict.summary
+    obj = cli.summary_object(
+        run_id="local-1",
+        bundle=None,
+        verdict=verdict,
+        record="r",
+        base_sha="a" * 40,
+        head_sha=cli.UNKNOWN_SHA,
+    )
+    # The commit the CLI resolved is shown; one it could not resolve is null, not zeros.
+    assert (obj["base_sha"], obj["head_sha"]) == ("a" * 40, None)
+    assert obj["plan"] is None
+    assert obj["checks"] == {}
+    text = cli.render(obj)
+    assert text.startswith("Cujo verdict: ERROR  (run local-1)")
