@@ -88,7 +88,9 @@ def verdict_of(bundle: Bundle) -> Verdict:
         reason = bundle.failure.reason.strip().rstrip(".")
         return error_verdict(f"{bundle.failure.stage}: {reason}")
     assert bundle.plan is not None
-    return DeterministicJudge().decide(
+    # Evidence from a sandbox that could be dodged proves nothing: partial isolation can
+    # block a pull request, but never call it clean.
+    return DeterministicJudge(require_full_isolation=True).decide(
         bundle.reports,
         expected=CHECK_NAMES,
         ctx=RuleContext(policy=bundle.plan.policy),

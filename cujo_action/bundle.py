@@ -13,11 +13,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from cujo_action.proxy import egress_from_record
 from cujo_action.schema import (
     MAX_EGRESS,
     MAX_OBSERVATIONS,
-    MAX_SHORT,
-    MAX_TEXT,
     CheckName,
     Egress,
     Failure,
@@ -25,7 +24,6 @@ from cujo_action.schema import (
     ManifestFile,
     Observation,
     Report,
-    clip,
 )
 
 MAX_EVIDENCE_LOG = 8 * 1024 * 1024
@@ -33,18 +31,8 @@ _PHASES = {"install", "import", "test", "probe", "smoke"}
 
 
 def _egress(check: str, n: int, line: dict[str, Any], url: str, bytes_out: int) -> Egress:
-    return Egress(
-        id=f"{check}:egress:{n}",
-        phase=line["phase"],
-        host=clip(str(line.get("host", "")), MAX_SHORT),
-        port=int(line.get("port", 0)),
-        method=clip(str(line.get("method", "")), MAX_SHORT),
-        url=clip(url, MAX_TEXT),
-        bytes_out=max(int(line.get("bytes_out", 0)), bytes_out),
-        action=line.get("action", "sunk"),
-        decoy_seen=[clip(str(d), MAX_SHORT) for d in line.get("decoy_seen", [])][:20],
-        decoy_where=[clip(str(d), MAX_SHORT) for d in line.get("decoy_where", [])][:20],
-    )
+    record = {**line, "url": url, "bytes_out": max(int(line.get("bytes_out", 0)), bytes_out)}
+    return egress_from_record(record, f"{check}:egress:{n}")
 
 
 def egress_for(check: str, lines: list[dict[str, Any]]) -> tuple[list[Egress], bool]:

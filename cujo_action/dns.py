@@ -27,6 +27,7 @@ from cujo_action.proxy import (
     Action,
     DecoySpec,
     decide,
+    die_with_parent,
     egress_record,
     normalize_host,
     split_label,
@@ -224,6 +225,7 @@ def dns_record(
             action="sunk",
             decoy_seen=seen,
             decoy_where=where,
+            route="dns",
         )
     name = query.name
     qtype = QTYPES.get(query.qtype, f"TYPE{query.qtype}")
@@ -240,6 +242,7 @@ def dns_record(
         action=action,
         decoy_seen=seen,
         decoy_where=where,
+        route="dns",
     )
 
 
@@ -329,6 +332,7 @@ def start_resolver(config: ResolverConfig, workdir: Path, timeout: float = 10) -
             stdout=err,
             stderr=err,
             env=env,
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - only a prctl before exec
         )
     deadline = time.monotonic() + timeout
     while True:

@@ -340,6 +340,18 @@ def _kill_namespace_pids(name: str) -> None:
         time.sleep(0.02)
 
 
+def kill_all_in(name: str) -> None:
+    """Kill every process in namespace ``name``: what a phase started cannot leave it."""
+    _kill_namespace_pids(name)
+
+
+def drops_for(name: str) -> Drops:
+    """Return what the guard of namespace ``name`` (``cujo-<id>``) has dropped so far."""
+    table = TABLE_PREFIX + name.removeprefix(NAME_PREFIX)
+    parsed: dict[str, Any] = json.loads(_run(["nft", "-j", "list", "table", "inet", table]))
+    return parse_drops(parsed)
+
+
 def _remove(run_id: str, state_dir: Path) -> None:
     """Remove whatever exists of run ``run_id``'s namespace; absent parts are fine."""
     name = NAME_PREFIX + run_id
@@ -497,9 +509,8 @@ class NetNamespace:
 
     def drops(self) -> Drops:
         """Return what the guard has dropped so far."""
-        out = _run(["nft", "-j", "list", "table", "inet", self._layout().table])
-        parsed: dict[str, Any] = json.loads(out)
-        return parse_drops(parsed)
+        self._layout()
+        return drops_for(self.name)
 
     def destroy(self) -> None:
         """Remove everything ``create`` made; safe to call twice or after a failed create."""

@@ -238,6 +238,7 @@ def egress_record(
     action: Action,
     decoy_seen: Sequence[str] = (),
     decoy_where: Sequence[str] = (),
+    route: str = "proxy",
 ) -> dict[str, Any]:
     """Return the log line for one request or tunnel."""
     check, phase = split_label(label)
@@ -254,6 +255,7 @@ def egress_record(
         "action": action,
         "decoy_seen": list(decoy_seen),
         "decoy_where": list(decoy_where),
+        "route": route,
     }
 
 
@@ -317,6 +319,7 @@ def egress_from_record(record: dict[str, Any], evidence_id: str) -> Egress:
         action=record["action"],
         decoy_seen=[clip(n, MAX_SHORT) for n in record["decoy_seen"][:20]],
         decoy_where=[clip(w, MAX_SHORT) for w in record["decoy_where"][:20]],
+        route=record.get("route", "proxy"),
     )
 
 
@@ -409,7 +412,7 @@ def start_proxy(config: ProxyConfig, timeout: float = 20) -> ProxyHandle:
 PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Ask the kernel to stop the proxy when the run that started it dies."""
     import ctypes  # noqa: PLC0415 - only in the forked child
 
@@ -428,7 +431,7 @@ def _launch(
             stdout=err,
             stderr=err,
             env=env,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only a prctl before exec
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - only a prctl before exec
         )
     deadline = time.monotonic() + timeout
     while True:
@@ -542,6 +545,7 @@ class EgressAddon:
                 action=action,
                 decoy_seen=seen,
                 decoy_where=where,
+                route="direct" if tunnel.transparent else "proxy",
             )
         )
         tunnel.logged = True
@@ -574,6 +578,7 @@ class EgressAddon:
                 action=action,
                 decoy_seen=seen,
                 decoy_where=where,
+                route="direct" if tunnel is not None and tunnel.transparent else "proxy",
             )
         )
         flow.metadata["cujo_logged"] = True

@@ -305,7 +305,12 @@ def _run(repo: str, base: str, head: str, run_id: str, out: Path, work: Path) ->
         f"smoke `{plan.smoke or '-'}`; policy from base {plan.policy_from[:12]}"
     )
     try:
-        armed, proxy = arm(plan, work / "run")
+        # The sandbox user may pass through the work folder and owns the head checkout
+        # (installs write into it); reports stay in `out`, which it cannot reach.
+        work.chmod(0o711)
+        (work / "checkout").chmod(0o711)
+        out.chmod(0o700)
+        armed, harness = arm(plan, work / "run")
     except (ProxyError, OSError) as exc:
         write_failure(
             out,
@@ -319,6 +324,15 @@ def _run(repo: str, base: str, head: str, run_id: str, out: Path, work: Path) ->
         )
         _say(f"cannot arm the sandbox: {exc}")
         return 3
+    try:
+        armed.give(Path(plan.head_dir))
+    except OSError:
+        harness.stop()
+        raise
+    if armed.isolation == "full":
+        _say(f"isolation full: user uid {armed.uid}, {len(armed.netns)} network namespaces")
+    else:
+        _say(f"isolation PARTIAL: {armed.isolation_reason}")
     context = Path(armed.run_dir) / "context.json"
     timeouts = plan.policy.timeouts
     started_checks: list[_Check] = []
@@ -363,8 +377,8 @@ def _run(repo: str, base: str, head: str, run_id: str, out: Path, work: Path) ->
         # proxy, so no request they make goes unlogged.
         for check in started_checks:
             check.stop()
-        proxy_ok = proxy.alive()
-        proxy.stop()
+        proxy_ok = harness.alive()
+        harness.stop()
     lines, bad = read_egress_log(Path(armed.egress_log), None)
     for report in reports:
         final = attach_egress(report, lines, proxy_ok=proxy_ok, bad_lines=bad)

@@ -42,6 +42,8 @@ REGISTRY_HOSTS: tuple[str, ...] = (
 PERSISTENCE_WRITE: Final = "persistence_write"
 HARNESS_TAMPER: Final = "harness_tamper"
 SUDO: Final = "sudo"
+REFUSED_PACKETS: Final = "refused_packets"
+PROCESS_FLOOD: Final = "process_flood"
 TESTS_FAILED: Final = "tests_failed"
 
 CheckName = Literal["install", "detonation", "tests", "probes", "smoke"]
@@ -237,6 +239,9 @@ class Egress(_Strict):
     bytes_out: int = Field(ge=0)
     # What the proxy did: forwarded to a registry, or answered itself ("sunk").
     action: Literal["forwarded", "sunk", "refused"] = "sunk"
+    # How it left: through the proxy settings, around them (caught by the namespace's
+    # redirect: the client ignored the proxy), or as a DNS query.
+    route: Literal["proxy", "direct", "dns"] = "proxy"
     decoy_seen: list[Short] = Field(default_factory=list, max_length=20)  # decoy names
     decoy_where: list[Short] = Field(default_factory=list, max_length=20)  # e.g. body:base64
 

@@ -15,6 +15,8 @@ from cujo_action.schema import (
     CHECK_NAMES,
     HARNESS_TAMPER,
     PERSISTENCE_WRITE,
+    PROCESS_FLOOD,
+    REFUSED_PACKETS,
     REGISTRY_HOSTS,
     SUDO,
     TESTS_FAILED,
@@ -161,6 +163,30 @@ def _unexpected_egress(phases: tuple[Phase, ...]) -> RuleFn:
     return find
 
 
+def _proxy_bypass(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    hits = []
+    for report in _in_check_order(reports):
+        direct: dict[str, list[str]] = {}
+        for egress in report.egress:
+            # The namespace caught a client that ignored the proxy settings. A registry
+            # reached that way is only a tool's habit; anything else is hiding.
+            if egress.route == "direct" and not ctx.expects(egress.host):
+                direct.setdefault(_host_name(egress.host) or egress.url, []).append(egress.id)
+        for host, ids in direct.items():
+            hits.append(
+                Hit(
+                    check=report.check,
+                    title=f"{_plural(len(ids), 'connection')} to {host} ignored the proxy "
+                    "settings (caught by the sandbox's network namespace)",
+                    evidence=tuple(ids),
+                )
+            )
+        for obs in report.observations:
+            if obs.kind == REFUSED_PACKETS:
+                hits.append(Hit(check=report.check, title=obs.detail, evidence=(obs.id,)))
+    return hits
+
+
 # --------------------------------------------------------------------------- decoy files
 
 
@@ -305,6 +331,18 @@ RULES: tuple[Rule, ...] = (
         "critical",
         "Code tried to gain root through sudo.",
         _observed(SUDO, "sudo attempted"),
+    ),
+    Rule(
+        "proxy-bypass",
+        "critical",
+        "Code went around the proxy: a raw or direct connection, or packets the jail refused.",
+        _proxy_bypass,
+    ),
+    Rule(
+        "resource-abuse",
+        "critical",
+        "Code flooded the process table (a fork bomb) up to the sandbox's process limit.",
+        _observed(PROCESS_FLOOD, "process flood"),
     ),
     Rule(
         "runtime-egress",

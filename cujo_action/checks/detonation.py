@@ -25,7 +25,8 @@ LISTER = """
 import importlib.metadata as m, json
 skip = set(%r)
 mods = set()
-for dist in m.distributions():
+import sys
+for dist in m.distributions(path=[p for p in sys.path if p.startswith(sys.prefix)]):
     text = dist.read_text("top_level.txt")
     names = text.split() if text else []
     if not names:
@@ -76,6 +77,7 @@ def _python(run: CheckRun, work: Path) -> Report:
         return run.finish("failed", f"the detonation install {why}")
     empty = work / "empty"  # imports run from an empty directory: only installed code loads
     empty.mkdir(exist_ok=True)
+    run.armed.give(empty)
     listing = run.run(
         f"python -c {shlex.quote(LISTER)}",
         phase="import",
@@ -149,6 +151,7 @@ def body(run: CheckRun) -> Report:
         symlinks=True,
         dirs_exist_ok=True,
     )
+    run.armed.give(work)
     return _node(run, work) if plan.ecosystem == "node" else _python(run, work)
 
 

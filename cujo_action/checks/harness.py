@@ -18,14 +18,18 @@ import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from cujo_action.arm import Armed, sandbox_env, seed_home
+from cujo_action.arm import Armed, label, sandbox_env, seed_home
 from cujo_action.jail import Outcome, run_confined
+from cujo_action.netns import NetnsError, drops_for
 from cujo_action.schema import (
     MAX_COMMANDS,
     MAX_DECOY_EVENTS,
     MAX_OBSERVATIONS,
     MAX_TEXT,
     PERSISTENCE_WRITE,
+    PROCESS_FLOOD,
+    REFUSED_PACKETS,
+    SUDO,
     CheckName,
     CommandResult,
     DecoyEvent,
@@ -37,7 +41,7 @@ from cujo_action.schema import (
     clip,
     utcnow,
 )
-from cujo_action.watcher import DecoyWatcher
+from cujo_action.watcher import PRIVILEGE_TOOLS, DecoyWatcher
 
 # Places where a write means persistence: a profile runs at every login, an authorized
 # key lets someone in, a cron entry or a git hook runs later outside this review.
@@ -107,18 +111,24 @@ class CheckRun:
         self.scratch = self.run_dir / "scratch" / check
         self.scratch.mkdir(parents=True, exist_ok=True)
         self.started_at = utcnow()
+        self._labels_used: set[str] = set()
         self.phase: Phase = "install"
         self.commands: list[CommandResult] = []
         self.observations: list[Observation] = []
         self.evidence_complete = True
         self.decoy_paths = seed_home(self.home, armed.decoy_objects())
+        # The sandbox user owns its HOME and scratch; the harness keeps everything else.
+        armed.give(self.home)
+        armed.give(self.scratch)
         self._persistence_roots = [
             *(self.home / rel for rel in _HOME_PERSISTENCE),
             Path(plan.head_dir) / ".git" / "hooks",
             *(Path(p) for p in _SYSTEM_PERSISTENCE),
         ]
         self._before = snapshot(self._persistence_roots)
-        self.watcher = DecoyWatcher(self.decoy_paths, lambda: self.phase)
+        self.watcher = DecoyWatcher(
+            self.decoy_paths, lambda: self.phase, exec_watch=PRIVILEGE_TOOLS
+        )
         self.watcher.start()
 
     @property
@@ -141,6 +151,7 @@ class CheckRun:
             capture_output=True,
             timeout=300,
         )
+        self.armed.give(path)
 
     def observe(
         self, kind: str, detail: str, *, path: str | None = None, line: int | None = None
@@ -179,7 +190,20 @@ class CheckRun:
         )
         shown = cmd.strip().splitlines()[0] if cmd.strip() else cmd
         self.say(f"{phase}: $ {clip(shown, 160)}")
-        outcome = run_confined(cmd, cwd=cwd, env=env, timeout=timeout)
+        self._labels_used.add(label(self.check, phase))
+        outcome = run_confined(
+            cmd,
+            cwd=cwd,
+            env=env,
+            timeout=timeout,
+            confinement=self.armed.confinement(self.check, phase),
+        )
+        if outcome.process_flood:
+            self.observe(
+                PROCESS_FLOOD,
+                f"`{clip(cmd, 200)}` ran {outcome.peak_processes} processes at once, "
+                "at the sandbox's process limit (a fork bomb or close to one)",
+            )
         if outcome.timed_out:
             self.say(f"{phase}: timed out after {timeout:.0f}s; killed")
             self.observe("timeout", f"`{clip(cmd, 200)}` ran past its {timeout:.0f}s timeout")
@@ -211,6 +235,26 @@ class CheckRun:
             self.evidence_complete = False
         return outcome
 
+    def _observe_refused(self) -> None:
+        """Record the packets each namespace this check used refused (proxy bypasses)."""
+        for name in sorted(self._labels_used):
+            ns = self.armed.netns.get(name)
+            if ns is None:
+                continue
+            try:
+                drops = drops_for(ns)
+            except (NetnsError, OSError, ValueError) as exc:
+                self.evidence_complete = False
+                self.observe("harness_error", f"could not read {ns}'s refused packets: {exc}")
+                continue
+            phase = name.split("/", 1)[1]
+            for refused in drops.refused[:50]:
+                self.observe(REFUSED_PACKETS, f"{refused} during {phase} (bypassing the proxy)")
+            if drops.ipv6_packets:
+                self.observe(
+                    REFUSED_PACKETS, f"refused: {drops.ipv6_packets} IPv6 packets during {phase}"
+                )
+
     def finish(self, status: Status, summary: str) -> Report:
         """Stop watching, collect decoy and persistence evidence, and build the report."""
         events = self.watcher.stop()
@@ -225,11 +269,23 @@ class CheckRun:
                 if Path(ev.path).is_relative_to(self.home)
                 else clip(ev.path, MAX_TEXT),
                 event=ev.event,
+                pid=ev.pid,
+                exe=clip(ev.exe, MAX_TEXT) if ev.exe else None,
             )
             for n, ev in enumerate(events[:MAX_DECOY_EVENTS], start=1)
         ]
         if len(events) > MAX_DECOY_EVENTS:
             self.evidence_complete = False
+        for ev in self.watcher.exec_events():
+            who = f" by pid {ev.pid}" + (f" ({ev.exe})" if ev.exe else "") if ev.pid else ""
+            self.observe(SUDO, f"{ev.path} was executed{who} during {ev.phase}", path=ev.path)
+        self._observe_refused()
+        if self.armed.isolation == "partial":
+            self.observe(
+                "isolation_partial",
+                "ran with proxy variables only (no network namespace, no separate user): "
+                + (self.armed.isolation_reason or "full isolation was not available"),
+            )
         after = snapshot(self._persistence_roots)
         for path in sorted(set(after) | set(self._before)):
             if after.get(path) != self._before.get(path):

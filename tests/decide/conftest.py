@@ -56,6 +56,7 @@ class ReportFactory:
         action: str = "sunk",
         method: str = "GET",
         port: int = 443,
+        route: str = "proxy",
     ) -> Egress:
         return Egress(
             id=self._id(check, "egress"),
@@ -68,6 +69,7 @@ class ReportFactory:
             action=action,  # type: ignore[arg-type]
             decoy_seen=list(decoys),
             decoy_where=list(where),
+            route=route,  # type: ignore[arg-type]
         )
 
     def decoy(

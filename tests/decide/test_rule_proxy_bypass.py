@@ -1,0 +1,36 @@
+"""proxy-bypass: a client that ignores the proxy, or a packet the jail refused, is critical."""
+
+from __future__ import annotations
+
+from cujo_action.schema import REFUSED_PACKETS
+
+
+def test_fires_on_a_direct_connection_to_an_unexpected_host(make, run_rule):
+    raw = make.egress("tests", "203.0.113.9", method="TCP", action="refused", route="direct")
+
+    [finding] = run_rule("proxy-bypass", [make.report("tests", egress=[raw])])
+
+    assert finding.severity == "critical"
+    assert finding.evidence == [raw.id]
+    assert "203.0.113.9" in finding.title
+
+
+def test_fires_on_refused_packets(make, run_rule):
+    udp = make.observation("install", REFUSED_PACKETS, "refused: 3 packets to 10.9.9.9:53/udp")
+
+    [finding] = run_rule("proxy-bypass", [make.report("install", observations=[udp])])
+
+    assert finding.evidence == [udp.id]
+    assert "10.9.9.9:53/udp" in finding.title
+
+
+def test_near_miss_proxied_requests_and_direct_registry_traffic(make, run_rule):
+    proxied = make.egress("tests", "collector.exfil.test")  # runtime-egress's business
+    registry = make.egress("install", "pypi.org", action="forwarded", route="direct")
+    dns = make.egress("install", "pypi.org", method="DNS", route="dns")
+
+    reports = [
+        make.report("tests", egress=[proxied]),
+        make.report("install", egress=[registry, dns]),
+    ]
+    assert run_rule("proxy-bypass", reports) == []
