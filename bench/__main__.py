@@ -137,15 +137,49 @@ def bench_matcher(rounds: int) -> None:
     )
 
 
+def bench_armed(rounds: int) -> None:
+    from bench.armed import compare, library_repo
+
+    root = Path(tempfile.mkdtemp(prefix="cujo-bench-"))
+    try:
+        demo = run_demo.build_repo(root / "demo")
+        compare(
+            "demo project (benign PR)",
+            demo,
+            "python -m pip install -e .",
+            "python -m unittest discover -s tests",
+            rounds,
+        )
+        lib = library_repo(root / "lib")
+        compare(
+            "more-itertools 10.5.0 from PyPI",
+            lib,
+            "python -m pip install -e .",
+            "python -m unittest discover -s tests",
+            rounds,
+        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="make bench")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--only", choices=["review", "matcher"])
+    parser.add_argument("--only", choices=["review", "matcher", "armed", "webhook"])
     args = parser.parse_args()
     if args.only in (None, "matcher"):
         bench_matcher(20)
+    if args.only in (None, "armed"):
+        bench_armed(args.rounds)
     if args.only in (None, "review"):
         bench_review(args.rounds)
+    if args.only in (None, "webhook"):
+        try:
+            from bench.webhook import bench_webhook
+        except ImportError:
+            print("webhook benchmark: not available yet (bench/webhook.py)")
+        else:
+            bench_webhook(60.0, 200)
     return 0
 
 

@@ -17,7 +17,10 @@ import contextlib
 import os
 import shutil
 import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -110,12 +113,19 @@ class Harness:
 
     def stop(self) -> None:
         """Stop the proxy and the resolver and remove the namespaces, whatever fails."""
-        for ns in self.namespaces:
+
+        def destroy(ns: NetNamespace) -> None:
             with contextlib.suppress(NetnsError, OSError):
                 ns.destroy()
+
+        # All at once: each part mostly waits on a process or the kernel.
+        stops: list[Callable[[], object]] = [self.proxy.stop]
         if self.resolver is not None:
-            self.resolver.stop()
-        self.proxy.stop()
+            stops.append(self.resolver.stop)
+        stops += [partial(destroy, ns) for ns in self.namespaces]
+        with ThreadPoolExecutor(len(stops)) as pool:
+            for done in [pool.submit(stop) for stop in stops]:
+                done.result()
 
 
 def isolation_unavailable() -> str | None:
@@ -152,7 +162,7 @@ def _others_can_run(path: Path) -> bool:
         return False
 
 
-def _base_python(*, for_sandbox_user: bool) -> str:
+def base_python(*, for_sandbox_user: bool) -> str:
     """Return a real interpreter (not the harness's venv) to make the run's venvs from.
 
     Under full isolation the sandbox user runs it, so it must be reachable by anybody:
@@ -186,7 +196,29 @@ def arm(plan: Plan, run_dir: Path) -> tuple[Armed, Harness]:
         ready_path=run_dir / "proxy-ready.json",
         transparent=why_partial is None,
     )
-    harness = Harness(start_proxy(config))
+    resolver_dir = run_dir / "resolver"
+    resolver_config = ResolverConfig(
+        labels=labels,
+        allow_hosts=allow,
+        decoys=decoy_specs,
+        log_path=evidence / "egress.jsonl",  # one log, whole lines
+        ready_path=resolver_dir / "ready.json",
+    )
+    resolver_dir.mkdir(mode=0o700, exist_ok=True)
+    # The resolver starts while the proxy does (each takes most of a second to import).
+    with ThreadPoolExecutor(1) as pool:
+        resolver_start = (
+            pool.submit(start_resolver, resolver_config, resolver_dir)
+            if why_partial is None
+            else None
+        )
+        try:
+            harness = Harness(start_proxy(config))
+        except BaseException:
+            if resolver_start is not None:
+                with contextlib.suppress(Exception):
+                    resolver_start.result().stop()
+            raise
     try:
         (run_dir / "proxy-ca").chmod(0o700)  # the run CA's key stays the harness's
         bundle = run_dir / "ca-bundle.pem"
@@ -197,19 +229,9 @@ def arm(plan: Plan, run_dir: Path) -> tuple[Armed, Harness]:
         uid = gid = None
         if why_partial is None:
             try:
+                assert resolver_start is not None
+                harness.resolver = resolver_start.result()
                 uid, gid = sandbox_user()
-                resolver_dir = run_dir / "resolver"
-                resolver_dir.mkdir(mode=0o700, exist_ok=True)
-                harness.resolver = start_resolver(
-                    ResolverConfig(
-                        labels=labels,
-                        allow_hosts=allow,
-                        decoys=decoy_specs,
-                        log_path=evidence / "egress.jsonl",  # one log, whole lines
-                        ready_path=resolver_dir / "ready.json",
-                    ),
-                    resolver_dir,
-                )
                 for name in labels:
                     ns = NetNamespace(
                         Redirect(
@@ -240,7 +262,7 @@ def arm(plan: Plan, run_dir: Path) -> tuple[Armed, Harness]:
             decoys=[DecoySpec(name=d.name, value=d.value, env=d.env, file=d.file) for d in decoys],
             isolation="partial" if why_partial else "full",
             isolation_reason=why_partial or "",
-            python=_base_python(for_sandbox_user=why_partial is None),
+            python=base_python(for_sandbox_user=why_partial is None),
             tool_path=_tool_path(),
             netns=netns,
             proxy_hosts=hosts,

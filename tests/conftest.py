@@ -8,6 +8,9 @@ import pytest
 from cujorun import CUJO, Cujo
 from gitrepo import GitRepo
 
+# The fake GitHub (a real HTTP server on loopback) for the relay's tests.
+pytest_plugins = ["fakegithub.plugin"]
+
 Files = Mapping[str, str | None]
 
 

@@ -1,0 +1,1175 @@
+"""Talk to GitHub for the relay: the only module that does.
+
+Every call goes through PyGithub's requester (App auth, base URL, deadline), is retried
+with backoff only when repeating it cannot change the outcome, and its answer is parsed
+fail-closed: a missing or mistyped field raises ``GitHubError`` naming the call and the
+field, never a default that could read as "ok". PyGithub's objects are not used to read
+answers because they turn a missing field into ``None`` or a lazy extra request.
+
+Reviews leave this module through exactly two functions, ``post_advisory_review``
+(event COMMENT) and ``post_blocking_review`` (event REQUEST_CHANGES). No other review
+event exists here (DESIGN.md section 3).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, Literal, TypeVar
+
+import jwt
+import requests
+import urllib3.exceptions
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from github import Auth, Github, GithubIntegration
+from github.GithubException import BadAttributeException, GithubException
+from github.WorkflowRun import WorkflowRun as PyGithubWorkflowRun
+
+DEFAULT_API_URL: Final = "https://api.github.com"
+
+Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
+CheckStatus = Literal["queued", "in_progress", "completed"]
+Conclusion = Literal["success", "failure", "neutral", "action_required", "skipped", "cancelled"]
+ReactionContent = Literal["+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"]
+
+# https://docs.github.com/en/rest/checks/runs#create-a-check-run
+CHECK_STATUSES: Final = frozenset({"queued", "in_progress", "completed"})
+CONCLUSIONS: Final = frozenset(
+    {"success", "failure", "neutral", "action_required", "skipped", "cancelled"}
+)
+# What GitHub may answer, a wider set than what the relay sends.
+_CHECK_STATUSES_SEEN: Final = CHECK_STATUSES | {"waiting", "requested", "pending"}
+_CONCLUSIONS_SEEN: Final = CONCLUSIONS | {"timed_out", "stale", "startup_failure"}
+# https://docs.github.com/en/rest/reactions/reactions#about-reactions
+REACTIONS: Final = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
+# https://docs.github.com/en/rest/collaborators/collaborators#get-repository-permissions-for-a-user
+PERMISSIONS: Final = ("admin", "maintain", "write", "triage", "read", "none")
+# https://docs.github.com/en/rest/actions/workflow-runs#get-a-workflow-run
+_RUN_STATUSES: Final = frozenset(
+    {"queued", "in_progress", "completed", "waiting", "requested", "pending"}
+)
+
+# The two review events this module can send, and the state GitHub answers for each.
+_REVIEW_STATES: Final = {"COMMENT": "COMMENTED", "REQUEST_CHANGES": "CHANGES_REQUESTED"}
+_MAX_BODY: Final = 65_536
+_MAX_SUMMARY: Final = 65_535
+_MAX_ACTIONS: Final = 3
+_RETRY_STATUSES: Final = frozenset({500, 502, 503, 504})
+# Refresh an installation token this long before GitHub says it expires, so it never
+# lapses in the middle of a call (tokens last one hour).
+_TOKEN_MARGIN_S: Final = 300.0
+_MAX_PAGES: Final = 10
+_PER_PAGE: Final = 100
+_REPO = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
+_SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
+
+T = TypeVar("T")
+
+
+class GitHubError(Exception):
+    """A GitHub call failed or answered something that cannot be trusted."""
+
+    def __init__(self, call: str, reason: str, *, status: int | None = None) -> None:
+        super().__init__(f"{call}: {reason}")
+        self.call = call
+        self.reason = reason
+        self.status = status
+
+
+# ---- answers -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequest:
+    """A pull request as the relay needs it."""
+
+    number: int
+    head_sha: str
+    base_sha: str
+    base_ref: str
+    head_repo_full_name: str | None  # None when the fork was deleted
+    author_login: str
+    author_type: str
+    draft: bool
+    state: Literal["open", "closed"]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckRun:
+    """A check run after it was written."""
+
+    id: int
+    name: str
+    head_sha: str
+    status: str
+    conclusion: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    """A pull-request review after it was posted or dismissed."""
+
+    id: int
+    state: str
+    commit_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Comment:
+    """An issue comment after it was posted."""
+
+    id: int
+    html_url: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reaction:
+    """A reaction after it was added."""
+
+    id: int
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchResult:
+    """What a workflow dispatch told us; both None when GitHub gave no run details."""
+
+    workflow_run_id: int | None
+    html_url: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowRun:
+    """A workflow run as the relay follows it."""
+
+    id: int
+    name: str | None
+    display_title: str
+    status: str
+    conclusion: str | None
+    head_sha: str
+    run_attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    """An artifact of a workflow run."""
+
+    id: int
+    name: str
+    size_in_bytes: int
+    expired: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RequiredCheck:
+    """A required status check; ``app_id`` None means any source may satisfy it."""
+
+    context: str
+    app_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class BranchRule:
+    """One active rule on a branch, from a ruleset."""
+
+    type: str
+    ruleset_id: int | None
+    ruleset_source: str | None
+    required_checks: tuple[RequiredCheck, ...]
+    strict: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class BranchRules:
+    """The active ruleset rules on a branch."""
+
+    rules: tuple[BranchRule, ...]
+
+    @property
+    def required_checks(self) -> tuple[RequiredCheck, ...]:
+        """Return every required status check any rule names."""
+        return tuple(c for r in self.rules for c in r.required_checks)
+
+
+@dataclass(frozen=True, slots=True)
+class BranchProtection:
+    """Classic branch protection; ``required_checks`` None when it requires no checks."""
+
+    required_checks: tuple[RequiredCheck, ...] | None
+    strict: bool | None
+    enforce_admins: bool
+
+
+# ---- what the relay sends ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOutput:
+    """The title and summary of a check run."""
+
+    title: str
+    summary: str
+    text: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckAction:
+    """A button on a check run (https://docs.github.com/en/rest/checks/runs)."""
+
+    label: str
+    description: str
+    identifier: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewComment:
+    """A line comment inside a review."""
+
+    path: str
+    line: int
+    body: str
+    side: Literal["LEFT", "RIGHT"] = "RIGHT"
+
+
+@dataclass(frozen=True, slots=True)
+class OnIssue:
+    """React to the pull request (or issue) itself."""
+
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class OnComment:
+    """React to an issue comment."""
+
+    comment_id: int
+
+
+# ---- fail-closed reading -------------------------------------------------------------
+
+
+class _Answer:
+    """Read one JSON object; any missing or mistyped field raises GitHubError."""
+
+    def __init__(self, call: str, data: object, where: str = "") -> None:
+        if not isinstance(data, dict):
+            raise GitHubError(call, f"answer {where or 'body'} is not a JSON object")
+        self.call = call
+        self.data: dict[str, Any] = data
+        self.where = where
+
+    def _field(self, key: str) -> tuple[str, object]:
+        name = f"{self.where}.{key}" if self.where else key
+        if key not in self.data:
+            raise GitHubError(self.call, f"field {name!r} is missing")
+        return name, self.data[key]
+
+    def _bad(self, name: str, want: str, value: object) -> GitHubError:
+        return GitHubError(self.call, f"field {name!r} is not {want} (got {type(value).__name__})")
+
+    def obj(self, key: str) -> _Answer:
+        name, value = self._field(key)
+        if not isinstance(value, dict):
+            raise self._bad(name, "an object", value)
+        return _Answer(self.call, value, name)
+
+    def opt_obj(self, key: str) -> _Answer | None:
+        name, value = self._field(key)
+        return None if value is None else _Answer(self.call, value, name)
+
+    def text(self, key: str, *, pattern: re.Pattern[str] | None = None) -> str:
+        name, value = self._field(key)
+        if not isinstance(value, str) or not value:
+            raise self._bad(name, "a non-empty string", value)
+        if pattern is not None and not pattern.fullmatch(value):
+            raise GitHubError(self.call, f"field {name!r} is malformed: {value[:80]!r}")
+        return value
+
+    def opt_text(self, key: str) -> str | None:
+        name, value = self._field(key)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise self._bad(name, "a string or null", value)
+        return value
+
+    def one_of(self, key: str, allowed: frozenset[str] | Sequence[str]) -> str:
+        name, value = self._field(key)
+        if not isinstance(value, str) or value not in allowed:
+            raise GitHubError(self.call, f"field {name!r} is not one of {sorted(allowed)}")
+        return value
+
+    def opt_one_of(self, key: str, allowed: frozenset[str]) -> str | None:
+        name, value = self._field(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or value not in allowed:
+            raise GitHubError(self.call, f"field {name!r} is not null or one of {sorted(allowed)}")
+        return value
+
+    def integer(self, key: str) -> int:
+        name, value = self._field(key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self._bad(name, "an integer", value)
+        return value
+
+    def opt_integer(self, key: str) -> int | None:
+        name, value = self._field(key)
+        if value is None:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self._bad(name, "an integer or null", value)
+        return value
+
+    def flag(self, key: str) -> bool:
+        name, value = self._field(key)
+        if not isinstance(value, bool):
+            raise self._bad(name, "a boolean", value)
+        return value
+
+    def array(self, key: str) -> list[object]:
+        name, value = self._field(key)
+        if not isinstance(value, list):
+            raise self._bad(name, "a list", value)
+        return value
+
+    def items(self, key: str) -> list[_Answer]:
+        name = f"{self.where}.{key}" if self.where else key
+        return [_Answer(self.call, v, f"{name}[{i}]") for i, v in enumerate(self.array(key))]
+
+
+def _as_list(call: str, data: object) -> list[_Answer]:
+    if not isinstance(data, list):
+        raise GitHubError(call, "answer body is not a JSON list")
+    return [_Answer(call, v, f"[{i}]") for i, v in enumerate(data)]
+
+
+# ---- validating what is sent ---------------------------------------------------------
+
+
+def _repo_path(repo: str) -> str:
+    if not _REPO.fullmatch(repo):
+        raise ValueError(f"not an owner/name repository: {repo!r}")
+    return f"/repos/{repo}"
+
+
+def _segment(value: str) -> str:
+    if not value:
+        raise ValueError("an empty path segment")
+    return urllib.parse.quote(value, safe="")
+
+
+def _positive(name: str, value: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    return value
+
+
+def _text(name: str, value: str, cap: int) -> str:
+    if not isinstance(value, str) or len(value) > cap:
+        raise ValueError(f"{name} must be a string of at most {cap} characters")
+    return value
+
+
+def _sha(name: str, value: str) -> str:
+    if not _SHA.fullmatch(value):
+        raise ValueError(f"{name} is not a commit SHA: {value!r}")
+    return value
+
+
+def _output_payload(output: CheckOutput) -> dict[str, str]:
+    payload = {
+        "title": _text("output.title", output.title, 1024),
+        "summary": _text("output.summary", output.summary, _MAX_SUMMARY),
+    }
+    if output.text is not None:
+        payload["text"] = _text("output.text", output.text, _MAX_SUMMARY)
+    return payload
+
+
+def _actions_payload(actions: Sequence[CheckAction]) -> list[dict[str, str]]:
+    # Limits from https://docs.github.com/en/rest/checks/runs#create-a-check-run
+    if len(actions) > _MAX_ACTIONS:
+        raise ValueError(f"a check run takes at most {_MAX_ACTIONS} actions")
+    return [
+        {
+            "label": _text("action.label", a.label, 20),
+            "description": _text("action.description", a.description, 40),
+            "identifier": _text("action.identifier", a.identifier, 20),
+        }
+        for a in actions
+    ]
+
+
+def _comments_payload(comments: Sequence[ReviewComment]) -> list[dict[str, object]]:
+    payload: list[dict[str, object]] = []
+    for c in comments:
+        if c.side not in ("LEFT", "RIGHT"):
+            raise ValueError(f"comment.side must be LEFT or RIGHT, not {c.side!r}")
+        payload.append(
+            {
+                "path": _text("comment.path", c.path, 4096),
+                "line": _positive("comment.line", c.line),
+                "side": c.side,
+                "body": _text("comment.body", c.body, _MAX_BODY),
+            }
+        )
+    return payload
+
+
+def review_payload(
+    event: str, commit_sha: str, body: str, comments: Sequence[ReviewComment]
+) -> dict[str, object]:
+    """Build a review request body; only COMMENT and REQUEST_CHANGES are accepted."""
+    if event not in _REVIEW_STATES:
+        raise ValueError(f"review event {event!r} is not one Cujo posts")
+    return {
+        "commit_id": _sha("commit_sha", commit_sha),
+        "body": _text("body", body, _MAX_BODY),
+        "event": event,
+        "comments": _comments_payload(comments),
+    }
+
+
+def _parse_time(call: str, name: str, value: str) -> float:
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise GitHubError(call, f"field {name!r} is not an ISO 8601 time: {value[:40]!r}") from None
+
+
+# ---- auth ----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Token:
+    value: str = field(repr=False)
+    expires_at: float
+
+
+class _InstallationAuth(Auth.Auth):
+    """Authenticate each request with the installation's current token, refreshed in time."""
+
+    def __init__(self, app: GitHubApp, installation_id: int) -> None:
+        self._app = app
+        self._installation_id = installation_id
+
+    @property
+    def token_type(self) -> str:
+        return "token"
+
+    @property
+    def token(self) -> str:
+        return self._app.installation_token(self._installation_id)
+
+    @property
+    def _masked_token(self) -> str:
+        return "token (removed)"
+
+
+class GitHubApp:
+    """Hold the App's credentials and hand out one gateway per installation."""
+
+    def __init__(
+        self,
+        *,
+        app_id: int,
+        private_key: str,
+        base_url: str = DEFAULT_API_URL,
+        timeout_s: int = 10,
+        attempts: int = 3,
+        backoff_s: float = 0.5,
+        seconds_between_requests: float | None = 0.25,
+        seconds_between_writes: float | None = 1.0,
+        download_deadline_s: float = 120.0,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        user_agent: str = "cujo-relay",
+    ) -> None:
+        _positive("app_id", app_id)
+        # PyGithub takes whole seconds (it asserts an int), passed to requests as the
+        # connect and read timeout of every request.
+        _positive("timeout_s", timeout_s)
+        _positive("attempts", attempts)
+        try:
+            # The costly RSA consistency check is skipped: a bad key still gets a 401 from
+            # GitHub at the first call, and the format is checked here.
+            key = load_pem_private_key(
+                private_key.encode(), password=None, unsafe_skip_rsa_key_validation=True
+            )
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"the App private key is not an unencrypted PEM key: {exc}") from None
+        if not isinstance(key, rsa.RSAPrivateKey):
+            raise ValueError("the App private key is not an RSA key (GitHub signs with RS256)")
+        parsed = urllib.parse.urlparse(base_url)
+        if parsed.scheme not in ("https", "http") or not parsed.hostname:
+            raise ValueError(f"the GitHub API URL is not an http(s) URL: {base_url!r}")
+        self.app_id = app_id
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.attempts = attempts
+        self.backoff_s = backoff_s
+        self.download_deadline_s = download_deadline_s
+        self.clock = clock
+        self.sleep = sleep
+        self._settings: dict[str, Any] = {
+            "base_url": self.base_url,
+            "timeout": timeout_s,
+            "user_agent": user_agent,
+            # Retries are ours (idempotent calls only); PyGithub's would retry blindly.
+            "retry": None,
+            "seconds_between_requests": seconds_between_requests,
+            "seconds_between_writes": seconds_between_writes,
+        }
+
+        # Sign with the key loaded once: PyGithub would parse the PEM for every JWT.
+        # https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/generating-a-json-web-token-jwt-for-a-github-app
+        def sign(claims: dict[str, Any]) -> str:
+            return jwt.encode(claims, key, algorithm="RS256")
+
+        self._integration = GithubIntegration(
+            auth=Auth.AppAuth(str(app_id), sign_func=sign), **self._settings
+        )
+        self._tokens: dict[int, _Token] = {}
+        self._lock = threading.Lock()
+
+    def gateway(self, installation_id: int) -> GitHubGateway:
+        """Return a gateway acting as the given installation."""
+        return GitHubGateway(self, _positive("installation_id", installation_id))
+
+    def close(self) -> None:
+        """Close the App's own connections (gateways close theirs)."""
+        self._integration.close()
+
+    def github_for(self, installation_id: int) -> Github:
+        """Return a PyGithub client authenticated as the installation (tokens refresh)."""
+        return Github(auth=_InstallationAuth(self, installation_id), lazy=True, **self._settings)
+
+    def installation_token(self, installation_id: int) -> str:
+        """Return a valid installation token, asking GitHub for one when near expiry."""
+        with self._lock:
+            held = self._tokens.get(installation_id)
+            if held is not None and self.clock() < held.expires_at - _TOKEN_MARGIN_S:
+                return held.value
+            fresh = self._new_token(installation_id)
+            self._tokens[installation_id] = fresh
+            return fresh.value
+
+    def _new_token(self, installation_id: int) -> _Token:
+        # https://docs.github.com/en/rest/apps/apps#create-an-installation-access-token-for-an-app
+        # A new token has no side effect worth guarding, so a 5xx is retried.
+        call = f"POST /app/installations/{installation_id}/access_tokens"
+        auth = self.attempt(call, lambda: self._integration.get_access_token(installation_id))
+        answer = _Answer(call, auth.raw_data)
+        token = answer.text("token")
+        expires_at = _parse_time(call, "expires_at", answer.text("expires_at"))
+        if expires_at <= self.clock():
+            raise GitHubError(call, "field 'expires_at' is already in the past")
+        return _Token(token, expires_at)
+
+    def repo_installation(self, repo: str) -> int:
+        """Return the id of the App's installation on a repository."""
+        call = f"GET {_repo_path(repo)}/installation"
+        owner, name = repo.split("/")
+        inst = self.attempt(call, lambda: self._integration.get_repo_installation(owner, name))
+        return _Answer(call, inst.raw_data).integer("id")
+
+    def attempt(self, call: str, fn: Callable[[], T], *, idempotent: bool = True) -> T:
+        """Run one GitHub call, retrying a 5xx or a lost connection when it is idempotent."""
+        for attempt in range(1, self.attempts + 1):
+            retry = idempotent and attempt < self.attempts
+            try:
+                return fn()
+            except GithubException as exc:
+                if retry and exc.status in _RETRY_STATUSES:
+                    self.sleep(self.backoff_s * 2 ** (attempt - 1))
+                    continue
+                raise GitHubError(
+                    call, f"answered HTTP {exc.status}: {_message(exc)}", status=exc.status
+                ) from exc
+            except requests.Timeout as exc:
+                raise GitHubError(call, f"deadline of {self.timeout_s}s passed") from exc
+            except requests.ConnectionError as exc:
+                # requests reports a read timeout inside the body as a connection error.
+                if any(isinstance(a, urllib3.exceptions.ReadTimeoutError) for a in exc.args):
+                    raise GitHubError(call, f"deadline of {self.timeout_s}s passed") from exc
+                if retry:
+                    self.sleep(self.backoff_s * 2 ** (attempt - 1))
+                    continue
+                raise GitHubError(call, f"connection failed: {exc}") from exc
+            except requests.RequestException as exc:
+                raise GitHubError(call, f"request failed: {exc}") from exc
+            except json.JSONDecodeError as exc:
+                raise GitHubError(call, f"answer is not valid JSON: {exc}") from exc
+            except BadAttributeException as exc:
+                raise GitHubError(call, f"answer has a mistyped field: {exc}") from exc
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _message(exc: GithubException) -> str:
+    data = exc.data
+    if isinstance(data, dict) and isinstance(data.get("message"), str):
+        return str(data["message"])[:200]
+    return "no message"
+
+
+# ---- the gateway ---------------------------------------------------------------------
+
+
+class GitHubGateway:
+    """Read and write what the relay needs on GitHub, as one installation of the App."""
+
+    def __init__(self, app: GitHubApp, installation_id: int) -> None:
+        self._app = app
+        self.installation_id = installation_id
+        self._github = app.github_for(installation_id)
+
+    def close(self) -> None:
+        """Close this gateway's connections."""
+        self._github.close()
+
+    def _request(
+        self,
+        verb: str,
+        path: str,
+        *,
+        params: Mapping[str, object] | None = None,
+        body: Mapping[str, object] | None = None,
+        idempotent: bool,
+    ) -> tuple[dict[str, Any], Any]:
+        requester = self._github.requester
+
+        def send() -> tuple[dict[str, Any], Any]:
+            return requester.requestJsonAndCheck(
+                verb,
+                path,
+                parameters=dict(params) if params is not None else None,
+                input=dict(body) if body is not None else None,
+            )
+
+        return self._app.attempt(f"{verb} {path}", send, idempotent=idempotent)
+
+    def _get(self, path: str, params: Mapping[str, object] | None = None) -> _Answer:
+        _, data = self._request("GET", path, params=params, idempotent=True)
+        return _Answer(f"GET {path}", data)
+
+    def _pages(self, path: str, key: str | None, params: Mapping[str, object]) -> list[_Answer]:
+        """Read every page of a list; more than a bounded number of pages is an error."""
+        call = f"GET {path}"
+        found: list[_Answer] = []
+        for page in range(1, _MAX_PAGES + 1):
+            query = {**params, "per_page": _PER_PAGE, "page": page}
+            _, data = self._request("GET", path, params=query, idempotent=True)
+            items = _as_list(call, data) if key is None else _Answer(call, data).items(key)
+            found.extend(items)
+            if len(items) < _PER_PAGE:
+                return found
+        raise GitHubError(call, f"more than {_MAX_PAGES * _PER_PAGE} items; refusing to guess")
+
+    # -- pull requests and contents --
+
+    def pull_request(self, repo: str, number: int) -> PullRequest:
+        """Read a pull request."""
+        # https://docs.github.com/en/rest/pulls/pulls#get-a-pull-request
+        a = self._get(f"{_repo_path(repo)}/pulls/{_positive('number', number)}")
+        head, base, user = a.obj("head"), a.obj("base"), a.obj("user")
+        head_repo = head.opt_obj("repo")
+        got = a.integer("number")
+        if got != number:
+            raise GitHubError(a.call, f"field 'number' is {got}, asked for {number}")
+        return PullRequest(
+            number=got,
+            head_sha=head.text("sha", pattern=_SHA),
+            base_sha=base.text("sha", pattern=_SHA),
+            base_ref=base.text("ref"),
+            head_repo_full_name=None if head_repo is None else head_repo.text("full_name"),
+            author_login=user.text("login", pattern=_LOGIN),
+            author_type=user.text("type"),
+            draft=a.flag("draft"),
+            state="open" if a.one_of("state", ("open", "closed")) == "open" else "closed",
+        )
+
+    def file_at(self, repo: str, path: str, ref: str, *, max_bytes: int = 1_000_000) -> str | None:
+        """Read a text file at a ref; None when it does not exist there."""
+        # https://docs.github.com/en/rest/repos/contents#get-repository-content
+        quoted = urllib.parse.quote(path.strip("/"), safe="/")
+        if not quoted or ".." in path.split("/"):
+            raise ValueError(f"not a repository file path: {path!r}")
+        url = f"{_repo_path(repo)}/contents/{quoted}"
+        try:
+            a = self._get(url, {"ref": ref})
+        except GitHubError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        a.one_of("type", ("file",))
+        size = a.integer("size")
+        if size > max_bytes:
+            raise GitHubError(a.call, f"{path} is {size} bytes, over the cap of {max_bytes}")
+        a.one_of("encoding", ("base64",))
+        content = a.opt_text("content") or ""
+        try:
+            raw = base64.b64decode(content, validate=False)
+        except (binascii.Error, ValueError):
+            raise GitHubError(a.call, "field 'content' is not base64") from None
+        if len(raw) != size:
+            raise GitHubError(a.call, f"field 'content' holds {len(raw)} bytes, 'size' says {size}")
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise GitHubError(a.call, f"{path} is not UTF-8 text") from None
+
+    # -- check runs --
+
+    def create_check_run(
+        self,
+        repo: str,
+        head_sha: str,
+        *,
+        name: str = "cujo/guard",
+        status: CheckStatus = "in_progress",
+        output: CheckOutput,
+        actions: Sequence[CheckAction] = (),
+    ) -> int:
+        """Create a check run on a commit and return its id."""
+        # https://docs.github.com/en/rest/checks/runs#create-a-check-run
+        if status not in CHECK_STATUSES or status == "completed":
+            raise ValueError(f"create a check run queued or in_progress, not {status!r}")
+        body: dict[str, object] = {
+            "name": _text("name", name, 255),
+            "head_sha": _sha("head_sha", head_sha),
+            "status": status,
+            "output": _output_payload(output),
+        }
+        if actions:
+            body["actions"] = _actions_payload(actions)
+        path = f"{_repo_path(repo)}/check-runs"
+        # A repeated POST would make a second check run: never retried.
+        _, data = self._request("POST", path, body=body, idempotent=False)
+        run = _check_run(f"POST {path}", data)
+        if run.head_sha != head_sha or run.name != name:
+            raise GitHubError(f"POST {path}", "the answer is about another commit or check")
+        return run.id
+
+    def update_check_run(
+        self,
+        repo: str,
+        check_run_id: int,
+        *,
+        status: CheckStatus | None = None,
+        conclusion: Conclusion | None = None,
+        output: CheckOutput | None = None,
+        actions: Sequence[CheckAction] | None = None,
+    ) -> CheckRun:
+        """Move a check run: status, conclusion, output, buttons."""
+        # https://docs.github.com/en/rest/checks/runs#update-a-check-run
+        body: dict[str, object] = {}
+        if status is not None:
+            if status not in CHECK_STATUSES:
+                raise ValueError(f"not a check run status: {status!r}")
+            body["status"] = status
+        if conclusion is not None:
+            if conclusion not in CONCLUSIONS:
+                raise ValueError(f"not a conclusion Cujo sets: {conclusion!r}")
+            body["conclusion"] = conclusion
+        elif status == "completed":
+            raise ValueError("a completed check run needs a conclusion")
+        if output is not None:
+            body["output"] = _output_payload(output)
+        if actions is not None:
+            body["actions"] = _actions_payload(actions)
+        if not body:
+            raise ValueError("nothing to update")
+        path = f"{_repo_path(repo)}/check-runs/{_positive('check_run_id', check_run_id)}"
+        # Setting the same fields twice leaves the same check run: safe to retry.
+        _, data = self._request("PATCH", path, body=body, idempotent=True)
+        run = _check_run(f"PATCH {path}", data)
+        if run.id != check_run_id or (conclusion is not None and run.conclusion != conclusion):
+            raise GitHubError(f"PATCH {path}", "the answer does not show the update")
+        return run
+
+    # -- reviews: exactly two ways to post one --
+
+    def post_advisory_review(
+        self,
+        repo: str,
+        number: int,
+        commit_sha: str,
+        body: str,
+        comments: Sequence[ReviewComment] = (),
+    ) -> Review:
+        """Post an advisory review (event COMMENT) on a commit of a pull request."""
+        return self._post_review(
+            repo, number, review_payload("COMMENT", commit_sha, body, comments)
+        )
+
+    def post_blocking_review(
+        self,
+        repo: str,
+        number: int,
+        commit_sha: str,
+        body: str,
+        comments: Sequence[ReviewComment] = (),
+    ) -> Review:
+        """Post a blocking review (event REQUEST_CHANGES) on a commit of a pull request."""
+        payload = review_payload("REQUEST_CHANGES", commit_sha, body, comments)
+        return self._post_review(repo, number, payload)
+
+    def _post_review(self, repo: str, number: int, payload: dict[str, object]) -> Review:
+        # https://docs.github.com/en/rest/pulls/reviews#create-a-review-for-a-pull-request
+        event = payload["event"]
+        if not isinstance(event, str) or event not in _REVIEW_STATES:
+            raise ValueError(f"review event {event!r} is not one Cujo posts")
+        path = f"{_repo_path(repo)}/pulls/{_positive('number', number)}/reviews"
+        # A repeated POST would post a second review: never retried.
+        _, data = self._request("POST", path, body=payload, idempotent=False)
+        review = _review(f"POST {path}", data)
+        if review.state != _REVIEW_STATES[event] or review.commit_id != payload["commit_id"]:
+            raise GitHubError(
+                f"POST {path}", f"review answered state {review.state!r} on {review.commit_id}"
+            )
+        return review
+
+    def dismiss_review(self, repo: str, number: int, review_id: int, message: str) -> Review:
+        """Dismiss a review with a message saying who lifted it."""
+        # https://docs.github.com/en/rest/pulls/reviews#dismiss-a-review-for-a-pull-request
+        path = (
+            f"{_repo_path(repo)}/pulls/{_positive('number', number)}"
+            f"/reviews/{_positive('review_id', review_id)}/dismissals"
+        )
+        body = {"message": _text("message", message, _MAX_BODY), "event": "DISMISS"}
+        # Dismissing a dismissed review leaves it dismissed: safe to retry.
+        _, data = self._request("PUT", path, body=body, idempotent=True)
+        review = _review(f"PUT {path}", data)
+        if review.id != review_id or review.state != "DISMISSED":
+            raise GitHubError(f"PUT {path}", f"review answered state {review.state!r}")
+        return review
+
+    # -- reactions and comments --
+
+    def add_reaction(
+        self, repo: str, issue_or_comment: OnIssue | OnComment, content: ReactionContent
+    ) -> Reaction:
+        """React to the pull request or to an issue comment."""
+        if content not in REACTIONS:
+            raise ValueError(f"not a GitHub reaction: {content!r}")
+        if isinstance(issue_or_comment, OnIssue):
+            # https://docs.github.com/en/rest/reactions/reactions#create-reaction-for-an-issue
+            number = _positive("number", issue_or_comment.number)
+            path = f"{_repo_path(repo)}/issues/{number}/reactions"
+        else:
+            # https://docs.github.com/en/rest/reactions/reactions#create-reaction-for-an-issue-comment
+            comment_id = _positive("comment_id", issue_or_comment.comment_id)
+            path = f"{_repo_path(repo)}/issues/comments/{comment_id}/reactions"
+        # GitHub answers 200 with the existing reaction when it is already there, so
+        # repeating this POST cannot add a second one: safe to retry.
+        _, data = self._request("POST", path, body={"content": content}, idempotent=True)
+        a = _Answer(f"POST {path}", data)
+        reaction = Reaction(id=a.integer("id"), content=a.one_of("content", REACTIONS))
+        if reaction.content != content:
+            raise GitHubError(a.call, f"reaction answered {reaction.content!r}")
+        return reaction
+
+    def comment(self, repo: str, number: int, body: str) -> Comment:
+        """Post a comment on the pull request's conversation."""
+        # https://docs.github.com/en/rest/issues/comments#create-an-issue-comment
+        path = f"{_repo_path(repo)}/issues/{_positive('number', number)}/comments"
+        payload = {"body": _text("body", body, _MAX_BODY)}
+        # A repeated POST would post a second comment: never retried.
+        _, data = self._request("POST", path, body=payload, idempotent=False)
+        a = _Answer(f"POST {path}", data)
+        return Comment(id=a.integer("id"), html_url=a.text("html_url"))
+
+    # -- who may --
+
+    def permission(self, repo: str, login: str) -> Permission:
+        """Read a user's permission on a repository; never cached."""
+        # https://docs.github.com/en/rest/collaborators/collaborators#get-repository-permissions-for-a-user
+        if not _LOGIN.fullmatch(login):
+            raise ValueError(f"not a GitHub login: {login!r}")
+        a = self._get(f"{_repo_path(repo)}/collaborators/{_segment(login)}/permission")
+        # `role_name` names maintain and triage, which `permission` folds into write and
+        # read; a custom role's name is none of ours, and then `permission` holds its base.
+        role = a.opt_text("role_name") if "role_name" in a.data else None
+        level = role if role in PERMISSIONS else a.one_of("permission", PERMISSIONS)
+        for known in PERMISSIONS:
+            if level == known:
+                return known
+        raise GitHubError(a.call, f"unknown permission {level!r}")
+
+    # -- Actions --
+
+    def dispatch_workflow(
+        self, repo: str, workflow_file: str, ref: str, inputs: Mapping[str, str | bool]
+    ) -> DispatchResult:
+        """Dispatch a workflow at a ref, with run details when GitHub gives them."""
+        # https://docs.github.com/en/rest/actions/workflows#create-a-workflow-dispatch-event
+        # ACTIONS.md: design for at most 10 inputs and 65,535 characters in all.
+        if len(inputs) > 10 or len(json.dumps(dict(inputs))) > 65_535:
+            raise ValueError("a dispatch takes at most 10 inputs and 65,535 characters")
+        if not all(isinstance(v, str | bool) for v in inputs.values()):
+            raise ValueError("dispatch inputs are strings or booleans")
+        _repo_path(repo)
+        workflow = self._github.get_repo(repo).get_workflow(workflow_file)
+        call = f"POST {_repo_path(repo)}/actions/workflows/{_segment(workflow_file)}/dispatches"
+
+        def send() -> DispatchResult:
+            # With throw=True PyGithub answers True for a 204 (a GitHub that gives no
+            # run details) despite its annotation, hence `object`.
+            run: object = workflow.create_dispatch(
+                ref, inputs=dict(inputs), throw=True, return_run_details=True
+            )
+            if run is True:
+                return DispatchResult(None, None)
+            if not isinstance(run, PyGithubWorkflowRun):
+                raise GitHubError(call, f"dispatch answered {type(run).__name__}")
+            run_id, html_url = run.id, run.html_url
+            if not isinstance(run_id, int) or isinstance(run_id, bool) or run_id <= 0:
+                raise GitHubError(call, "field 'workflow_run_id' is not a positive integer")
+            if not isinstance(html_url, str) or not html_url:
+                raise GitHubError(call, "field 'html_url' is not a non-empty string")
+            return DispatchResult(run_id, html_url)
+
+        try:
+            # A repeated POST would start a second run: never retried.
+            return self._app.attempt(call, send, idempotent=False)
+        except (KeyError, TypeError) as exc:
+            raise GitHubError(call, f"field {exc} is missing from the run details") from exc
+
+    def list_workflow_runs(
+        self, repo: str, workflow_file: str, created_after: datetime | None = None
+    ) -> list[WorkflowRun]:
+        """List a workflow's runs, newest first, optionally only those created since a time."""
+        # https://docs.github.com/en/rest/actions/workflow-runs#list-workflow-runs-for-a-workflow
+        path = f"{_repo_path(repo)}/actions/workflows/{_segment(workflow_file)}/runs"
+        params: dict[str, object] = {}
+        if created_after is not None:
+            if created_after.tzinfo is None:
+                raise ValueError("created_after must carry a time zone")
+            stamp = created_after.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            params["created"] = f">={stamp}"
+        return [_workflow_run(r) for r in self._pages(path, "workflow_runs", params)]
+
+    def workflow_run(self, repo: str, run_id: int) -> WorkflowRun:
+        """Read one workflow run."""
+        # https://docs.github.com/en/rest/actions/workflow-runs#get-a-workflow-run
+        run = _workflow_run(
+            self._get(f"{_repo_path(repo)}/actions/runs/{_positive('run_id', run_id)}")
+        )
+        if run.id != run_id:
+            raise GitHubError(f"GET run {run_id}", f"answered run {run.id}")
+        return run
+
+    def cancel_workflow_run(self, repo: str, run_id: int) -> bool:
+        """Cancel a workflow run; False when it had already finished."""
+        # https://docs.github.com/en/rest/actions/workflow-runs#cancel-a-workflow-run
+        path = f"{_repo_path(repo)}/actions/runs/{_positive('run_id', run_id)}/cancel"
+        try:
+            # Cancelling twice cancels once: safe to retry.
+            self._request("POST", path, idempotent=True)
+        except GitHubError as exc:
+            if exc.status == 409:  # "Cannot cancel a workflow run that is completed."
+                return False
+            raise
+        return True
+
+    def run_artifacts(self, repo: str, run_id: int) -> list[Artifact]:
+        """List a workflow run's artifacts."""
+        # https://docs.github.com/en/rest/actions/artifacts#list-workflow-run-artifacts
+        path = f"{_repo_path(repo)}/actions/runs/{_positive('run_id', run_id)}/artifacts"
+        return [
+            Artifact(
+                id=a.integer("id"),
+                name=a.text("name"),
+                size_in_bytes=a.integer("size_in_bytes"),
+                expired=a.flag("expired"),
+            )
+            for a in self._pages(path, "artifacts", {})
+        ]
+
+    def download_artifact(self, repo: str, artifact_id: int, dest: Path, max_bytes: int) -> Path:
+        """Download an artifact's zip to ``dest``, refusing one over ``max_bytes``."""
+        # https://docs.github.com/en/rest/actions/artifacts#download-an-artifact
+        path = f"{_repo_path(repo)}/actions/artifacts/{_positive('artifact_id', artifact_id)}/zip"
+        _positive("max_bytes", max_bytes)
+        call = f"GET {path}"
+
+        def fetch() -> Path:
+            # PyGithub does not follow this 302; we do, ourselves, without credentials.
+            headers, _ = self._github.requester.requestJsonAndCheck("GET", path)
+            location = headers.get("location")
+            if not isinstance(location, str) or not location:
+                raise GitHubError(call, "answer has no 'location' to the archive")
+            return self._fetch_archive(call, location, dest, max_bytes)
+
+        return self._app.attempt(call, fetch, idempotent=True)
+
+    def _fetch_archive(self, call: str, location: str, dest: Path, max_bytes: int) -> Path:
+        target = urllib.parse.urlparse(location)
+        # The archive URL is pre-signed and valid for a minute; it must never see our
+        # token (ACTIONS.md "Artifacts"). Only https, unless the API itself is plain http
+        # (a loopback fake in tests).
+        schemes = ("https", "http") if self._app.base_url.startswith("http://") else ("https",)
+        if target.scheme not in schemes or not target.hostname:
+            raise GitHubError(call, f"archive location is not an allowed URL: {location[:80]!r}")
+        started = time.monotonic()
+        part = dest.with_name(dest.name + ".part")
+        with requests.Session() as session:
+            # No auth at all: an explicit no-op stops requests from reading ~/.netrc.
+            session.auth = _no_auth
+            response = session.get(
+                location, stream=True, timeout=self._app.timeout_s, allow_redirects=False
+            )
+            with response:
+                if response.status_code != 200:
+                    raise GitHubError(call, f"archive answered HTTP {response.status_code}")
+                declared = response.headers.get("content-length")
+                if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+                    raise GitHubError(
+                        call, f"archive is {declared} bytes, over the cap of {max_bytes}"
+                    )
+                size = 0
+                try:
+                    with part.open("wb") as out:
+                        for chunk in response.iter_content(chunk_size=64 * 1024):
+                            size += len(chunk)
+                            if size > max_bytes:
+                                raise GitHubError(call, f"archive is over the cap of {max_bytes}")
+                            if time.monotonic() - started > self._app.download_deadline_s:
+                                raise GitHubError(
+                                    call,
+                                    f"deadline of {self._app.download_deadline_s}s passed",
+                                )
+                            out.write(chunk)
+                    part.replace(dest)
+                finally:
+                    part.unlink(missing_ok=True)
+        return dest
+
+    # -- branch rules and protection (guard.py decides whether cujo/guard holds) --
+
+    def branch_rules(self, repo: str, branch: str) -> BranchRules:
+        """Read the active ruleset rules that apply to a branch."""
+        # https://docs.github.com/en/rest/repos/rules#get-rules-for-a-branch
+        path = f"{_repo_path(repo)}/rules/branches/{_segment(branch)}"
+        rules = []
+        for r in self._pages(path, None, {}):
+            kind = r.text("type")
+            checks: tuple[RequiredCheck, ...] = ()
+            strict: bool | None = None
+            if kind == "required_status_checks":
+                params = r.obj("parameters")
+                checks = tuple(
+                    RequiredCheck(c.text("context"), _opt_app_id(c, "integration_id"))
+                    for c in params.items("required_status_checks")
+                )
+                strict = params.flag("strict_required_status_checks_policy")
+            rules.append(
+                BranchRule(
+                    type=kind,
+                    ruleset_id=r.opt_integer("ruleset_id") if "ruleset_id" in r.data else None,
+                    ruleset_source=(
+                        r.opt_text("ruleset_source") if "ruleset_source" in r.data else None
+                    ),
+                    required_checks=checks,
+                    strict=strict,
+                )
+            )
+        return BranchRules(tuple(rules))
+
+    def branch_protection(self, repo: str, branch: str) -> BranchProtection | None:
+        """Read classic branch protection; None when GitHub says the branch has none."""
+        # https://docs.github.com/en/rest/branches/branch-protection#get-branch-protection
+        path = f"{_repo_path(repo)}/branches/{_segment(branch)}/protection"
+        try:
+            a = self._get(path)
+        except GitHubError as exc:
+            # Only this exact answer means "not protected"; any other 404 (no access,
+            # no branch) stays an error so it can never read as "unprotected, fine".
+            cause = exc.__cause__
+            if (
+                exc.status == 404
+                and isinstance(cause, GithubException)
+                and _message(cause) == "Branch not protected"
+            ):
+                return None
+            raise
+        enforce = a.opt_obj("enforce_admins") if "enforce_admins" in a.data else None
+        checks: tuple[RequiredCheck, ...] | None = None
+        strict: bool | None = None
+        rsc = a.opt_obj("required_status_checks") if "required_status_checks" in a.data else None
+        if rsc is not None:
+            strict = rsc.flag("strict")
+            contexts = [c if isinstance(c, str) else "" for c in rsc.array("contexts")]
+            if not all(contexts):
+                raise GitHubError(
+                    a.call, "field 'required_status_checks.contexts' holds a non-string"
+                )
+            if "checks" in rsc.data:
+                checks = tuple(
+                    RequiredCheck(c.text("context"), _opt_app_id(c, "app_id"))
+                    for c in rsc.items("checks")
+                )
+                if sorted(c.context for c in checks) != sorted(contexts):
+                    raise GitHubError(a.call, "'checks' and 'contexts' disagree")
+            else:
+                checks = tuple(RequiredCheck(c, None) for c in contexts)
+        return BranchProtection(
+            required_checks=checks,
+            strict=strict,
+            enforce_admins=enforce.flag("enabled") if enforce is not None else False,
+        )
+
+
+def _no_auth(request: requests.PreparedRequest) -> requests.PreparedRequest:
+    return request
+
+
+def _opt_app_id(a: _Answer, key: str) -> int | None:
+    # GitHub writes "any source" as a missing id, null, or -1.
+    if key not in a.data:
+        return None
+    value = a.opt_integer(key)
+    return None if value is None or value == -1 else value
+
+
+def _check_run(call: str, data: object) -> CheckRun:
+    a = _Answer(call, data)
+    return CheckRun(
+        id=a.integer("id"),
+        name=a.text("name"),
+        head_sha=a.text("head_sha", pattern=_SHA),
+        status=a.one_of("status", _CHECK_STATUSES_SEEN),
+        conclusion=a.opt_one_of("conclusion", _CONCLUSIONS_SEEN),
+    )
+
+
+def _review(call: str, data: object) -> Review:
+    a = _Answer(call, data)
+    return Review(
+        id=a.integer("id"), state=a.text("state"), commit_id=a.text("commit_id", pattern=_SHA)
+    )
+
+
+def _workflow_run(a: _Answer) -> WorkflowRun:
+    return WorkflowRun(
+        id=a.integer("id"),
+        name=a.opt_text("name"),
+        display_title=a.text("display_title"),
+        status=a.one_of("status", _RUN_STATUSES),
+        conclusion=a.opt_one_of("conclusion", _CONCLUSIONS_SEEN),
+        head_sha=a.text("head_sha", pattern=_SHA),
+        run_attempt=a.integer("run_attempt"),
+    )

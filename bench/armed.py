@@ -1,0 +1,119 @@
+"""The cost of arming: the same install + test commands, bare and in the armed sandbox.
+
+Both sides clone the repository, make a fresh virtual environment with the same
+interpreter, start with an empty pip cache and a fresh HOME, and run the same two
+commands. The armed side also prepares the plan, starts the proxy, the resolver, six
+network namespaces and the decoy watcher, and runs the commands as the sandbox user
+through the proxy; that difference is the overhead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from cujo_action.arm import arm, base_python, isolation_unavailable
+from cujo_action.checks.harness import CheckRun
+from cujo_action.prepare import prepare
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Bench",
+    "GIT_AUTHOR_EMAIL": "bench@example.test",
+    "GIT_COMMITTER_NAME": "Bench",
+    "GIT_COMMITTER_EMAIL": "bench@example.test",
+}
+
+
+def library_repo(root: Path, name: str = "more-itertools", version: str = "10.5.0") -> Path:
+    """Make a git repository of a real pure-Python library's sdist (tests included)."""
+    dl = root / "dl"
+    subprocess.run(
+        ["python3", "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+         f"{name}=={version}", "-d", str(dl)],
+        check=True,
+    )  # fmt: skip
+    archive = next(dl.glob("*.tar.gz"))
+    shutil.unpack_archive(archive, root)
+    repo = next(p for p in root.iterdir() if p.is_dir() and p.name.startswith(name))
+    env = {**os.environ, **GIT_ENV}
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "import"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, env=env)
+    return repo
+
+
+def bare(repo: Path, install: str, test: str, python: str) -> None:
+    """Clone, make a venv, run install and test as they are, with no sandbox."""
+    work = Path(tempfile.mkdtemp(prefix="cujo-bench-bare-"))
+    try:
+        src = work / "src"
+        subprocess.run(["git", "clone", "-q", str(repo), str(src)], check=True)
+        subprocess.run([python, "-m", "venv", str(work / "venv")], check=True)
+        env = {
+            "PATH": f"{work / 'venv' / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(work / "home"),
+            "PIP_NO_CACHE_DIR": "1",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        }
+        for cmd in (install, test):
+            subprocess.run(["bash", "-c", cmd], cwd=src, env=env, check=True,
+                           capture_output=True)  # fmt: skip
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def armed(repo: Path, install: str, test: str) -> str:
+    """Prepare, arm, and run install and test confined; return the isolation reached."""
+    work = Path(tempfile.mkdtemp(prefix="cujo-bench-armed-"))
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            plan = prepare(str(repo), "main", "main", f"bench-{secrets.token_hex(4)}",
+                           work / "checkout")  # fmt: skip
+            work.chmod(0o711)
+            (work / "checkout").chmod(0o711)
+            context, harness = arm(plan, work / "run")
+            try:
+                context.give(Path(plan.head_dir))
+                setup = CheckRun("install", context, plan)
+                setup.make_venv(setup.venv)
+                for check, phase, cmd in (("install", "install", install), ("tests", "test", test)):
+                    run = setup if check == "install" else CheckRun(check, context, plan)
+                    outcome = run.run(cmd, phase=phase, timeout=600, cwd=Path(plan.head_dir),
+                                      venv=setup.venv)  # fmt: skip
+                    run.finish("ok", "")
+                    if outcome.exit_code != 0:
+                        raise SystemExit(f"bench: `{cmd}` failed armed:\n{outcome.stderr_tail}")
+            finally:
+                harness.stop()
+        return context.isolation
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def compare(label: str, repo: Path, install: str, test: str, rounds: int) -> None:
+    """Print bare and armed wall times of the same commands, interleaved, best of N."""
+    python = base_python(for_sandbox_user=isolation_unavailable() is None)
+    best_bare = best_armed = float("inf")
+    isolation = "?"
+    for _ in range(rounds):
+        best_bare = min(best_bare, _timed(lambda: bare(repo, install, test, python)))
+        start = time.perf_counter()
+        isolation = armed(repo, install, test)
+        best_armed = min(best_armed, time.perf_counter() - start)
+    print(f"{label}: install `{install}`, test `{test}` — best of {rounds}")
+    print(f"  bare (clone, venv, install, test)       : {best_bare:7.2f} s   (baseline)")
+    print(f"  armed, isolation {isolation:<7} (same + arm)  : {best_armed:7.2f} s   "
+          f"ratio {best_armed / best_bare:.2f}x   (target <= 1.15x)")  # fmt: skip
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start

@@ -1,0 +1,760 @@
+"""Serve the GitHub REST endpoints Cujo's gateway calls, on loopback, from a FakeState.
+
+Shapes follow GitHub's REST documentation (https://docs.github.com/en/rest); each route
+names the page it models. A request no route knows is answered 599 and noted in
+``state.unknown_requests``, which the pytest fixture asserts empty.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
+
+import jwt
+
+from .state import LEGACY_PERMISSION, Dispatch, FakeState, Recorded, RepoState, b64, iso
+
+SHA = re.compile(r"[0-9a-f]{40}")
+REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
+CHECK_STATUSES = {"queued", "in_progress", "completed"}
+CONCLUSIONS = {
+    "success",
+    "failure",
+    "neutral",
+    "action_required",
+    "skipped",
+    "cancelled",
+    "timed_out",
+    "stale",
+}
+BOT = {"login": "cujo[bot]", "id": 9000, "type": "Bot"}
+
+
+class Answer(Exception):
+    """End a request with this status and JSON body."""
+
+    def __init__(
+        self,
+        status: int,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        after: tuple[Callable[[Any], None], Any] | None = None,
+    ) -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
+        self.headers = headers or {}
+        self.after = after  # run once the answer is sent (the Actions behaviour)
+
+
+def refuse(status: int, message: str) -> Answer:
+    """Build a GitHub-style error answer."""
+    return Answer(status, {"message": message, "documentation_url": "https://docs.github.com/rest"})
+
+
+@dataclass
+class Request:
+    """One parsed request, handed to a route."""
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    body: Any
+    params: dict[str, str]
+    auth: str
+
+    def q(self, name: str, default: str | None = None) -> str | None:
+        """Return a query parameter."""
+        values = self.query.get(name)
+        return values[0] if values else default
+
+
+Route = tuple[str, re.Pattern[str], Callable[["Api", Request], Any], str]
+
+
+class Api:
+    """The routes of the fake GitHub API, over a FakeState."""
+
+    routes: ClassVar[list[Route]] = []
+
+    def __init__(self, state: FakeState) -> None:
+        self.state = state
+
+    @classmethod
+    def route(cls, method: str, pattern: str, auth: str = "installation") -> Callable[..., Any]:
+        """Register a route; ``{name}`` matches one path segment, ``{name+}`` the rest."""
+        rx = re.sub(r"\{(\w+)\+\}", r"(?P<\1>.+)", pattern)
+        rx = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", rx)
+
+        def register(fn: Callable[[Api, Request], Any]) -> Callable[[Api, Request], Any]:
+            cls.routes.append((method, re.compile(f"^{rx}$"), fn, auth))
+            return fn
+
+        return register
+
+    def repo(self, req: Request) -> RepoState:
+        """Return the repository a request names, if the token may see it."""
+        full = f"{req.params['owner']}/{req.params['repo']}"
+        installation = int(req.auth.split(":")[1].split("#")[0])
+        if full not in self.state.repos or full not in self.state.installations.get(
+            installation, set()
+        ):
+            raise refuse(404, "Not Found")
+        return self.state.repos[full]
+
+
+def route(method: str, pattern: str, auth: str = "installation") -> Callable[..., Any]:
+    """Register a route on Api."""
+    return Api.route(method, pattern, auth)
+
+
+def _page(req: Request, items: list[Any]) -> list[Any]:
+    per_page = int(req.q("per_page", "30") or 30)
+    page = int(req.q("page", "1") or 1)
+    return items[(page - 1) * per_page : page * per_page]
+
+
+def _need(cond: bool, message: str) -> None:
+    if not cond:
+        raise refuse(422, f"Validation Failed: {message}")
+
+
+def _public(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if not k.startswith("_")}
+
+
+# -- installations --------------------------------------------------------------------
+
+
+@route("POST", "/app/installations/{installation_id}/access_tokens", auth="jwt")
+def _access_token(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/apps/apps#create-an-installation-access-token-for-an-app
+    installation = int(req.params["installation_id"])
+    if installation not in api.state.installations:
+        raise refuse(404, "Not Found")
+    token = api.state.issue_token(installation)
+    return Answer(
+        201,
+        {
+            "token": token.value,
+            "expires_at": iso(token.expires_at),
+            "permissions": {"checks": "write", "pull_requests": "write", "actions": "write"},
+            "repository_selection": "selected",
+        },
+    )
+
+
+@route("GET", "/repos/{owner}/{repo}/installation", auth="jwt")
+def _repo_installation(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/apps/apps#get-a-repository-installation-for-the-authenticated-app
+    full = f"{req.params['owner']}/{req.params['repo']}"
+    for installation, repos in api.state.installations.items():
+        if full in repos:
+            return {"id": installation, "app_id": api.state.app_id, "target_type": "Organization"}
+    raise refuse(404, "Not Found")
+
+
+# -- pull requests and contents -------------------------------------------------------
+
+
+@route("GET", "/repos/{owner}/{repo}/pulls/{number}")
+def _pull(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/pulls/pulls#get-a-pull-request
+    pr = api.repo(req).pulls.get(int(req.params["number"]))
+    if pr is None:
+        raise refuse(404, "Not Found")
+    return pr
+
+
+@route("GET", "/repos/{owner}/{repo}/contents/{path+}")
+def _contents(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/repos/contents#get-repository-content
+    r = api.repo(req)
+    path = urllib.parse.unquote(req.params["path"])
+    ref = req.q("ref") or r.default_branch
+    data = r.files.get((ref, path))
+    if data is None:
+        raise refuse(404, "Not Found")
+    large = len(data) > 1024 * 1024  # GitHub sends no content over 1 MB
+    return {
+        "type": "file",
+        "encoding": "none" if large else "base64",
+        "size": len(data),
+        "name": path.rsplit("/", 1)[-1],
+        "path": path,
+        "content": "" if large else b64(data),
+        "sha": "0" * 40,
+    }
+
+
+# -- check runs ----------------------------------------------------------------------
+
+
+def _check_output(out: Any) -> None:
+    _need(isinstance(out, dict), "output must be an object")
+    _need(isinstance(out.get("title"), str), "output.title is required")
+    _need(isinstance(out.get("summary"), str), "output.summary is required")
+    _need(len(out["summary"]) <= 65535, "output.summary is too long")
+
+
+def _check_actions(actions: Any) -> None:
+    _need(isinstance(actions, list) and len(actions) <= 3, "actions: at most 3")
+    for a in actions:
+        _need(isinstance(a, dict) and set(a) == {"label", "description", "identifier"}, "action")
+        _need(len(a["label"]) <= 20 and len(a["identifier"]) <= 20, "action label/identifier")
+        _need(len(a["description"]) <= 40, "action description")
+
+
+@route("POST", "/repos/{owner}/{repo}/check-runs")
+def _create_check_run(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/checks/runs#create-a-check-run
+    r, b = api.repo(req), req.body
+    _need(isinstance(b, dict), "body must be an object")
+    _need(isinstance(b.get("name"), str) and bool(b["name"]), "name is required")
+    _need(isinstance(b.get("head_sha"), str) and bool(SHA.fullmatch(b["head_sha"])), "head_sha")
+    status = b.get("status", "queued")
+    _need(status in CHECK_STATUSES, "status")
+    conclusion = b.get("conclusion")
+    _need(conclusion is None or conclusion in CONCLUSIONS, "conclusion")
+    _need(status != "completed" or conclusion is not None, "completed needs a conclusion")
+    if "output" in b:
+        _check_output(b["output"])
+    if "actions" in b:
+        _check_actions(b["actions"])
+    run_id = api.state.next_id()
+    run = {
+        "id": run_id,
+        "name": b["name"],
+        "head_sha": b["head_sha"],
+        "status": "completed" if conclusion else status,
+        "conclusion": conclusion,
+        "output": b.get("output", {}),
+        "actions": b.get("actions", []),
+        "html_url": f"{api.state.web_url}/{r.full_name}/runs/{run_id}",
+        "app": {"id": api.state.app_id, "slug": "cujo"},
+    }
+    r.check_runs[run_id] = run
+    return Answer(201, run)
+
+
+@route("PATCH", "/repos/{owner}/{repo}/check-runs/{check_run_id}")
+def _update_check_run(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/checks/runs#update-a-check-run
+    r, b = api.repo(req), req.body
+    run = r.check_runs.get(int(req.params["check_run_id"]))
+    if run is None:
+        raise refuse(404, "Not Found")
+    _need(isinstance(b, dict) and bool(b), "body must be a non-empty object")
+    if "status" in b:
+        _need(b["status"] in CHECK_STATUSES, "status")
+    if "conclusion" in b:
+        _need(b["conclusion"] in CONCLUSIONS, "conclusion")
+    _need(b.get("status") != "completed" or "conclusion" in b, "completed needs a conclusion")
+    if "output" in b:
+        _check_output(b["output"])
+        run["output"] = b["output"]
+    if "actions" in b:
+        _check_actions(b["actions"])
+        run["actions"] = b["actions"]
+    if "status" in b:
+        run["status"] = b["status"]
+    if "conclusion" in b:
+        # Providing a conclusion sets the status to completed.
+        run["conclusion"], run["status"] = b["conclusion"], "completed"
+    elif b.get("status") in ("queued", "in_progress"):
+        run["conclusion"] = None
+    return run
+
+
+@route("GET", "/repos/{owner}/{repo}/check-runs/{check_run_id}")
+def _get_check_run(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/checks/runs#get-a-check-run
+    run = api.repo(req).check_runs.get(int(req.params["check_run_id"]))
+    if run is None:
+        raise refuse(404, "Not Found")
+    return run
+
+
+# -- reviews -------------------------------------------------------------------------
+
+
+@route("POST", "/repos/{owner}/{repo}/pulls/{number}/reviews")
+def _create_review(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/pulls/reviews#create-a-review-for-a-pull-request
+    r, b = api.repo(req), req.body
+    number = int(req.params["number"])
+    if number not in r.pulls:
+        raise refuse(404, "Not Found")
+    _need(isinstance(b, dict), "body must be an object")
+    event = b.get("event")
+    if event == "APPROVE":
+        # GitHub would accept it; Cujo must never send it (DESIGN.md section 11.5).
+        api.state.refuse(req.method, req.path, "a review with event APPROVE")
+        raise refuse(599, "fake GitHub: Cujo must never approve")
+    _need(event in ("COMMENT", "REQUEST_CHANGES"), "event")
+    _need(isinstance(b.get("body"), str) and bool(b["body"]), "body is required for this event")
+    _need(isinstance(b.get("commit_id"), str) and bool(SHA.fullmatch(b["commit_id"])), "commit_id")
+    for c in b.get("comments", []):
+        _need(isinstance(c, dict) and {"path", "body"} <= set(c), "comment path and body")
+        _need(isinstance(c.get("line"), int) and c.get("side") in ("LEFT", "RIGHT"), "comment line")
+    review_id = api.state.next_id()
+    review = {
+        "id": review_id,
+        "node_id": f"PRR_{review_id}",
+        "user": BOT,
+        "body": b["body"],
+        "state": "COMMENTED" if event == "COMMENT" else "CHANGES_REQUESTED",
+        "commit_id": b["commit_id"],
+        "html_url": f"{api.state.web_url}/{r.full_name}/pull/{number}",
+        "submitted_at": iso(api.state.clock()),
+        "_number": number,
+        "_comments": b.get("comments", []),
+    }
+    r.reviews[review_id] = review
+    return _public(review)
+
+
+@route("PUT", "/repos/{owner}/{repo}/pulls/{number}/reviews/{review_id}/dismissals")
+def _dismiss_review(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/pulls/reviews#dismiss-a-review-for-a-pull-request
+    r, b = api.repo(req), req.body
+    review = r.reviews.get(int(req.params["review_id"]))
+    if review is None or review["_number"] != int(req.params["number"]):
+        raise refuse(404, "Not Found")
+    _need(isinstance(b, dict) and isinstance(b.get("message"), str), "message is required")
+    _need(b.get("event", "DISMISS") == "DISMISS", "event must be DISMISS")
+    if review["state"] == "COMMENTED":
+        raise refuse(422, "Can not dismiss a commented pull request review")
+    review["state"] = "DISMISSED"
+    review["_dismissal"] = b["message"]
+    return _public(review)
+
+
+@route("GET", "/repos/{owner}/{repo}/pulls/{number}/reviews")
+def _list_reviews(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/pulls/reviews#list-reviews-for-a-pull-request
+    number = int(req.params["number"])
+    items = [_public(v) for v in api.repo(req).reviews.values() if v["_number"] == number]
+    return _page(req, items)
+
+
+# -- reactions and comments ----------------------------------------------------------
+
+
+def _react(api: Api, req: Request, target: tuple[str, int]) -> Any:
+    r, b = api.repo(req), req.body
+    _need(isinstance(b, dict) and b.get("content") in REACTIONS, "content")
+    for existing in r.reactions:
+        if existing["_target"] == target and existing["content"] == b["content"]:
+            return Answer(200, _public(existing))  # already there: GitHub answers 200
+    reaction = {
+        "id": api.state.next_id(),
+        "content": b["content"],
+        "user": BOT,
+        "created_at": iso(api.state.clock()),
+        "_target": target,
+    }
+    r.reactions.append(reaction)
+    return Answer(201, _public(reaction))
+
+
+@route("POST", "/repos/{owner}/{repo}/issues/{number}/reactions")
+def _issue_reaction(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/reactions/reactions#create-reaction-for-an-issue
+    number = int(req.params["number"])
+    if number not in api.repo(req).pulls:
+        raise refuse(404, "Not Found")
+    return _react(api, req, ("issue", number))
+
+
+@route("POST", "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions")
+def _comment_reaction(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/reactions/reactions#create-reaction-for-an-issue-comment
+    comment_id = int(req.params["comment_id"])
+    if comment_id not in api.repo(req).comments:
+        raise refuse(404, "Not Found")
+    return _react(api, req, ("comment", comment_id))
+
+
+@route("POST", "/repos/{owner}/{repo}/issues/{number}/comments")
+def _create_comment(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/issues/comments#create-an-issue-comment
+    r, b = api.repo(req), req.body
+    number = int(req.params["number"])
+    if number not in r.pulls:
+        raise refuse(404, "Not Found")
+    _need(isinstance(b, dict) and isinstance(b.get("body"), str) and bool(b["body"]), "body")
+    comment_id = api.state.next_id()
+    comment = {
+        "id": comment_id,
+        "body": b["body"],
+        "user": BOT,
+        "html_url": f"{api.state.web_url}/{r.full_name}/pull/{number}#issuecomment-{comment_id}",
+        "created_at": iso(api.state.clock()),
+        "_number": number,
+    }
+    r.comments[comment_id] = comment
+    return Answer(201, _public(comment))
+
+
+# -- permissions ---------------------------------------------------------------------
+
+
+@route("GET", "/repos/{owner}/{repo}/collaborators/{username}/permission")
+def _permission(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/collaborators/collaborators#get-repository-permissions-for-a-user
+    r = api.repo(req)
+    login = req.params["username"]
+    if login not in r.roles:
+        raise refuse(404, "Not Found")
+    role = r.roles[login]
+    # A custom role answers its own name in role_name and its base in permission; the
+    # fake models "custom-*" roles as based on write.
+    permission = LEGACY_PERMISSION.get(role, "write")
+    return {
+        "permission": permission,
+        "role_name": role,
+        "user": {"login": login, "type": "User", "permissions": {}},
+    }
+
+
+# -- Actions -------------------------------------------------------------------------
+
+
+def _workflow(r: RepoState, req: Request) -> Any:
+    wf = r.workflows.get(urllib.parse.unquote(req.params["workflow"]))
+    if wf is None:
+        raise refuse(404, "Not Found")
+    return wf
+
+
+@route("GET", "/repos/{owner}/{repo}/actions/workflows/{workflow}")
+def _get_workflow(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/actions/workflows#get-a-workflow
+    r = api.repo(req)
+    wf = _workflow(r, req)
+    return {"id": wf.id, "name": wf.name, "path": f".github/workflows/{wf.path}", "state": "active"}
+
+
+@route("POST", "/repos/{owner}/{repo}/actions/workflows/{workflow}/dispatches")
+def _dispatch(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/actions/workflows#create-a-workflow-dispatch-event
+    r, b = api.repo(req), req.body
+    wf = _workflow(r, req)
+    _need(isinstance(b, dict) and isinstance(b.get("ref"), str), "ref is required")
+    inputs = b.get("inputs", {})
+    _need(isinstance(inputs, dict) and len(inputs) <= 10, "inputs: at most 10")
+    _need(all(isinstance(v, str | bool) for v in inputs.values()), "inputs are strings")
+    ref = b["ref"].removeprefix("refs/heads/")
+    if ref not in r.branches:
+        raise refuse(422, f"No ref found for: {b['ref']}")
+    run = api.state.add_run(r.full_name, wf.path, head_sha=r.branches[ref], inputs=inputs)
+    run["head_branch"] = ref
+    dispatch = Dispatch(r.full_name, wf.path, ref, dict(inputs), run["id"], run["head_sha"])
+    api.state.hooks_before_answer(dispatch)
+    after = (api.state.hooks_after_answer, dispatch)
+    if b.get("return_run_details") is True and api.state.dispatch_returns_details:
+        return Answer(
+            200,
+            {"workflow_run_id": run["id"], "run_url": run["url"], "html_url": run["html_url"]},
+            after=after,
+        )
+    return Answer(204, None, after=after)
+
+
+@route("GET", "/repos/{owner}/{repo}/actions/workflows/{workflow}/runs")
+def _workflow_runs(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/actions/workflow-runs#list-workflow-runs-for-a-workflow
+    r = api.repo(req)
+    wf = _workflow(r, req)
+    runs = [v for v in r.runs.values() if v["_workflow_file"] == wf.path]
+    created = req.q("created")
+    if created is not None:
+        m = re.fullmatch(r">=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)", created)
+        _need(m is not None, "created must be >=YYYY-MM-DDTHH:MM:SSZ in this fake")
+        assert m is not None
+        runs = [v for v in runs if v["created_at"] >= m.group(1)]
+    runs.sort(key=lambda v: (v["_created"], v["id"]), reverse=True)
+    return {"total_count": len(runs), "workflow_runs": [_public(v) for v in _page(req, runs)]}
+
+
+@route("GET", "/repos/{owner}/{repo}/actions/runs/{run_id}")
+def _get_run(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/actions/workflow-runs#get-a-workflow-run
+    run = api.repo(req).runs.get(int(req.params["run_id"]))
+    if run is None:
+        raise refuse(404, "Not Found")
+    return _public(run)
+
+
+@route("POST", "/repos/{owner}/{repo}/actions/runs/{run_id}/cancel")
+def _cancel_run(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/actions/workflow-runs#cancel-a-workflow-run
+    run = api.repo(req).runs.get(int(req.params["run_id"]))
+    if run is None:
+        raise refuse(404, "Not Found")
+    if run["status"] == "completed":
+        raise refuse(409, "Cannot cancel a workflow run that is completed.")
+    run["status"], run["conclusion"] = "completed", "cancelled"
+    return Answer(202, {})
+
+
+@route("GET", "/repos/{owner}/{repo}/actions/runs/{run_id}/artifacts")
+def _run_artifacts(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/actions/artifacts#list-workflow-run-artifacts
+    r = api.repo(req)
+    run_id = int(req.params["run_id"])
+    if run_id not in r.runs:
+        raise refuse(404, "Not Found")
+    arts = [a for a in r.artifacts.values() if a["workflow_run"]["id"] == run_id]
+    return {"total_count": len(arts), "artifacts": _page(req, arts)}
+
+
+@route("GET", "/repos/{owner}/{repo}/actions/artifacts/{artifact_id}/zip")
+def _artifact_zip(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/actions/artifacts#download-an-artifact
+    r = api.repo(req)
+    art_id = int(req.params["artifact_id"])
+    art = r.artifacts.get(art_id)
+    if art is None:
+        raise refuse(404, "Not Found")
+    if art["expired"]:
+        raise refuse(410, "Artifact has expired")
+    # The archive lives on another host, as GitHub's pre-signed storage URLs do.
+    return Answer(302, None, {"Location": api.state.blob_for(r.archives[art_id])})
+
+
+# -- rules and protection ------------------------------------------------------------
+
+
+@route("GET", "/repos/{owner}/{repo}/rules/branches/{branch+}")
+def _branch_rules(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/repos/rules#get-rules-for-a-branch
+    r = api.repo(req)
+    return _page(req, r.rules.get(urllib.parse.unquote(req.params["branch"]), []))
+
+
+@route("GET", "/repos/{owner}/{repo}/branches/{branch+}/protection")
+def _protection(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/branches/branch-protection#get-branch-protection
+    r = api.repo(req)
+    found = r.protection.get(urllib.parse.unquote(req.params["branch"]))
+    if found is None:
+        raise refuse(404, "Branch not protected")
+    return found
+
+
+# -- the HTTP side -------------------------------------------------------------------
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, addr: tuple[str, int], handler: type, state: FakeState) -> None:
+        super().__init__(addr, handler)
+        self.state = state
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet when a client gave up (a deadline test hangs up on purpose)."""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "fake-github.test"
+    sys_version = ""
+    # One write per answer: headers and body sent apart meet Nagle and delayed ACK (40 ms).
+    wbufsize = 1 << 16
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Keep test output clean."""
+
+    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-GitHub-Api-Version-Selected", "2022-11-28")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if body and self.command != "HEAD":
+            self.wfile.write(body)
+        self.wfile.flush()
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _headers(self) -> dict[str, str]:
+        return {k.lower(): v for k, v in self.headers.items() if k.lower() != "authorization"}
+
+
+class ApiHandler(_Handler):
+    """Answer the API host."""
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    def do_POST(self) -> None:
+        self._handle()
+
+    def do_PATCH(self) -> None:
+        self._handle()
+
+    def do_PUT(self) -> None:
+        self._handle()
+
+    def do_DELETE(self) -> None:
+        self._handle()
+
+    def _handle(self) -> None:
+        state = self.server.state
+        url = urllib.parse.urlsplit(self.path)
+        path, query = url.path, urllib.parse.parse_qs(url.query)
+        raw = self._read_body()
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode(errors="replace")
+        auth = self._auth()
+        state.record(Recorded(self.command, path, query, body, self._headers(), auth))
+        after = None
+        try:
+            fault = state.take_fault(self.command, path)
+            if fault is not None:
+                if fault.delay_s:
+                    state.release.wait(fault.delay_s)
+                if not fault.then_serve:
+                    self._send(fault.status, fault.body or b"")
+                    return
+            answer, after = self._route(path, query, body, auth)
+        except Answer as exc:
+            answer = exc
+        except Exception as exc:  # a bug in the fake: fail the test loudly
+            state.refuse(self.command, path, f"fake GitHub crashed: {exc!r}")
+            answer = refuse(599, f"fake GitHub crashed: {exc!r}")
+        payload = b"" if answer.body is None else json.dumps(answer.body).encode()
+        self._send(answer.status, payload, answer.headers)
+        if after is not None:
+            fn, arg = after
+            fn(arg)
+
+    def _auth(self) -> str:
+        header = self.headers.get("Authorization")
+        if header is None:
+            return "none"
+        scheme, _, cred = header.partition(" ")
+        state = self.server.state
+        if scheme.lower() == "bearer" and cred.count(".") == 2:
+            try:
+                claims = jwt.decode(
+                    cred,
+                    state.public_key_pem,
+                    algorithms=["RS256"],
+                    options={"require": ["iat", "exp", "iss"]},
+                    leeway=60,
+                )
+            except jwt.PyJWTError:
+                return "bad-jwt"
+            if str(claims["iss"]) != str(state.app_id) or claims["exp"] - claims["iat"] > 660:
+                return "bad-jwt"
+            return "jwt"
+        token = state.tokens.get(cred)
+        if scheme.lower() in ("token", "bearer") and token is not None:
+            if token.expires_at <= state.clock():
+                return "expired-token"
+            return f"installation:{token.installation_id}#{token.serial}"
+        return "bad-token"
+
+    def _route(
+        self, path: str, query: dict[str, list[str]], body: Any, auth: str
+    ) -> tuple[Answer, Any]:
+        state = self.server.state
+        for method, rx, fn, need in Api.routes:
+            m = rx.match(path)
+            if m is None or method != self.command:
+                continue
+            if need == "jwt" and auth != "jwt":
+                raise refuse(401, "A JSON web token could not be decoded")
+            if need == "installation" and not auth.startswith("installation:"):
+                raise refuse(401, "Bad credentials")
+            req = Request(self.command, path, query, body, m.groupdict(), auth)
+            with state.lock:
+                result = fn(Api(state), req)
+            answer = result if isinstance(result, Answer) else Answer(200, result)
+            return answer, answer.after
+        state.refuse(self.command, path, "no route")
+        raise refuse(599, f"fake GitHub does not know {self.command} {path}")
+
+
+class BlobHandler(_Handler):
+    """Answer the archive host the artifact download redirects to."""
+
+    def do_GET(self) -> None:
+        state = self.server.state
+        path = urllib.parse.urlsplit(self.path).path
+        leaked = "authorization" in {k.lower() for k in self.headers}
+        state.record(
+            Recorded("GET", path, {}, None, self._headers(), "leaked" if leaked else "none", "blob")
+        )
+        if leaked:
+            state.refuse("GET", path, "an Authorization header reached the archive host")
+            self._send(599, b'{"message": "credentials sent to the archive host"}')
+            return
+        key = path.removeprefix("/blob/")
+        with state.lock:
+            found = state.blobs.get(key)
+        if found is None or found[1] < state.clock():
+            self._send(404, b"")
+            return
+        data = found[0]
+        self.send_response(200)
+        self.send_header("Content-Type", "application/zip")
+        if state.blob_declares_length:
+            self.send_header("Content-Length", str(len(data)))
+        else:  # the body ends when the connection does
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+
+class FakeGitHubServer:
+    """Run the API host on 127.0.0.1 and the archive host on another loopback address."""
+
+    def __init__(self, state: FakeState) -> None:
+        self.state = state
+        self.api = _Server(("127.0.0.1", 0), ApiHandler, state)
+        try:
+            self.blob = _Server(("127.0.0.2", 0), BlobHandler, state)
+        except OSError:  # no 127.0.0.2 here: another port is still another origin
+            self.blob = _Server(("127.0.0.1", 0), BlobHandler, state)
+        self.url = f"http://127.0.0.1:{self.api.server_address[1]}"
+        blob_host, blob_port = self.blob.server_address[:2]
+        state.api_url = self.url
+        state.blob_url = f"http://{blob_host}:{blob_port}"
+        self._threads = [
+            threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+            for s in (self.api, self.blob)
+        ]
+
+    def start(self) -> FakeGitHubServer:
+        """Start serving."""
+        for t in self._threads:
+            t.start()
+        return self
+
+    def stop(self) -> None:
+        """Release held requests and stop serving."""
+        self.state.release.set()
+        for s in (self.api, self.blob):
+            s.shutdown()
+            s.server_close()

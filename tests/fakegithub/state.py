@@ -1,0 +1,538 @@
+"""Hold what the fake GitHub knows, and what it was asked, for tests to set and assert."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+import secrets
+import threading
+import time
+import zipfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+# GitHub's legacy `permission` folds maintain into write and triage into read.
+# https://docs.github.com/en/rest/collaborators/collaborators#get-repository-permissions-for-a-user
+LEGACY_PERMISSION = {
+    "admin": "admin",
+    "maintain": "write",
+    "write": "write",
+    "triage": "read",
+    "read": "read",
+    "none": "none",
+}
+
+
+def iso(ts: float) -> str:
+    """Format a Unix time the way GitHub does."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def fake_sha() -> str:
+    """Return a random 40-hex commit SHA."""
+    return secrets.token_hex(20)
+
+
+def zip_bytes(files: Mapping[str, bytes | str]) -> bytes:
+    """Zip files in memory, as an artifact archive."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in files.items():
+            zf.writestr(name, data.encode() if isinstance(data, str) else data)
+    return buf.getvalue()
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One request the fake received; ``auth`` names the credential, never its value."""
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    body: Any
+    headers: dict[str, str]
+    auth: str
+    host: str = "api"
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """A request the fake refused because GitHub (or Cujo's rules) would not accept it."""
+
+    method: str
+    path: str
+    reason: str
+
+
+@dataclass
+class Fault:
+    """An answer forced on the next matching requests, instead of the modelled one."""
+
+    method: str | None
+    path: re.Pattern[str] | None
+    times: int
+    status: int = 502
+    body: bytes | None = None
+    delay_s: float = 0.0
+    then_serve: bool = False  # after the delay, answer normally
+
+    def matches(self, method: str, path: str) -> bool:
+        """Say whether this fault applies to a request."""
+        return (self.method is None or self.method == method) and (
+            self.path is None or bool(self.path.search(path))
+        )
+
+
+@dataclass(frozen=True)
+class Token:
+    """An installation token the fake issued."""
+
+    value: str
+    installation_id: int
+    serial: int
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """A workflow dispatch, as handed to the registered Actions behaviour."""
+
+    repo: str
+    workflow_file: str
+    ref: str
+    inputs: dict[str, Any]
+    run_id: int
+    head_sha: str
+
+
+@dataclass
+class Workflow:
+    """A workflow file on the default branch; ``run_name`` renders its run-name."""
+
+    id: int
+    path: str
+    name: str
+    run_name: Callable[[Mapping[str, Any]], str] | None = None
+
+
+@dataclass
+class RepoState:
+    """One repository: its refs, files, pull requests and everything posted on it."""
+
+    full_name: str
+    id: int
+    default_branch: str = "main"
+    branches: dict[str, str] = field(default_factory=dict)
+    files: dict[tuple[str, str], bytes] = field(default_factory=dict)
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    reviews: dict[int, dict[str, Any]] = field(default_factory=dict)
+    reactions: list[dict[str, Any]] = field(default_factory=list)
+    comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    roles: dict[str, str] = field(default_factory=dict)
+    workflows: dict[str, Workflow] = field(default_factory=dict)
+    runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    artifacts: dict[int, dict[str, Any]] = field(default_factory=dict)
+    archives: dict[int, bytes] = field(default_factory=dict)
+    rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    protection: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class FakeState:
+    """Everything the fake GitHub holds, behind one lock."""
+
+    def __init__(
+        self,
+        *,
+        app_id: int,
+        public_key_pem: str,
+        clock: Callable[[], float] = time.time,
+        web_url: str = "https://github.com",
+    ) -> None:
+        self.lock = threading.RLock()
+        self.app_id = app_id
+        self.public_key_pem = public_key_pem
+        self.clock = clock
+        self.web_url = web_url
+        self.api_url = ""  # set by the server once it listens
+        self.blob_url = ""
+        self.installations: dict[int, set[str]] = {}
+        self.tokens: dict[str, Token] = {}
+        self.repos: dict[str, RepoState] = {}
+        self.requests: list[Recorded] = []
+        self.unknown_requests: list[Unknown] = []
+        self.faults: list[Fault] = []
+        self.dispatch_returns_details = True
+        self.token_lifetime_s = 3600.0
+        self.blobs: dict[str, tuple[bytes, float]] = {}
+        self.blob_declares_length = True  # False: stream the archive until the socket closes
+        self.hooks: list[tuple[Callable[[Dispatch], None], bool]] = []
+        self._pending = 0  # background hooks not yet returned
+        self._idle = threading.Condition(self.lock)
+        self.hook_errors: list[BaseException] = []
+        self.release = threading.Event()  # set at teardown: ends every injected delay
+        self._next_id = 1000
+
+    # -- ids and records --
+
+    def next_id(self) -> int:
+        """Return a fresh id, unique across every kind of object."""
+        with self.lock:
+            self._next_id += 1
+            return self._next_id
+
+    def record(self, entry: Recorded) -> None:
+        """Keep a request for assertions."""
+        with self.lock:
+            self.requests.append(entry)
+
+    def refuse(self, method: str, path: str, reason: str) -> None:
+        """Note a request GitHub would not know or Cujo must never send; the test fails."""
+        with self.lock:
+            self.unknown_requests.append(Unknown(method, path, reason))
+
+    def calls(self, method: str | None = None, path: str | None = None) -> list[Recorded]:
+        """Return the recorded requests matching a method and a path regex."""
+        with self.lock:
+            return [
+                r
+                for r in self.requests
+                if (method is None or r.method == method)
+                and (path is None or re.search(path, r.path))
+            ]
+
+    # -- setting the world up --
+
+    def add_installation(self, installation_id: int, repos: set[str] | None = None) -> None:
+        """Install the App somewhere."""
+        with self.lock:
+            self.installations.setdefault(installation_id, set()).update(repos or set())
+
+    def add_repo(
+        self, full_name: str, *, installation_id: int | None = None, default_branch: str = "main"
+    ) -> RepoState:
+        """Create a repository (with its default branch) and install the App on it."""
+        with self.lock:
+            repo = RepoState(full_name, self.next_id(), default_branch)
+            repo.branches[default_branch] = fake_sha()
+            self.repos[full_name] = repo
+            if installation_id is not None:
+                self.add_installation(installation_id, {full_name})
+            return repo
+
+    def add_pull(
+        self,
+        repo: str,
+        number: int,
+        *,
+        head_sha: str | None = None,
+        base_sha: str | None = None,
+        base_ref: str = "main",
+        head_ref: str = "feature",
+        author: str = "alice",
+        author_type: str = "User",
+        draft: bool = False,
+        state: str = "open",
+        head_repo: str | None = "",
+    ) -> dict[str, Any]:
+        """Open a pull request; ``head_repo`` "" means the same repository, None a deleted fork."""
+        r = self.repos[repo]
+        head_full = repo if head_repo == "" else head_repo
+        user = {"login": author, "id": self.next_id(), "type": author_type}
+        pr = {
+            "id": self.next_id(),
+            "number": number,
+            "state": state,
+            "draft": draft,
+            "title": f"Pull request {number}",
+            "user": user,
+            "html_url": f"{self.web_url}/{repo}/pull/{number}",
+            "head": {
+                "ref": head_ref,
+                "sha": head_sha or fake_sha(),
+                "label": f"{author}:{head_ref}",
+                "repo": None if head_full is None else {"full_name": head_full, "id": 1},
+            },
+            "base": {
+                "ref": base_ref,
+                "sha": base_sha or r.branches.get(base_ref) or fake_sha(),
+                "repo": {"full_name": repo, "id": r.id},
+            },
+        }
+        with self.lock:
+            r.pulls[number] = pr
+        return pr
+
+    def put_file(self, repo: str, ref: str, path: str, content: bytes | str) -> None:
+        """Place a file at a ref (a branch name or a commit SHA)."""
+        data = content.encode() if isinstance(content, str) else content
+        with self.lock:
+            self.repos[repo].files[(ref, path)] = data
+
+    def set_role(self, repo: str, login: str, role: str) -> None:
+        """Give a user a role: admin, maintain, write, triage, read, none, or a custom one."""
+        with self.lock:
+            self.repos[repo].roles[login] = role
+
+    def add_workflow(
+        self,
+        repo: str,
+        path: str,
+        name: str = "Cujo",
+        run_name: Callable[[Mapping[str, Any]], str] | None = None,
+    ) -> Workflow:
+        """Put a workflow file on the default branch."""
+        wf = Workflow(self.next_id(), path, name, run_name)
+        with self.lock:
+            self.repos[repo].workflows[path] = wf
+        return wf
+
+    def add_run(
+        self,
+        repo: str,
+        workflow_file: str,
+        *,
+        head_sha: str | None = None,
+        display_title: str | None = None,
+        status: str = "queued",
+        conclusion: str | None = None,
+        created_at: float | None = None,
+        event: str = "workflow_dispatch",
+        head_branch: str | None = None,
+        inputs: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Create a workflow run, as a dispatch (or a test) does."""
+        r = self.repos[repo]
+        wf = r.workflows[workflow_file]
+        run_id = self.next_id()
+        title = display_title or (wf.run_name(inputs or {}) if wf.run_name else wf.name)
+        run = {
+            "id": run_id,
+            "name": wf.name,
+            "display_title": title,
+            "path": f".github/workflows/{wf.path}",
+            "workflow_id": wf.id,
+            "event": event,
+            "status": status,
+            "conclusion": conclusion,
+            "head_sha": head_sha or r.branches[r.default_branch],
+            "head_branch": head_branch or r.default_branch,
+            "run_attempt": 1,
+            "run_number": len(r.runs) + 1,
+            "created_at": iso(created_at if created_at is not None else self.clock()),
+            "html_url": f"{self.web_url}/{repo}/actions/runs/{run_id}",
+            "url": f"{self.api_url}/repos/{repo}/actions/runs/{run_id}",
+            "_workflow_file": workflow_file,
+            "_created": created_at if created_at is not None else self.clock(),
+            "_inputs": dict(inputs or {}),
+        }
+        with self.lock:
+            r.runs[run_id] = run
+        return run
+
+    def set_run(
+        self, repo: str, run_id: int, *, status: str, conclusion: str | None = None
+    ) -> dict[str, Any]:
+        """Move a workflow run (queued, in_progress, waiting, completed with a conclusion)."""
+        with self.lock:
+            run = self.repos[repo].runs[run_id]
+            run["status"] = status
+            run["conclusion"] = conclusion
+            return run
+
+    def add_artifact(
+        self,
+        repo: str,
+        run_id: int,
+        name: str = "cujo-reports",
+        *,
+        files: Mapping[str, bytes | str] | None = None,
+        archive: bytes | None = None,
+        expired: bool = False,
+    ) -> dict[str, Any]:
+        """Upload an artifact to a run: ``files`` zipped, or a raw ``archive``."""
+        data = archive if archive is not None else zip_bytes(files or {})
+        r = self.repos[repo]
+        run = r.runs[run_id]
+        art_id = self.next_id()
+        now = self.clock()
+        art = {
+            "id": art_id,
+            "node_id": f"MDg6QXJ0aWZhY3Q{art_id}",
+            "name": name,
+            "size_in_bytes": len(data),
+            "url": f"{self.api_url}/repos/{repo}/actions/artifacts/{art_id}",
+            "archive_download_url": f"{self.api_url}/repos/{repo}/actions/artifacts/{art_id}/zip",
+            "expired": expired,
+            "created_at": iso(now),
+            "updated_at": iso(now),
+            "expires_at": iso(now + 90 * 86400),
+            "workflow_run": {
+                "id": run_id,
+                "repository_id": r.id,
+                "head_repository_id": r.id,
+                "head_branch": run["head_branch"],
+                "head_sha": run["head_sha"],
+            },
+        }
+        with self.lock:
+            r.artifacts[art_id] = art
+            r.archives[art_id] = data
+        return art
+
+    def set_rules(self, repo: str, branch: str, rules: list[dict[str, Any]]) -> None:
+        """Set the active ruleset rules GitHub reports for a branch."""
+        with self.lock:
+            self.repos[repo].rules[branch] = rules
+
+    def set_protection(self, repo: str, branch: str, protection: dict[str, Any] | None) -> None:
+        """Set (or, with None, remove) a branch's classic protection."""
+        with self.lock:
+            if protection is None:
+                self.repos[repo].protection.pop(branch, None)
+            else:
+                self.repos[repo].protection[branch] = protection
+
+    # -- faults --
+
+    def fail_next(
+        self,
+        times: int = 1,
+        *,
+        status: int = 502,
+        method: str | None = None,
+        path: str | None = None,
+    ) -> None:
+        """Answer the next ``times`` matching requests with ``status`` and no useful body."""
+        body = b'{"message": "Server Error"}'
+        self._add_fault(Fault(method, _rx(path), times, status, body))
+
+    def answer_next(
+        self,
+        method: str,
+        path: str,
+        body: bytes | str,
+        *,
+        status: int = 200,
+        times: int = 1,
+    ) -> None:
+        """Answer the next matching requests with this exact body (e.g. malformed JSON)."""
+        raw = body.encode() if isinstance(body, str) else body
+        self._add_fault(Fault(method, _rx(path), times, status, raw))
+
+    def delay_next(
+        self, seconds: float, *, method: str | None = None, path: str | None = None
+    ) -> None:
+        """Hold the next matching request this long (or until teardown) before answering."""
+        self._add_fault(Fault(method, _rx(path), 1, delay_s=seconds, then_serve=True))
+
+    def _add_fault(self, fault: Fault) -> None:
+        with self.lock:
+            self.faults.append(fault)
+
+    def take_fault(self, method: str, path: str) -> Fault | None:
+        """Consume one use of the first fault that matches a request."""
+        with self.lock:
+            for fault in self.faults:
+                if fault.matches(method, path):
+                    fault.times -= 1
+                    if fault.times <= 0:
+                        self.faults.remove(fault)
+                    return fault
+        return None
+
+    # -- Actions behaviour --
+
+    def on_dispatch(self, hook: Callable[[Dispatch], None], *, background: bool = True) -> None:
+        """Call ``hook`` for every workflow dispatch: Actions, as the test wants it to behave.
+
+        In the background (the default) the hook starts once the dispatch is answered and
+        may take as long as a real run; ``wait_for_actions`` joins it. Otherwise it runs
+        before the dispatch is answered. Either way its exceptions fail the test.
+        """
+        with self.lock:
+            self.hooks.append((hook, background))
+
+    def hooks_before_answer(self, dispatch: Dispatch) -> None:
+        """Run the foreground hooks and count the background ones as pending."""
+        with self.lock:
+            hooks = list(self.hooks)
+            self._pending += sum(1 for _, background in hooks if background)
+        for hook, background in hooks:
+            if not background:
+                self._guarded(hook, dispatch)
+
+    def hooks_after_answer(self, dispatch: Dispatch) -> None:
+        """Start the background hooks once the dispatch has been answered."""
+        for hook, background in list(self.hooks):
+            if background:
+                t = threading.Thread(
+                    target=self._guarded,
+                    args=(hook, dispatch, True),
+                    name="fake-actions",
+                    daemon=True,
+                )
+                t.start()
+
+    def _guarded(
+        self, hook: Callable[[Dispatch], None], dispatch: Dispatch, pending: bool = False
+    ) -> None:
+        try:
+            hook(dispatch)
+        except BaseException as exc:  # surfaced at teardown
+            with self.lock:
+                self.hook_errors.append(exc)
+        finally:
+            if pending:
+                with self._idle:
+                    self._pending -= 1
+                    self._idle.notify_all()
+
+    def wait_for_actions(self, timeout_s: float = 60.0) -> None:
+        """Wait until every background Actions hook has returned."""
+        with self._idle:
+            if not self._idle.wait_for(lambda: self._pending == 0, timeout=timeout_s):
+                raise TimeoutError(f"{self._pending} Actions hooks still running")
+
+    # -- tokens and blobs --
+
+    def issue_token(self, installation_id: int) -> Token:
+        """Mint an installation token."""
+        with self.lock:
+            serial = sum(1 for t in self.tokens.values() if t.installation_id == installation_id)
+            token = Token(
+                "ghs_" + secrets.token_urlsafe(27),
+                installation_id,
+                serial + 1,
+                self.clock() + self.token_lifetime_s,
+            )
+            self.tokens[token.value] = token
+            return token
+
+    def expire_tokens(self) -> None:
+        """Make every issued token expired, as if an hour had passed."""
+        with self.lock:
+            for value, token in list(self.tokens.items()):
+                self.tokens[value] = Token(
+                    token.value, token.installation_id, token.serial, self.clock() - 1
+                )
+
+    def blob_for(self, data: bytes) -> str:
+        """Return a one-minute download URL on the blob host for some bytes."""
+        key = secrets.token_urlsafe(16)
+        with self.lock:
+            self.blobs[key] = (data, self.clock() + 60)
+        return f"{self.blob_url}/blob/{key}"
+
+
+def _rx(path: str | None) -> re.Pattern[str] | None:
+    return None if path is None else re.compile(path)
+
+
+def b64(data: bytes) -> str:
+    """Encode content the way the contents API does (wrapped at 60 characters)."""
+    text = base64.b64encode(data).decode()
+    return "\n".join(text[i : i + 60] for i in range(0, len(text), 60)) + "\n"
