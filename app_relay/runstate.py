@@ -1,0 +1,203 @@
+"""The run state machine and what GitHub shows for each state (DESIGN section 3), pure.
+
+``runs.py`` does the I/O; this module only answers, from plain values: may a run move
+from one state to another, what the ``cujo/guard`` check says, which reaction goes on
+the pull request, which of the two posting functions (if any) a verdict calls, and the
+review's body. Red (``failure``) is reserved for a dangerous pull request: an ``error``
+is ``action_required`` (with a Retry button) or ``neutral``, never red.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from app_relay.decide.verdict import Finding, Verdict
+
+RunState = Literal[
+    "running", "waiting", "clean", "unproven", "blocked", "dismissed", "error", "superseded"
+]
+Review = Literal["advisory", "blocking"]
+CheckStatus = Literal["queued", "in_progress", "completed"]
+Conclusion = Literal["success", "failure", "neutral", "action_required", "skipped"]
+
+GUARD = "cujo/guard"
+RETRY_ACTION = "retry"
+MAX_SUMMARY = 60_000  # GitHub caps a check run's output.summary at 65,535 characters
+
+# Where a run may go from each state. A new commit gets a new run: nothing is carried
+# forward, so no state leads back to `running` but an errored run's retry on its commit.
+TRANSITIONS: dict[RunState, frozenset[RunState]] = {
+    "running": frozenset({"waiting", "clean", "unproven", "blocked", "error", "superseded"}),
+    "waiting": frozenset({"running", "clean", "unproven", "blocked", "error", "superseded"}),
+    "blocked": frozenset({"dismissed", "superseded"}),
+    "dismissed": frozenset({"blocked", "superseded"}),
+    "error": frozenset({"running", "dismissed", "superseded"}),
+    "clean": frozenset({"superseded"}),
+    "unproven": frozenset({"superseded"}),
+    "superseded": frozenset(),
+}
+
+
+class IllegalTransition(ValueError):
+    """A move the state machine does not allow (a bug, or a late and stale event)."""
+
+
+def transition(current: RunState, target: RunState) -> RunState:
+    """Return ``target`` when a run may move there from ``current``; raise otherwise."""
+    if target not in TRANSITIONS[current]:
+        raise IllegalTransition(f"a run cannot go from {current} to {target}")
+    return target
+
+
+def review_for(state: RunState) -> Review | None:
+    """Return which posting function a finished run calls (never one that approves)."""
+    if state in ("clean", "unproven"):
+        return "advisory"
+    if state == "blocked":
+        return "blocking"
+    return None
+
+
+def reaction_for(state: RunState) -> str | None:
+    """Return the reaction the pull request gets when a run enters ``state``."""
+    return {
+        "running": "eyes",
+        "clean": "+1",
+        "unproven": "+1",
+        "blocked": "-1",
+        "error": "confused",
+    }.get(state)
+
+
+@dataclass(frozen=True)
+class GuardView:
+    """What ``cujo/guard`` shows: status, conclusion, title, summary and buttons."""
+
+    status: CheckStatus
+    conclusion: Conclusion | None
+    title: str
+    summary: str
+    actions: tuple[dict[str, str], ...] = field(default=())
+
+
+def guard_for(
+    state: RunState,
+    *,
+    summary: str = "",
+    on_error: Literal["hold", "pass"] = "hold",
+    holds: str = "unknown",
+    waiting_on: str = "",
+    dismissed_by: str = "",
+    diff_review: bool = False,
+) -> GuardView:
+    """Return the check's face for a run in ``state`` (DESIGN section 3's table)."""
+    kind = "diff review" if diff_review else "sandbox review"
+    hold_line = _holds_line(holds)
+    if state == "running":
+        return GuardView("in_progress", None, f"Cujo: {kind} running", _join(summary, hold_line))
+    if state == "waiting":
+        who = waiting_on or "a person"
+        text = f"The sandbox job waits on {who} (environment approval)."
+        return GuardView("in_progress", None, "Cujo: waiting on approval", _join(text, summary))
+    if state == "clean":
+        return GuardView("completed", "success", f"Cujo: clean ({kind})", _join(summary))
+    if state == "unproven":
+        title = "Cujo: unproven — some checks produced no evidence"
+        return GuardView("completed", "neutral", title, _join(summary))
+    if state == "blocked":
+        return GuardView(
+            "completed", "failure", "Cujo: blocked — dangerous behaviour", _join(summary, hold_line)
+        )
+    if state == "dismissed":
+        by = dismissed_by or "a maintainer"
+        text = f"The block on this commit was dismissed by {by}; the findings stand."
+        return GuardView("completed", "success", f"Cujo: dismissed by {by}", _join(text, summary))
+    if state == "error":
+        text = "Cujo could not finish this review; this says nothing about the pull request."
+        if on_error == "pass":
+            return GuardView(
+                "completed", "neutral", "Cujo: error (not holding: on_error pass)",
+                _join(text, summary),
+            )  # fmt: skip
+        retry = {
+            "label": "Retry",
+            "description": "Run Cujo's review of this commit again",
+            "identifier": RETRY_ACTION,
+        }
+        return GuardView(
+            "completed", "action_required", "Cujo: error — retry or dismiss",
+            _join(text, summary, "Retry, or lift the hold with `/cujo dismiss`."), (retry,),
+        )  # fmt: skip
+    text = "A newer commit was pushed; this run was stopped and posts nothing."
+    return GuardView("completed", "skipped", "Cujo: superseded", text)
+
+
+def _holds_line(holds: str) -> str:
+    return {
+        "holds": "The block holds the merge: `cujo/guard` is a required check.",
+        "does-not-hold": "The block does NOT hold the merge: `cujo/guard` is not required "
+        "on this branch (add it to a ruleset or branch protection).",
+    }.get(holds, "Whether the block holds the merge is unknown (protection unreadable).")
+
+
+def _join(*parts: str) -> str:
+    text = "\n\n".join(p.strip() for p in parts if p and p.strip())
+    return text[:MAX_SUMMARY]
+
+
+def review_body(
+    verdict: Verdict,
+    *,
+    head_sha: str,
+    mode: Literal["sandbox", "diff"],
+    evidence: dict[str, str] | None = None,
+    unproven: Sequence[str] = (),
+) -> str:
+    """Return the review's Markdown: verdict, findings with their evidence, what is unproven.
+
+    Text that came from the pull request (hosts, paths, titles) goes inside code spans,
+    so it renders as data and cannot pose as Cujo's own words.
+    """
+    evidence = evidence or {}
+    kind = "Diff review" if mode == "diff" else "Sandbox review"
+    lines = [
+        f"**Cujo — {verdict.state}** ({kind} of `{head_sha[:12]}`)",
+        "",
+        _plain(verdict.summary),
+    ]
+    if verdict.findings:
+        lines += ["", "| | finding | evidence |", "|---|---|---|"]
+        for finding in verdict.findings:
+            lines.append(_finding_row(finding, evidence))
+    if unproven:
+        lines += ["", "Not proven:"] + [f"- {_code(line)}" for line in unproven]
+    if verdict.state == "blocked":
+        lines += [
+            "",
+            "A maintainer can lift this block on this commit with a comment holding only "
+            "`/cujo dismiss` on its own line.",
+        ]
+    return "\n".join(lines)[:MAX_SUMMARY]
+
+
+def _finding_row(finding: Finding, evidence: dict[str, str]) -> str:
+    cited = "<br>".join(
+        f"`{eid}` {_code(evidence[eid])}" if eid in evidence else f"`{eid}`"
+        for eid in finding.evidence[:5]
+    )
+    more = f" (+{len(finding.evidence) - 5} more)" if len(finding.evidence) > 5 else ""
+    return f"| {finding.severity} | `{finding.rule}` {_code(finding.title)} | {cited}{more} |"
+
+
+def _code(text: str) -> str:
+    """Return ``text`` as one inline code span that no backtick in it can break."""
+    flat = " ".join(text.split()).replace("|", "¦")
+    fence = "``" if "`" in flat else "`"
+    return f"{fence} {flat} {fence}" if fence == "``" else f"`{flat}`"
+
+
+def _plain(text: str) -> str:
+    # The summary is Cujo's own sentence, but it quotes hosts and commands: keep it flat.
+    return " ".join(text.split()).replace("@", "@\u200b")
