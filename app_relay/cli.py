@@ -7,6 +7,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -339,6 +340,90 @@ def _why(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+def relay_serve(args: argparse.Namespace) -> int:
+    """Serve the App: the webhook over HTTP and the worker pool, until SIGTERM or Ctrl-C."""
+    # The relay's web stack is imported here, so `cujo review` starts without it.
+    import logging  # noqa: PLC0415
+
+    import uvicorn  # noqa: PLC0415
+
+    from app_relay.events import Context, RecordingReviewer  # noqa: PLC0415
+    from app_relay.settings import SettingsError, load_settings  # noqa: PLC0415
+    from app_relay.web import create_app  # noqa: PLC0415
+    from app_relay.workers import PoolConfig, WorkerPool  # noqa: PLC0415
+
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"cujo relay serve: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        store = Store(settings.database_url)
+    except (OSError, SQLAlchemyError) as exc:
+        print(
+            f"cujo relay serve: cannot open the record {shown_url(settings.database_url)}: "
+            f"{_why(exc)}; check CUJO_DATABASE_URL",
+            file=sys.stderr,
+        )
+        return 3
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    try:
+        listener = socket.create_server((args.host, args.port), family=family, backlog=2048)
+    except OSError as exc:
+        store.close()
+        print(
+            f"cujo relay serve: cannot listen on {args.host}:{args.port}: {_why(exc)}",
+            file=sys.stderr,
+        )
+        return 3
+    pool = WorkerPool(
+        store,
+        Context(store=store, reviewer=RecordingReviewer(store)),
+        config=PoolConfig(workers=args.workers),
+    )
+    app = create_app(settings, store, on_recorded=pool.notify)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=30
+        )
+    )
+    # uvicorn takes SIGTERM and SIGINT while it serves, then raises the signal again once
+    # it has stopped; handlers of ours make that second delivery harmless, so the pool
+    # below still drains and the process exits 0.
+    stopped = threading.Event()
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: stopped.set())
+        for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    pool.start()
+    host, port = listener.getsockname()[:2]
+    print(
+        f"cujo relay: listening on http://{host}:{port} (record {shown_url(store.url)})",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        server.run(sockets=[listener])
+    finally:
+        app.state.intake.close()
+        drained = pool.stop(timeout=60)
+        store.close()
+        listener.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    print(
+        "cujo relay: stopped"
+        + (
+            ""
+            if drained
+            else " (a delivery was still in hand; it will be taken over when its lease runs out)"
+        ),
+        file=sys.stderr,
+    )
+    return 0 if drained else 3
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``cujo`` command."""
     parser = argparse.ArgumentParser(
@@ -354,9 +439,17 @@ def main(argv: list[str] | None = None) -> int:
     rev.add_argument(
         "--data-dir", type=Path, help="record and bundles (default ~/.local/share/cujo)"
     )
+    relay = sub.add_parser("relay", help="the GitHub App")
+    relay_sub = relay.add_subparsers(dest="relay_command", required=True)
+    serve = relay_sub.add_parser("serve", help="receive webhooks and review pull requests")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on (0: any)")
+    serve.add_argument("--workers", type=int, default=4, help="deliveries worked at once")
     args = parser.parse_args(argv)
     if args.command == "review":
         return review(args)
+    if args.command == "relay" and args.relay_command == "serve":
+        return relay_serve(args)
     return 2  # pragma: no cover - argparse rejects unknown commands first
 
 

@@ -2,8 +2,12 @@
 
 SQLite by default (one file the board and a review share), PostgreSQL for several relay
 instances. Every method is one transaction, committed before it returns, so a crash
-loses nothing that a method reported as done. ``Base.metadata`` is what Alembic will
-target; ``create_schema`` is the one place that becomes ``alembic upgrade head``.
+loses nothing that a method reported as done. ``Base.metadata`` is what the Alembic
+migrations in ``migrations/`` build; ``create_schema`` runs ``upgrade head`` on start.
+
+Deliveries are a durable queue: ``record_delivery`` (the webhook, before its 202),
+``claim_delivery`` (a worker takes one under a lease), ``finish_delivery``. A worker
+that dies leaves its lease to expire, and another worker takes the delivery over.
 """
 
 from __future__ import annotations
@@ -13,13 +17,16 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from alembic import command
+from alembic.config import Config
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     DateTime,
     Dialect,
     Engine,
@@ -27,15 +34,24 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Select,
     String,
     Text,
     UniqueConstraint,
+    and_,
     create_engine,
     event,
+    func,
+    inspect,
+    or_,
     select,
+    text,
+    update,
 )
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
@@ -57,7 +73,7 @@ SessionKind = Literal["local", "github"]
 SESSION_KINDS: tuple[SessionKind, ...] = get_args(SessionKind)
 Mode = Literal["sandbox", "diff"]
 MODES: tuple[Mode, ...] = get_args(Mode)
-DeliveryState = Literal["pending", "done", "failed"]
+DeliveryState = Literal["pending", "working", "done", "failed"]
 DELIVERY_STATES: tuple[DeliveryState, ...] = get_args(DeliveryState)
 Verb = Literal["dismiss", "reinstate"]
 VERBS: tuple[Verb, ...] = get_args(Verb)
@@ -67,6 +83,10 @@ JUDGE_KINDS: tuple[JudgeKind, ...] = get_args(JudgeKind)
 
 # How long a writer waits for another process (the board, a second review) to commit.
 BUSY_TIMEOUT_MS = 15_000
+# A delivery is tried at most this often (claims, including those whose worker died)
+# before it ends `failed`, so one that crashes its worker cannot loop forever.
+MAX_DELIVERY_ATTEMPTS = 5
+MAX_DELIVERY_ERROR = 2000
 MAX_EVENT_KIND = 64
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _BEGIN_OPTION = "cujo_sqlite_begin"
@@ -86,6 +106,10 @@ class UnknownSession(StoreError, LookupError):
 
 class RunClosed(StoreError):
     """The run was already decided, so it cannot be finished again."""
+
+
+class UnknownDelivery(StoreError, LookupError):
+    """No delivery has this id."""
 
 
 class UnknownState(StoreError, ValueError):
@@ -151,13 +175,18 @@ class DeliveryRow(Base):
     action: Mapped[str | None] = mapped_column(String(64))
     repo: Mapped[str | None] = mapped_column(String(256))
     installation_id: Mapped[int | None] = mapped_column(BigInteger)
-    payload: Mapped[str] = mapped_column(Text)  # the verified raw body, to resume from
+    body: Mapped[bytes] = mapped_column(LargeBinary)  # the verified raw body, byte for byte
     state: Mapped[DeliveryState] = mapped_column(
         _choice("delivery_state", DELIVERY_STATES), default="pending"
     )
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text)
     received_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # A pending delivery waits until then (a retry backs off); a working one is held by
+    # worker_id until lease_until, after which another worker may take it over.
+    available_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    worker_id: Mapped[str | None] = mapped_column(String(128))
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
     done_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     __table_args__ = (Index("ix_deliveries_state", "state", "received_at"),)
@@ -257,12 +286,113 @@ class CommandRow(Base):
     __table_args__ = (UniqueConstraint("comment_id", "verb"),)
 
 
+class ReviewRequestRow(Base):
+    """A pull request head that asked for a review; runs.py claims it (PART C)."""
+
+    __tablename__ = "review_requests"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    # One per delivery: a delivery handled twice (a retry) asks once.
+    delivery_id: Mapped[str] = mapped_column(ForeignKey("deliveries.id"), unique=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"), index=True)
+    installation_id: Mapped[int | None] = mapped_column(BigInteger)
+    action: Mapped[str] = mapped_column(String(64))
+    head_sha: Mapped[str] = mapped_column(String(40))
+    base_sha: Mapped[str] = mapped_column(String(40))
+    base_ref: Mapped[str] = mapped_column(String(256))
+    author: Mapped[str] = mapped_column(String(64))
+    author_type: Mapped[str] = mapped_column(String(32))  # GitHub's `type`: User, Bot, …
+    draft: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+# The first revision: the tables as `create_all` made them before there were migrations.
+FIRST_REVISION = "0001"
+# Relays sharing one PostgreSQL database migrate one at a time under this lock.
+_MIGRATION_LOCK = 0x43756A6F
+
+
 def create_schema(engine: Engine) -> None:
-    """Create the tables that are missing (Alembic's `upgrade head` replaces this)."""
-    Base.metadata.create_all(engine)
+    """Bring the record to the newest revision (Alembic's ``upgrade head``), under a lock."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    # One transaction holding the write lock (BEGIN IMMEDIATE on SQLite, an advisory lock
+    # on PostgreSQL): relays starting at once migrate one after the other.
+    with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+        config.attributes["connection"] = connection
+        tables = set(inspect(connection).get_table_names())
+        if "alembic_version" not in tables and "runs" in tables:
+            # A record made before migrations existed holds exactly the first revision.
+            command.stamp(config, FIRST_REVISION)
+        command.upgrade(config, "head")
 
 
 # --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class NewDelivery:
+    """A verified delivery about to be recorded."""
+
+    id: str
+    event: str
+    action: str | None
+    installation_id: int | None
+    repo: str | None
+    body: bytes
+
+    def check(self) -> None:
+        """Raise ``ValueError`` unless every field fits the record."""
+        if not self.id or len(self.id) > 64:
+            raise ValueError(f"a delivery id has 1 to 64 characters, got {self.id!r}")
+        if not self.event or len(self.event) > 64:
+            raise ValueError(f"an event name has 1 to 64 characters, got {self.event!r}")
+        if self.action is not None and len(self.action) > 64:
+            raise ValueError("an action has at most 64 characters")
+        if self.repo is not None and len(self.repo) > 256:
+            raise ValueError("a repository name has at most 256 characters")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A webhook delivery as the record holds it."""
+
+    id: str
+    event: str
+    action: str | None
+    installation_id: int | None
+    repo: str | None
+    body: bytes
+    state: DeliveryState
+    attempts: int
+    error: str | None
+    received_at: datetime
+    worker_id: str | None
+    lease_until: datetime | None
+    done_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ReviewRequest:
+    """A pull request head that asked for a review."""
+
+    id: int
+    delivery_id: str
+    session_id: str
+    repo: str
+    pr_number: int
+    installation_id: int | None
+    action: str
+    head_sha: str
+    base_sha: str
+    base_ref: str
+    author: str
+    author_type: str
+    draft: bool
+    created_at: datetime
 
 
 @dataclass(frozen=True)
@@ -344,6 +474,24 @@ def _sqlite_begin(conn: Connection) -> None:
     conn.exec_driver_sql(f"BEGIN {mode}")
 
 
+def _delivery(row: DeliveryRow) -> Delivery:
+    return Delivery(
+        id=row.id,
+        event=row.event,
+        action=row.action,
+        installation_id=row.installation_id,
+        repo=row.repo,
+        body=row.body,
+        state=row.state,
+        attempts=row.attempts,
+        error=row.error,
+        received_at=row.received_at,
+        worker_id=row.worker_id,
+        lease_until=row.lease_until,
+        done_at=row.done_at,
+    )
+
+
 def _require(what: str, value: str, allowed: Sequence[str]) -> None:
     if value not in allowed:
         raise UnknownState(f"unknown {what} {value!r}; expected one of {', '.join(allowed)}")
@@ -380,6 +528,263 @@ class Store:
     def _read(self) -> Iterator[Session]:
         with self._reads.begin() as session:
             yield session
+
+    # ---------------------------------------------------------------- deliveries
+
+    def record_delivery(
+        self,
+        delivery_id: str,
+        event: str,
+        action: str | None,
+        installation_id: int | None,
+        repo: str | None,
+        body: bytes,
+    ) -> bool:
+        """Record a verified delivery as `pending`; return False if its id was seen before."""
+        new = NewDelivery(delivery_id, event, action, installation_id, repo, body)
+        return self.record_deliveries([new])[0]
+
+    def record_deliveries(self, deliveries: Sequence[NewDelivery]) -> list[bool]:
+        """Record deliveries in one transaction; say for each whether it was new.
+
+        One commit (one sync to disk) for a batch is what lets the webhook keep up with
+        a burst: the web app gathers the deliveries that arrive together and calls this.
+        """
+        for new in deliveries:
+            new.check()
+        if not deliveries:
+            return []
+        now = self._clock()
+        rows = [
+            {
+                "id": new.id,
+                "event": new.event,
+                "action": new.action,
+                "installation_id": new.installation_id,
+                "repo": new.repo,
+                "body": bytes(new.body),
+                "state": "pending",
+                "attempts": 0,
+                "received_at": now,
+                "available_at": now,
+            }
+            for new in deliveries
+        ]
+        dialect = self._engine.dialect.name
+        insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+        # A redelivery keeps its id (X-GitHub-Delivery): the first record of it wins.
+        statement = (
+            insert(DeliveryRow)
+            .on_conflict_do_nothing(index_elements=["id"])
+            .returning(DeliveryRow.id)
+        )
+        with self._write() as session:
+            inserted = set(session.scalars(statement, rows))
+        answers: list[bool] = []
+        for new in deliveries:
+            answers.append(new.id in inserted)
+            inserted.discard(new.id)  # the same id twice in one batch is new once
+        return answers
+
+    def claim_delivery(
+        self, worker_id: str, lease_s: float, *, max_attempts: int = MAX_DELIVERY_ATTEMPTS
+    ) -> Delivery | None:
+        """Take the oldest pending delivery, or one whose worker's lease ran out, under a lease.
+
+        Each claim counts as an attempt, so a delivery that kills every worker taking it
+        ends `failed` once ``max_attempts`` leases have run out, instead of looping.
+        """
+        if not worker_id or len(worker_id) > 128:
+            raise ValueError("a worker id has 1 to 128 characters")
+        if lease_s <= 0:
+            raise ValueError("a lease lasts more than 0 seconds")
+        now = self._clock()
+        with self._write() as session:
+            session.execute(
+                update(DeliveryRow)
+                .where(
+                    DeliveryRow.state == "working",
+                    DeliveryRow.lease_until < now,
+                    DeliveryRow.attempts >= max_attempts,
+                )
+                .values(
+                    state="failed",
+                    error=f"gave up after {max_attempts} attempts: the worker holding it "
+                    "stopped before finishing (its lease ran out)",
+                    worker_id=None,
+                    lease_until=None,
+                    done_at=now,
+                )
+            )
+            # SKIP LOCKED lets relays sharing PostgreSQL take different deliveries at once;
+            # SQLite renders no FOR UPDATE and serializes claims with BEGIN IMMEDIATE.
+            row = session.scalar(
+                select(DeliveryRow)
+                .where(
+                    or_(
+                        and_(DeliveryRow.state == "pending", DeliveryRow.available_at <= now),
+                        and_(DeliveryRow.state == "working", DeliveryRow.lease_until < now),
+                    )
+                )
+                .order_by(DeliveryRow.received_at, DeliveryRow.id)
+                .limit(1)
+                .with_for_update(skip_locked=True)
+            )
+            if row is None:
+                return None
+            if row.state == "working":
+                row.error = f"taken over from {row.worker_id}, whose lease ran out"
+            row.state = "working"
+            row.worker_id = worker_id
+            row.lease_until = now + timedelta(seconds=lease_s)
+            row.attempts += 1
+            return _delivery(row)
+
+    def renew_lease(self, delivery_id: str, worker_id: str, lease_s: float) -> bool:
+        """Extend a worker's lease on a delivery; return False if it no longer holds it."""
+        now = self._clock()
+        with self._write() as session:
+            done = session.execute(
+                update(DeliveryRow)
+                .where(
+                    DeliveryRow.id == delivery_id,
+                    DeliveryRow.state == "working",
+                    DeliveryRow.worker_id == worker_id,
+                )
+                .values(lease_until=now + timedelta(seconds=lease_s))
+            )
+            return bool(getattr(done, "rowcount", 0))
+
+    def finish_delivery(
+        self,
+        delivery_id: str,
+        ok: bool,
+        detail: str = "",
+        *,
+        worker_id: str | None = None,
+        final: bool = False,
+        retry_in_s: float = 0.0,
+        max_attempts: int = MAX_DELIVERY_ATTEMPTS,
+    ) -> bool:
+        """End a claimed delivery: `done`, back to `pending` to retry, or `failed`.
+
+        A failure is retried after ``retry_in_s`` until ``max_attempts`` claims, or not at
+        all when ``final`` (retrying cannot help). With ``worker_id``, only that worker's
+        claim is finished: False means its lease ran out and another worker holds it.
+        """
+        now = self._clock()
+        with self._write() as session:
+            row = session.scalar(
+                select(DeliveryRow).where(DeliveryRow.id == delivery_id).with_for_update()
+            )
+            if row is None:
+                raise UnknownDelivery(f"no delivery {delivery_id!r}")
+            if row.state != "working" or (worker_id is not None and row.worker_id != worker_id):
+                return False
+            why = clip(detail.strip() or "no reason was given", MAX_DELIVERY_ERROR)
+            if ok:
+                row.state, row.error, row.done_at = "done", None, now
+            elif final or row.attempts >= max_attempts:
+                row.state, row.done_at = "failed", now
+                row.error = f"failed after {row.attempts} attempt(s): {why}"
+            else:
+                row.state, row.error = "pending", why
+                row.available_at = now + timedelta(seconds=max(retry_in_s, 0.0))
+            row.worker_id = None
+            row.lease_until = None
+            return True
+
+    def get_delivery(self, delivery_id: str) -> Delivery:
+        """Return one delivery."""
+        with self._read() as session:
+            row = session.get(DeliveryRow, delivery_id)
+            if row is None:
+                raise UnknownDelivery(f"no delivery {delivery_id!r}")
+            return _delivery(row)
+
+    def count_deliveries(self, *states: DeliveryState) -> int:
+        """Return how many deliveries are in ``states`` (all of them when none are given)."""
+        for state in states:
+            _require("delivery state", state, DELIVERY_STATES)
+        query = select(func.count()).select_from(DeliveryRow)
+        if states:
+            query = query.where(DeliveryRow.state.in_(states))
+        with self._read() as session:
+            return int(session.scalar(query) or 0)
+
+    # ---------------------------------------------------------------- review requests
+
+    def request_review(
+        self,
+        *,
+        delivery_id: str,
+        session_id: str,
+        installation_id: int | None,
+        action: str,
+        head_sha: str,
+        base_sha: str,
+        base_ref: str,
+        author: str,
+        author_type: str,
+        draft: bool,
+    ) -> int:
+        """Record that a head asks for a review, once per delivery; return the request id."""
+        for name, sha in (("base_sha", base_sha), ("head_sha", head_sha)):
+            if not _SHA.match(sha):
+                raise ValueError(f"{name} must be 40 lowercase hex digits, got {sha!r}")
+        with self._write() as session:
+            found = session.scalar(
+                select(ReviewRequestRow.id).where(ReviewRequestRow.delivery_id == delivery_id)
+            )
+            if found is not None:
+                return found
+            if session.get(SessionRow, session_id) is None:
+                raise UnknownSession(f"no session {session_id!r}")
+            row = ReviewRequestRow(
+                delivery_id=delivery_id,
+                session_id=session_id,
+                installation_id=installation_id,
+                action=action,
+                head_sha=head_sha,
+                base_sha=base_sha,
+                base_ref=base_ref,
+                author=author,
+                author_type=author_type,
+                draft=draft,
+                created_at=self._clock(),
+            )
+            session.add(row)
+            session.flush()
+            return row.id
+
+    def review_requests(self, session_id: str | None = None) -> list[ReviewRequest]:
+        """Return the review requests (of one session), oldest first."""
+        query = select(ReviewRequestRow, SessionRow).join(
+            SessionRow, SessionRow.id == ReviewRequestRow.session_id
+        )
+        if session_id is not None:
+            query = query.where(ReviewRequestRow.session_id == session_id)
+        with self._read() as session:
+            rows = session.execute(query.order_by(ReviewRequestRow.id)).all()
+            return [
+                ReviewRequest(
+                    id=r.id,
+                    delivery_id=r.delivery_id,
+                    session_id=r.session_id,
+                    repo=s.repo,
+                    pr_number=s.pr_number or 0,
+                    installation_id=r.installation_id,
+                    action=r.action,
+                    head_sha=r.head_sha,
+                    base_sha=r.base_sha,
+                    base_ref=r.base_ref,
+                    author=r.author,
+                    author_type=r.author_type,
+                    draft=r.draft,
+                    created_at=r.created_at,
+                )
+                for r, s in rows
+            ]
 
     # ---------------------------------------------------------------- sessions
 

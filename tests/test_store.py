@@ -357,3 +357,185 @@ def test_an_in_memory_store_works_for_quick_runs():
         store.finish_run("run-1", blocked_verdict())
 
         assert store.get_run("run-1").findings == tuple(blocked_verdict().findings)
+
+
+# --------------------------------------------------------------------------- deliveries
+
+
+class SetClock:
+    """A clock that stands still until the test moves it."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def clock():
+    return SetClock()
+
+
+@pytest.fixture
+def queue(url, clock):
+    with Store(url, clock=clock) as opened:
+        yield opened
+
+
+def recorded(store: Store, delivery_id: str = "d-1") -> None:
+    assert store.record_delivery(delivery_id, "pull_request", "opened", 9, "octo/repo", b"{}")
+
+
+def test_a_delivery_is_recorded_once_per_id(queue):
+    assert queue.record_delivery("d-1", "pull_request", "opened", 9, "octo/repo", b'{"a": 1}')
+    assert not queue.record_delivery("d-1", "pull_request", "opened", 9, "octo/repo", b"{}")
+
+    kept = queue.get_delivery("d-1")
+    assert (kept.body, kept.state, kept.attempts) == (b'{"a": 1}', "pending", 0)
+    assert queue.count_deliveries() == 1
+
+
+def test_claims_take_the_oldest_pending_delivery_once(queue, clock):
+    recorded(queue, "d-1")
+    clock.now += timedelta(seconds=1)
+    recorded(queue, "d-2")
+
+    first = queue.claim_delivery("w1", 30)
+    second = queue.claim_delivery("w2", 30)
+
+    assert first is not None
+    assert second is not None
+    assert (first.id, first.worker_id, first.attempts) == ("d-1", "w1", 1)
+    assert first.lease_until == clock.now + timedelta(seconds=30)
+    assert second.id == "d-2"
+    assert queue.claim_delivery("w3", 30) is None
+
+
+def test_an_expired_lease_is_taken_over_and_the_old_worker_cannot_finish(queue, clock):
+    recorded(queue)
+    assert queue.claim_delivery("dead", 30) is not None
+    clock.now += timedelta(seconds=29)
+    assert queue.claim_delivery("w2", 30) is None
+
+    clock.now += timedelta(seconds=2)
+    taken = queue.claim_delivery("w2", 30)
+
+    assert taken is not None
+    assert (taken.worker_id, taken.attempts) == ("w2", 2)
+    assert taken.error == "taken over from dead, whose lease ran out"
+    assert not queue.finish_delivery("d-1", True, worker_id="dead")
+    assert queue.finish_delivery("d-1", True, worker_id="w2")
+    assert queue.get_delivery("d-1").state == "done"
+    # Done is final: not claimed again, not finished again.
+    clock.now += timedelta(hours=1)
+    assert queue.claim_delivery("w3", 30) is None
+    assert not queue.finish_delivery("d-1", False, "late")
+
+
+def test_a_renewed_lease_is_not_taken_over(queue, clock):
+    recorded(queue)
+    queue.claim_delivery("w1", 30)
+    clock.now += timedelta(seconds=20)
+    assert queue.renew_lease("d-1", "w1", 30)
+    assert not queue.renew_lease("d-1", "someone-else", 30)
+    clock.now += timedelta(seconds=20)
+
+    assert queue.claim_delivery("w2", 30) is None
+
+
+def test_a_failure_is_retried_after_its_delay_then_fails_for_good(queue, clock):
+    recorded(queue)
+    for attempt in (1, 2):
+        claimed = queue.claim_delivery("w", 30, max_attempts=3)
+        assert claimed is not None
+        assert claimed.attempts == attempt
+        assert queue.finish_delivery("d-1", False, "boom", retry_in_s=10, max_attempts=3)
+        assert queue.get_delivery("d-1").state == "pending"
+        assert queue.claim_delivery("w", 30, max_attempts=3) is None  # backing off
+        clock.now += timedelta(seconds=10)
+
+    assert queue.claim_delivery("w", 30, max_attempts=3) is not None
+    assert queue.finish_delivery("d-1", False, "boom", max_attempts=3)
+
+    failed = queue.get_delivery("d-1")
+    assert (failed.state, failed.attempts) == ("failed", 3)
+    assert failed.error == "failed after 3 attempt(s): boom"
+    clock.now += timedelta(hours=1)
+    assert queue.claim_delivery("w", 30, max_attempts=3) is None
+
+
+def test_a_delivery_whose_workers_keep_dying_ends_failed(queue, clock):
+    recorded(queue)
+    for _ in range(3):
+        assert queue.claim_delivery("w", 5, max_attempts=3) is not None
+        clock.now += timedelta(seconds=6)
+
+    assert queue.claim_delivery("w", 5, max_attempts=3) is None
+
+    failed = queue.get_delivery("d-1")
+    assert failed.state == "failed"
+    assert "gave up after 3 attempts" in (failed.error or "")
+
+
+def test_a_final_failure_is_not_retried(queue):
+    recorded(queue)
+    queue.claim_delivery("w", 30)
+
+    assert queue.finish_delivery("d-1", False, "malformed", final=True)
+
+    assert queue.get_delivery("d-1").state == "failed"
+    assert queue.claim_delivery("w", 30) is None
+
+
+def test_a_review_request_is_recorded_once_per_delivery(queue):
+    recorded(queue)
+    session_id = queue.open_session("octo/repo", 7, "github")
+    fields = {
+        "delivery_id": "d-1",
+        "session_id": session_id,
+        "installation_id": 9,
+        "action": "opened",
+        "head_sha": HEAD,
+        "base_sha": BASE,
+        "base_ref": "main",
+        "author": "octocat",
+        "author_type": "User",
+        "draft": False,
+    }
+
+    first = queue.request_review(**fields)
+    again = queue.request_review(**fields)
+
+    assert first == again
+    [request] = queue.review_requests(session_id)
+    assert (request.repo, request.pr_number, request.head_sha) == ("octo/repo", 7, HEAD)
+    with pytest.raises(ValueError, match="head_sha"):
+        queue.request_review(**{**fields, "delivery_id": "d-2", "head_sha": "HEAD"})
+
+
+def test_migrations_adopt_a_record_made_before_them(tmp_path):
+    url = f"sqlite:///{tmp_path}/old.db"
+    # The record as `create_all` made it before migrations: revision 0001, unstamped.
+    from alembic import command
+    from alembic.config import Config
+
+    from app_relay.store import MIGRATIONS
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("sqlalchemy.url", url)
+    command.upgrade(config, "0001")
+    raw = sqlite3.connect(f"{tmp_path}/old.db")
+    raw.execute("DROP TABLE alembic_version")
+    raw.execute(
+        "INSERT INTO deliveries (id, event, payload, state, attempts, received_at) "
+        "VALUES ('d-old', 'ping', '{\"zen\": 1}', 'pending', 0, '2026-01-01 00:00:00')"
+    )
+    raw.commit()
+    raw.close()
+
+    with Store(url) as store:
+        kept = store.get_delivery("d-old")
+        assert (kept.body, kept.state) == (b'{"zen": 1}', "pending")
+        assert store.claim_delivery("w", 30) is not None

@@ -1,0 +1,331 @@
+"""Verify webhook signatures and route verified events to one small router per feature.
+
+Pure: nothing here does I/O of its own. A handler gets the parsed event and a
+``Context`` holding the ports it may use (the record, the reviewer, GitHub, a runner,
+a judge), so tests pass fakes. Each feature is a module-level ``Router``; ``ROUTER``
+combines them in one place, as python/bedevere's ``Router(*routers)`` does. A feature
+that outgrows this file moves to a module of its own and keeps its router.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from .decide.judge import Judge
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["Event", "Context"], None]
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+# https://docs.github.com/en/webhooks/webhook-events-and-payloads#pull_request
+REVIEWED_ACTIONS = ("opened", "synchronize", "reopened", "ready_for_review")
+
+
+# --------------------------------------------------------------------------- signature
+
+
+def signature_of(secret: bytes, body: bytes) -> str:
+    """Return the ``X-Hub-Signature-256`` value GitHub sends for ``body``."""
+    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def signature_matches(secret: bytes, body: bytes, header: str | None) -> bool:
+    """Say whether ``header`` is the HMAC-SHA256 of the raw ``body`` under ``secret``.
+
+    Compared in constant time, as GitHub asks:
+    https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries
+    """
+    if not secret or not header or not header.startswith("sha256="):
+        return False
+    return hmac.compare_digest(signature_of(secret, body).encode(), header.encode())
+
+
+# --------------------------------------------------------------------------- events
+
+
+class MalformedEvent(ValueError):
+    """A verified payload lacks what its event promises; retrying cannot help."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One verified delivery, parsed."""
+
+    delivery_id: str
+    name: str  # X-GitHub-Event
+    payload: Mapping[str, Any]
+
+    @property
+    def action(self) -> str | None:
+        """Return the payload's ``action``, if it has one."""
+        action = self.payload.get("action")
+        return action if isinstance(action, str) else None
+
+    @property
+    def installation_id(self) -> int | None:
+        """Return the App installation the event is for, if it names one."""
+        installation = self.payload.get("installation")
+        if isinstance(installation, Mapping):
+            found = installation.get("id")
+            if isinstance(found, int) and not isinstance(found, bool):
+                return found
+        return None
+
+    @property
+    def repo(self) -> str | None:
+        """Return the repository's ``owner/name``, if the event is about one."""
+        repository = self.payload.get("repository")
+        if isinstance(repository, Mapping):
+            name = repository.get("full_name")
+            if isinstance(name, str):
+                return name
+        return None
+
+    @classmethod
+    def parse(cls, delivery_id: str, name: str, body: bytes) -> Event:
+        """Parse a verified raw body; raise ``MalformedEvent`` unless it is a JSON object."""
+        try:
+            payload = json.loads(body)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise MalformedEvent(f"the body is not JSON: {exc}") from None
+        if not isinstance(payload, dict):
+            raise MalformedEvent("the body is JSON but not an object")
+        return cls(delivery_id=delivery_id, name=name, payload=payload)
+
+
+# --------------------------------------------------------------------------- ports
+
+
+class GitHubGateway(Protocol):
+    """GitHub as the relay sees it; ``github.py`` is the one implementation.
+
+    Empty for now: the routes of PART A talk to nobody. runs.py (PART C) names the
+    calls it makes here (check runs, reviews, reactions, dispatch), so fakes follow.
+    """
+
+
+class Runner(Protocol):
+    """Run the sandbox somewhere and hand back its exit code (``runners.py``)."""
+
+    def run(self, *, repo: str, base: str, head: str, run_id: str, out: Path) -> int:
+        """Run the sandbox on ``head`` against ``base`` and write its bundle into ``out``."""
+        ...
+
+
+@dataclass(frozen=True)
+class ReviewRequested:
+    """A pull request head that asks for a review, as read from its webhook."""
+
+    delivery_id: str
+    installation_id: int | None
+    repo: str
+    pr_number: int
+    action: str
+    head_sha: str
+    base_sha: str
+    base_ref: str
+    author: str
+    author_type: str  # GitHub's account `type`: User, Bot, Organization
+    draft: bool
+
+
+class Reviewer(Protocol):
+    """Take a review request further: the seam where runs.py and mode.py plug in."""
+
+    def request_review(self, request: ReviewRequested) -> None:
+        """Handle one head that asks for a review; idempotent per delivery."""
+        ...
+
+
+@dataclass(frozen=True)
+class RecordingReviewer:
+    """The default reviewer: record the session and the request, and do nothing more."""
+
+    store: Store
+
+    def request_review(self, request: ReviewRequested) -> None:
+        """Open the pull request's session and record the request in it."""
+        session_id = self.store.open_session(request.repo, request.pr_number, "github")
+        self.store.request_review(
+            delivery_id=request.delivery_id,
+            session_id=session_id,
+            installation_id=request.installation_id,
+            action=request.action,
+            head_sha=request.head_sha,
+            base_sha=request.base_sha,
+            base_ref=request.base_ref,
+            author=request.author,
+            author_type=request.author_type,
+            draft=request.draft,
+        )
+
+
+@dataclass(frozen=True)
+class Context:
+    """The ports a handler may use, passed in so tests pass fakes."""
+
+    store: Store
+    reviewer: Reviewer
+    github: GitHubGateway | None = None
+    runner: Runner | None = None
+    judge: Judge | None = None
+
+
+# --------------------------------------------------------------------------- router
+
+
+class Router:
+    """Handlers registered by (event, action); ``Router(*routers)`` combines them."""
+
+    def __init__(self, *routers: Router) -> None:
+        self._handlers: dict[tuple[str, str | None], list[Handler]] = {}
+        for router in routers:
+            for key, handlers in router._handlers.items():
+                self._handlers.setdefault(key, []).extend(handlers)
+
+    @classmethod
+    def combine(cls, *routers: Router) -> Router:
+        """Return one router holding every handler of ``routers``."""
+        return cls(*routers)
+
+    def register(self, event: str, *actions: str) -> Callable[[Handler], Handler]:
+        """Register a handler for ``event`` with any of ``actions`` (any action if none)."""
+
+        def add(handler: Handler) -> Handler:
+            for action in actions or (None,):
+                self._handlers.setdefault((event, action), []).append(handler)
+            return handler
+
+        return add
+
+    def handlers_for(self, event: str, action: str | None) -> list[Handler]:
+        """Return the handlers of ``event``: those of any action, then those of ``action``."""
+        found = list(self._handlers.get((event, None), []))
+        if action is not None:
+            found += self._handlers.get((event, action), [])
+        return found
+
+    def routes(self) -> set[tuple[str, str | None]]:
+        """Return every (event, action) a handler is registered for."""
+        return set(self._handlers)
+
+    def dispatch(self, event: Event, context: Context) -> int:
+        """Run every handler of ``event`` in order and return how many ran."""
+        handlers = self.handlers_for(event.name, event.action)
+        for handler in handlers:
+            handler(event, context)
+        return len(handlers)
+
+
+# --------------------------------------------------------------------------- features
+
+pull_request = Router()
+"""Pull requests: a new head asks for a review."""
+
+
+def _field(payload: Mapping[str, Any], *path: str) -> Any:
+    node: Any = payload
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node:
+            raise MalformedEvent(f"the payload has no {'.'.join(path)}")
+        node = node[key]
+    return node
+
+
+def _text(payload: Mapping[str, Any], *path: str) -> str:
+    value = _field(payload, *path)
+    if not isinstance(value, str) or not value:
+        raise MalformedEvent(f"{'.'.join(path)} is not a non-empty string")
+    return value
+
+
+def _sha(payload: Mapping[str, Any], *path: str) -> str:
+    value = _text(payload, *path)
+    if not _SHA.match(value):
+        raise MalformedEvent(f"{'.'.join(path)} is not a 40-digit commit SHA")
+    return value
+
+
+def review_request_of(event: Event) -> ReviewRequested:
+    """Read what a review needs from a ``pull_request`` event; fail closed on gaps."""
+    p = event.payload
+    number = _field(p, "pull_request", "number")
+    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+        raise MalformedEvent("pull_request.number is not a positive integer")
+    draft = _field(p, "pull_request", "draft")
+    if not isinstance(draft, bool):
+        raise MalformedEvent("pull_request.draft is not true or false")
+    return ReviewRequested(
+        delivery_id=event.delivery_id,
+        installation_id=event.installation_id,
+        # The base repository: where the review and the check are posted.
+        repo=_text(p, "repository", "full_name"),
+        pr_number=number,
+        action=_text(p, "action"),
+        head_sha=_sha(p, "pull_request", "head", "sha"),
+        base_sha=_sha(p, "pull_request", "base", "sha"),
+        base_ref=_text(p, "pull_request", "base", "ref"),
+        author=_text(p, "pull_request", "user", "login"),
+        author_type=_text(p, "pull_request", "user", "type"),
+        draft=draft,
+    )
+
+
+@pull_request.register("pull_request", *REVIEWED_ACTIONS)
+def review_new_head(event: Event, context: Context) -> None:
+    """Hand a new or newly reviewable head to the reviewer."""
+    context.reviewer.request_review(review_request_of(event))
+
+
+workflow = Router()
+"""Workflow runs and jobs: the sandbox's progress (folded into run events by PART C)."""
+
+
+@workflow.register("workflow_run", "requested", "in_progress", "completed")
+@workflow.register("workflow_job", "queued", "waiting", "in_progress", "completed")
+def note_sandbox_progress(event: Event, context: Context) -> None:
+    """Note the sandbox's progress; runs.py (PART C) binds it to the run it dispatched."""
+    log.info("delivery %s: %s.%s noted", event.delivery_id, event.name, event.action)
+
+
+check_run = Router()
+"""Check runs: GitHub's re-run and the Retry button of an errored `cujo/guard`."""
+
+
+@check_run.register("check_run", "rerequested", "requested_action")
+def note_retry(event: Event, context: Context) -> None:
+    """Note a retry request; runs.py (PART C) starts the new run on the same commit."""
+    log.info("delivery %s: %s.%s noted", event.delivery_id, event.name, event.action)
+
+
+installation = Router()
+"""Installations: the App added to, or removed from, an account's repositories."""
+
+
+@installation.register("installation", "created", "deleted", "suspend", "unsuspend")
+@installation.register("installation_repositories", "added", "removed")
+def note_installation(event: Event, context: Context) -> None:
+    """Note a change of installation; nothing is cached per installation yet."""
+    log.info(
+        "delivery %s: %s.%s for installation %s",
+        event.delivery_id,
+        event.name,
+        event.action,
+        event.installation_id,
+    )
+
+
+issue_comment = Router()
+"""Comments: reserved for the `/cujo` verbs (commands.py, the verbs issue)."""
+
+
+ROUTER = Router.combine(pull_request, workflow, check_run, installation, issue_comment)

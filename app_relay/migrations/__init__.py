@@ -1,0 +1,1 @@
+"""The record's Alembic migrations; the store runs them on start."""
