@@ -1,16 +1,32 @@
-"""Run the sandbox somewhere and hand back its bundle folder.
+"""Run the sandbox somewhere and hand back its bundle.
 
 ``LocalRunner`` runs ``python -m cujo_action run`` as a subprocess on this machine: the
 embedded default, and the relay's runner when there is no Actions. ``ActionsRunner``
-(dispatch on GitHub Actions, fetch the artifact) joins it with the relay.
+dispatches the repository's Cujo workflow on its default branch, finds the workflow run
+(from the run details, or by the run-name ``cujo <run id>``), folds ``workflow_job`` and
+``workflow_run`` webhooks into progress, cancels, and fetches the ``cujo-reports``
+artifact: only from a run that concluded ``success`` and carries this run's name, capped,
+unpacked safely and validated against the run it dispatched. Anything wrong is an error
+that says why, which the caller turns into an ``error`` run, never ``clean``.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Final, Literal, Protocol
+
+from app_relay.artifacts import ArtifactError, unpack_bundle
+from app_relay.github import Artifact, DispatchResult, GitHubError, WorkflowRun
+from app_relay.intake import Bundle, BundleError, read_bundle
 
 
 @dataclass(frozen=True)
@@ -44,3 +60,404 @@ class LocalRunner:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+# ---- GitHub Actions ------------------------------------------------------------------
+
+WORKFLOW: Final = "cujo.yml"
+ARTIFACT: Final = "cujo-reports"
+# The zip is compressed; what it inflates to is capped again by unpack_bundle.
+MAX_ARTIFACT_BYTES: Final = 64 * 1024 * 1024
+_RUN_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")  # as `python -m cujo_action run` accepts
+_SHA = re.compile(r"[0-9a-f]{40}")
+_REPO = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
+_TITLE = re.compile(r"cujo ([A-Za-z0-9._-]{1,64})")
+_JOB_ACTIONS: Final = frozenset({"queued", "in_progress", "waiting", "completed"})
+_RUN_ACTIONS: Final = frozenset({"requested", "in_progress", "completed"})
+_STATUSES: Final = frozenset(
+    {"requested", "queued", "pending", "waiting", "in_progress", "completed"}
+)
+_CONCLUSIONS: Final = frozenset(
+    {
+        "success",
+        "failure",
+        "neutral",
+        "cancelled",
+        "skipped",
+        "timed_out",
+        "action_required",
+        "stale",
+        "startup_failure",
+    }
+)
+
+log = logging.getLogger(__name__)
+
+
+class RunnerError(Exception):
+    """The sandbox on Actions could not be started, found or trusted; the run is ``error``."""
+
+
+# Everything ``fetch_bundle`` raises for a bundle it will not hand over.
+FETCH_ERRORS: Final = (RunnerError, BundleError, ArtifactError)
+
+
+class ActionsGateway(Protocol):
+    """The Actions calls ``ActionsRunner`` makes; ``github.GitHubGateway`` implements them."""
+
+    def dispatch_workflow(
+        self, repo: str, workflow_file: str, ref: str, inputs: Mapping[str, str | bool]
+    ) -> DispatchResult: ...
+
+    def list_workflow_runs(
+        self, repo: str, workflow_file: str, created_after: datetime | None = None
+    ) -> list[WorkflowRun]: ...
+
+    def workflow_run(self, repo: str, run_id: int) -> WorkflowRun: ...
+
+    def cancel_workflow_run(self, repo: str, run_id: int) -> bool: ...
+
+    def run_artifacts(self, repo: str, run_id: int) -> list[Artifact]: ...
+
+    def download_artifact(
+        self, repo: str, artifact_id: int, dest: Path, max_bytes: int
+    ) -> Path: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatched:
+    """The workflow run a dispatch started (always found, or ``dispatch`` raised)."""
+
+    workflow_run_id: int
+    html_url: str | None
+    correlated: bool  # found by its run-name because GitHub gave no run details
+
+
+@dataclass(frozen=True, slots=True)
+class RunProgress:
+    """One ``workflow_job`` or ``workflow_run`` webhook, folded into what a run needs."""
+
+    event: Literal["workflow_job", "workflow_run"]
+    action: str
+    repo: str
+    workflow_run_id: int
+    run_attempt: int | None
+    status: str
+    conclusion: str | None
+    # A job waiting on an environment's reviewers: the run waits on a person.
+    waiting: bool
+    environment: str | None  # the environment it waits on, when the payload says
+    # workflow_run only: the run-name, "cujo <run id>" for Cujo's runs.
+    display_title: str | None
+    # The workflow run's commit: the default branch's, never the pull request's head.
+    head_sha: str
+    workflow_path: str | None  # workflow_run only, e.g. ".github/workflows/cujo.yml"
+    job_name: str | None  # workflow_job only
+
+    @property
+    def cujo_run_id(self) -> str | None:
+        """Return the Cujo run id the run-name carries, if it is one of Cujo's runs."""
+        m = _TITLE.fullmatch(self.display_title or "")
+        return m.group(1) if m else None
+
+
+@dataclass(frozen=True, slots=True)
+class Unfolded:
+    """A webhook that is not run progress Cujo follows, or is malformed; says why."""
+
+    reason: str
+
+
+class _Malformed(Exception):
+    pass
+
+
+def _get(obj: object, key: str, where: str) -> object:
+    if not isinstance(obj, dict):
+        raise _Malformed(f"{where} is not an object")
+    if key not in obj:
+        raise _Malformed(f"{where}.{key} is missing")
+    return obj[key]
+
+
+def _int(obj: object, key: str, where: str) -> int:
+    value = _get(obj, key, where)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise _Malformed(f"{where}.{key} is not a positive integer")
+    return value
+
+
+def _str(obj: object, key: str, where: str, pattern: re.Pattern[str] | None = None) -> str:
+    value = _get(obj, key, where)
+    if not isinstance(value, str) or not value:
+        raise _Malformed(f"{where}.{key} is not a non-empty string")
+    if pattern is not None and not pattern.fullmatch(value):
+        raise _Malformed(f"{where}.{key} is malformed: {value[:80]!r}")
+    return value
+
+
+def _opt_str(obj: object, key: str, where: str) -> str | None:
+    if not isinstance(obj, dict) or obj.get(key) is None:
+        return None
+    value = obj[key]
+    if not isinstance(value, str):
+        raise _Malformed(f"{where}.{key} is not a string")
+    return value
+
+
+def _one_of(obj: object, key: str, where: str, allowed: frozenset[str]) -> str:
+    value = _get(obj, key, where)
+    if not isinstance(value, str) or value not in allowed:
+        raise _Malformed(f"{where}.{key} is not one of {sorted(allowed)}: {str(value)[:40]!r}")
+    return value
+
+
+def _opt_one_of(obj: object, key: str, where: str, allowed: frozenset[str]) -> str | None:
+    if _get(obj, key, where) is None:
+        return None
+    return _one_of(obj, key, where, allowed)
+
+
+def _fold(event_name: str, payload: object) -> RunProgress:
+    if event_name == "workflow_job":
+        action = _one_of(payload, "action", "payload", _JOB_ACTIONS)
+        obj, where = _get(payload, "workflow_job", "payload"), "workflow_job"
+        run_id = _int(obj, "run_id", where)
+        title, path, job = None, None, _str(obj, "name", where)
+        attempt = _get(obj, "run_attempt", where)
+    elif event_name == "workflow_run":
+        action = _one_of(payload, "action", "payload", _RUN_ACTIONS)
+        obj, where = _get(payload, "workflow_run", "payload"), "workflow_run"
+        run_id = _int(obj, "id", where)
+        title, path, job = _str(obj, "display_title", where), _str(obj, "path", where), None
+        attempt = _get(obj, "run_attempt", where)
+    else:
+        raise _Malformed(f"event {event_name[:40]!r} is not workflow_job or workflow_run")
+    if attempt is not None and (
+        not isinstance(attempt, int) or isinstance(attempt, bool) or attempt <= 0
+    ):
+        raise _Malformed(f"{where}.run_attempt is not a positive integer")
+    status = _one_of(obj, "status", where, _STATUSES)
+    conclusion = _opt_one_of(obj, "conclusion", where, _CONCLUSIONS)
+    if action == "completed" and (status != "completed" or conclusion is None):
+        raise _Malformed(f"{where} is 'completed' without a completed status and a conclusion")
+    if status == "completed" and conclusion is None:
+        raise _Malformed(f"{where}.status is completed but it has no conclusion")
+    repo = _str(_get(payload, "repository", "payload"), "full_name", "repository", _REPO)
+    deployment = payload.get("deployment") if isinstance(payload, dict) else None
+    environment = _opt_str(deployment, "environment", "deployment")
+    return RunProgress(
+        event="workflow_job" if event_name == "workflow_job" else "workflow_run",
+        action=action,
+        repo=repo,
+        workflow_run_id=run_id,
+        run_attempt=attempt,
+        status=status,
+        conclusion=conclusion,
+        waiting=status == "waiting" or action == "waiting",
+        environment=environment,
+        display_title=title,
+        head_sha=_str(obj, "head_sha", where, _SHA),
+        workflow_path=path,
+        job_name=job,
+    )
+
+
+def read_progress(event_name: str, payload: object) -> RunProgress | Unfolded:
+    """Fold a ``workflow_job`` or ``workflow_run`` webhook, or say why it cannot be."""
+    try:
+        return _fold(event_name, payload)
+    except _Malformed as exc:
+        return Unfolded(f"{event_name[:40]}: {exc}")
+
+
+def fold_event(event_name: str, payload: object) -> RunProgress | None:
+    """Fold a webhook into run progress; None (the reason logged) when it is not one."""
+    folded = read_progress(event_name, payload)
+    if isinstance(folded, Unfolded):
+        log.info("webhook not folded into run progress: %s", folded.reason)
+        return None
+    return folded
+
+
+class ActionsRunner:
+    """Run the sandbox as a workflow on GitHub Actions and fetch its bundle, fail-closed.
+
+    ``gateways`` gives the gateway acting on a repository (its installation's); the
+    workflow file lives on, and is always dispatched from, the default branch.
+    """
+
+    def __init__(
+        self,
+        gateways: Callable[[str], ActionsGateway],
+        *,
+        workflow: str = WORKFLOW,
+        max_artifact_bytes: int = MAX_ARTIFACT_BYTES,
+        correlate_polls: int = 10,
+        correlate_every_s: float = 3.0,
+        correlate_deadline_s: float = 60.0,
+        clock_skew_s: float = 120.0,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if correlate_polls < 1:
+            raise ValueError("correlate_polls must be at least 1")
+        self._gateways = gateways
+        self.workflow = workflow
+        self.max_artifact_bytes = max_artifact_bytes
+        self.correlate_polls = correlate_polls
+        self.correlate_every_s = correlate_every_s
+        self.correlate_deadline_s = correlate_deadline_s
+        self.clock_skew_s = clock_skew_s
+        self._clock = clock
+        self._sleep = sleep
+
+    @classmethod
+    def with_gateway(cls, gateway: ActionsGateway, **kw: Any) -> ActionsRunner:
+        """Build a runner that uses one gateway for every repository."""
+        return cls(lambda _repo: gateway, **kw)
+
+    fold_event = staticmethod(fold_event)
+    read_progress = staticmethod(read_progress)
+
+    def dispatch(
+        self,
+        repo: str,
+        default_branch: str,
+        *,
+        run_id: str,
+        base_sha: str,
+        head_sha: str,
+        pull_request: int,
+    ) -> Dispatched:
+        """Start the sandbox workflow on the default branch and return its workflow run."""
+        if not _RUN_ID.fullmatch(run_id):
+            raise RunnerError(f"run id {run_id[:80]!r} is not 1-64 of [A-Za-z0-9._-]")
+        for name, sha in (("base", base_sha), ("head", head_sha)):
+            if not _SHA.fullmatch(sha):
+                raise RunnerError(f"{name} {sha[:80]!r} is not a 40-hex commit SHA")
+        if isinstance(pull_request, bool) or not isinstance(pull_request, int) or pull_request < 1:
+            raise RunnerError(f"pull request {pull_request!r} is not a positive number")
+        if not default_branch:
+            raise RunnerError("no default branch to dispatch on")
+        inputs = {
+            "run-id": run_id,
+            "base-sha": base_sha,
+            "head-sha": head_sha,
+            "pull-request": str(pull_request),
+        }
+        gateway = self._gateways(repo)
+        since = datetime.fromtimestamp(self._clock() - self.clock_skew_s, UTC)
+        try:
+            result = gateway.dispatch_workflow(repo, self.workflow, default_branch, inputs)
+        except (GitHubError, ValueError) as exc:
+            raise RunnerError(f"dispatching {self.workflow} on {default_branch}: {exc}") from exc
+        if result.workflow_run_id is not None:
+            return Dispatched(result.workflow_run_id, result.html_url, correlated=False)
+        return self._correlate(gateway, repo, default_branch, run_id, since)
+
+    def _correlate(
+        self,
+        gateway: ActionsGateway,
+        repo: str,
+        default_branch: str,
+        run_id: str,
+        since: datetime,
+    ) -> Dispatched:
+        # GitHub answered 204 without run details: find the run by its run-name.
+        title = f"cujo {run_id}"
+        deadline = self._clock() + self.correlate_deadline_s
+        polls = 0
+        while True:
+            polls += 1
+            try:
+                runs = gateway.list_workflow_runs(repo, self.workflow, created_after=since)
+            except GitHubError as exc:
+                raise RunnerError(f"finding the workflow run named {title!r}: {exc}") from exc
+            found = [r for r in runs if r.display_title == title]
+            if len(found) > 1:
+                ids = ", ".join(str(r.id) for r in found[:5])
+                raise RunnerError(
+                    f"{len(found)} workflow runs are named {title!r} ({ids}); refusing to guess"
+                )
+            if found:
+                return Dispatched(found[0].id, None, correlated=True)
+            left = deadline - self._clock()
+            if polls >= self.correlate_polls or left <= 0:
+                break
+            self._sleep(min(self.correlate_every_s, left))
+        raise RunnerError(
+            f"dispatched {self.workflow} on {default_branch} but no workflow run named "
+            f"{title!r} appeared after {polls} look(s) within {self.correlate_deadline_s:g}s"
+        )
+
+    def cancel(self, repo: str, workflow_run_id: int) -> bool:
+        """Cancel a workflow run (which also ends a wait on a person); False if it had ended."""
+        try:
+            return self._gateways(repo).cancel_workflow_run(repo, workflow_run_id)
+        except (GitHubError, ValueError) as exc:
+            raise RunnerError(f"cancelling workflow run {workflow_run_id}: {exc}") from exc
+
+    def fetch_bundle(
+        self,
+        repo: str,
+        workflow_run_id: int,
+        *,
+        run_id: str,
+        head_sha: str,
+        base_sha: str,
+        dest: Path,
+    ) -> Bundle:
+        """Download, unpack and validate the bundle of a finished, successful workflow run.
+
+        ``dest`` (absent or empty) receives the bundle's files. Raise ``RunnerError``,
+        ``ArtifactError`` or ``BundleError`` (``FETCH_ERRORS``) saying why on anything else.
+        """
+        gateway = self._gateways(repo)
+        where = f"workflow run {workflow_run_id}"
+        try:
+            run = gateway.workflow_run(repo, workflow_run_id)
+        except (GitHubError, ValueError) as exc:
+            raise RunnerError(f"reading {where}: {exc}") from exc
+        if run.status != "completed":
+            raise RunnerError(f"{where} is {run.status}, not completed")
+        if run.conclusion != "success":
+            raise RunnerError(
+                f"{where} concluded {run.conclusion!r}, not 'success': its artifacts are not "
+                "trusted"
+            )
+        if run.display_title != f"cujo {run_id}":
+            raise RunnerError(
+                f"{where} is named {run.display_title[:80]!r}, not 'cujo {run_id}': "
+                "it is not this run's"
+            )
+        try:
+            artifacts = gateway.run_artifacts(repo, workflow_run_id)
+        except (GitHubError, ValueError) as exc:
+            raise RunnerError(f"listing the artifacts of {where}: {exc}") from exc
+        named = [a for a in artifacts if a.name == ARTIFACT]
+        if not named:
+            raise RunnerError(f"{where} has no artifact named {ARTIFACT!r}")
+        if len(named) > 1:
+            raise RunnerError(
+                f"{where} has {len(named)} artifacts named {ARTIFACT!r}; refusing to choose"
+            )
+        (artifact,) = named
+        if artifact.expired:
+            raise RunnerError(f"the {ARTIFACT!r} artifact of {where} has expired")
+        if artifact.size_in_bytes > self.max_artifact_bytes:
+            raise RunnerError(
+                f"the {ARTIFACT!r} artifact of {where} is {artifact.size_in_bytes} bytes, "
+                f"over the cap of {self.max_artifact_bytes}"
+            )
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".cujo-artifact-", dir=dest.parent) as tmp:
+            archive = Path(tmp) / f"{ARTIFACT}.zip"
+            try:
+                gateway.download_artifact(repo, artifact.id, archive, self.max_artifact_bytes)
+            except (GitHubError, ValueError) as exc:
+                raise RunnerError(
+                    f"downloading the {ARTIFACT!r} artifact of {where}: {exc}"
+                ) from exc
+            unpack_bundle(archive, dest)
+        return read_bundle(dest, run_id=run_id, head_sha=head_sha, base_sha=base_sha)
