@@ -347,7 +347,10 @@ def relay_serve(args: argparse.Namespace) -> int:
 
     import uvicorn  # noqa: PLC0415
 
-    from app_relay.events import Context, RecordingReviewer  # noqa: PLC0415
+    from app_relay.events import Context  # noqa: PLC0415
+    from app_relay.github import GitHubApp, GitHubGateway  # noqa: PLC0415
+    from app_relay.runners import ActionsRunner  # noqa: PLC0415
+    from app_relay.runs import RunCoordinator  # noqa: PLC0415
     from app_relay.settings import SettingsError, load_settings  # noqa: PLC0415
     from app_relay.web import create_app  # noqa: PLC0415
     from app_relay.workers import PoolConfig, WorkerPool  # noqa: PLC0415
@@ -377,11 +380,51 @@ def relay_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 3
+    try:
+        github = GitHubApp(
+            app_id=settings.app_id,
+            private_key=settings.private_key.reveal(),
+            base_url=settings.github_api_url,
+        )
+    except ValueError as exc:
+        store.close()
+        listener.close()
+        print(f"cujo relay serve: {exc}; check CUJO_PRIVATE_KEY", file=sys.stderr)
+        return 2
+    installations: dict[str, int] = {}
+
+    def gateway_of_repo(repo: str) -> GitHubGateway:
+        # The runner acts on a repository; the App's installation there is asked once.
+        if repo not in installations:
+            installations[repo] = github.repo_installation(repo)
+        return github.gateway(installations[repo])
+
+    coordinator = RunCoordinator(
+        store,
+        github.gateway,
+        ActionsRunner(gateway_of_repo, workflow=settings.workflow),
+        # Evidence from a sandbox that could be dodged proves nothing: partial isolation
+        # can block a pull request, but never call it clean.
+        DeterministicJudge(require_full_isolation=True),
+        settings.workflow,
+        bundles=data_dir(None) / "bundles",
+    )
     pool = WorkerPool(
         store,
-        Context(store=store, reviewer=RecordingReviewer(store)),
+        Context(store=store, reviewer=coordinator, runs=coordinator),
         config=PoolConfig(workers=args.workers),
     )
+
+    def reconcile() -> None:
+        # In-flight runs a stopped relay left behind are settled against GitHub, beside
+        # the webhooks that keep arriving (a run is finished once whichever comes first).
+        try:
+            moved = coordinator.reconcile()
+        except Exception:
+            logging.getLogger("app_relay.runs").exception("reconciling runs failed")
+        else:
+            print(f"cujo relay: reconciled {moved} run(s)", file=sys.stderr, flush=True)
+
     app = create_app(settings, store, on_recorded=pool.notify)
     server = uvicorn.Server(
         uvicorn.Config(
@@ -397,6 +440,7 @@ def relay_serve(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT)
     }
     pool.start()
+    threading.Thread(target=reconcile, name="cujo-reconcile", daemon=True).start()
     host, port = listener.getsockname()[:2]
     print(
         f"cujo relay: listening on http://{host}:{port} (record {shown_url(store.url)})",
@@ -408,6 +452,7 @@ def relay_serve(args: argparse.Namespace) -> int:
     finally:
         app.state.intake.close()
         drained = pool.stop(timeout=60)
+        github.close()
         store.close()
         listener.close()
         for sig, handler in previous.items():

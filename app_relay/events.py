@@ -136,6 +136,9 @@ class ReviewRequested:
     author: str
     author_type: str  # GitHub's account `type`: User, Bot, Organization
     draft: bool
+    # Where the sandbox workflow is dispatched from: the workflow file lives there.
+    default_branch: str | None = None
+    state: str = "open"
 
 
 class Reviewer(Protocol):
@@ -169,6 +172,18 @@ class RecordingReviewer:
         )
 
 
+class RunFollower(Protocol):
+    """Move dispatched runs on: sandbox progress and retries (runs.py)."""
+
+    def follow(self, event: Event) -> None:
+        """Fold a ``workflow_run`` or ``workflow_job`` event into the run it belongs to."""
+        ...
+
+    def retry(self, event: Event) -> None:
+        """Start a new run for a ``check_run`` re-run or Retry button on an errored run."""
+        ...
+
+
 @dataclass(frozen=True)
 class Context:
     """The ports a handler may use, passed in so tests pass fakes."""
@@ -178,6 +193,7 @@ class Context:
     github: GitHubGateway | None = None
     runner: Runner | None = None
     judge: Judge | None = None
+    runs: RunFollower | None = None
 
 
 # --------------------------------------------------------------------------- router
@@ -264,6 +280,9 @@ def review_request_of(event: Event) -> ReviewRequested:
     draft = _field(p, "pull_request", "draft")
     if not isinstance(draft, bool):
         raise MalformedEvent("pull_request.draft is not true or false")
+    repository = p.get("repository")
+    default_branch = repository.get("default_branch") if isinstance(repository, Mapping) else None
+    state = p["pull_request"].get("state", "open")
     return ReviewRequested(
         delivery_id=event.delivery_id,
         installation_id=event.installation_id,
@@ -277,6 +296,8 @@ def review_request_of(event: Event) -> ReviewRequested:
         author=_text(p, "pull_request", "user", "login"),
         author_type=_text(p, "pull_request", "user", "type"),
         draft=draft,
+        default_branch=default_branch if isinstance(default_branch, str) else None,
+        state=state if isinstance(state, str) else "open",
     )
 
 
@@ -287,14 +308,17 @@ def review_new_head(event: Event, context: Context) -> None:
 
 
 workflow = Router()
-"""Workflow runs and jobs: the sandbox's progress (folded into run events by PART C)."""
+"""Workflow runs and jobs: the sandbox's progress, folded into the run that dispatched it."""
 
 
 @workflow.register("workflow_run", "requested", "in_progress", "completed")
 @workflow.register("workflow_job", "queued", "waiting", "in_progress", "completed")
-def note_sandbox_progress(event: Event, context: Context) -> None:
-    """Note the sandbox's progress; runs.py (PART C) binds it to the run it dispatched."""
-    log.info("delivery %s: %s.%s noted", event.delivery_id, event.name, event.action)
+def follow_sandbox_progress(event: Event, context: Context) -> None:
+    """Hand the sandbox's progress to the runs; without them, only note it."""
+    if context.runs is None:
+        log.info("delivery %s: %s.%s noted", event.delivery_id, event.name, event.action)
+        return
+    context.runs.follow(event)
 
 
 check_run = Router()
@@ -302,9 +326,12 @@ check_run = Router()
 
 
 @check_run.register("check_run", "rerequested", "requested_action")
-def note_retry(event: Event, context: Context) -> None:
-    """Note a retry request; runs.py (PART C) starts the new run on the same commit."""
-    log.info("delivery %s: %s.%s noted", event.delivery_id, event.name, event.action)
+def retry_errored_run(event: Event, context: Context) -> None:
+    """Hand a re-run or Retry of ``cujo/guard`` to the runs; without them, only note it."""
+    if context.runs is None:
+        log.info("delivery %s: %s.%s noted", event.delivery_id, event.name, event.action)
+        return
+    context.runs.retry(event)
 
 
 installation = Router()

@@ -701,6 +701,18 @@ class GitHubGateway:
             state="open" if a.one_of("state", ("open", "closed")) == "open" else "closed",
         )
 
+    def pull_request_files(self, repo: str, number: int) -> list[str]:
+        """List the paths a pull request changes (a rename lists both names)."""
+        # https://docs.github.com/en/rest/pulls/pulls#list-pull-requests-files
+        # GitHub lists at most 3,000 files; more pages than that fail closed in _pages.
+        path = f"{_repo_path(repo)}/pulls/{_positive('number', number)}/files"
+        found: list[str] = []
+        for a in self._pages(path, None, {}):
+            found.append(a.text("filename"))
+            if "previous_filename" in a.data and a.data["previous_filename"] is not None:
+                found.append(a.text("previous_filename"))
+        return found
+
     def file_at(self, repo: str, path: str, ref: str, *, max_bytes: int = 1_000_000) -> str | None:
         """Read a text file at a ref; None when it does not exist there."""
         # https://docs.github.com/en/rest/repos/contents#get-repository-content

@@ -90,6 +90,17 @@ MAX_DELIVERY_ERROR = 2000
 MAX_EVENT_KIND = 64
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _BEGIN_OPTION = "cujo_sqlite_begin"
+_GITHUB_FIELDS = frozenset(
+    {
+        "installation_id",
+        "delivery_id",
+        "default_branch",
+        "on_error",
+        "check_run_id",
+        "workflow_run_id",
+        "review_id",
+    }
+)
 
 
 class StoreError(Exception):
@@ -226,6 +237,16 @@ class RunRow(Base):
     started_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # A pull request's run on GitHub (NULL for local reviews): who acts, what it owns.
+    installation_id: Mapped[int | None] = mapped_column(BigInteger)
+    delivery_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    default_branch: Mapped[str | None] = mapped_column(String(256))
+    on_error: Mapped[str | None] = mapped_column(String(8))
+    check_run_id: Mapped[int | None] = mapped_column(BigInteger, index=True)
+    workflow_run_id: Mapped[int | None] = mapped_column(BigInteger, index=True)
+    review_id: Mapped[int | None] = mapped_column(BigInteger)
+    # Who is posting this run's outcome: one finisher, even across relay processes.
+    finishing: Mapped[str | None] = mapped_column(String(128))
 
 
 class RunEventRow(Base):
@@ -304,6 +325,9 @@ class ReviewRequestRow(Base):
     author_type: Mapped[str] = mapped_column(String(32))  # GitHub's `type`: User, Bot, …
     draft: Mapped[bool] = mapped_column(Boolean)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # What became of the request: the run it started, or why it was not reviewed.
+    outcome: Mapped[str | None] = mapped_column(Text)
+    run_id: Mapped[str | None] = mapped_column(String(64))
 
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -393,6 +417,8 @@ class ReviewRequest:
     author_type: str
     draft: bool
     created_at: datetime
+    outcome: str | None = None
+    run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -428,6 +454,13 @@ class RunRecord:
     updated_at: datetime
     finished_at: datetime | None
     findings: tuple[Finding, ...]
+    installation_id: int | None = None
+    delivery_id: str | None = None
+    default_branch: str | None = None
+    on_error: str | None = None
+    check_run_id: int | None = None
+    workflow_run_id: int | None = None
+    review_id: int | None = None
 
 
 # --------------------------------------------------------------------------- store
@@ -782,6 +815,8 @@ class Store:
                     author_type=r.author_type,
                     draft=r.draft,
                     created_at=r.created_at,
+                    outcome=r.outcome,
+                    run_id=r.run_id,
                 )
                 for r, s in rows
             ]
@@ -914,6 +949,7 @@ class Store:
             row.reports_dir = reports_dir
             row.updated_at = now
             row.finished_at = now
+            row.finishing = None
             session.add_all(
                 FindingRow(
                     run_id=run_id,
@@ -944,6 +980,113 @@ class Store:
             row.finished_at = now
             session.add(RunEventRow(run_id=run_id, at=now, kind="abandoned", detail=why))
             session.add(RunEventRow(run_id=run_id, at=now, kind="state", detail="error"))
+            return True
+
+    # ---------------------------------------------------------------- runs on GitHub
+
+    def bind_github(self, run_id: str, **fields: int | str | None) -> None:
+        """Record where a run lives on GitHub (installation, check, workflow run, review)."""
+        if unknown := set(fields) - _GITHUB_FIELDS:
+            raise ValueError(f"not a GitHub field of a run: {sorted(unknown)}")
+        with self._write() as session:
+            row = self._run_row(session, run_id)
+            for name, value in fields.items():
+                setattr(row, name, value)
+            row.updated_at = self._clock()
+
+    def note_request(self, delivery_id: str, outcome: str, run_id: str | None = None) -> None:
+        """Record what became of a review request: the run it started, or why not."""
+        with self._write() as session:
+            session.execute(
+                update(ReviewRequestRow)
+                .where(ReviewRequestRow.delivery_id == delivery_id)
+                .values(outcome=clip(outcome, MAX_TAIL), run_id=run_id)
+            )
+
+    def run_of_delivery(self, delivery_id: str) -> str | None:
+        """Return the run a delivery started, if it started one."""
+        with self._read() as session:
+            return session.scalar(
+                select(RunRow.id).where(RunRow.delivery_id == delivery_id).limit(1)
+            )
+
+    def open_runs(self, session_id: str | None = None) -> list[RunRecord]:
+        """Return the undecided runs of pull requests (of one session), oldest first."""
+        query = (
+            select(RunRow)
+            .join(SessionRow, SessionRow.id == RunRow.session_id)
+            .where(RunRow.state.in_(OPEN_STATES), SessionRow.kind == "github")
+        )
+        if session_id is not None:
+            query = query.where(RunRow.session_id == session_id)
+        with self._read() as session:
+            return self._records(session, query.order_by(RunRow.started_at, RunRow.id))
+
+    def run_of_workflow_run(self, repo: str, workflow_run_id: int) -> RunRecord | None:
+        """Return the run that dispatched a workflow run of ``repo``."""
+        query = (
+            select(RunRow)
+            .join(SessionRow, SessionRow.id == RunRow.session_id)
+            .where(RunRow.workflow_run_id == workflow_run_id, SessionRow.repo == repo)
+        )
+        with self._read() as session:
+            found = self._records(session, query)
+        return found[0] if found else None
+
+    def run_of_check(self, repo: str, check_run_id: int) -> RunRecord | None:
+        """Return the newest run that owns a check run of ``repo``."""
+        query = (
+            select(RunRow)
+            .join(SessionRow, SessionRow.id == RunRow.session_id)
+            .where(RunRow.check_run_id == check_run_id, SessionRow.repo == repo)
+            .order_by(RunRow.started_at.desc(), RunRow.id.desc())
+            .limit(1)
+        )
+        with self._read() as session:
+            found = self._records(session, query)
+        return found[0] if found else None
+
+    def move_open(
+        self, run_id: str, from_state: RunState, to_state: RunState, detail: str = ""
+    ) -> bool:
+        """Move an undecided run from one state to another; False if it was elsewhere."""
+        _require("run state", to_state, RUN_STATES)
+        with self._write() as session:
+            row = self._run_row(session, run_id)
+            if row.state != from_state or row.finishing is not None:
+                return False
+            now = self._clock()
+            row.state = to_state
+            row.updated_at = now
+            if to_state not in OPEN_STATES:
+                row.finished_at = now
+            said = f"{to_state}: {detail}" if detail else to_state
+            session.add(RunEventRow(run_id=run_id, at=now, kind="state", detail=said))
+            return True
+
+    def supersede(self, run_id: str, by_run: str) -> bool:
+        """Mark an undecided run superseded; False if it was decided or is being finished."""
+        with self._write() as session:
+            row = self._run_row(session, run_id)
+            if row.state not in OPEN_STATES or row.finishing is not None:
+                return False
+            now = self._clock()
+            row.state = "superseded"
+            row.summary = f"Superseded by run {by_run}: a newer head was pushed."
+            row.updated_at = now
+            row.finished_at = now
+            session.add(RunEventRow(run_id=run_id, at=now, kind="state", detail="superseded"))
+            return True
+
+    def claim_finish(self, run_id: str, owner: str, *, take_over: bool = False) -> bool:
+        """Become the one finisher of an undecided run; ``take_over`` after a restart."""
+        with self._write() as session:
+            row = self._run_row(session, run_id)
+            if row.state not in OPEN_STATES:
+                return False
+            if row.finishing is not None and not take_over:
+                return False
+            row.finishing = owner
             return True
 
     def _run_row(self, session: Session, run_id: str) -> RunRow:
@@ -1035,6 +1178,13 @@ class Store:
                 updated_at=r.updated_at,
                 finished_at=r.finished_at,
                 findings=tuple(findings[r.id]),
+                installation_id=r.installation_id,
+                delivery_id=r.delivery_id,
+                default_branch=r.default_branch,
+                on_error=r.on_error,
+                check_run_id=r.check_run_id,
+                workflow_run_id=r.workflow_run_id,
+                review_id=r.review_id,
             )
             for r in runs
         ]

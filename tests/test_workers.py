@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from fakegithub import FakeGitHub
 
 from app_relay.events import ROUTER, Context, Event, RecordingReviewer, Router, signature_of
 from app_relay.store import Store
@@ -25,7 +27,6 @@ CUJO = Path(sys.executable).parent / "cujo"
 DEADLINE_S = 20.0
 OPENED = (SAMPLES / "pull_request.opened.json").read_bytes()
 SECRET = "workers-test-secret-2b9e"
-KEY = "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n"
 
 
 def wait_for(condition: Callable[[], object], what: str, deadline_s: float = DEADLINE_S) -> None:
@@ -342,15 +343,25 @@ def test_a_finished_delivery_is_not_done_again_after_a_restart(store, url, tmp_p
 
 
 @pytest.fixture
-def relay_env(tmp_path: Path, url: str) -> dict[str, str]:
+def relay_env(tmp_path: Path, url: str, fake_github: FakeGitHub) -> dict[str, str]:
+    # The sample's repository and pull request, on a fake GitHub that has no Cujo
+    # workflow: the run is claimed, then errors at dispatch, and the delivery is done.
+    fake_github.state.add_repo("Codertocat/Hello-World", installation_id=1)
+    pr = json.loads(OPENED)["pull_request"]
+    fake_github.state.add_pull(
+        "Codertocat/Hello-World",
+        pr["number"],
+        head_sha=pr["head"]["sha"],
+        base_sha=pr["base"]["sha"],
+    )
     return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(tmp_path),
-        "CUJO_APP_ID": "4242",
-        "CUJO_PRIVATE_KEY": KEY,
+        "CUJO_APP_ID": str(fake_github.app_id),
+        "CUJO_PRIVATE_KEY": fake_github.private_key_pem,
         "CUJO_WEBHOOK_SECRET": SECRET,
         "CUJO_DATABASE_URL": url,
-        "CUJO_GITHUB_API_URL": "http://127.0.0.1:9",
+        "CUJO_GITHUB_API_URL": fake_github.url,
     }
 
 

@@ -172,6 +172,20 @@ def _pull(api: Api, req: Request) -> Any:
     return pr
 
 
+@route("GET", "/repos/{owner}/{repo}/pulls/{number}/files")
+def _pull_files(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/pulls/pulls#list-pull-requests-files
+    r = api.repo(req)
+    number = int(req.params["number"])
+    if number not in r.pulls:
+        raise refuse(404, "Not Found")
+    files = [
+        {"sha": "0" * 40, "filename": p, "status": "modified", "additions": 1, "deletions": 0}
+        for p in r.pull_files.get(number, [])
+    ]
+    return _page(req, files)
+
+
 @route("GET", "/repos/{owner}/{repo}/contents/{path+}")
 def _contents(api: Api, req: Request) -> Any:
     # https://docs.github.com/en/rest/repos/contents#get-repository-content

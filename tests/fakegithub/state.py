@@ -128,6 +128,7 @@ class RepoState:
     branches: dict[str, str] = field(default_factory=dict)
     files: dict[tuple[str, str], bytes] = field(default_factory=dict)
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    pull_files: dict[int, list[str]] = field(default_factory=dict)
     check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     reviews: dict[int, dict[str, Any]] = field(default_factory=dict)
     reactions: list[dict[str, Any]] = field(default_factory=list)
@@ -265,6 +266,11 @@ class FakeState:
         with self.lock:
             r.pulls[number] = pr
         return pr
+
+    def set_pull_files(self, repo: str, number: int, paths: list[str]) -> None:
+        """Set the paths a pull request changes, as its files list answers."""
+        with self.lock:
+            self.repos[repo].pull_files[number] = list(paths)
 
     def put_file(self, repo: str, ref: str, path: str, content: bytes | str) -> None:
         """Place a file at a ref (a branch name or a commit SHA)."""

@@ -1,0 +1,617 @@
+"""Move pull-request runs on GitHub: claim, supersede, dispatch, follow, finish, reconcile.
+
+Thin I/O around ``runstate`` (which decides what each state shows) and ``mode`` (which
+decides whether a head is reviewed). A review request opens a run: older undecided runs
+of the pull request are superseded (their workflow runs cancelled, their checks
+``skipped`` unless the new run reviews the same commit and takes the check over), the
+new run is recorded ``running``, ``cujo/guard`` goes ``in_progress`` with an ``eyes``
+reaction, and the sandbox workflow is dispatched on the default branch. Its progress
+arrives as ``workflow_job``/``workflow_run`` webhooks; on completion the bundle is
+fetched, validated and judged, and the run finishes with exactly one review through one
+of the gateway's two posting functions. Anything that goes wrong is ``error``, never a
+review. A run that is no longer undecided (finished, superseded) ignores every later
+event, so redeliveries and late reports post nothing.
+
+Writes on one pull request are serialised by a lock per session (in this process) and
+by ``Store.claim_finish`` (across processes): one finisher posts one review.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol, cast
+
+from cujo_action.schema import CHECK_NAMES, Policy, PolicyError, Report, load_policy
+
+from . import mode as modes
+from .artifacts import ArtifactError
+from .decide.judge import Judge, error_verdict
+from .decide.rules import RuleContext
+from .decide.verdict import Verdict
+from .events import Event, MalformedEvent, ReviewRequested
+from .github import (
+    CheckAction,
+    CheckOutput,
+    GitHubError,
+    GitHubGateway,
+    OnIssue,
+    ReactionContent,
+)
+from .intake import Bundle, BundleError
+from .runners import Dispatched, RunnerError, RunProgress
+from .runstate import (
+    GUARD,
+    RETRY_ACTION,
+    GuardView,
+    RunState,
+    guard_for,
+    reaction_for,
+    review_body,
+)
+from .runstate import review_for as review_kind
+from .store import OPEN_STATES, RunRecord, Store
+
+log = logging.getLogger(__name__)
+
+POLICY_FILE = ".cujo.yml"
+# Whether the block holds the merge is guard.py's answer (a later issue); until then the
+# check says it is unknown, which is never "holds".
+HOLDS = "unknown"
+FAILURES = (GitHubError, RunnerError, BundleError, ArtifactError, ValueError, OSError)
+
+
+class SandboxRunner(Protocol):
+    """Where the sandbox runs: ``runners.ActionsRunner`` on GitHub Actions."""
+
+    def dispatch(
+        self,
+        repo: str,
+        default_branch: str,
+        *,
+        run_id: str,
+        base_sha: str,
+        head_sha: str,
+        pull_request: int,
+    ) -> Dispatched:
+        """Start the sandbox workflow for one run."""
+        ...
+
+    def fold_event(self, event_name: str, payload: object) -> RunProgress | None:
+        """Fold a workflow webhook into progress, or None when it is not one."""
+        ...
+
+    def fetch_bundle(
+        self,
+        repo: str,
+        workflow_run_id: int,
+        *,
+        run_id: str,
+        head_sha: str,
+        base_sha: str,
+        dest: Path,
+    ) -> Bundle:
+        """Download and validate a finished run's bundle."""
+        ...
+
+    def cancel(self, repo: str, workflow_run_id: int) -> bool:
+        """Cancel a workflow run (which also ends a wait on a person)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Head:
+    """A pull request head about to be reviewed, with everything a run needs."""
+
+    session_id: str
+    repo: str
+    number: int
+    installation_id: int
+    base_sha: str
+    head_sha: str
+    default_branch: str | None
+    delivery_id: str
+
+
+def _output(view: GuardView) -> CheckOutput:
+    return CheckOutput(title=view.title, summary=view.summary)
+
+
+def _actions(view: GuardView) -> list[CheckAction]:
+    return [CheckAction(a["label"], a["description"], a["identifier"]) for a in view.actions]
+
+
+def evidence_of(reports: Sequence[Report]) -> dict[str, str]:
+    """Return one line per evidence id, for the review's findings table."""
+    lines: dict[str, str] = {}
+    for report in reports:
+        for egress in report.egress:
+            decoys = f"; decoy {', '.join(egress.decoy_seen)}" if egress.decoy_seen else ""
+            lines[egress.id] = (
+                f"{egress.method} {egress.url} during {egress.phase} "
+                f"({egress.bytes_out} bytes){decoys}"
+            )
+        for decoy in report.decoy_events:
+            lines[decoy.id] = f"{decoy.event} of {decoy.path} during {decoy.phase}"
+        for seen in report.observations:
+            lines[seen.id] = f"{seen.kind}: {seen.detail}"
+    return lines
+
+
+class RunCoordinator:
+    """Take pull requests from a review request to one review, through the sandbox."""
+
+    def __init__(
+        self,
+        store: Store,
+        github_for: Callable[[int], GitHubGateway],
+        runner: SandboxRunner,
+        judge: Judge,
+        workflow: str = "cujo.yml",
+        *,
+        bundles: Path | None = None,
+    ) -> None:
+        self.store = store
+        self.github_for = github_for
+        self.runner = runner
+        self.judge = judge
+        self.workflow = workflow
+        self.bundles = bundles or Path(tempfile.gettempdir()) / "cujo-bundles"
+        # Unique per coordinator: a restarted relay must not pass for the one that died.
+        self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        # Re-entrant: starting a run may finish it at once (a policy error) under the lock.
+        self._locks: dict[str, threading.RLock] = {}
+        self._locks_lock = threading.Lock()
+
+    @contextmanager
+    def _session(self, session_id: str) -> Iterator[None]:
+        with self._locks_lock:
+            lock = self._locks.setdefault(session_id, threading.RLock())
+        with lock:
+            yield
+
+    # ------------------------------------------------------------------ review requests
+
+    def request_review(self, request: ReviewRequested) -> None:
+        """Review a pull request's head, or record why not; idempotent per delivery."""
+        session_id = self.store.open_session(request.repo, request.pr_number, "github")
+        self.store.request_review(
+            delivery_id=request.delivery_id,
+            session_id=session_id,
+            installation_id=request.installation_id,
+            action=request.action,
+            head_sha=request.head_sha,
+            base_sha=request.base_sha,
+            base_ref=request.base_ref,
+            author=request.author,
+            author_type=request.author_type,
+            draft=request.draft,
+        )
+        if request.installation_id is None:
+            # Without an installation nothing can be read or written as the App.
+            self.store.note_request(request.delivery_id, "not reviewed: no installation named")
+            raise MalformedEvent("the pull_request event names no installation")
+        with self._session(session_id):
+            if self.store.run_of_delivery(request.delivery_id) is not None:
+                return  # handled before: a redelivery, or a retry after a crash
+            gh = self.github_for(request.installation_id)
+            pr = gh.pull_request(request.repo, request.pr_number)
+            if pr.head_sha != request.head_sha:
+                # Only the newest head is reviewed; its own event starts its run.
+                self.store.note_request(
+                    request.delivery_id,
+                    f"not reviewed: the head moved on to {pr.head_sha[:12]}",
+                )
+                return
+            head = Head(
+                session_id=session_id,
+                repo=request.repo,
+                number=request.pr_number,
+                installation_id=request.installation_id,
+                base_sha=pr.base_sha,
+                head_sha=pr.head_sha,
+                default_branch=request.default_branch,
+                delivery_id=request.delivery_id,
+            )
+            facts = modes.PullRequestFacts(
+                action=request.action,
+                state=pr.state,
+                draft=pr.draft,
+                base_ref=pr.base_ref,
+                author_type=pr.author_type,
+                changed_files=(),
+            )
+            self._choose_and_start(gh, head, facts, check_run_id=None)
+
+    def _choose_and_start(
+        self,
+        gh: GitHubGateway,
+        head: Head,
+        facts: modes.PullRequestFacts,
+        *,
+        check_run_id: int | None,
+    ) -> None:
+        # Policy from base, never head (DESIGN section 4).
+        text = gh.file_at(head.repo, POLICY_FILE, head.base_sha)
+        try:
+            policy: Policy | PolicyError = load_policy(text, POLICY_FILE)
+        except PolicyError as exc:
+            policy = exc
+        if isinstance(policy, PolicyError):
+            note = f"the policy at base {head.base_sha[:12]} cannot be used"
+            self._start(gh, head, policy, note, check_run_id=check_run_id)
+            return
+        files = gh.pull_request_files(head.repo, head.number)
+        facts = modes.PullRequestFacts(
+            action=facts.action,
+            state=facts.state,
+            draft=facts.draft,
+            base_ref=facts.base_ref,
+            author_type=facts.author_type,
+            changed_files=files,
+        )
+        choice = modes.choose(policy, facts)
+        if not choice.review:
+            self.store.note_request(head.delivery_id, f"not reviewed: {choice.reason}")
+            log.info("%s#%d not reviewed: %s", head.repo, head.number, choice.reason)
+            return
+        note = f"Sandbox review: {choice.reason}."
+        if choice.mode == "diff":
+            note = (
+                f"`mode: diff` was chosen ({choice.reason}), but the diff review is not built "
+                "yet: this head is reviewed in the sandbox instead."
+            )
+        self._start(gh, head, policy, note, check_run_id=check_run_id)
+
+    def _start(
+        self,
+        gh: GitHubGateway,
+        head: Head,
+        policy: Policy | PolicyError,
+        note: str,
+        *,
+        check_run_id: int | None,
+    ) -> None:
+        run_id = uuid.uuid4().hex
+        owned = self._supersede(gh, head, run_id)
+        check_run_id = check_run_id or owned
+        on_error = "hold" if isinstance(policy, PolicyError) else policy.on_error
+        self.store.start_run(head.session_id, run_id, head.base_sha, head.head_sha, "sandbox")
+        self.store.bind_github(
+            run_id,
+            installation_id=head.installation_id,
+            delivery_id=head.delivery_id,
+            default_branch=head.default_branch,
+            on_error=on_error,
+        )
+        self.store.note_request(head.delivery_id, f"reviewed in run {run_id}", run_id)
+        self.store.add_event(run_id, "mode", note)
+        try:
+            view = guard_for("running", summary=note, holds=HOLDS)
+            if check_run_id is None:
+                check_run_id = gh.create_check_run(
+                    head.repo, head.head_sha, name=GUARD, output=_output(view)
+                )
+            else:
+                # The new run on the same commit owns the check: back to in progress.
+                gh.update_check_run(
+                    head.repo, check_run_id, status="in_progress", output=_output(view), actions=[]
+                )
+            self.store.bind_github(run_id, check_run_id=check_run_id)
+            self._react(gh, head.repo, head.number, "running")
+            if isinstance(policy, PolicyError):
+                self._finish(gh, run_id, error_verdict(f"{POLICY_FILE} at base: {policy}"))
+                return
+            if not head.default_branch:
+                raise RunnerError("the webhook named no default branch to dispatch the sandbox on")
+            dispatched = self.runner.dispatch(
+                head.repo,
+                head.default_branch,
+                run_id=run_id,
+                base_sha=head.base_sha,
+                head_sha=head.head_sha,
+                pull_request=head.number,
+            )
+            self.store.bind_github(run_id, workflow_run_id=dispatched.workflow_run_id)
+            self.store.add_event(
+                run_id,
+                "dispatched",
+                f"workflow run {dispatched.workflow_run_id} {dispatched.html_url or ''}".strip(),
+            )
+        except FAILURES as exc:
+            log.warning("run %s could not start: %s", run_id, exc)
+            self._finish(gh, run_id, error_verdict(f"starting the sandbox: {exc}"))
+
+    def _supersede(self, gh: GitHubGateway, head: Head, new_run: str) -> int | None:
+        """Stop the pull request's undecided runs; return a check the new run takes over."""
+        owned: int | None = None
+        for old in self.store.open_runs(head.session_id):
+            if not self.store.supersede(old.run_id, new_run):
+                continue  # being finished right now: its outcome stands for its commit
+            if old.workflow_run_id is not None:
+                try:
+                    # Cancelling also answers a wait on a person (an environment approval).
+                    self.runner.cancel(old.repo, old.workflow_run_id)
+                except FAILURES as exc:
+                    log.warning("could not cancel workflow run %s: %s", old.workflow_run_id, exc)
+            if old.check_run_id is None:
+                continue
+            if old.head_sha == head.head_sha:
+                owned = old.check_run_id
+                continue
+            view = guard_for("superseded")
+            try:
+                gh.update_check_run(
+                    old.repo,
+                    old.check_run_id,
+                    status="completed",
+                    conclusion=view.conclusion,
+                    output=_output(view),
+                    actions=[],
+                )
+            except FAILURES as exc:
+                log.warning("could not mark check %s skipped: %s", old.check_run_id, exc)
+        return owned
+
+    # ------------------------------------------------------------------ progress
+
+    def follow(self, event: Event) -> None:
+        """Fold a workflow webhook into its run; finish the run when the workflow completes."""
+        progress = self.runner.fold_event(event.name, event.payload)
+        if progress is None:
+            return
+        run = self._run_of(progress)
+        if run is None:
+            log.info("workflow run %s is not one of Cujo's runs", progress.workflow_run_id)
+            return
+        with self._session(run.session_id):
+            run = self.store.get_run(run.run_id)
+            if run.workflow_run_id != progress.workflow_run_id or run.state not in OPEN_STATES:
+                # A decided or superseded run ignores late and repeated events.
+                return
+            self.store.add_event(
+                run.run_id,
+                "sandbox",
+                f"{progress.event} {progress.action}: {progress.status}"
+                + (f" ({progress.conclusion})" if progress.conclusion else ""),
+            )
+            if progress.event == "workflow_job":
+                self._follow_job(run, progress)
+                return
+        if progress.action == "completed":
+            self.finish_from_actions(run)
+
+    def _run_of(self, progress: RunProgress) -> RunRecord | None:
+        found = self.store.run_of_workflow_run(progress.repo, progress.workflow_run_id)
+        if found is not None or progress.cujo_run_id is None:
+            return found
+        # The webhook can arrive before the dispatch's answer was recorded; the run-name
+        # names the run, and the session lock waits for the dispatch to be recorded.
+        try:
+            run = self.store.get_run(progress.cujo_run_id)
+        except LookupError:
+            return None
+        return run if run.repo == progress.repo else None
+
+    def _follow_job(self, run: RunRecord, progress: RunProgress) -> None:
+        if run.installation_id is None or run.check_run_id is None:
+            return
+        if progress.waiting and run.state == "running":
+            who = (
+                f"the required reviewers of environment `{progress.environment}`"
+                if progress.environment
+                else "a required reviewer"
+            )
+            if self.store.move_open(run.run_id, "running", "waiting", who):
+                view = guard_for("waiting", waiting_on=who, holds=HOLDS)
+                self._update_check(run, view)
+        elif (
+            not progress.waiting
+            and run.state == "waiting"
+            and progress.status != "completed"
+            and self.store.move_open(run.run_id, "waiting", "running", "approved")
+        ):
+            view = guard_for("running", summary="The sandbox job was approved.", holds=HOLDS)
+            self._update_check(run, view)
+
+    def _update_check(self, run: RunRecord, view: GuardView) -> None:
+        assert run.installation_id is not None
+        assert run.check_run_id is not None
+        gh = self.github_for(run.installation_id)
+        gh.update_check_run(
+            run.repo,
+            run.check_run_id,
+            status=view.status,
+            conclusion=view.conclusion,
+            output=_output(view),
+            actions=_actions(view),
+        )
+
+    # ------------------------------------------------------------------ finishing
+
+    def finish_from_actions(self, run: RunRecord, *, take_over: bool = False) -> None:
+        """Fetch a completed workflow run's bundle, judge it and finish the run."""
+        if run.installation_id is None or run.workflow_run_id is None:
+            return
+        gh = self.github_for(run.installation_id)
+        self.bundles.mkdir(parents=True, exist_ok=True)
+        dest = Path(tempfile.mkdtemp(prefix=f"{run.run_id}-", dir=self.bundles))
+        bundle: Bundle | None = None
+        try:
+            bundle = self.runner.fetch_bundle(
+                run.repo,
+                run.workflow_run_id,
+                run_id=run.run_id,
+                head_sha=run.head_sha,
+                base_sha=run.base_sha,
+                dest=dest,
+            )
+            verdict = self._decide(bundle)
+        except FAILURES as exc:
+            log.warning("run %s: the bundle cannot be used: %s", run.run_id, exc)
+            verdict = error_verdict(f"the sandbox's reports cannot be used: {exc}")
+            bundle = None
+        self._finish(
+            gh,
+            run.run_id,
+            verdict,
+            bundle=bundle,
+            reports_dir=str(dest) if bundle is not None else None,
+            take_over=take_over,
+        )
+
+    def _decide(self, bundle: Bundle) -> Verdict:
+        if bundle.failure is not None:
+            reason = bundle.failure.reason.strip().rstrip(".")
+            return error_verdict(f"{bundle.failure.stage}: {reason}")
+        if bundle.plan is None:
+            raise BundleError("the bundle holds neither a plan nor a failure")
+        return self.judge.decide(
+            bundle.reports,
+            expected=CHECK_NAMES,
+            ctx=RuleContext(policy=bundle.plan.policy),
+            plan_unproven=bundle.plan.unproven_reason,
+        )
+
+    def _finish(
+        self,
+        gh: GitHubGateway,
+        run_id: str,
+        verdict: Verdict,
+        *,
+        bundle: Bundle | None = None,
+        reports_dir: str | None = None,
+        take_over: bool = False,
+    ) -> None:
+        """Post a decided run's one review, check and reaction; nothing if it was decided."""
+        run = self.store.get_run(run_id)
+        with self._session(run.session_id):
+            if not self.store.claim_finish(run_id, self.name, take_over=take_over):
+                return  # superseded, already finished, or another finisher has it
+            run = self.store.get_run(run_id)
+            assert run.pr_number is not None
+            kind = review_kind(verdict.state)
+            if kind is not None and run.review_id is None:
+                body = review_body(
+                    verdict,
+                    head_sha=run.head_sha,
+                    mode="sandbox",
+                    evidence=evidence_of(bundle.reports) if bundle else {},
+                    unproven=verdict.unproven,
+                )
+                post = gh.post_blocking_review if kind == "blocking" else gh.post_advisory_review
+                try:
+                    review = post(run.repo, run.pr_number, run.head_sha, body)
+                except FAILURES as exc:
+                    log.warning("run %s: the review could not be posted: %s", run_id, exc)
+                    verdict = error_verdict(f"posting the review failed: {exc}")
+                else:
+                    self.store.bind_github(run_id, review_id=review.id)
+            plan_json = (
+                bundle.plan.model_dump_json(by_alias=True) if bundle and bundle.plan else None
+            )
+            self.store.finish_run(run_id, verdict, plan_json=plan_json, reports_dir=reports_dir)
+            on_error: Literal["hold", "pass"] = "pass" if run.on_error == "pass" else "hold"
+            view = guard_for(verdict.state, summary=verdict.summary, on_error=on_error, holds=HOLDS)
+            if run.check_run_id is not None:
+                gh.update_check_run(
+                    run.repo,
+                    run.check_run_id,
+                    status=view.status,
+                    conclusion=view.conclusion,
+                    output=_output(view),
+                    actions=_actions(view),
+                )
+            self._react(gh, run.repo, run.pr_number, verdict.state)
+
+    def _react(self, gh: GitHubGateway, repo: str, number: int, state: RunState) -> None:
+        content = reaction_for(state)
+        if content is not None:
+            gh.add_reaction(repo, OnIssue(number), cast(ReactionContent, content))
+
+    # ------------------------------------------------------------------ retry
+
+    def retry(self, event: Event) -> None:
+        """Start a new run on an errored run's commit; the new run owns its check."""
+        check = event.payload.get("check_run")
+        if not isinstance(check, Mapping) or check.get("name") != GUARD:
+            return
+        if event.action == "requested_action":
+            requested = event.payload.get("requested_action")
+            if not isinstance(requested, Mapping) or requested.get("identifier") != RETRY_ACTION:
+                return
+        check_id = check.get("id")
+        if event.repo is None or not isinstance(check_id, int) or isinstance(check_id, bool):
+            raise MalformedEvent("the check_run event names no repository or check run id")
+        run = self.store.run_of_check(event.repo, check_id)
+        if run is None or run.installation_id is None or run.pr_number is None:
+            log.info("check run %s is not one of Cujo's", check_id)
+            return
+        with self._session(run.session_id):
+            if self.store.run_of_delivery(event.delivery_id) is not None:
+                return
+            newest = self.store.run_of_check(event.repo, check_id)
+            if newest is None or newest.state != "error":
+                log.info("check run %s: only an errored run is retried", check_id)
+                return
+            gh = self.github_for(run.installation_id)
+            pr = gh.pull_request(run.repo, run.pr_number)
+            if pr.head_sha != run.head_sha:
+                log.info("check run %s: the head moved on; its own run reviews it", check_id)
+                return
+            head = Head(
+                session_id=run.session_id,
+                repo=run.repo,
+                number=run.pr_number,
+                installation_id=run.installation_id,
+                base_sha=run.base_sha,
+                head_sha=run.head_sha,
+                default_branch=run.default_branch,
+                delivery_id=event.delivery_id,
+            )
+            facts = modes.PullRequestFacts(
+                action="synchronize",  # a retry reviews the head as a new push would
+                state=pr.state,
+                draft=pr.draft,
+                base_ref=pr.base_ref,
+                author_type=pr.author_type,
+                changed_files=(),
+            )
+            self._choose_and_start(gh, head, facts, check_run_id=check_id)
+
+    # ------------------------------------------------------------------ restart
+
+    def reconcile(self) -> int:
+        """Settle every undecided run against GitHub after a start; return how many moved."""
+        moved = 0
+        for run in self.store.open_runs():
+            if run.installation_id is None:
+                moved += self.store.mark_abandoned(run.run_id, "it names no installation")
+                continue
+            gh = self.github_for(run.installation_id)
+            if run.workflow_run_id is None:
+                reason = "the relay stopped before the sandbox was dispatched"
+                self._finish(gh, run.run_id, error_verdict(reason), take_over=True)
+                moved += 1
+                continue
+            try:
+                found = gh.workflow_run(run.repo, run.workflow_run_id)
+            except FAILURES as exc:
+                reason = f"its workflow run {run.workflow_run_id} cannot be read: {exc}"
+                self._finish(gh, run.run_id, error_verdict(reason), take_over=True)
+                moved += 1
+                continue
+            if found.status == "completed":
+                self.finish_from_actions(run, take_over=True)
+                moved += 1
+            else:
+                self.store.add_event(run.run_id, "reconciled", f"workflow run is {found.status}")
+        return moved

@@ -1,0 +1,259 @@
+"""RunCoordinator in process, against the fake GitHub, a real record and ActionsRunner."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakegithub import FakeGitHub, fake_sha
+from relayworld import (
+    REPO,
+    Actions,
+    open_pull,
+    pull_request_event,
+    sample,
+    set_up_repo,
+    synthetic,
+    wait_for,
+)
+
+from app_relay.decide.judge import DeterministicJudge
+from app_relay.events import Event, review_request_of
+from app_relay.github import GitHubApp
+from app_relay.runners import ActionsRunner
+from app_relay.runs import RunCoordinator
+from app_relay.store import Store
+
+BASE = fake_sha()
+
+
+class World:
+    """A coordinator wired to the fake GitHub, with Actions that never call back."""
+
+    def __init__(self, fake: FakeGitHub, tmp: Path, policy: str | None) -> None:
+        self.fake = fake
+        self.store = Store(f"sqlite:///{tmp / 'runs.db'}")
+        self.app = GitHubApp(
+            app_id=fake.app_id,
+            private_key=fake.private_key_pem,
+            base_url=fake.url,
+            seconds_between_requests=None,
+            seconds_between_writes=None,
+        )
+        set_up_repo(fake, base_sha=BASE, policy=policy)
+        gateway = self.app.gateway(fake.installation_id)
+        self.coordinator = RunCoordinator(
+            self.store,
+            self.app.gateway,
+            ActionsRunner.with_gateway(gateway),
+            DeterministicJudge(require_full_isolation=True),
+            bundles=tmp / "bundles",
+        )
+        self.actions = Actions(fake, lambda: None, synthetic()).install()
+        self.n = 0
+
+    def open(self, number: int, head: str, **kw: Any) -> None:
+        """Open a pull request and hand its webhook to the coordinator."""
+        open_pull(self.fake, number, head=head, base=BASE, files=kw.pop("files", None))
+        body = pull_request_event(self.fake, number=number, head=head, base=BASE, **kw)
+        self.coordinator.request_review(review_request_of(self.event("pull_request", body)))
+
+    def event(self, name: str, body: dict[str, Any]) -> Event:
+        """Record a delivery, as the webhook does, and return its parsed event."""
+        self.n += 1
+        raw = json.dumps(body).encode()
+        self.store.record_delivery(f"d-{self.n}", name, body.get("action"), None, REPO, raw)
+        return Event.parse(f"d-{self.n}", name, raw)
+
+    def complete(self) -> None:
+        """Let Actions finish and hand every completion webhook to the coordinator."""
+        self.fake.state.wait_for_actions(timeout_s=60)
+        for _, body in self.actions.undelivered:
+            self.coordinator.follow(self.event("workflow_run", body))
+
+    def checks(self, head: str) -> list[dict[str, Any]]:
+        return [c for c in self.fake.state.repos[REPO].check_runs.values() if c["head_sha"] == head]
+
+    def reviews(self) -> list[dict[str, Any]]:
+        return list(self.fake.state.repos[REPO].reviews.values())
+
+    def reactions(self) -> set[str]:
+        return {r["content"] for r in self.fake.state.repos[REPO].reactions}
+
+
+@pytest.fixture
+def make(fake_github: FakeGitHub, tmp_path: Path) -> Iterator[Any]:
+    worlds: list[World] = []
+
+    def build(policy: str | None = "{}\n") -> World:
+        worlds.append(World(fake_github, tmp_path, policy))
+        return worlds[-1]
+
+    yield build
+    for w in worlds:
+        w.app.close()
+        w.store.close()
+
+
+def test_a_clean_run_posts_one_comment_and_a_duplicate_completion_posts_nothing(make: Any) -> None:
+    w = make()
+    head = fake_sha()
+    w.open(1, head)
+    (check,) = w.checks(head)
+    assert check["status"] == "in_progress"
+    assert w.reactions() == {"eyes"}
+    w.complete()
+    (check,) = w.checks(head)
+    assert check["conclusion"] == "success"
+    # The same completion again, and a redelivery: the decided run ignores them.
+    for _, body in w.actions.undelivered:
+        w.coordinator.follow(w.event("workflow_run", body))
+    (review,) = w.reviews()
+    assert review["state"] == "COMMENTED"
+    assert w.reactions() == {"eyes", "+1"}
+
+
+def test_a_policy_error_at_base_is_an_error_naming_file_and_line(make: Any) -> None:
+    w = make(policy="mode: sandbox\nsurprise: 1\n")
+    head = fake_sha()
+    w.open(2, head)
+    (check,) = w.checks(head)
+    assert check["conclusion"] == "action_required"
+    assert ".cujo.yml:2" in check["output"]["summary"]
+    assert "surprise" in check["output"]["summary"]
+    assert w.fake.state.calls("POST", r"/dispatches$") == []
+    assert w.reviews() == []
+    assert w.reactions() == {"eyes", "confused"}
+
+
+def test_on_error_pass_makes_an_error_neutral(make: Any) -> None:
+    w = make(policy="on_error: pass\n")
+    w.actions.produce = synthetic(bound_to="another-run")
+    head = fake_sha()
+    w.open(3, head)
+    w.complete()
+    (check,) = w.checks(head)
+    assert check["conclusion"] == "neutral"
+    assert w.reviews() == []
+
+
+def test_a_draft_is_not_reviewed_and_nothing_is_posted(make: Any) -> None:
+    w = make()
+    head = fake_sha()
+    open_pull(w.fake, 4, head=head, base=BASE)
+    w.fake.state.repos[REPO].pulls[4]["draft"] = True
+    body = pull_request_event(w.fake, number=4, head=head, base=BASE)
+    body["pull_request"]["draft"] = True
+    w.coordinator.request_review(review_request_of(w.event("pull_request", body)))
+    assert w.checks(head) == []
+    assert w.fake.state.calls("POST", r"^/repos/") == []
+    (request,) = w.store.review_requests()
+    assert request.outcome is not None
+    assert "drafts are not reviewed" in request.outcome
+
+
+def test_diff_mode_is_reviewed_in_the_sandbox_and_says_so(make: Any) -> None:
+    w = make(policy="mode: diff\n")
+    head = fake_sha()
+    w.open(5, head)
+    (check,) = w.checks(head)
+    assert "diff review is not built yet" in check["output"]["summary"]
+    (run,) = w.store.list_runs()
+    assert run.mode == "sandbox"
+
+
+def test_a_job_waiting_on_reviewers_shows_who_then_runs_again(make: Any) -> None:
+    w = make()
+    head = fake_sha()
+    w.actions.hold(head)
+    w.open(6, head)
+    (run,) = w.store.list_runs()
+    job = sample("workflow_job.waiting")
+    job["workflow_job"]["run_id"] = run.workflow_run_id
+    job["workflow_job"]["head_sha"] = w.fake.state.repos[REPO].branches["main"]
+    job["repository"]["full_name"] = REPO
+    job["deployment"] = {"environment": "sandbox-approval"}
+    w.coordinator.follow(w.event("workflow_job", job))
+    assert w.store.get_run(run.run_id).state == "waiting"
+    (check,) = w.checks(head)
+    assert "sandbox-approval" in check["output"]["summary"]
+    assert check["status"] == "in_progress"
+    job["action"] = "in_progress"
+    job["workflow_job"]["status"] = "in_progress"
+    w.coordinator.follow(w.event("workflow_job", job))
+    assert w.store.get_run(run.run_id).state == "running"
+    w.actions.gates[head].set()
+    w.complete()
+    assert w.checks(head)[0]["conclusion"] == "success"
+
+
+def test_retry_of_an_errored_run_reviews_the_same_commit_on_the_same_check(make: Any) -> None:
+    w = make()
+    head = fake_sha()
+    w.actions.producers[head] = synthetic(bound_to="forged")
+    w.open(7, head)
+    w.complete()
+    (check,) = w.checks(head)
+    assert check["conclusion"] == "action_required"
+    w.actions.producers.clear()
+    w.actions.undelivered.clear()
+    body = sample("check_run.rerequested")
+    body["action"] = "requested_action"
+    body["requested_action"] = {"identifier": "retry"}
+    body["check_run"].update(id=check["id"], name="cujo/guard", head_sha=head)
+    body["repository"]["full_name"] = REPO
+    w.coordinator.retry(w.event("check_run", body))
+    w.complete()
+    assert len(w.checks(head)) == 1
+    assert w.checks(head)[0]["conclusion"] == "success"
+    (review,) = w.reviews()
+    assert review["state"] == "COMMENTED"
+    states = sorted(r.state for r in w.store.list_runs())
+    assert states == ["clean", "error"]
+
+
+def test_a_newer_head_supersedes_and_the_old_completion_posts_nothing(make: Any) -> None:
+    w = make()
+    old, new = fake_sha(), fake_sha()
+    w.actions.hold(old)
+    w.open(8, old)
+    w.open(8, new, action="synchronize")
+    (old_check,) = w.checks(old)
+    assert old_check["conclusion"] == "skipped"
+    w.actions.gates[old].set()
+    w.complete()
+    (review,) = w.reviews()
+    assert review["commit_id"] == new
+    assert sorted(r.state for r in w.store.list_runs()) == ["clean", "superseded"]
+
+
+def test_a_stale_head_event_is_not_reviewed(make: Any) -> None:
+    w = make()
+    old, new = fake_sha(), fake_sha()
+    open_pull(w.fake, 9, head=new, base=BASE)
+    body = pull_request_event(w.fake, number=9, head=old, base=BASE)
+    w.coordinator.request_review(review_request_of(w.event("pull_request", body)))
+    assert w.checks(old) == []
+    assert w.store.list_runs() == []
+
+
+def test_reconcile_finishes_completed_runs_and_errors_vanished_ones(make: Any) -> None:
+    w = make()
+    done_head, gone_head = fake_sha(), fake_sha()
+    w.open(10, done_head)
+    w.open(11, gone_head)
+    w.fake.state.wait_for_actions(timeout_s=60)
+    gone = next(r for r in w.store.open_runs() if r.head_sha == gone_head)
+    assert gone.workflow_run_id is not None
+    del w.fake.state.repos[REPO].runs[gone.workflow_run_id]
+    assert w.coordinator.reconcile() == 2
+    assert w.checks(done_head)[0]["conclusion"] == "success"
+    assert w.checks(gone_head)[0]["conclusion"] == "action_required"
+    assert w.store.get_run(gone.run_id).state == "error"
+    assert len(w.reviews()) == 1
+    wait_for("nothing left open", lambda: w.store.open_runs() == [], 5)
+    # Reconciling again moves nothing: decided runs stay decided.
+    assert w.coordinator.reconcile() == 0
