@@ -165,7 +165,7 @@ def bench_armed(rounds: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="make bench")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--only", choices=["review", "matcher", "armed", "webhook"])
+    parser.add_argument("--only", choices=["review", "matcher", "armed", "webhook", "claim"])
     args = parser.parse_args()
     if args.only in (None, "matcher"):
         bench_matcher(20)
@@ -174,12 +174,13 @@ def main() -> int:
     if args.only in (None, "review"):
         bench_review(args.rounds)
     if args.only in (None, "webhook"):
-        try:
-            from bench.webhook import bench_webhook
-        except ImportError:
-            print("webhook benchmark: not available yet (bench/webhook.py)")
-        else:
-            bench_webhook(60.0, 200)
+        from bench.webhook import bench_webhook
+
+        bench_webhook(60.0, 200)
+    if args.only in (None, "claim"):
+        from bench.relay import bench_claim_latency
+
+        bench_claim_latency(30)
     return 0
 
 
