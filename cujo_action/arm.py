@@ -26,7 +26,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from cujo_action.decoys import Decoy, decoy_files, make_decoys
-from cujo_action.dns import ResolverConfig, ResolverError, ResolverHandle, start_resolver
+from cujo_action.dns import ResolverConfig, ResolverError, ResolverHandle, ResolverStart
 from cujo_action.jail import Confinement, JailError, sandbox_user
 from cujo_action.netns import NetNamespace, NetnsError, Redirect, unavailable
 from cujo_action.proxy import ProxyConfig, ProxyHandle, start_proxy, write_ca_bundle
@@ -77,6 +77,7 @@ class Armed(BaseModel):
     proxy_hosts: dict[str, str] = {}
     uid: int | None = None
     gid: int | None = None
+    dns_names: str = ""  # the resolver's address → name file (full isolation)
 
     def decoy_objects(self) -> tuple[Decoy, ...]:
         """Return the decoys as the decoys module's type."""
@@ -187,6 +188,10 @@ def arm(plan: Plan, run_dir: Path) -> tuple[Armed, Harness]:
     labels = [label(c, p) for c, p in LABELS]
     decoy_specs = [{"name": d.name, "value": d.value} for d in decoys]
     why_partial = isolation_unavailable()
+    resolver_dir = run_dir / "resolver"
+    # The resolver gives each name an address of its own and writes which here, so the
+    # proxy (and the refused-packet counts) can name what a raw connection was aimed at.
+    names = resolver_dir / "names.jsonl" if why_partial is None else None
     config = ProxyConfig(
         labels=labels,
         confdir=run_dir / "proxy-ca",
@@ -195,30 +200,27 @@ def arm(plan: Plan, run_dir: Path) -> tuple[Armed, Harness]:
         log_path=evidence / "egress.jsonl",
         ready_path=run_dir / "proxy-ready.json",
         transparent=why_partial is None,
+        names_path=names,
     )
-    resolver_dir = run_dir / "resolver"
     resolver_config = ResolverConfig(
         labels=labels,
         allow_hosts=allow,
         decoys=decoy_specs,
         log_path=evidence / "egress.jsonl",  # one log, whole lines
         ready_path=resolver_dir / "ready.json",
+        names_path=names,
     )
     resolver_dir.mkdir(mode=0o700, exist_ok=True)
     # The resolver starts while the proxy does (each takes most of a second to import).
-    with ThreadPoolExecutor(1) as pool:
-        resolver_start = (
-            pool.submit(start_resolver, resolver_config, resolver_dir)
-            if why_partial is None
-            else None
-        )
-        try:
-            harness = Harness(start_proxy(config))
-        except BaseException:
-            if resolver_start is not None:
-                with contextlib.suppress(Exception):
-                    resolver_start.result().stop()
-            raise
+    # Both are launched from this thread, which lives as long as the run: each dies with
+    # the thread that forked it (PR_SET_PDEATHSIG), so never from a worker thread.
+    resolver_start = ResolverStart(resolver_config, resolver_dir) if why_partial is None else None
+    try:
+        harness = Harness(start_proxy(config))
+    except BaseException:
+        if resolver_start is not None:
+            resolver_start.cancel()
+        raise
     try:
         (run_dir / "proxy-ca").chmod(0o700)  # the run CA's key stays the harness's
         bundle = run_dir / "ca-bundle.pem"
@@ -268,12 +270,15 @@ def arm(plan: Plan, run_dir: Path) -> tuple[Armed, Harness]:
             proxy_hosts=hosts,
             uid=uid,
             gid=gid,
+            dns_names=str(names) if names is not None and why_partial is None else "",
         )
         (run_dir / "plan.json").write_text(plan.model_dump_json(by_alias=True, indent=2))
         context = run_dir / "context.json"
         context.write_text(armed.model_dump_json(indent=2))
         context.chmod(0o600)
     except BaseException:
+        if resolver_start is not None and harness.resolver is None:
+            resolver_start.cancel()
         harness.stop()
         raise
     return armed, harness

@@ -15,15 +15,16 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cujo_action.decoys import MIN_NEEDLE, Decoy, DecoyMatcher
+from cujo_action.decoys import MIN_NEEDLE, Decoy, DecoyMatcher, make_decoys
 from cujo_action.proxy import (
+    SINK_NETWORK,
     Action,
     DecoySpec,
     decide,
@@ -49,6 +50,10 @@ from cujo_action.schema import REGISTRY_HOSTS, clip
 # transparent proxy: a client that ignores proxy variables resolves, connects and its
 # whole HTTP(S) request is logged, and for an allowed registry the proxy forwards by name.
 # NXDOMAIN would show only the name, and would tell malware it is in a sandbox.
+# With ``names_path`` set (as arm does), each name gets an address of its own in the sink
+# network instead, and the pair is written there before the answer leaves, so the proxy
+# can name a raw connection (a reverse shell to attacker.example:4444) by the name its
+# client looked up rather than by an address the resolver made up.
 # AAAA and other types get an empty answer (the namespace has no IPv6), so clients fall
 # back to A. ``action`` says what the proxy does with that name's traffic: "forwarded"
 # for allowed hosts, "sunk" otherwise; the query itself is always answered here.
@@ -169,11 +174,60 @@ def _base32_needles(raw: bytes) -> list[tuple[bytes, str]]:
     return out
 
 
+# A label holds 63 bytes and a name 255, so a decoy often leaves in pieces: 30 bytes of a
+# 40-byte secret hex-encoded in one query, the rest in the next. A name counts as carrying
+# a decoy when it holds this many consecutive characters of one of its encodings.
+FRAGMENT = 20
+_URLSAFE_TO_STD = bytes.maketrans(b"-_", b"+/")
+# How a name is compared with an encoding's fragments: names lose case on the way
+# (0x20 randomisation, lower-casing resolvers), except where case is the encoding.
+_CASES: dict[str, Callable[[bytes], bytes]] = {
+    "plain": bytes.lower,
+    "hex": bytes.lower,
+    "base32": bytes.upper,
+    "base64": lambda data: data.translate(_URLSAFE_TO_STD),
+}
+
+
+def _encoded_forms(value: str) -> list[tuple[bytes, str]]:
+    """Return each encoding of ``value`` (at every alignment) a name could carry it in."""
+    raw = value.encode()
+    forms = [(raw, "plain"), (raw.hex().encode(), "hex")]
+    forms += _base32_needles(raw)
+    for offset in range(3):
+        padded = b"\0" * offset + raw
+        full = len(padded) - len(padded) % 3
+        encoded = base64.b64encode(padded[:full])
+        forms.append((encoded[4:] if offset else encoded, "base64"))
+    return forms
+
+
+def _fragments(decoy: Decoy) -> dict[bytes, str]:
+    """Return every FRAGMENT-long piece of the decoy's encodings → the encoding's name."""
+    out: dict[bytes, str] = {}
+    for form, encoding in _encoded_forms(decoy.value):
+        text = _CASES[encoding](form)
+        for i in range(len(text) - FRAGMENT + 1):
+            out.setdefault(text[i : i + FRAGMENT], encoding)
+    return out
+
+
+def _structural(names: set[str]) -> dict[str, set[bytes]]:
+    """Return, per decoy name, the fragments every decoy of that kind holds (its format)."""
+    # A PyPI token always starts "pypi-AgEIcHlwaS5vcmc", an OpenSSH key body with the
+    # same header: pieces of those say nothing. Another draw of the same kinds shows them.
+    return {d.name: set(_fragments(d)) for d in make_decoys() if d.name in names}
+
+
 class NameScanner:
-    """Find decoys in query names: plain, hex, base64 or base32, split over labels or not."""
+    """Find decoys in query names: plain, hex, base64 or base32, split over labels or not.
+
+    Whole values are found as in any request; pieces of FRAGMENT characters or more of
+    one encoding are found too, since a name is too short to carry most secrets whole.
+    """
 
     def __init__(self, decoys: Iterable[Decoy]) -> None:
-        """Build the matcher and the base32 needles once."""
+        """Build the matcher, the base32 needles and the fragment tables once."""
         self.decoys = tuple(decoys)
         self.matcher = DecoyMatcher(self.decoys)
         self._b32: list[tuple[bytes, str]] = []
@@ -181,6 +235,13 @@ class NameScanner:
             for needle, _ in _base32_needles(decoy.value.encode()):
                 if len(needle) >= MIN_NEEDLE:
                     self._b32.append((needle, decoy.name))
+        structural = _structural({d.name for d in self.decoys})
+        self._pieces: dict[str, dict[bytes, str]] = {encoding: {} for encoding in _CASES}
+        for decoy in self.decoys:
+            common = structural.get(decoy.name, set())
+            for piece, encoding in _fragments(decoy).items():
+                if piece not in common:
+                    self._pieces[encoding].setdefault(piece, decoy.name)
 
     def scan(self, labels: Sequence[bytes]) -> tuple[list[str], list[str]]:
         """Return (decoy names, "dns:encoding" places) found in a query name."""
@@ -193,6 +254,11 @@ class NameScanner:
             hits.update(self.matcher.find(data))
         upper = joined.upper()
         hits.update((name, "base32") for needle, name in self._b32 if needle in upper)
+        for encoding, pieces in self._pieces.items():
+            text = _CASES[encoding](joined)
+            for i in range(len(text) - FRAGMENT + 1):
+                if (name := pieces.get(text[i : i + FRAGMENT])) is not None:
+                    hits.add((name, encoding))
         order = {d.name: i for i, d in enumerate(self.decoys)}
         ranked = sorted(hits, key=lambda h: (order[h[0]], h[1]))
         seen = list(dict.fromkeys(name for name, _ in ranked))
@@ -263,6 +329,9 @@ class ResolverConfig(BaseModel):
     decoys: list[DecoySpec] = Field(default_factory=list)
     log_path: Path
     ready_path: Path
+    # Give each name an address of its own in SINK_NETWORK and append
+    # {"address": ..., "name": ...} lines here (proxy.NameBook reads them).
+    names_path: Path | None = None
 
     @field_validator("labels")
     @classmethod
@@ -312,43 +381,70 @@ class ResolverHandle:
         return self.process.wait()
 
 
+class ResolverStart:
+    """A resolver process launched but not yet known to listen: ``result`` waits for it.
+
+    Launch from the thread that outlives the resolver (the run's main thread): the
+    resolver gets SIGTERM when the *thread* that forked it ends (PR_SET_PDEATHSIG), so
+    a resolver launched from a worker thread dies as soon as that thread is done.
+    """
+
+    def __init__(self, config: ResolverConfig, workdir: Path, timeout: float = 10) -> None:
+        """Write the config and start the process; do not wait for it."""
+        workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        config_path = workdir / "cujo-dns.json"
+        # The config holds the decoy values: readable by the harness user only.
+        fd = os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(config.model_dump_json())
+        self.config = config
+        self.stderr_path = workdir / "dns.stderr"
+        Path(config.ready_path).unlink(missing_ok=True)
+        env = dict(os.environ)
+        package_root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        with open(self.stderr_path, "wb") as err:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "cujo_action.dns", "--config", str(config_path)],
+                stdin=subprocess.DEVNULL,
+                stdout=err,
+                stderr=err,
+                env=env,
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - only a prctl before exec
+            )
+        self.deadline = time.monotonic() + timeout
+        self._handle: ResolverHandle | None = None
+
+    def result(self) -> ResolverHandle:
+        """Return the handle once the resolver listens on every label's port, or raise."""
+        while self._handle is None:
+            try:
+                ready = json.loads(Path(self.config.ready_path).read_text())
+            except (OSError, ValueError):
+                ready = None
+            if isinstance(ready, dict) and ready.get("pid") == self.process.pid:
+                ports = {str(k): int(v) for k, v in ready["ports"].items()}
+                self._handle = ResolverHandle(
+                    self.process, ports, Path(self.config.log_path), self.stderr_path
+                )
+            elif self.process.poll() is not None or time.monotonic() > self.deadline:
+                self.cancel()
+                tail = self.stderr_path.read_text(errors="replace")[-4000:]
+                raise ResolverError(f"resolver not ready (exit {self.process.returncode}):\n{tail}")
+            else:
+                time.sleep(0.02)
+        return self._handle
+
+    def cancel(self) -> None:
+        """Stop the process whether or not it got ready."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
 def start_resolver(config: ResolverConfig, workdir: Path, timeout: float = 10) -> ResolverHandle:
     """Start the resolver process and return once it listens on every label's port."""
-    workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    config_path = workdir / "cujo-dns.json"
-    # The config holds the decoy values: readable by the harness user only.
-    fd = os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(config.model_dump_json())
-    stderr_path = workdir / "dns.stderr"
-    Path(config.ready_path).unlink(missing_ok=True)
-    env = dict(os.environ)
-    package_root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    with open(stderr_path, "wb") as err:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "cujo_action.dns", "--config", str(config_path)],
-            stdin=subprocess.DEVNULL,
-            stdout=err,
-            stderr=err,
-            env=env,
-            preexec_fn=die_with_parent,  # noqa: PLW1509 - only a prctl before exec
-        )
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            ready = json.loads(Path(config.ready_path).read_text())
-        except (OSError, ValueError):
-            ready = None
-        if isinstance(ready, dict) and ready.get("pid") == process.pid:
-            ports = {str(k): int(v) for k, v in ready["ports"].items()}
-            return ResolverHandle(process, ports, Path(config.log_path), stderr_path)
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            process.wait()
-            tail = stderr_path.read_text(errors="replace")[-4000:]
-            raise ResolverError(f"resolver not ready (exit {process.returncode}):\n{tail}")
-        time.sleep(0.02)
+    return ResolverStart(config, workdir, timeout).result()
 
 
 # --------------------------------------------------------------------------- the process
@@ -364,6 +460,29 @@ class Resolver:
         self._log_fd = os.open(
             config.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
         )
+        self._names_fd = -1
+        if config.names_path is not None:
+            self._names_fd = os.open(
+                config.names_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
+            )
+        self._addresses: dict[str, str] = {}
+
+    def address_for(self, name: str) -> str:
+        """Return the address ``name`` is answered with (its own, when names are kept)."""
+        if self._names_fd < 0 or not name:
+            return self.config.sink
+        key = normalize_host(name)
+        address = self._addresses.get(key)
+        if address is None:
+            # Past the network's end (131 070 names in one run) names share the sink.
+            index = len(self._addresses) + 1
+            if index >= SINK_NETWORK.num_addresses - 1:
+                return self.config.sink
+            address = str(SINK_NETWORK.network_address + index)
+            self._addresses[key] = address
+            line = json.dumps({"address": address, "name": key}, separators=(",", ":"))
+            os.write(self._names_fd, (line + "\n").encode())
+        return address
 
     def handle(self, label: str, data: bytes) -> bytes | None:
         """Log one query message and return the reply to send, if any."""
@@ -385,11 +504,15 @@ class Resolver:
         if query is None:
             return error_response(data, RCODE_FORMERR)
         answer, rcode = answer_for(query, self.config.sink)
+        if answer is not None:
+            answer = self.address_for(query.name)
         return build_response(query, answer, rcode)
 
     def close(self) -> None:
         """Close the log."""
         os.close(self._log_fd)
+        if self._names_fd >= 0:
+            os.close(self._names_fd)
 
 
 class _Udp(asyncio.DatagramProtocol):

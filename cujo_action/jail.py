@@ -6,7 +6,14 @@ harness) as the unprivileged sandbox user, with no capabilities and ``no_new_pri
 ``sudo`` and every setuid binary are powerless), a scrubbed environment handed in by the
 caller, and resource limits (processes, open files, file size, core dumps). When the
 command ends, times out or floods its output, everything left in its namespace is
-killed: a process can leave its process group, but not its network namespace.
+killed: a process can leave its process group, but not its network namespace. A command
+that returns at once leaving a growing crowd behind (``:(){ :|:& };:``) is watched a
+moment longer, so a fork bomb is reported and not only killed; the caller adopts the
+orphans (a child subreaper) and the jail reaps the sandbox user's, so their zombies do
+not hold the process limit for the rest of the run.
+
+``ExecGuard`` names whoever runs ``sudo`` (or ``su``, ``pkexec``, ``doas``) from a
+check's namespaces, holding the exec (a fanotify permission event) until it knows.
 
 Without one (partial isolation), the command runs in its own session and process group
 with the same environment, limits, deadline and output cap.
@@ -14,14 +21,19 @@ with the same environment, limits, deadline and output cap.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import errno
 import os
 import pwd
 import resource
+import select
 import signal
+import struct
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,9 +50,14 @@ GRACE_S = 2.0
 NPROC_LIMIT = 1024
 NOFILE_LIMIT = 8192
 # A phase that reaches this share of the process limit is flooding the process table.
-FLOOD_SHARE = 0.9
+FLOOD_SHARE = 0.75
+# A command that returns leaving this many processes behind is watched for up to
+# LEFTOVER_WATCH_S before they are killed, to tell a fork bomb from a few leftovers.
+LEFTOVER_CROWD = 64
+LEFTOVER_WATCH_S = 5.0
 SANDBOX_USER = "cujo-sandbox"
 _POLL_S = 0.2
+_GROWTH_POLL_S = 0.05
 
 
 class JailError(RuntimeError):
@@ -86,7 +103,7 @@ def sandbox_user(name: str = SANDBOX_USER) -> tuple[int, int]:
     return entry.pw_uid, entry.pw_gid
 
 
-def _namespace_inode(name: str) -> int | None:
+def namespace_inode(name: str) -> int | None:
     try:
         return os.stat(f"/run/netns/{name}").st_ino
     except OSError:
@@ -181,6 +198,92 @@ def _kill_group(pgid: int, leader: subprocess.Popen[bytes]) -> None:
                 time.sleep(0.05)
 
 
+_PR_SET_CHILD_SUBREAPER = 36
+_REAP_POLL_S = 0.005
+
+
+def become_subreaper() -> None:
+    """Adopt this process's orphaned descendants (Linux), so that it can reap them."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _reap(uid: int, leader: int) -> int:
+    """Reap the exited children of the sandbox user but ``leader``; return how many."""
+    # A process whose parent is gone is adopted here (the subreaper) and, once it exits,
+    # holds one of the sandbox user's process slots until it is reaped: a fork bomb's
+    # orphans would fill RLIMIT_NPROC with zombies for the rest of the run. The leader is
+    # left to Popen, and the harness's own children (root) to whoever started them.
+    reaped = 0
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return reaped
+        if info is None or info.si_pid == leader or info.si_uid != uid:
+            return reaped
+        with contextlib.suppress(ChildProcessError):
+            os.waitid(os.P_PID, info.si_pid, os.WEXITED | os.WNOHANG)
+        reaped += 1
+
+
+def _children_of(uid: int) -> int:
+    """Return how many children of this process (live or not) belong to ``uid``."""
+    me, count = os.getpid(), 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status") as fh:
+                    fields = dict(line.split(":", 1) for line in fh if ":" in line)
+            except (OSError, ValueError):
+                continue
+            if int(fields.get("PPid", 0)) == me and int(fields["Uid"].split()[0]) == uid:
+                count += 1
+    return count
+
+
+class _Reaper:
+    """Reap the sandbox user's orphans while a confined command runs."""
+
+    def __init__(self, uid: int, leader: int) -> None:
+        self.uid, self.leader = uid, leader
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cujo-reaper", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(_REAP_POLL_S):
+            _reap(self.uid, self.leader)
+
+    def finish(self, wait_s: float = GRACE_S) -> None:
+        """Stop the thread, then reap what the kills left until none is left (or wait_s)."""
+        self._stop.set()
+        self._thread.join()
+        end = time.monotonic() + wait_s
+        while True:
+            _reap(self.uid, self.leader)
+            if not _children_of(self.uid) or time.monotonic() > end:
+                return
+            time.sleep(0.01)
+
+
+def _watch_growth(inode: int, deadline: float, flood_at: float) -> int:
+    """Return the most processes seen in the namespace while what was left there grew."""
+    # A few leftovers that stay put (a daemon, a stray sleep) are let go at once; a crowd,
+    # or a number that keeps climbing, is watched a little longer: a fork bomb climbs in
+    # steps (bash waits before it retries a fork that hit the process limit).
+    end = min(deadline, time.monotonic() + LEFTOVER_WATCH_S)
+    peak = last = count_in_namespace(inode)
+    while last and peak < flood_at and time.monotonic() < end:
+        time.sleep(_GROWTH_POLL_S)
+        now = count_in_namespace(inode)
+        peak = max(peak, now)
+        if now <= last and now < LEFTOVER_CROWD:
+            break
+        last = now
+    return peak
+
+
 def run_confined(
     cmd: str,
     *,
@@ -192,9 +295,11 @@ def run_confined(
     """Run ``cmd`` with bash in ``cwd``; kill all it started on timeout, flood or exit."""
     flood = threading.Event()
     started = time.monotonic()
-    inode = _namespace_inode(confinement.netns) if confinement else None
+    inode = namespace_inode(confinement.netns) if confinement else None
     if confinement is not None and inode is None:
         raise JailError(f"network namespace {confinement.netns} does not exist")
+    if confinement is not None:
+        become_subreaper()
     proc = subprocess.Popen(
         confinement.argv(cmd) if confinement else ["/bin/bash", "-c", cmd],
         cwd=cwd,
@@ -206,6 +311,7 @@ def run_confined(
         preexec_fn=_limits(confinement.nproc if confinement else None),  # noqa: PLW1509
     )
     out, err = _Tail(proc.stdout, flood), _Tail(proc.stderr, flood)
+    reaper = _Reaper(confinement.uid, proc.pid) if confinement is not None else None
     timed_out = False
     peak = 0
     deadline = started + timeout
@@ -221,12 +327,19 @@ def run_confined(
             if time.monotonic() >= deadline:
                 timed_out = True
                 break
+    if confinement is not None and inode is not None and not timed_out and not flood.is_set():
+        # A command may return at once and leave its work running: `:(){ :|:& };:` is
+        # gone in a millisecond while what it started multiplies. Watch what it left for
+        # as long as that keeps growing, so a fork bomb is seen before it is killed.
+        peak = max(peak, _watch_growth(inode, deadline, FLOOD_SHARE * confinement.nproc))
     # Whatever the command left behind in its group goes too: nothing outlives a phase.
     _kill_group(proc.pid, proc)
     if confinement is not None:
         # setsid() leaves a process group, never the namespace: sweep that as well.
         kill_all_in(confinement.netns)
     exit_code = proc.wait()
+    if reaper is not None:
+        reaper.finish()
     out.thread.join(5)
     err.thread.join(5)
     killed = timed_out or flood.is_set()
@@ -242,3 +355,222 @@ def run_confined(
         peak_processes=peak,
         process_flood=confinement is not None and peak >= FLOOD_SHARE * confinement.nproc,
     )
+
+
+# --------------------------------------------------------------------------- privilege tools
+
+# <linux/fanotify.h>: a permission-class group whose FAN_OPEN_EXEC_PERM events hold the
+# exec until the group answers.
+_FAN_CLOEXEC = 0x01
+_FAN_NONBLOCK = 0x02
+_FAN_CLASS_CONTENT = 0x04
+_FAN_MARK_ADD = 0x01
+_FAN_OPEN_EXEC_PERM = 0x0004_0000
+_FAN_ALLOW = 0x01
+_FAN_Q_OVERFLOW = 0x4000
+_AT_FDCWD = -100
+_FANOTIFY_METADATA_VERSION = 3
+# struct fanotify_event_metadata: event_len, vers, reserved, metadata_len, mask, fd, pid;
+# struct fanotify_response: fd, response.
+_METADATA = struct.Struct("=IBBHQii")
+_RESPONSE = struct.Struct("=iI")
+_CMDLINE_CAP = 300
+
+
+@dataclass(frozen=True)
+class PrivilegedExec:
+    """One exec of a privilege tool by a process of the check that is guarded."""
+
+    path: str  # the tool
+    pid: int
+    phase: str
+    exe: str | None  # what the process ran before the exec (the caller)
+    cmdline: str  # the caller's command line
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fanotify_init.argtypes = [ctypes.c_uint, ctypes.c_uint]
+    libc.fanotify_init.restype = ctypes.c_int
+    libc.fanotify_mark.argtypes = [
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.c_uint64,
+        ctypes.c_int,
+        ctypes.c_char_p,
+    ]
+    libc.fanotify_mark.restype = ctypes.c_int
+    return libc
+
+
+def _check(rc: int, what: str) -> int:
+    if rc < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return rc
+
+
+def _descends(pid: int, root: int) -> bool:
+    """Return whether ``pid`` runs below ``root`` (its parent chain reaches it)."""
+    for _ in range(256):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                pid = int(fh.read().rpartition(b")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        if pid == root:
+            return True
+        if pid <= 1:
+            return False
+    return False
+
+
+class ExecGuard:
+    """Name every process of one check that executes sudo (or su, pkexec, …).
+
+    A notification of the exec comes too late to name anyone: ``sudo`` refused by
+    ``no_new_privs`` exits within milliseconds, and every watcher on the machine sees
+    every exec. So this is a fanotify *permission* group: the kernel holds the exec until
+    the guard answers, which it does once it has read who the caller is. The check's
+    processes are those in its phases' network namespaces (full isolation; the namespace
+    names the phase) or, without namespaces, those below ``descendants_of`` (the phase is
+    ``phase()`` then). An exec by anyone else (the harness, the machine, another check or
+    run) is let through unrecorded; every exec is let through (under full isolation the
+    tool is already powerless). If the guard stops, the kernel lets everything pass.
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[Path],
+        namespaces: Mapping[int, str],
+        *,
+        descendants_of: int | None = None,
+        phase: Callable[[], str] = lambda: "?",
+    ) -> None:
+        """Prepare to guard ``tools`` for namespaces (inode → phase) or a process tree."""
+        self._tools = [Path(t) for t in tools]
+        self._namespaces = dict(namespaces)
+        self._root = descendants_of
+        self._phase = phase
+        self._fd = -1
+        self._wake_r = self._wake_w = -1
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._events: list[PrivilegedExec] = []
+        self.complete = True
+
+    def start(self) -> None:
+        """Mark the tools that exist and start answering; raise OSError when it cannot."""
+        libc = _libc()
+        self._fd = _check(
+            libc.fanotify_init(
+                _FAN_CLASS_CONTENT | _FAN_CLOEXEC | _FAN_NONBLOCK,
+                os.O_RDONLY | os.O_LARGEFILE | os.O_CLOEXEC,
+            ),
+            "fanotify_init",
+        )
+        try:
+            for tool in self._tools:
+                if tool.exists():
+                    _check(
+                        libc.fanotify_mark(
+                            self._fd, _FAN_MARK_ADD, _FAN_OPEN_EXEC_PERM, _AT_FDCWD, bytes(tool)
+                        ),
+                        f"fanotify_mark {tool}",
+                    )
+        except OSError:
+            os.close(self._fd)
+            self._fd = -1
+            raise
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread = threading.Thread(target=self._run, name="cujo-exec-guard", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> list[PrivilegedExec]:
+        """Stop guarding (anything still held is let through) and return the execs seen."""
+        if self._thread is not None:
+            os.write(self._wake_w, b"s")
+            self._thread.join()
+            self._thread = None
+            for fd in (self._wake_r, self._wake_w):
+                os.close(fd)
+        if self._fd >= 0:
+            with contextlib.suppress(BlockingIOError):
+                self._answer_all()
+            os.close(self._fd)
+            self._fd = -1
+        return self.events()
+
+    def events(self) -> list[PrivilegedExec]:
+        """Return the execs recorded so far."""
+        with self._lock:
+            return list(self._events)
+
+    def _run(self) -> None:
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        try:
+            while True:
+                ready = {fd for fd, _ in poller.poll()}
+                if self._wake_r in ready:
+                    return
+                with contextlib.suppress(BlockingIOError):
+                    self._answer_all()
+        except Exception:
+            # Closing the group lets every held exec go on; the evidence is incomplete.
+            self.complete = False
+            raise
+
+    def _answer_all(self) -> None:
+        while True:
+            try:
+                data = os.read(self._fd, 4096)
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    # The kernel could not hand out the event's fd and has answered it.
+                    self.complete = False
+                    return
+                raise
+            if not data:
+                return
+            offset = 0
+            while offset + _METADATA.size <= len(data):
+                event_len, vers, _, _, mask, fd, pid = _METADATA.unpack_from(data, offset)
+                if vers != _FANOTIFY_METADATA_VERSION or event_len < _METADATA.size:
+                    raise RuntimeError(f"unknown fanotify event layout (version {vers})")
+                offset += event_len
+                if mask & _FAN_Q_OVERFLOW:
+                    self.complete = False
+                if fd < 0:
+                    continue
+                try:
+                    self._note(fd, pid)
+                finally:
+                    # Answer first, whatever happened: the caller waits on it.
+                    with contextlib.suppress(OSError):
+                        os.write(self._fd, _RESPONSE.pack(fd, _FAN_ALLOW))
+                    os.close(fd)
+
+    def _note(self, fd: int, pid: int) -> None:
+        try:
+            inode = os.stat(f"/proc/{pid}/ns/net").st_ino
+            tool = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return  # gone, or outside this pid namespace: not a process of ours
+        phase = self._namespaces.get(inode)
+        if phase is None and self._root is not None and _descends(pid, self._root):
+            phase = self._phase()
+        if phase is None:
+            return
+        try:
+            exe: str | None = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            exe = None
+        try:
+            raw = Path(f"/proc/{pid}/cmdline").read_bytes()[:_CMDLINE_CAP]
+            cmdline = raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            cmdline = ""
+        with self._lock:
+            self._events.append(PrivilegedExec(tool, pid, phase, exe, cmdline))

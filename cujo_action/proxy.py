@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ipaddress
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -41,7 +43,8 @@ from cujo_action.schema import (
 # * A request to any other host is answered by the proxy itself with an empty ``200``,
 #   and that host is never resolved or contacted.
 # * A tunnel that carries neither TLS nor HTTP (raw TCP through CONNECT) is logged with
-#   the bytes it sent and closed, whatever its host: it is never forwarded.
+#   the bytes it sent and closed, whatever its host: it is never forwarded. HTTP is what
+#   starts with a request line; anything else (a shell's greeting) is closed at once.
 # * A CONNECT tunnel that never produces a request (the client refused the run's CA, the
 #   handshake failed, it sent nothing) is logged as one ``CONNECT`` line when it closes.
 #
@@ -116,6 +119,9 @@ class ProxyConfig(BaseModel):
     # Also listen transparently, one port per label (fixed here, or picked at start).
     transparent: bool = False
     transparent_ports: dict[str, int] = Field(default_factory=dict)
+    # Where the logging resolver writes which name it gave each address out for: a
+    # transparent connection to such an address is logged under that name.
+    names_path: Path | None = None
 
     @field_validator("labels")
     @classmethod
@@ -191,6 +197,31 @@ def host_allowed(host: str, allow_hosts: Iterable[str]) -> bool:
 def decide(host: str, allow_hosts: Iterable[str]) -> Action:
     """Return what the proxy does with an HTTP request to ``host``."""
     return "forwarded" if host_allowed(host, allow_hosts) else "sunk"
+
+
+# A request line: a method token, a target, the version (RFC 9112 section 3), or as much
+# of one as has arrived.
+_METHOD = rb"[A-Z][A-Z0-9_.!#$%&'*+^`|~-]*"
+_REQUEST_LINE = re.compile(_METHOD + rb" \S+ HTTP/\d(?:\.\d)?\r?")
+_REQUEST_LINE_START = re.compile(
+    _METHOD + rb"(?: \S*(?: (?P<version>[HTP]{0,4}(?:/[\d.]{0,3})?))?)?"
+)
+_MAX_REQUEST_LINE = 16 * 1024
+
+
+def request_line_verdict(data: bytes) -> bool | None:
+    """Return whether ``data`` starts with an HTTP request line (None: too early to say)."""
+    line, newline, _ = data.partition(b"\n")
+    if newline:
+        return _REQUEST_LINE.fullmatch(line) is not None
+    if not line:
+        return None
+    if len(line) > _MAX_REQUEST_LINE:
+        return False
+    start = _REQUEST_LINE_START.fullmatch(line.removesuffix(b"\r"))
+    if start is None or not b"HTTP/".startswith((start["version"] or b"")[:5]):
+        return False
+    return None
 
 
 def request_size(
@@ -323,6 +354,51 @@ def egress_from_record(record: dict[str, Any], evidence_id: str) -> Egress:
     )
 
 
+# The logging resolver (dns.py) answers names with addresses of this network (RFC 2544
+# benchmarking: never a real host), one per name when it keeps a names file.
+SINK_NETWORK = ipaddress.IPv4Network("198.18.0.0/15")
+
+
+class NameBook:
+    """The address → name pairs the logging resolver appends to its names file."""
+
+    def __init__(self, path: Path) -> None:
+        """Read nothing yet; ``name_of`` reads what was appended when it must."""
+        self.path = Path(path)
+        self.names: dict[str, str] = {}
+        self._offset = 0
+
+    def refresh(self) -> None:
+        """Read the whole lines appended since the last call."""
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self._offset)
+                data = fh.read()
+        except OSError:
+            return
+        end = data.rfind(b"\n") + 1  # a line still being written waits for next time
+        self._offset += end
+        for line in data[:end].splitlines():
+            try:
+                pair = json.loads(line)
+                self.names[str(pair["address"])] = str(pair["name"])
+            except (ValueError, KeyError, TypeError):
+                continue
+
+    def name_of(self, address: str) -> str | None:
+        """Return the name the resolver gave ``address`` out for, if it did."""
+        if address not in self.names:
+            try:
+                made_up = ipaddress.ip_address(address) in SINK_NETWORK
+            except ValueError:
+                return None
+            if not made_up:
+                return None
+            # The resolver writes the pair before it answers: it is there by now.
+            self.refresh()
+        return self.names.get(address)
+
+
 def write_ca_bundle(ca_cert: Path, dest: Path, system: Path = SYSTEM_CA) -> Path:
     """Write the bundle sandbox clients trust, the system CAs plus the run's CA, to ``dest``."""
     bundle = Path(system).read_bytes().rstrip(b"\n") + b"\n" + Path(ca_cert).read_bytes()
@@ -413,7 +489,11 @@ PR_SET_PDEATHSIG = 1
 
 
 def die_with_parent() -> None:
-    """Ask the kernel to stop the proxy when the run that started it dies."""
+    """Ask the kernel to stop the proxy when the run that started it dies.
+
+    The kernel sends the signal when the *thread* that forked the child ends, not the
+    process: start harness processes from the run's main thread, never a worker thread.
+    """
     import ctypes  # noqa: PLC0415 - only in the forked child
 
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -476,8 +556,10 @@ class _Tunnel:
     peeks: dict[int, bytes] = field(default_factory=dict)
     logged: bool = False
     refused: bool = False
-    # A transparent connection: host and port are its original destination.
+    # A transparent connection: host and port are its original destination, and name
+    # the host the resolver gave that address out for (None: the client had an address).
     transparent: bool = False
+    name: str | None = None
 
 
 class EgressAddon:
@@ -498,6 +580,7 @@ class EgressAddon:
         self.allow_hosts = list(config.allow_hosts)
         self.matcher = DecoyMatcher(Decoy(d.name, d.value, None, None) for d in config.decoys)
         self.tunnels: dict[str, _Tunnel] = {}
+        self._names = NameBook(config.names_path) if config.names_path is not None else None
         # One write() per line on an O_APPEND descriptor: a killed proxy leaves whole
         # lines behind, at worst a cut last one.
         self._log_fd = os.open(
@@ -505,6 +588,10 @@ class EgressAddon:
         )
 
     # ---- helpers
+
+    def _name_of(self, address: str) -> str | None:
+        """Return the name the resolver answered with ``address``, if it did."""
+        return self._names.name_of(address) if self._names is not None else None
 
     def _label(self, client: Any) -> str:
         port = client.proxy_mode.custom_listen_port
@@ -531,8 +618,12 @@ class EgressAddon:
         peeked = b"".join(tunnel.peeks.values())
         parts.append(("tcp", peeked))
         seen, where = scan(self.matcher, parts)
-        # A transparent connection's host is an address; the SNI, if any, is the name.
-        host = (tunnel.sni or tunnel.host) if tunnel.transparent else tunnel.host or tunnel.sni
+        # A transparent connection's host is an address; the SNI, if any, is the name,
+        # else the name the client looked up to get that address.
+        if tunnel.transparent:
+            host = tunnel.sni or tunnel.name or tunnel.host
+        else:
+            host = tunnel.host or tunnel.sni or ""
         self._write(
             egress_record(
                 ts=time.time(),
@@ -540,7 +631,7 @@ class EgressAddon:
                 host=host or "",
                 port=tunnel.port,
                 method=RAW_METHOD if tunnel.transparent else TUNNEL_METHOD,
-                url=f"{tunnel.host}:{tunnel.port}",
+                url=f"{tunnel.name or tunnel.host}:{tunnel.port}",
                 bytes_out=tunnel.connect_bytes + len(peeked),
                 action=action,
                 decoy_seen=seen,
@@ -637,6 +728,7 @@ class EgressAddon:
             connect_bytes=0,
             connect_parts=[],
             transparent=True,
+            name=self._name_of(host),
         )
 
     def http_connect(self, flow: Any) -> None:
@@ -685,8 +777,17 @@ class EgressAddon:
         room = PEEK_CAP - sum(len(p) for k, p in tunnel.peeks.items() if k != id(nextlayer))
         tunnel.peeks[id(nextlayer)] = data[: max(room, 0)]
         layer = nextlayer.layer
-        if layer is None or isinstance(layer, HttpLayer | ServerTLSLayer | ClientTLSLayer):
+        if layer is None or isinstance(layer, ServerTLSLayer | ClientTLSLayer):
             return
+        if isinstance(layer, HttpLayer):
+            # mitmproxy takes whatever is not TLS for HTTP and would wait for headers that
+            # never come (a reverse shell's greeting), holding the connection open: only
+            # what starts like a request line stays HTTP.
+            verdict = request_line_verdict(data)
+            if verdict is None:
+                nextlayer.layer = None  # not enough bytes yet: ask again on the next ones
+            if verdict is not False:
+                return
         # Raw TCP, DNS or anything else through the tunnel: log what it sent, then let
         # an ignoring TCP layer try to connect, which server_connect refuses, closing it.
         tunnel.refused = True
@@ -698,7 +799,9 @@ class EgressAddon:
         tunnel = self.tunnels.get(flow.client_conn.id)
         fronted = False
         if tunnel is not None and tunnel.transparent:
-            name, fronted = transparent_name(tunnel.sni, flow.request.host_header, tunnel.host)
+            name, fronted = transparent_name(
+                tunnel.sni, flow.request.host_header, tunnel.name or tunnel.host
+            )
             # Logged, decided and (if allowed) forwarded by name, never to the made-up
             # address the client connected to.
             flow.request.data.host = name

@@ -19,8 +19,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from cujo_action.arm import Armed, label, sandbox_env, seed_home
-from cujo_action.jail import Outcome, run_confined
+from cujo_action.jail import (
+    NPROC_LIMIT,
+    ExecGuard,
+    Outcome,
+    PrivilegedExec,
+    become_subreaper,
+    namespace_inode,
+    run_confined,
+)
 from cujo_action.netns import NetnsError, drops_for
+from cujo_action.proxy import NameBook
 from cujo_action.schema import (
     MAX_COMMANDS,
     MAX_DECOY_EVENTS,
@@ -111,6 +120,10 @@ class CheckRun:
         self.scratch = self.run_dir / "scratch" / check
         self.scratch.mkdir(parents=True, exist_ok=True)
         self.started_at = utcnow()
+        # What the commands leave behind (daemons, a fork bomb's orphans) is adopted here,
+        # below this check, rather than by the run: the jail reaps and kills it, and the
+        # exec guard still knows it as this check's.
+        become_subreaper()
         self._labels_used: set[str] = set()
         self.phase: Phase = "install"
         self.commands: list[CommandResult] = []
@@ -126,10 +139,39 @@ class CheckRun:
             *(Path(p) for p in _SYSTEM_PERSISTENCE),
         ]
         self._before = snapshot(self._persistence_roots)
+        # A sudo run by this check is named by the guard while it waits to start
+        # (process, caller, phase). Where the guard cannot run (not root), the watcher's
+        # exec watch is all there is, and it cannot tell whose exec it saw.
+        self.guard = self._start_guard()
         self.watcher = DecoyWatcher(
-            self.decoy_paths, lambda: self.phase, exec_watch=PRIVILEGE_TOOLS
+            self.decoy_paths,
+            lambda: self.phase,
+            exec_watch=PRIVILEGE_TOOLS if self.guard is None else (),
         )
         self.watcher.start()
+
+    def _start_guard(self) -> ExecGuard | None:
+        """Start the exec guard on this check's processes; None where it cannot run."""
+        phases: dict[int, str] = {}
+        if self.armed.isolation == "full":
+            for name, ns in self.armed.netns.items():
+                check, _, phase = name.partition("/")
+                inode = namespace_inode(ns)
+                if check == self.check and inode is not None:
+                    phases[inode] = phase
+        # Without namespaces, this check's processes are those below it.
+        guard = ExecGuard(
+            PRIVILEGE_TOOLS,
+            phases,
+            descendants_of=None if phases else os.getpid(),
+            phase=lambda: self.phase,
+        )
+        try:
+            guard.start()
+        except OSError as exc:
+            self.say(f"exec guard unavailable ({exc}); watching execs without the caller")
+            return None
+        return guard
 
     @property
     def venv(self) -> Path:
@@ -202,7 +244,8 @@ class CheckRun:
             self.observe(
                 PROCESS_FLOOD,
                 f"`{clip(cmd, 200)}` ran {outcome.peak_processes} processes at once, "
-                "at the sandbox's process limit (a fork bomb or close to one)",
+                f"near the sandbox's process limit of {NPROC_LIMIT} (a fork bomb or close "
+                "to one)",
             )
         if outcome.timed_out:
             self.say(f"{phase}: timed out after {timeout:.0f}s; killed")
@@ -235,8 +278,31 @@ class CheckRun:
             self.evidence_complete = False
         return outcome
 
+    def _observe_guarded(self) -> None:
+        """Record the execs of privilege tools the guard saw, one per tool and phase."""
+        if self.guard is None:
+            return
+        seen: dict[tuple[str, str], list[PrivilegedExec]] = {}
+        for ev in self.guard.stop():
+            seen.setdefault((ev.path, ev.phase), []).append(ev)
+        if not self.guard.complete:
+            self.evidence_complete = False
+            self.observe("harness_error", "the exec guard lost events")
+        for (path, phase), evs in seen.items():
+            first = evs[0]
+            caller = first.exe or "?"
+            if first.cmdline:
+                caller += f": `{clip(first.cmdline, 200)}`"
+            more = f" (and {len(evs) - 1} more times)" if len(evs) > 1 else ""
+            self.observe(
+                SUDO,
+                f"{path} was executed by pid {first.pid} (from {caller}) during {phase}{more}",
+                path=path,
+            )
+
     def _observe_refused(self) -> None:
         """Record the packets each namespace this check used refused (proxy bypasses)."""
+        book = NameBook(Path(self.armed.dns_names)) if self.armed.dns_names else None
         for name in sorted(self._labels_used):
             ns = self.armed.netns.get(name)
             if ns is None:
@@ -249,7 +315,12 @@ class CheckRun:
                 continue
             phase = name.split("/", 1)[1]
             for refused in drops.refused[:50]:
-                self.observe(REFUSED_PACKETS, f"{refused} during {phase} (bypassing the proxy)")
+                # An address the resolver made up for a name is shown with that name.
+                host = book.name_of(refused.dst) if book is not None else None
+                aimed = f" ({host})" if host else ""
+                self.observe(
+                    REFUSED_PACKETS, f"{refused}{aimed} during {phase} (bypassing the proxy)"
+                )
             if drops.ipv6_packets:
                 self.observe(
                     REFUSED_PACKETS, f"refused: {drops.ipv6_packets} IPv6 packets during {phase}"
@@ -279,6 +350,7 @@ class CheckRun:
         for ev in self.watcher.exec_events():
             who = f" by pid {ev.pid}" + (f" ({ev.exe})" if ev.exe else "") if ev.pid else ""
             self.observe(SUDO, f"{ev.path} was executed{who} during {ev.phase}", path=ev.path)
+        self._observe_guarded()
         self._observe_refused()
         if self.armed.isolation == "partial":
             self.observe(
