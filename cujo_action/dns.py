@@ -30,6 +30,8 @@ from cujo_action.proxy import (
     decide,
     die_with_parent,
     egress_record,
+    harness_alive,
+    harness_stop,
     normalize_host,
     split_label,
 )
@@ -368,17 +370,11 @@ class ResolverHandle:
 
     def alive(self) -> bool:
         """Return whether the resolver process is still running."""
-        return self.process.poll() is None
+        return harness_alive(self.process)
 
     def stop(self, timeout: float = 5.0) -> int:
         """Terminate the resolver, kill it if it outlives ``timeout``, return its exit code."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                return self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-        return self.process.wait()
+        return harness_stop(self.process, timeout)
 
 
 class ResolverStart:

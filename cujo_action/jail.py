@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cujo_action.netns import kill_all_in
+from cujo_action.watcher import fanotify_libc
 
 # A command that writes more than this is cut off: its output is not evidence worth
 # keeping, and a flood must not fill the runner's disk or memory.
@@ -388,21 +389,6 @@ class PrivilegedExec:
     cmdline: str  # the caller's command line
 
 
-def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.fanotify_init.argtypes = [ctypes.c_uint, ctypes.c_uint]
-    libc.fanotify_init.restype = ctypes.c_int
-    libc.fanotify_mark.argtypes = [
-        ctypes.c_int,
-        ctypes.c_uint,
-        ctypes.c_uint64,
-        ctypes.c_int,
-        ctypes.c_char_p,
-    ]
-    libc.fanotify_mark.restype = ctypes.c_int
-    return libc
-
-
 def _check(rc: int, what: str) -> int:
     if rc < 0:
         err = ctypes.get_errno()
@@ -461,7 +447,7 @@ class ExecGuard:
 
     def start(self) -> None:
         """Mark the tools that exist and start answering; raise OSError when it cannot."""
-        libc = _libc()
+        libc = fanotify_libc()
         self._fd = _check(
             libc.fanotify_init(
                 _FAN_CLASS_CONTENT | _FAN_CLOEXEC | _FAN_NONBLOCK,

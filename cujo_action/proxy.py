@@ -427,18 +427,28 @@ class ProxyHandle:
         self.pid = self.process.pid
 
     def alive(self) -> bool:
-        """Return whether the proxy process is still running."""
-        return self.process.poll() is None
+        """Return whether the process is still running."""
+        return harness_alive(self.process)
 
     def stop(self, timeout: float = 5.0) -> int:
-        """Terminate the proxy, kill it if it outlives ``timeout``, and return its exit code."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                return self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-        return self.process.wait()
+        """Terminate the process, kill it if it outlives ``timeout``; return its exit code."""
+        return harness_stop(self.process, timeout)
+
+
+def harness_alive(process: subprocess.Popen[bytes]) -> bool:
+    """Return whether a harness process (proxy, resolver) is still running."""
+    return process.poll() is None
+
+
+def harness_stop(process: subprocess.Popen[bytes], timeout: float) -> int:
+    """Terminate a harness process, kill it past ``timeout``, and return its exit code."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return process.wait()
 
 
 def _tail(path: Path, limit: int = 4000) -> str:

@@ -117,7 +117,7 @@ class WatchEvent(Generic[KindT]):
 
 
 @functools.cache
-def _libc() -> ctypes.CDLL:
+def fanotify_libc() -> ctypes.CDLL:
     """Return the C library with fanotify_init and fanotify_mark typed."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.fanotify_init.argtypes = [ctypes.c_uint, ctypes.c_uint]
@@ -136,7 +136,7 @@ def _libc() -> ctypes.CDLL:
 def _fanotify_init() -> int:
     """Open a notification-class fanotify group and return its fd."""
     try:
-        init = _libc().fanotify_init
+        init = fanotify_libc().fanotify_init
     except (OSError, AttributeError) as exc:
         raise OSError(errno.ENOSYS, "the C library has no fanotify_init") from exc
     # The event fds only feed fstat and readlink: read-only, and never inherited.
@@ -152,7 +152,9 @@ def _fanotify_init() -> int:
 
 def _fanotify_mark(group: int, mask: int, path: Path) -> None:
     """Add ``mask`` to the inode mark of ``path`` (symlinks followed) in ``group``."""
-    rc: int = _libc().fanotify_mark(group, _FAN_MARK_ADD, mask, _AT_FDCWD, os.fsencode(path))
+    rc: int = fanotify_libc().fanotify_mark(
+        group, _FAN_MARK_ADD, mask, _AT_FDCWD, os.fsencode(path)
+    )
     if rc < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err), str(path))
