@@ -157,19 +157,25 @@ class RecordingReviewer:
 
     def request_review(self, request: ReviewRequested) -> None:
         """Open the pull request's session and record the request in it."""
-        session_id = self.store.open_session(request.repo, request.pr_number, "github")
-        self.store.request_review(
-            delivery_id=request.delivery_id,
-            session_id=session_id,
-            installation_id=request.installation_id,
-            action=request.action,
-            head_sha=request.head_sha,
-            base_sha=request.base_sha,
-            base_ref=request.base_ref,
-            author=request.author,
-            author_type=request.author_type,
-            draft=request.draft,
-        )
+        record_request(self.store, request)
+
+
+def record_request(store: Store, request: ReviewRequested) -> str:
+    """Open the pull request's session, record the request in it, return the session id."""
+    session_id = store.open_session(request.repo, request.pr_number, "github")
+    store.request_review(
+        delivery_id=request.delivery_id,
+        session_id=session_id,
+        installation_id=request.installation_id,
+        action=request.action,
+        head_sha=request.head_sha,
+        base_sha=request.base_sha,
+        base_ref=request.base_ref,
+        author=request.author,
+        author_type=request.author_type,
+        draft=request.draft,
+    )
+    return session_id
 
 
 class RunFollower(Protocol):

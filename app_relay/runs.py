@@ -37,7 +37,7 @@ from .artifacts import ArtifactError
 from .decide.judge import Judge, error_verdict
 from .decide.rules import RuleContext
 from .decide.verdict import Verdict
-from .events import Event, MalformedEvent, ReviewRequested
+from .events import Event, MalformedEvent, ReviewRequested, record_request
 from .github import (
     CheckAction,
     CheckOutput,
@@ -182,19 +182,7 @@ class RunCoordinator:
 
     def request_review(self, request: ReviewRequested) -> None:
         """Review a pull request's head, or record why not; idempotent per delivery."""
-        session_id = self.store.open_session(request.repo, request.pr_number, "github")
-        self.store.request_review(
-            delivery_id=request.delivery_id,
-            session_id=session_id,
-            installation_id=request.installation_id,
-            action=request.action,
-            head_sha=request.head_sha,
-            base_sha=request.base_sha,
-            base_ref=request.base_ref,
-            author=request.author,
-            author_type=request.author_type,
-            draft=request.draft,
-        )
+        session_id = record_request(self.store, request)
         if request.installation_id is None:
             # Without an installation nothing can be read or written as the App.
             self.store.note_request(request.delivery_id, "not reviewed: no installation named")
