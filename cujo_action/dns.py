@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -27,11 +27,10 @@ from cujo_action.proxy import (
     SINK_NETWORK,
     Action,
     DecoySpec,
+    HarnessProcess,
     decide,
     die_with_parent,
     egress_record,
-    harness_alive,
-    harness_stop,
     normalize_host,
     split_label,
 )
@@ -355,26 +354,8 @@ class ResolverError(RuntimeError):
     """The resolver could not be started, with why."""
 
 
-@dataclass
-class ResolverHandle:
+class ResolverHandle(HarnessProcess):
     """A running resolver process: its ports by label and how to stop it."""
-
-    process: subprocess.Popen[bytes]
-    ports: dict[str, int]
-    log_path: Path
-    stderr_path: Path
-    pid: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.pid = self.process.pid
-
-    def alive(self) -> bool:
-        """Return whether the resolver process is still running."""
-        return harness_alive(self.process)
-
-    def stop(self, timeout: float = 5.0) -> int:
-        """Terminate the resolver, kill it if it outlives ``timeout``, return its exit code."""
-        return harness_stop(self.process, timeout)
 
 
 class ResolverStart:

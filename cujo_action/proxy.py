@@ -411,16 +411,13 @@ def write_ca_bundle(ca_cert: Path, dest: Path, system: Path = SYSTEM_CA) -> Path
 
 
 @dataclass
-class ProxyHandle:
-    """A running proxy process: its ports by label, its CA, and how to stop it."""
+class HarnessProcess:
+    """A running harness process (proxy, resolver): its ports by label, how to stop it."""
 
     process: subprocess.Popen[bytes]
     ports: dict[str, int]
-    ca_cert: Path
     log_path: Path
     stderr_path: Path
-    # Transparent listeners by label; empty unless the config asked for them.
-    transparent_ports: dict[str, int] = field(default_factory=dict)
     pid: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -433,6 +430,15 @@ class ProxyHandle:
     def stop(self, timeout: float = 5.0) -> int:
         """Terminate the process, kill it if it outlives ``timeout``; return its exit code."""
         return harness_stop(self.process, timeout)
+
+
+@dataclass(kw_only=True)
+class ProxyHandle(HarnessProcess):
+    """The running proxy: its ports and transparent listeners by label, and its CA."""
+
+    ca_cert: Path
+    # Transparent listeners by label; empty unless the config asked for them.
+    transparent_ports: dict[str, int] = field(default_factory=dict)
 
 
 def harness_alive(process: subprocess.Popen[bytes]) -> bool:
@@ -530,12 +536,12 @@ def _launch(
             ports = {str(k): int(v) for k, v in ready["ports"].items()}
             transparent = {str(k): int(v) for k, v in ready.get("transparent_ports", {}).items()}
             handle = ProxyHandle(
-                process,
-                ports,
-                Path(ready["ca_cert"]),
-                Path(config.log_path),
-                stderr_path,
-                transparent,
+                process=process,
+                ports=ports,
+                log_path=Path(config.log_path),
+                stderr_path=stderr_path,
+                ca_cert=Path(ready["ca_cert"]),
+                transparent_ports=transparent,
             )
             return handle, ""
         code = process.poll()

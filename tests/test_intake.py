@@ -7,45 +7,23 @@ import os
 from pathlib import Path
 
 import pytest
+from bundlefactory import make_plan, make_report
 
 from app_relay.intake import BundleError, read_bundle
 from cujo_action.bundle import write_failure, write_manifest
-from cujo_action.schema import CHECK_NAMES, Failure, Plan, Policy, Report, utcnow
+from cujo_action.schema import CHECK_NAMES, Failure, Plan, Report
 
 BASE, HEAD, RUN = "a" * 40, "b" * 40, "run-1"
 
 
 def plan(**over: object) -> Plan:
-    fields: dict[str, object] = {
-        "run_id": RUN,
-        "repo": "/r",
-        "base_sha": BASE,
-        "head_sha": HEAD,
-        "policy_from": BASE,
-        "policy": Policy(),
-        "ecosystem": "python",
-        "head_dir": "/h",
-        "base_dir": "/b",
-    }
-    fields.update(over)
-    return Plan.model_validate(fields)
+    ids = {"run_id": RUN, "base_sha": BASE, "head_sha": HEAD, "policy_from": BASE}
+    return make_plan(**{**ids, **over})
 
 
 def report(check: str, **over: object) -> Report:
-    now = utcnow()
-    fields: dict[str, object] = {
-        "run_id": RUN,
-        "check": check,
-        "head_sha": HEAD,
-        "base_sha": BASE,
-        "status": "ok",
-        "started_at": now,
-        "finished_at": now,
-        "isolation": "partial",
-        "evidence_complete": True,
-    }
-    fields.update(over)
-    return Report.model_validate(fields)
+    ids = {"run_id": RUN, "base_sha": BASE, "head_sha": HEAD}
+    return make_report(check, **{**ids, **over})
 
 
 def make_bundle(folder: Path, *, the_plan: Plan | None = None) -> Path:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bundlefactory import make_plan, make_report
 from fakegithub import Dispatch, FakeGitHub
 from gitrepo import GitRepo
 
@@ -40,7 +41,7 @@ from app_relay.runners import (
     read_progress,
 )
 from cujo_action.bundle import write_manifest
-from cujo_action.schema import CHECK_NAMES, Plan, Policy, Report, utcnow
+from cujo_action.schema import CHECK_NAMES, Plan, Report
 
 REPO = "octo/widgets"
 DEFAULT = "trunk"  # not "main", so a dispatch on the wrong branch shows
@@ -111,36 +112,13 @@ def world(fake_github: FakeGitHub) -> Iterator[World]:
 
 
 def plan(**over: object) -> Plan:
-    fields: dict[str, object] = {
-        "run_id": RUN,
-        "repo": "/r",
-        "base_sha": BASE,
-        "head_sha": HEAD,
-        "policy_from": BASE,
-        "policy": Policy(),
-        "ecosystem": "python",
-        "head_dir": "/h",
-        "base_dir": "/b",
-    }
-    fields.update(over)
-    return Plan.model_validate(fields)
+    ids = {"run_id": RUN, "base_sha": BASE, "head_sha": HEAD, "policy_from": BASE}
+    return make_plan(**{**ids, **over})
 
 
 def report(check: str, **over: object) -> Report:
-    now = utcnow()
-    fields: dict[str, object] = {
-        "run_id": RUN,
-        "check": check,
-        "head_sha": HEAD,
-        "base_sha": BASE,
-        "status": "ok",
-        "started_at": now,
-        "finished_at": now,
-        "isolation": "full",
-        "evidence_complete": True,
-    }
-    fields.update(over)
-    return Report.model_validate(fields)
+    ids = {"run_id": RUN, "base_sha": BASE, "head_sha": HEAD}
+    return make_report(check, **{**ids, **over})
 
 
 def bundle_files(folder: Path, **reports: Report) -> dict[str, bytes]:
