@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -25,12 +26,24 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from cujo_action.boundary import copy_pristine, fresh_dir, hand_over
 from cujo_action.decoys import Decoy, decoy_files, make_decoys
 from cujo_action.dns import ResolverConfig, ResolverError, ResolverHandle, ResolverStart
-from cujo_action.jail import Confinement, JailError, sandbox_user
+from cujo_action.jail import (
+    ALWAYS_HIDDEN,
+    INSIDE_HOME,
+    INSIDE_UID,
+    NPROC_LIMIT,
+    Confinement,
+    JailError,
+    View,
+    allocate_uids,
+    bwrap_unavailable,
+)
+from cujo_action.limits import Limits, make_limits
 from cujo_action.netns import NetNamespace, NetnsError, Redirect, unavailable
-from cujo_action.proxy import ProxyConfig, ProxyHandle, start_proxy, write_ca_bundle
-from cujo_action.schema import REGISTRY_HOSTS, CheckName, Isolation, Phase, Plan
+from cujo_action.proxy import SYSTEM_CA, ProxyConfig, ProxyHandle, start_proxy, write_ca_bundle
+from cujo_action.schema import CHECK_NAMES, REGISTRY_HOSTS, CheckName, Isolation, Phase, Plan
 
 # One proxy port per (check, phase): the port a request arrives on names who sent it.
 LABELS: tuple[tuple[CheckName, Phase], ...] = (
@@ -56,6 +69,16 @@ class DecoySpec(BaseModel):
     file: str | None
 
 
+class CheckArea(BaseModel):
+    """One check's own corner of the run: its uid, its HOME and its limits."""
+
+    model_config = ConfigDict(frozen=True)
+    home: str  # host path; the command sees it as INSIDE_HOME under a view
+    uid: int | None  # None only when the harness is not root
+    gid: int | None
+    limits: Limits
+
+
 class Armed(BaseModel):
     """What a check process needs to run its commands watched (written as context.json)."""
 
@@ -72,32 +95,67 @@ class Armed(BaseModel):
     python: str  # the interpreter venvs are made from
     tool_path: str  # directories of build tools (node, npm) the sandbox may use
     # Full isolation: each label's namespace, and the address its commands reach the
-    # proxy at (the host side of its veth); the sandbox user.
+    # proxy at (the host side of its veth).
     netns: dict[str, str] = {}
     proxy_hosts: dict[str, str] = {}
-    uid: int | None = None
-    gid: int | None = None
     dns_names: str = ""  # the resolver's address → name file (full isolation)
+    areas: dict[str, CheckArea] = {}
+    # bubblewrap, when it works here (empty: commands see the host, partial isolation),
+    # and the host paths it hides beyond jail.ALWAYS_HIDDEN.
+    bwrap: str = ""
+    hidden: list[str] = []
+    passwd: str = ""  # the sandbox's /etc/passwd and /etc/group (host paths)
+    group: str = ""
 
     def decoy_objects(self) -> tuple[Decoy, ...]:
         """Return the decoys as the decoys module's type."""
         return tuple(Decoy(d.name, d.value, d.env, d.file) for d in self.decoys)
 
-    def confinement(self, check: str, phase: str) -> Confinement | None:
-        """Return how a phase's commands are confined (None under partial isolation)."""
-        ns = self.netns.get(label(check, phase))
-        if self.isolation != "full" or ns is None or self.uid is None or self.gid is None:
-            return None
-        return Confinement(netns=ns, uid=self.uid, gid=self.gid)
+    def area(self, check: str) -> CheckArea:
+        """Return a check's area; an unknown check is a harness bug, never unconfined."""
+        try:
+            return self.areas[check]
+        except KeyError:
+            raise JailError(f"no sandbox area for check {check!r}") from None
 
-    def give(self, path: Path) -> None:
-        """Hand ``path`` (recursively) to the sandbox user, so its commands may write it."""
-        if self.uid is None or self.gid is None:
-            return
-        for root, dirs, files in os.walk(path):
-            for name in [*dirs, *files]:
-                os.lchown(os.path.join(root, name), self.uid, self.gid)
-        os.lchown(path, self.uid, self.gid)
+    def view(self, check: str) -> View | None:
+        """Return what a check's commands see under bubblewrap (None: no bubblewrap)."""
+        if not self.bwrap:
+            return None
+        ro = [(self.ca_bundle, str(SYSTEM_CA))] if SYSTEM_CA.is_file() else []
+        if self.passwd and self.group:
+            ro += [(self.passwd, "/etc/passwd"), (self.group, "/etc/group")]
+        return View(
+            bwrap=self.bwrap,
+            binds=((self.area(check).home, INSIDE_HOME),),
+            ro_binds=tuple(ro),
+            hidden=tuple(self.hidden),
+        )
+
+    def home_inside(self, check: str) -> str:
+        """Return the check's HOME as its commands see it."""
+        return INSIDE_HOME if self.bwrap else self.area(check).home
+
+    def ca_inside(self) -> str:
+        """Return the CA bundle's path as commands see it."""
+        return str(SYSTEM_CA) if self.bwrap and SYSTEM_CA.is_file() else self.ca_bundle
+
+    def confinement(self, check: str, phase: str) -> Confinement:
+        """Return how a phase's commands are confined; raise for a phase with none."""
+        name = label(check, phase)
+        if (check, phase) not in LABELS:
+            raise JailError(f"no confinement for {name}: not a phase of the run")
+        area = self.area(check)
+        ns = self.netns.get(name)
+        if self.isolation == "full" and ns is None:
+            raise JailError(f"no network namespace for {name} under full isolation")
+        return Confinement(
+            netns=ns if self.isolation == "full" else None,
+            uid=area.uid,
+            gid=area.gid,
+            view=self.view(check),
+            limits=area.limits,
+        )
 
 
 @dataclass
@@ -107,6 +165,8 @@ class Harness:
     proxy: ProxyHandle
     resolver: ResolverHandle | None = None
     namespaces: list[NetNamespace] = field(default_factory=list)
+    # What else ends with the run: cgroups, the uid block.
+    releases: list[Callable[[], object]] = field(default_factory=list)
 
     def alive(self) -> bool:
         """Return whether every harness process still runs (else evidence is incomplete)."""
@@ -127,6 +187,9 @@ class Harness:
         with ThreadPoolExecutor(len(stops)) as pool:
             for done in [pool.submit(stop) for stop in stops]:
                 done.result()
+        for release in self.releases:
+            with contextlib.suppress(OSError):
+                release()
 
 
 def isolation_unavailable() -> str | None:
@@ -166,20 +229,84 @@ def _others_can_run(path: Path) -> bool:
 def base_python(*, for_sandbox_user: bool) -> str:
     """Return a real interpreter (not the harness's venv) to make the run's venvs from.
 
-    Under full isolation the sandbox user runs it, so it must be reachable by anybody:
-    a Python inside root's home (pyenv) is not, the system's is.
+    The sandbox user runs it inside bubblewrap, so it must be reachable by anybody and
+    not in a hidden folder: a Python inside root's home (pyenv) is not, the system's is.
     """
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     candidates = [Path(sys.base_prefix) / "bin" / version, Path("/usr/bin/python3")]
     for candidate in candidates:
-        if candidate.exists() and (not for_sandbox_user or _others_can_run(candidate)):
+        if not candidate.exists():
+            continue
+        hidden = any(
+            str(candidate.resolve()).startswith(h + "/") for h in (*ALWAYS_HIDDEN, sys.prefix)
+        )
+        if not for_sandbox_user or (_others_can_run(candidate) and not hidden):
             return str(candidate)
     return sys.executable
 
 
-def arm(plan: Plan, run_dir: Path) -> tuple[Armed, Harness]:
-    """Seed decoys, start the harness and write the context check processes read."""
-    run_dir.mkdir(parents=True, exist_ok=True)
+def _hidden_harness() -> list[str]:
+    """Return the host paths of the harness's own install (hidden from every command)."""
+    import cujo_action  # noqa: PLC0415
+
+    paths = [str(Path(cujo_action.__file__).resolve().parent)]
+    if sys.prefix != sys.base_prefix:  # a venv of its own: all of it
+        paths.append(str(Path(sys.prefix).resolve()))
+    return paths
+
+
+def _sandbox_accounts(run_dir: Path) -> tuple[Path, Path]:
+    """Write the sandbox's /etc/passwd and /etc/group: root, runner, nobody."""
+    passwd, group = run_dir / "passwd", run_dir / "group"
+    passwd.write_text(
+        "root:x:0:0:root:/root:/bin/bash\n"
+        f"runner:x:{INSIDE_UID}:{INSIDE_UID}:runner:{INSIDE_HOME}:/bin/bash\n"
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+    )
+    group.write_text(f"root:x:0:\nrunner:x:{INSIDE_UID}:\nnogroup:x:65534:\n")
+    for path in (passwd, group):
+        path.chmod(0o644)
+    return passwd, group
+
+
+def stage(
+    plan: Plan,
+    run_dir: Path,
+    decoys: tuple[Decoy, ...],
+    owners: dict[str, tuple[int | None, int | None]],
+    limits: dict[str, Limits],
+) -> dict[str, CheckArea]:
+    """Give each check its own HOME (decoys seeded) and copy of the head, before any PR code.
+
+    Every folder is made fresh (a name already there stops the run), the copies come
+    from the pristine checkout only root has written, and each HOME is handed to its
+    check's uid in one symlink-proof walk. After this, root never writes these trees.
+    """
+    corners = fresh_dir(run_dir / "checks", 0o711)
+    areas: dict[str, CheckArea] = {}
+    for check in CHECK_NAMES:
+        corner = fresh_dir(corners / check, 0o711)  # root's: the uid cannot swap its HOME
+        home = fresh_dir(corner / "home", 0o700)
+        seed_home(home, decoys)
+        work = fresh_dir(home / "work", 0o755)
+        (home / ".cache" / "tmp").mkdir(parents=True)  # TMPDIR where there is no bubblewrap
+        if check == "install":
+            copy_pristine(Path(plan.head_dir), work / "src")
+        elif check == "detonation":
+            copy_pristine(Path(plan.head_dir), work / "src", ignore=(".git", "node_modules"))
+        uid, gid = owners[check]
+        if uid is not None and gid is not None:
+            hand_over(home, uid, gid)
+        areas[check] = CheckArea(home=str(home), uid=uid, gid=gid, limits=limits[check])
+    return areas
+
+
+def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed, Harness]:
+    """Seed decoys, start the harness, stage each check's area and write the context.
+
+    ``hide`` names host paths (the output folder, say) no pull-request command may see.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)  # fresh: nothing of the PR has run yet
     run_dir.chmod(0o711)  # the sandbox user may pass through, never list or read
     evidence = run_dir / "evidence"
     evidence.mkdir(mode=0o700, exist_ok=True)
@@ -228,12 +355,28 @@ def arm(plan: Plan, run_dir: Path) -> tuple[Armed, Harness]:
         bundle.chmod(0o644)
         netns: dict[str, str] = {}
         hosts: dict[str, str] = {}
-        uid = gid = None
+        # No pull-request command ever runs as root: as root, each check gets a uid of
+        # its own for this run, whatever the isolation.
+        owners: dict[str, tuple[int | None, int | None]] = dict.fromkeys(CHECK_NAMES, (None, None))
+        if os.geteuid() == 0:
+            if shutil.which("setpriv") is None:
+                raise JailError("`setpriv` (util-linux) is needed to drop root; install it")
+            block = allocate_uids()
+            harness.releases.append(block.release)
+            owners = {c: (block.uid(i), block.uid(i)) for i, c in enumerate(CHECK_NAMES)}
+        first_uid, first_gid = owners[CHECK_NAMES[0]]
+        bwrap_why = bwrap_unavailable(first_uid, first_gid)
+        if bwrap_why is not None and why_partial is None:
+            why_partial = f"bubblewrap is needed for full isolation: {bwrap_why}"
+        limits: dict[str, Limits] = {}
+        tag = secrets.token_hex(4)
+        for check in CHECK_NAMES:
+            limits[check] = made = make_limits(f"cujo-{tag}-{check}", NPROC_LIMIT)
+            harness.releases.append(made.remove)
         if why_partial is None:
             try:
                 assert resolver_start is not None
                 harness.resolver = resolver_start.result()
-                uid, gid = sandbox_user()
                 for name in labels:
                     ns = NetNamespace(
                         Redirect(
@@ -249,11 +392,12 @@ def arm(plan: Plan, run_dir: Path) -> tuple[Armed, Harness]:
                 # Fail closed: the run goes on, but says it could not be isolated, and
                 # its verdict can then be at best unproven.
                 why_partial = f"full isolation could not be set up: {exc}"
-                netns, hosts, uid, gid = {}, {}, None, None
+                netns, hosts = {}, {}
                 for ns in harness.namespaces:
                     with contextlib.suppress(NetnsError, OSError):
                         ns.destroy()
                 harness.namespaces = []
+        passwd, group = _sandbox_accounts(run_dir)
         armed = Armed(
             run_dir=str(run_dir),
             plan_path=str(run_dir / "plan.json"),
@@ -264,13 +408,16 @@ def arm(plan: Plan, run_dir: Path) -> tuple[Armed, Harness]:
             decoys=[DecoySpec(name=d.name, value=d.value, env=d.env, file=d.file) for d in decoys],
             isolation="partial" if why_partial else "full",
             isolation_reason=why_partial or "",
-            python=base_python(for_sandbox_user=why_partial is None),
+            python=base_python(for_sandbox_user=first_uid is not None or bwrap_why is None),
             tool_path=_tool_path(),
             netns=netns,
             proxy_hosts=hosts,
-            uid=uid,
-            gid=gid,
             dns_names=str(names) if names is not None and why_partial is None else "",
+            areas=stage(plan, run_dir, decoys, owners, limits),
+            bwrap=(shutil.which("bwrap") or "") if bwrap_why is None else "",
+            hidden=sorted({*_hidden_harness(), str(run_dir), *(str(p) for p in hide)}),
+            passwd=str(passwd),
+            group=str(group),
         )
         (run_dir / "plan.json").write_text(plan.model_dump_json(by_alias=True, indent=2))
         context = run_dir / "context.json"
@@ -308,26 +455,31 @@ def sandbox_env(
     *,
     check: str,
     phase: str,
-    home: Path,
-    scratch: Path,
-    venv: Path | None,
+    venv: str | None,
 ) -> dict[str, str]:
-    """Return the whole environment of a pull-request command: CI-like, proxied, decoyed."""
+    """Return the whole environment of a pull-request command: CI-like, proxied, decoyed.
+
+    Paths are as the command sees them: under bubblewrap, an ordinary runner's layout.
+    """
     name = label(check, phase)
     # Inside a namespace 127.0.0.1 is the namespace's own loopback: the proxy is reached
     # at the host side of its veth instead.
     proxy = f"http://{armed.proxy_hosts.get(name, armed.proxy_host)}:{armed.proxy_ports[name]}"
-    path = armed.tool_path if venv is None else f"{venv / 'bin'}:{armed.tool_path}"
+    path = armed.tool_path if venv is None else f"{venv}/bin:{armed.tool_path}"
+    home = armed.home_inside(check)
+    # Under bubblewrap /tmp is the command's own; without it, a folder in the check's HOME.
+    scratch = "/tmp" if armed.bwrap else f"{home}/.cache/tmp"  # noqa: S108 (CheckRun.scratch)
+    ca = armed.ca_inside()
     env = {
         "PATH": path,
-        "HOME": str(home),
+        "HOME": home,
         "USER": "runner",
         "LOGNAME": "runner",
         "SHELL": "/bin/bash",
         "LANG": "C.UTF-8",
         "TERM": "dumb",
-        "TMPDIR": str(scratch),
-        "CUJO_SCRATCH": str(scratch),
+        "TMPDIR": scratch,
+        "CUJO_SCRATCH": scratch,
         # Look like an ordinary Actions job, so code that hides from sandboxes wakes up.
         "CI": "true",
         "GITHUB_ACTIONS": "true",
@@ -336,9 +488,10 @@ def sandbox_env(
         "GITHUB_REF": "refs/pull/1/merge",
         "GITHUB_SHA": plan.head_sha,
         "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_WORKSPACE": f"{home}/work/src",
         "RUNNER_OS": "Linux",
         "RUNNER_ARCH": "X64",
-        "RUNNER_TEMP": str(scratch),
+        "RUNNER_TEMP": scratch,
         # Every route out goes through the logging proxy.
         "HTTP_PROXY": proxy,
         "HTTPS_PROXY": proxy,
@@ -351,13 +504,13 @@ def sandbox_env(
         "npm_config_https_proxy": proxy,
         # One bundle (system CAs + the run's CA) through every variable clients read,
         # replacing whatever the machine set (requests lets REQUESTS_CA_BUNDLE win).
-        "SSL_CERT_FILE": armed.ca_bundle,
-        "REQUESTS_CA_BUNDLE": armed.ca_bundle,
-        "PIP_CERT": armed.ca_bundle,
-        "CURL_CA_BUNDLE": armed.ca_bundle,
-        "NODE_EXTRA_CA_CERTS": armed.ca_bundle,
-        "npm_config_cafile": armed.ca_bundle,
-        "GIT_SSL_CAINFO": armed.ca_bundle,
+        "SSL_CERT_FILE": ca,
+        "REQUESTS_CA_BUNDLE": ca,
+        "PIP_CERT": ca,
+        "CURL_CA_BUNDLE": ca,
+        "NODE_EXTRA_CA_CERTS": ca,
+        "npm_config_cafile": ca,
+        "GIT_SSL_CAINFO": ca,
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "PIP_NO_INPUT": "1",
         "npm_config_update_notifier": "false",

@@ -24,10 +24,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import os
-import pwd
 import resource
+import secrets
 import select
+import shutil
 import signal
 import struct
 import subprocess
@@ -37,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from cujo_action.limits import Limits
 from cujo_action.netns import kill_all_in
 from cujo_action.watcher import fanotify_libc
 
@@ -65,43 +68,161 @@ class JailError(RuntimeError):
     """The jail could not be set up (no such user and none could be made, …)."""
 
 
+# Inside the sandbox (bubblewrap), every check sees the same ordinary CI layout; where
+# that lives on the host differs per check (``stage.py``).
+INSIDE_HOME = "/home/runner"
+INSIDE_WORK = "/home/runner/work"
+INSIDE_UID = 1001
+# Host paths always hidden from pull-request commands (the runner's own files, the
+# harness's state, host services' sockets): each gets an empty tmpfs.
+ALWAYS_HIDDEN = ("/home", "/root", "/tmp", "/var/tmp", "/run", "/mnt", "/media", "/srv")  # noqa: S108
+# Per-run uids (no passwd entry, no sudo, no group): a block of UID_BLOCK from UID_BASE,
+# held with a lock file while the run lives, so concurrent runs never share one.
+UID_BASE = 1_900_000_000
+UID_BLOCK = 8
+UID_SLOTS = 4096
+UID_LOCKS = Path("/run/cujo/uids")
+# The sandbox's pid 1: runs the command, tells the harness its exit status on fd 3, then
+# stays (reaping) so what the command left behind can be watched before it is killed.
+INIT = (
+    'fd=$1; shift; "$@" <&0 & main=$!; wait "$main"; rc=$?; '
+    'printf "%d\\n" "$rc" >&"$fd"; eval "exec $fd>&-"; '
+    "while :; do sleep 3600 & wait $!; done"
+)
+
+
+@dataclass(frozen=True)
+class View:
+    """What a command sees of the filesystem under bubblewrap (host paths → inside)."""
+
+    bwrap: str  # the bubblewrap executable
+    binds: tuple[tuple[str, str], ...]  # read-write: (host, inside)
+    ro_binds: tuple[tuple[str, str], ...]  # read-only: (host, inside)
+    hidden: tuple[str, ...]  # host paths replaced by an empty tmpfs
+
+    def args(self, cwd: str, *, user_ns: bool = True) -> list[str]:
+        """Return bubblewrap's arguments up to (not including) the command."""
+        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        covered: list[str] = []
+        for path in sorted({*ALWAYS_HIDDEN, *self.hidden, "/dev/shm"}):  # noqa: S108
+            # A path under one already hidden needs nothing more (it is gone already).
+            if not any(path == c or path.startswith(c.rstrip("/") + "/") for c in covered):
+                covered.append(path)
+                args += ["--tmpfs", path]
+        for host, inside in self.ro_binds:
+            args += ["--ro-bind", host, inside]
+        for host, inside in self.binds:
+            args += ["--bind", host, inside]
+        if user_ns:
+            args += [
+                "--unshare-user", "--disable-userns",
+                "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID),
+            ]  # fmt: skip
+        args += [
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--hostname", "runner", "--as-pid-1", "--die-with-parent", "--new-session",
+            "--chdir", cwd,
+        ]  # fmt: skip
+        return args
+
+
 @dataclass(frozen=True)
 class Confinement:
-    """Where and as whom a command runs under full isolation."""
+    """Where, as whom and in what view a command runs.
 
-    netns: str  # the phase's network namespace (``cujo-<id>``)
-    uid: int
-    gid: int
+    ``uid`` is set whenever the harness is root: no pull-request command runs as uid 0,
+    in any isolation mode. ``netns`` is set under full isolation, ``view`` wherever
+    bubblewrap works; without a view the command sees the host (partial isolation).
+    """
+
+    netns: str | None
+    uid: int | None
+    gid: int | None
+    view: View | None = None
+    limits: Limits | None = None
     nproc: int = NPROC_LIMIT
 
-    def argv(self, cmd: str) -> list[str]:
-        """Return the argv that runs ``cmd`` in the namespace as the sandbox user."""
-        return [
-            "ip", "netns", "exec", self.netns,
-            "setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups",
-            "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all",
-            "--", "/bin/bash", "-c", cmd,
-        ]  # fmt: skip
+    def __post_init__(self) -> None:
+        if os.geteuid() == 0 and not self.uid:
+            raise JailError("refusing to run a pull-request command as root (no sandbox uid)")
+
+    def argv(self, cmd: str, cwd: str, status_fd: int = -1) -> list[str]:
+        """Return the argv that runs ``cmd`` (in ``cwd``, as the command sees it) confined.
+
+        Under a view, the sandbox's pid 1 writes the command's exit status to
+        ``status_fd`` (which the caller passes down) and stays until it is killed.
+        """
+        argv: list[str] = []
+        if self.netns is not None:
+            argv += ["ip", "netns", "exec", self.netns]
+        if self.uid is not None and self.gid is not None:
+            argv += [
+                "setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups",
+                "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--",
+            ]  # fmt: skip
+        if self.view is not None:
+            argv += [*self.view.args(cwd), "--", "/bin/bash", "-c", INIT, "cujo-init"]
+            argv.append(str(status_fd))
+        return [*argv, "/bin/bash", "-c", cmd]
 
 
-def sandbox_user(name: str = SANDBOX_USER) -> tuple[int, int]:
-    """Return (uid, gid) of the sandbox user, creating it (no home, no sudo) if missing."""
+def bwrap_unavailable(uid: int | None, gid: int | None) -> str | None:
+    """Return why bubblewrap cannot build a sandbox here (as ``uid``), or None if it can."""
+    found = shutil.which("bwrap")
+    if found is None:
+        return "`bwrap` is not installed (bubblewrap)"
+    view = View(found, (), (), ())
     try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        entry = None
-    if entry is None:
-        done = subprocess.run(
-            ["useradd", "--system", "--user-group", "--no-create-home",
-             "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name],
-            capture_output=True, text=True, check=False,
+        outcome = run_confined(
+            "exit 0", cwd=Path("/"), env={"PATH": "/usr/bin:/bin"}, timeout=30,
+            confinement=Confinement(None, uid, gid, view),
         )  # fmt: skip
-        if done.returncode not in (0, 9):  # 9: made meanwhile by a concurrent run
-            raise JailError(f"cannot create the sandbox user {name}: {done.stderr.strip()}")
-        entry = pwd.getpwnam(name)
-    if entry.pw_uid == 0:
-        raise JailError(f"the sandbox user {name} has uid 0; it must be unprivileged")
-    return entry.pw_uid, entry.pw_gid
+    except (OSError, JailError) as exc:
+        return f"bubblewrap could not be started: {exc}"
+    if outcome.exit_code != 0:
+        err = outcome.stderr_tail.strip().splitlines()
+        return (
+            "bubblewrap cannot make a sandbox here (unprivileged user namespaces are "
+            f"restricted?): {err[-1] if err else f'exit {outcome.exit_code}'}"
+        )
+    return None
+
+
+class UidBlock:
+    """A block of uids no other run on this machine holds, released with ``release``."""
+
+    def __init__(self, first: int, fd: int) -> None:
+        self.first, self._fd = first, fd
+
+    def uid(self, index: int) -> int:
+        """Return the ``index``-th uid of the block."""
+        if not 0 <= index < UID_BLOCK:
+            raise JailError(f"uid index {index} is outside the block of {UID_BLOCK}")
+        return self.first + index
+
+    def release(self) -> None:
+        """Let another run take the block."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def allocate_uids(locks: Path = UID_LOCKS) -> UidBlock:
+    """Take a free block of per-run uids (flock on a file per block, root only)."""
+    locks.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if locks.is_symlink() or locks.stat().st_uid != 0:
+        raise JailError(f"{locks} is not root's own folder")
+    start = secrets.randbelow(UID_SLOTS)
+    for step in range(UID_SLOTS):
+        slot = (start + step) % UID_SLOTS
+        fd = os.open(locks / f"{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        return UidBlock(UID_BASE + slot * UID_BLOCK, fd)
+    raise JailError("every block of sandbox uids is held by another run")
 
 
 def namespace_inode(name: str) -> int | None:
@@ -140,6 +261,8 @@ class Outcome:
     # and whether that came near the process limit (a fork bomb, or something like one).
     peak_processes: int = 0
     process_flood: bool = False
+    refused_forks: int = 0  # forks the check's process limit refused (cgroups only)
+    oom_kills: int = 0  # processes its memory limit killed (cgroups only)
 
 
 class _Tail:
@@ -168,9 +291,11 @@ class _Tail:
         return bytes(self.tail[-TAIL_BYTES:]).decode("utf-8", "replace")[-TAIL_BYTES:]
 
 
-def _limits(nproc: int | None) -> Callable[[], None]:
+def _limits(nproc: int | None, limits: Limits | None) -> Callable[[], None]:
     def apply() -> None:
-        """Set resource limits in the child before it runs the command."""
+        """Join the check's cgroups and set resource limits in the child before it execs."""
+        if limits is not None:
+            limits.join()
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
         resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE_LIMIT, NOFILE_LIMIT))
@@ -285,76 +410,151 @@ def _watch_growth(inode: int, deadline: float, flood_at: float) -> int:
     return peak
 
 
+def _read_status(fd: int) -> tuple[bool, int | None]:
+    """Read the sandbox's pid 1 report: (ended, the command's exit status or None)."""
+    try:
+        data = os.read(fd, 64)
+    except OSError:
+        return True, None
+    text = data.decode(errors="replace").strip()
+    return True, int(text) if text.isdigit() else None
+
+
 def run_confined(
     cmd: str,
     *,
     cwd: Path,
     env: Mapping[str, str],
     timeout: float,
-    confinement: Confinement | None = None,
+    confinement: Confinement,
+    stdin_fd: int | None = None,
+    stdout_fd: int | None = None,
 ) -> Outcome:
-    """Run ``cmd`` with bash in ``cwd``; kill all it started on timeout, flood or exit."""
+    """Run ``cmd`` with bash in ``cwd``; kill all it started on timeout, flood or exit.
+
+    ``cwd`` is the folder as the command sees it (inside the view, if there is one).
+    ``stdin_fd`` / ``stdout_fd`` replace /dev/null and the captured stdout.
+    """
+    if os.geteuid() == 0 and not confinement.uid:
+        raise JailError("refusing to run a pull-request command as root")
     flood = threading.Event()
     started = time.monotonic()
-    inode = namespace_inode(confinement.netns) if confinement else None
-    if confinement is not None and inode is None:
-        raise JailError(f"network namespace {confinement.netns} does not exist")
-    if confinement is not None:
+    netns = confinement.netns
+    inode = namespace_inode(netns) if netns else None
+    if netns is not None and inode is None:
+        raise JailError(f"network namespace {netns} does not exist")
+    limits = confinement.limits
+    forks_before = limits.refused_forks() if limits else 0
+    ooms_before = limits.oom_kills() if limits else 0
+    view = confinement.view
+    status_r, status_w = os.pipe() if view is not None else (-1, -1)
+    if confinement.uid is not None:
         become_subreaper()
-    proc = subprocess.Popen(
-        confinement.argv(cmd) if confinement else ["/bin/bash", "-c", cmd],
-        cwd=cwd,
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        preexec_fn=_limits(confinement.nproc if confinement else None),  # noqa: PLW1509
-    )
-    out, err = _Tail(proc.stdout, flood), _Tail(proc.stderr, flood)
-    reaper = _Reaper(confinement.uid, proc.pid) if confinement is not None else None
+    try:
+        proc = subprocess.Popen(
+            confinement.argv(cmd, str(cwd), status_w),
+            cwd="/" if view is not None else cwd,
+            env=dict(env),
+            stdin=stdin_fd if stdin_fd is not None else subprocess.DEVNULL,
+            stdout=stdout_fd if stdout_fd is not None else subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=(status_w,) if status_w >= 0 else (),
+            preexec_fn=_limits(confinement.nproc if confinement.uid else None, limits),  # noqa: PLW1509
+        )
+    finally:
+        if status_w >= 0:
+            os.close(status_w)
+    try:
+        return _follow(proc, confinement, inode, status_r, flood, started, timeout,
+                       forks_before, ooms_before)  # fmt: skip
+    finally:
+        if status_r >= 0:
+            os.close(status_r)
+
+
+def _follow(
+    proc: subprocess.Popen[bytes],
+    confinement: Confinement,
+    inode: int | None,
+    status_r: int,
+    flood: threading.Event,
+    started: float,
+    timeout: float,
+    forks_before: int,
+    ooms_before: int,
+) -> Outcome:
+    out = _Tail(proc.stdout, flood) if proc.stdout is not None else None
+    err = _Tail(proc.stderr, flood)
+    uid = confinement.uid
+    reaper = _Reaper(uid, proc.pid) if uid is not None and confinement.view is None else None
     timed_out = False
+    ended = False
+    status: int | None = None
     peak = 0
     deadline = started + timeout
     while True:
-        try:
-            proc.wait(timeout=_POLL_S)
+        if status_r >= 0:
+            ready, _, _ = select.select([status_r], [], [], _POLL_S)
+            if ready:
+                ended, status = _read_status(status_r)
+                break
+            if proc.poll() is not None:
+                break
+        else:
+            try:
+                proc.wait(timeout=_POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+        if inode is not None:
+            peak = max(peak, count_in_namespace(inode))
+        if flood.is_set():
             break
-        except subprocess.TimeoutExpired:
-            if inode is not None:
-                peak = max(peak, count_in_namespace(inode))
-            if flood.is_set():
-                break
-            if time.monotonic() >= deadline:
-                timed_out = True
-                break
-    if confinement is not None and inode is not None and not timed_out and not flood.is_set():
+        if time.monotonic() >= deadline:
+            timed_out = True
+            break
+    if inode is not None and not timed_out and not flood.is_set():
         # A command may return at once and leave its work running: `:(){ :|:& };:` is
         # gone in a millisecond while what it started multiplies. Watch what it left for
         # as long as that keeps growing, so a fork bomb is seen before it is killed.
         peak = max(peak, _watch_growth(inode, deadline, FLOOD_SHARE * confinement.nproc))
-    # Whatever the command left behind in its group goes too: nothing outlives a phase.
+    # Whatever the command left behind goes too: nothing outlives a phase. Killing the
+    # outer bubblewrap kills the sandbox's pid 1, and with it the whole pid namespace.
     _kill_group(proc.pid, proc)
-    if confinement is not None:
+    if confinement.netns is not None:
         # setsid() leaves a process group, never the namespace: sweep that as well.
         kill_all_in(confinement.netns)
-    exit_code = proc.wait()
+    code = proc.wait()
     if reaper is not None:
         reaper.finish()
-    out.thread.join(5)
+    if out is not None:
+        out.thread.join(5)
     err.thread.join(5)
+    if status_r >= 0 and not ended and not timed_out and not flood.is_set():
+        # pid 1 never reported: the sandbox could not be built (or was killed whole).
+        said = err.text().strip()
+        if said.startswith("bwrap:") or "setpriv:" in said or code in (125, 126, 127):
+            raise JailError(f"the sandbox could not be set up: {said[-500:] or f'exit {code}'}")
+    if status_r >= 0:
+        code = status if status is not None else code
     killed = timed_out or flood.is_set()
+    limits = confinement.limits
+    refused = (limits.refused_forks() - forks_before) if limits else 0
+    ooms = (limits.oom_kills() - ooms_before) if limits else 0
     return Outcome(
-        exit_code=None if killed else exit_code,
+        exit_code=None if killed else code,
         timed_out=timed_out,
         flooded=flood.is_set(),
         duration_s=round(time.monotonic() - started, 3),
-        stdout_tail=out.text(),
+        stdout_tail=out.text() if out is not None else "",
         stderr_tail=err.text(),
-        stdout_bytes=out.total,
+        stdout_bytes=out.total if out is not None else 0,
         stderr_bytes=err.total,
         peak_processes=peak,
-        process_flood=confinement is not None and peak >= FLOOD_SHARE * confinement.nproc,
+        process_flood=uid is not None and (peak >= FLOOD_SHARE * confinement.nproc or refused > 0),
+        refused_forks=refused,
+        oom_kills=ooms,
     )
 
 

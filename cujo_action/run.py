@@ -27,6 +27,7 @@ from pathlib import Path
 from types import FrameType
 
 from cujo_action.arm import arm
+from cujo_action.boundary import BoundaryError
 from cujo_action.bundle import (
     attach_egress,
     copy_evidence,
@@ -35,6 +36,7 @@ from cujo_action.bundle import (
     write_manifest,
 )
 from cujo_action.checks.harness import write_report
+from cujo_action.jail import JailError
 from cujo_action.prepare import PrepareError, prepare
 from cujo_action.proxy import ProxyError, read_egress_log
 from cujo_action.schema import CheckName, Failure, Plan, PolicyError, Report, clip, utcnow
@@ -305,13 +307,13 @@ def _run(repo: str, base: str, head: str, run_id: str, out: Path, work: Path) ->
         f"smoke `{plan.smoke or '-'}`; policy from base {plan.policy_from[:12]}"
     )
     try:
-        # The sandbox user may pass through the work folder and owns the head checkout
-        # (installs write into it); reports stay in `out`, which it cannot reach.
+        # The sandbox users pass through the work folder to their own areas; the pristine
+        # checkout stays root's, and reports stay in `out`: neither is ever visible to them.
         work.chmod(0o711)
-        (work / "checkout").chmod(0o711)
+        (work / "checkout").chmod(0o700)
         out.chmod(0o700)
-        armed, harness = arm(plan, work / "run")
-    except (ProxyError, OSError) as exc:
+        armed, harness = arm(plan, work / "run", hide=[out, work])
+    except (ProxyError, JailError, BoundaryError, OSError) as exc:
         write_failure(
             out,
             Failure(
@@ -324,13 +326,12 @@ def _run(repo: str, base: str, head: str, run_id: str, out: Path, work: Path) ->
         )
         _say(f"cannot arm the sandbox: {exc}")
         return 3
-    try:
-        armed.give(Path(plan.head_dir))
-    except OSError:
-        harness.stop()
-        raise
     if armed.isolation == "full":
-        _say(f"isolation full: user uid {armed.uid}, {len(armed.netns)} network namespaces")
+        uids = sorted(a.uid for a in armed.areas.values() if a.uid is not None)
+        _say(
+            f"isolation full: bubblewrap, uids {uids[0]}-{uids[-1]} (one per check), "
+            f"{len(armed.netns)} network namespaces"
+        )
     else:
         _say(f"isolation PARTIAL: {armed.isolation_reason}")
     context = Path(armed.run_dir) / "context.json"

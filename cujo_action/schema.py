@@ -44,6 +44,7 @@ HARNESS_TAMPER: Final = "harness_tamper"
 SUDO: Final = "sudo"
 REFUSED_PACKETS: Final = "refused_packets"
 PROCESS_FLOOD: Final = "process_flood"
+MEMORY_LIMIT: Final = "memory_limit"
 TESTS_FAILED: Final = "tests_failed"
 
 CheckName = Literal["install", "detonation", "tests", "probes", "smoke"]
@@ -275,6 +276,10 @@ class Report(_Strict):
     finished_at: datetime
     isolation: Isolation
     evidence_complete: bool
+    # How the check's commands were limited ("cgroup v1: 1024 processes, memory 4096 MiB"),
+    # and the uid they ran as on the host (None: the harness's own, when it is not root).
+    limits: Short = ""
+    uid: int | None = None
     commands: list[CommandResult] = Field(default_factory=list, max_length=MAX_COMMANDS)
     egress: list[Egress] = Field(default_factory=list, max_length=MAX_EGRESS)
     decoy_events: list[DecoyEvent] = Field(default_factory=list, max_length=MAX_DECOY_EVENTS)

@@ -1,8 +1,9 @@
 """Install the head's dependencies into a throwaway environment, then import them.
 
-Detonation needs nothing the repository's install produces: it starts first, copies the
-head checkout, installs it (running its build scripts), then imports every top-level
-module the install put in place, each in its own process, watching what they do.
+Detonation needs nothing the repository's install produces: it starts first, with a copy
+of the head staged for it before any pull-request code ran, installs it (running its build
+scripts), then imports every top-level module the install put in place, each in its own
+process, watching what they do.
 """
 
 from __future__ import annotations
@@ -62,22 +63,22 @@ def parse_modules(stdout: str) -> list[str]:
     return []
 
 
-def _python(run: CheckRun, work: Path) -> Report:
+def _python(run: CheckRun) -> Report:
     plan = run.plan
-    venv = work / "venv"
+    venv = run.venv
     run.make_venv(venv)
     install = python_install_command(plan.build_files)
     if not install:
         return run.finish("skipped", "no Python build or requirements file to detonate")
     outcome = run.run(
-        install, phase="install", timeout=plan.policy.timeouts.install, cwd=work, venv=venv
+        install, phase="install", timeout=plan.policy.timeouts.install, cwd=run.work, venv=venv
     )
     if outcome.exit_code != 0:
         why = "timed out" if outcome.timed_out else f"failed (exit {outcome.exit_code})"
         return run.finish("failed", f"the detonation install {why}")
-    empty = work / "empty"  # imports run from an empty directory: only installed code loads
-    empty.mkdir(exist_ok=True)
-    run.armed.give(empty)
+    # Imports run from the scratch folder (under bubblewrap, each command's own empty
+    # /tmp): only installed code loads.
+    empty = run.scratch
     listing = run.run(
         f"python -c {shlex.quote(LISTER)}",
         phase="import",
@@ -105,23 +106,24 @@ def _python(run: CheckRun, work: Path) -> Report:
     return run.finish("ok", summary)
 
 
-def _node(run: CheckRun, work: Path) -> Report:
+def _node(run: CheckRun) -> Report:
     plan = run.plan
     if shutil.which("npm") is None:
         # The PATH prepare settled with: when it has no npm, the plan says the Node side
         # cannot run, and detonation must not claim otherwise with an npm found elsewhere.
         return run.finish("skipped", "nothing to detonate: npm is not on PATH")
-    src = work / "src"
+    # Read from the pristine checkout only root has written, never from the sandbox's copy.
+    head = Path(plan.head_dir)
     try:
-        manifest = json.loads((src / "package.json").read_text())
+        manifest = json.loads((head / "package.json").read_text())
     except (OSError, ValueError) as exc:
         return run.finish("failed", f"package.json at head cannot be read: {exc}")
-    cmd = "npm ci" if (src / "package-lock.json").exists() else "npm install"
+    cmd = "npm ci" if (head / "package-lock.json").exists() else "npm install"
     outcome = run.run(
         f"{cmd} --no-audit --no-fund",
         phase="install",
         timeout=plan.policy.timeouts.install,
-        cwd=src,
+        cwd=run.src,
     )
     if outcome.exit_code != 0:
         why = "timed out" if outcome.timed_out else f"failed (exit {outcome.exit_code})"
@@ -133,7 +135,7 @@ def _node(run: CheckRun, work: Path) -> Report:
             f"node -e {shlex.quote(f'require({json.dumps(name)})')}",
             phase="import",
             timeout=IMPORT_TIMEOUT,
-            cwd=src,
+            cwd=run.src,
         )
     return run.finish("ok", f"installed and required {len(names)} dependencies")
 
@@ -143,16 +145,8 @@ def body(run: CheckRun) -> Report:
     plan = run.plan
     if plan.ecosystem == "unknown":
         return run.finish("skipped", f"nothing to detonate: {plan.unproven_reason}")
-    work = run.run_dir / "detonation"
-    shutil.copytree(
-        plan.head_dir,
-        work / "src",
-        ignore=shutil.ignore_patterns(".git", "node_modules"),
-        symlinks=True,
-        dirs_exist_ok=True,
-    )
-    run.armed.give(work)
-    return _node(run, work) if plan.ecosystem == "node" else _python(run, work)
+    # Its copy of the head was staged by arm, before any pull-request code ran.
+    return _node(run) if plan.ecosystem == "node" else _python(run)
 
 
 if __name__ == "__main__":

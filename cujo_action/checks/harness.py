@@ -9,19 +9,21 @@ Egress is attached later by ``bundle``, from the proxy's log, once the proxy has
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
-import subprocess
+import shlex
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-from cujo_action.arm import Armed, label, sandbox_env, seed_home
+from cujo_action.arm import LABELS, Armed, label, sandbox_env
+from cujo_action.boundary import fingerprints
+from cujo_action.decoys import decoy_files
 from cujo_action.jail import (
     NPROC_LIMIT,
     ExecGuard,
+    JailError,
     Outcome,
     PrivilegedExec,
     become_subreaper,
@@ -34,7 +36,9 @@ from cujo_action.schema import (
     MAX_COMMANDS,
     MAX_DECOY_EVENTS,
     MAX_OBSERVATIONS,
+    MAX_SHORT,
     MAX_TEXT,
+    MEMORY_LIMIT,
     PERSISTENCE_WRITE,
     PROCESS_FLOOD,
     REFUSED_PACKETS,
@@ -69,6 +73,7 @@ _HOME_PERSISTENCE = (
     ".config/git",
     ".gitconfig",
     ".git-templates",
+    "work/src/.git/hooks",  # the check's own copy of the head: a hook runs at the next git
 )
 _SYSTEM_PERSISTENCE = (
     "/etc/profile.d",
@@ -78,67 +83,43 @@ _SYSTEM_PERSISTENCE = (
     "/etc/sudoers.d",
 )
 _SNAPSHOT_LIMIT = 2_000
-
-
-def _walk(root: Path) -> Iterator[Path]:
-    if root.is_symlink() or root.is_file():
-        yield root
-    elif root.is_dir():
-        count = 0
-        for dirpath, _dirs, files in os.walk(root):
-            for name in files:
-                count += 1
-                if count > _SNAPSHOT_LIMIT:
-                    return
-                yield Path(dirpath) / name
-
-
-def snapshot(roots: list[Path]) -> dict[str, str]:
-    """Return a fingerprint of every file under ``roots`` (missing roots are empty)."""
-    prints: dict[str, str] = {}
-    for root in roots:
-        for path in _walk(root):
-            try:
-                st = path.lstat()
-                digest = hashlib.sha256()
-                if path.is_file() and not path.is_symlink():
-                    with path.open("rb") as fh:
-                        digest.update(fh.read(1 << 20))
-                prints[str(path)] = f"{st.st_size}:{st.st_mode}:{digest.hexdigest()}"
-            except OSError:
-                continue
-    return prints
+# The install's results (the head as installed, and its venv) as the later checks get them.
+_INSTALLED = ("src", "venv")
+_HANDOFF_TIMEOUT = 600.0
+_VENV_TIMEOUT = 300.0
 
 
 class CheckRun:
-    """One check's run: its HOME, its watcher, its commands and its evidence."""
+    """One check's run: its HOME, its watcher, its commands and its evidence.
+
+    The check's area was staged by ``arm`` (its HOME with decoys, its copy of the head,
+    all owned by the check's own uid): from here on root only reads it through
+    ``boundary.fingerprints``; everything else in it is done by that uid, confined.
+    """
 
     def __init__(self, check: CheckName, armed: Armed, plan: Plan) -> None:
         self.check, self.armed, self.plan = check, armed, plan
         self.run_dir = Path(armed.run_dir)
-        self.home = self.run_dir / "homes" / check
-        self.scratch = self.run_dir / "scratch" / check
-        self.scratch.mkdir(parents=True, exist_ok=True)
+        self.area = armed.area(check)
+        self.home = Path(self.area.home)
+        inside = armed.home_inside(check)
+        self.work = f"{inside}/work"  # as the commands see it
+        self.src = f"{self.work}/src"
+        # Under bubblewrap each command gets an empty /tmp; without, a folder staged in HOME.
+        self.scratch = "/tmp" if armed.bwrap else f"{inside}/.cache/tmp"  # noqa: S108
         self.started_at = utcnow()
         # What the commands leave behind (daemons, a fork bomb's orphans) is adopted here,
         # below this check, rather than by the run: the jail reaps and kills it, and the
         # exec guard still knows it as this check's.
         become_subreaper()
         self._labels_used: set[str] = set()
-        self.phase: Phase = "install"
+        self.phase: Phase = next(p for c, p in LABELS if c == check)
         self.commands: list[CommandResult] = []
         self.observations: list[Observation] = []
         self.evidence_complete = True
-        self.decoy_paths = seed_home(self.home, armed.decoy_objects())
-        # The sandbox user owns its HOME and scratch; the harness keeps everything else.
-        armed.give(self.home)
-        armed.give(self.scratch)
-        self._persistence_roots = [
-            *(self.home / rel for rel in _HOME_PERSISTENCE),
-            Path(plan.head_dir) / ".git" / "hooks",
-            *(Path(p) for p in _SYSTEM_PERSISTENCE),
-        ]
-        self._before = snapshot(self._persistence_roots)
+        self.decoy_paths = [self.home / rel for rel in decoy_files(armed.decoy_objects())]
+        # Read before any command of this check's uid ran: nothing else can write it.
+        self._before = self._snapshot()
         # A sudo run by this check is named by the guard while it waits to start
         # (process, caller, phase). Where the guard cannot run (not root), the watcher's
         # exec watch is all there is, and it cannot tell whose exec it saw.
@@ -149,6 +130,16 @@ class CheckRun:
             exec_watch=PRIVILEGE_TOOLS if self.guard is None else (),
         )
         self.watcher.start()
+
+    def _snapshot(self) -> dict[str, str]:
+        """Fingerprint the persistence places, never following the sandbox's symlinks."""
+        prints = {
+            f"~/{rel}": fp
+            for rel, fp in fingerprints(self.home, _HOME_PERSISTENCE, _SNAPSHOT_LIMIT).items()
+        }
+        system = [p.lstrip("/") for p in _SYSTEM_PERSISTENCE]
+        prints.update({f"/{rel}": fp for rel, fp in fingerprints(Path("/"), system).items()})
+        return prints
 
     def _start_guard(self) -> ExecGuard | None:
         """Start the exec guard on this check's processes; None where it cannot run."""
@@ -174,26 +165,70 @@ class CheckRun:
         return guard
 
     @property
-    def venv(self) -> Path:
-        """Return the run's venv, where the repository's install goes."""
-        return self.run_dir / "venv"
+    def venv(self) -> str:
+        """Return the check's venv as its commands see it (where installs go)."""
+        return f"{self.work}/venv"
 
     def say(self, message: str) -> None:
         """Show progress on stderr (the orchestrator passes it through)."""
         print(f"cujo: {self.check}: {message}", file=sys.stderr, flush=True)
 
-    def make_venv(self, path: Path) -> None:
-        """Create a virtual environment for pull-request installs (harness work, not PR code)."""
-        if (path / "bin" / "python").exists():
-            return
-        self.say(f"creating a virtual environment at {path}")
-        subprocess.run(
-            [self.armed.python, "-m", "venv", str(path)],
-            check=True,
-            capture_output=True,
-            timeout=300,
+    def _harness_command(self, cmd: str, what: str, **io: int) -> Outcome:
+        """Run a command of the harness's own as the check's uid, confined; raise on failure."""
+        outcome = run_confined(
+            cmd,
+            cwd=Path(self.work),
+            env=sandbox_env(self.armed, self.plan, check=self.check, phase=self.phase, venv=None),
+            timeout=_HANDOFF_TIMEOUT,
+            confinement=self.armed.confinement(self.check, self.phase),
+            **io,
         )
-        self.armed.give(path)
+        if outcome.exit_code != 0:
+            tail = outcome.stderr_tail.strip()[-400:]
+            raise JailError(f"{what} failed (exit {outcome.exit_code}): {tail}")
+        return outcome
+
+    def make_venv(self, path: str) -> None:
+        """Create a virtual environment for pull-request installs, as the check's uid."""
+        self.say(f"creating a virtual environment at {path}")
+        self._harness_command(
+            f"{shlex.quote(self.armed.python)} -m venv {shlex.quote(path)}", "creating the venv"
+        )
+
+    def receive_install(self) -> None:
+        """Copy the install's results into this check's HOME, uid to uid, through a pipe.
+
+        The install's uid packs its tree (``tar``), this check's uid unpacks it: root only
+        holds the bytes, in a file of its own, and never walks either tree.
+        """
+        spool = self.run_dir / "checks" / self.check / "install.tar"
+        fd = os.open(
+            spool, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+        try:
+            inside = self.armed.home_inside("install")
+            names = " ".join(_INSTALLED)
+            packed = run_confined(
+                f"cd {shlex.quote(inside)}/work && tar -cf - --ignore-failed-read {names}",
+                cwd=Path(inside),
+                env={"PATH": "/usr/bin:/bin", "HOME": inside, "LANG": "C.UTF-8"},
+                timeout=_HANDOFF_TIMEOUT,
+                confinement=self.armed.confinement("install", "install"),
+                stdout_fd=fd,
+            )
+            if packed.exit_code not in (0, 1) or packed.timed_out:
+                raise JailError(f"packing the install's tree failed: {packed.stderr_tail[-400:]}")
+            os.lseek(fd, 0, os.SEEK_SET)
+            self._harness_command(
+                f"tar -xf - -C {shlex.quote(self.work)}",
+                "unpacking the install's tree",
+                stdin_fd=fd,
+            )
+        finally:
+            os.close(fd)
+            spool.unlink(missing_ok=True)
+        # What came with the install (its hooks, say) is the install's to answer for.
+        self._before = self._snapshot()
 
     def observe(
         self, kind: str, detail: str, *, path: str | None = None, line: int | None = None
@@ -215,37 +250,43 @@ class CheckRun:
         return oid
 
     def run(
-        self, cmd: str, *, phase: Phase, timeout: float, cwd: Path, venv: Path | None = None
+        self, cmd: str, *, phase: Phase, timeout: float, cwd: str, venv: str | None = None
     ) -> Outcome:
-        """Run one pull-request command in ``phase``, confined and watched, and record it."""
+        """Run one pull-request command in ``phase``, confined and watched, and record it.
+
+        ``cwd`` and ``venv`` are paths as the command sees them.
+        """
         # Attribute what already happened to the phase it happened in, then switch.
         self.watcher.sync()
         self.phase = phase
-        env = sandbox_env(
-            self.armed,
-            self.plan,
-            check=self.check,
-            phase=phase,
-            home=self.home,
-            scratch=self.scratch,
-            venv=venv,
-        )
+        env = sandbox_env(self.armed, self.plan, check=self.check, phase=phase, venv=venv)
         shown = cmd.strip().splitlines()[0] if cmd.strip() else cmd
         self.say(f"{phase}: $ {clip(shown, 160)}")
         self._labels_used.add(label(self.check, phase))
         outcome = run_confined(
             cmd,
-            cwd=cwd,
+            cwd=Path(cwd),
             env=env,
             timeout=timeout,
             confinement=self.armed.confinement(self.check, phase),
         )
         if outcome.process_flood:
+            refused = (
+                f"; {outcome.refused_forks} forks were refused at the limit"
+                if outcome.refused_forks
+                else ""
+            )
             self.observe(
                 PROCESS_FLOOD,
                 f"`{clip(cmd, 200)}` ran {outcome.peak_processes} processes at once, "
                 f"near the sandbox's process limit of {NPROC_LIMIT} (a fork bomb or close "
-                "to one)",
+                f"to one){refused}",
+            )
+        if outcome.oom_kills:
+            self.observe(
+                MEMORY_LIMIT,
+                f"`{clip(cmd, 200)}` hit the check's memory limit "
+                f"({self.area.limits.memory_mb} MiB): {outcome.oom_kills} process(es) killed",
             )
         if outcome.timed_out:
             self.say(f"{phase}: timed out after {timeout:.0f}s; killed")
@@ -353,19 +394,20 @@ class CheckRun:
         self._observe_guarded()
         self._observe_refused()
         if self.armed.isolation == "partial":
+            user = "as a uid of its own" if self.area.uid is not None else "as the harness's user"
+            view = "in bubblewrap" if self.armed.bwrap else "seeing the host's files"
             self.observe(
                 "isolation_partial",
-                "ran with proxy variables only (no network namespace, no separate user): "
+                f"ran with proxy variables only (no network namespace), {user}, {view}: "
                 + (self.armed.isolation_reason or "full isolation was not available"),
             )
-        after = snapshot(self._persistence_roots)
+        after = self._snapshot()
         for path in sorted(set(after) | set(self._before)):
             if after.get(path) != self._before.get(path):
                 what = "created" if path not in self._before else "changed"
                 if path not in after:
                     what = "deleted"
-                shown = path.replace(str(self.home), "~", 1)
-                self.observe(PERSISTENCE_WRITE, f"{shown} was {what}", path=shown)
+                self.observe(PERSISTENCE_WRITE, f"{path} was {what}", path=path)
         return Report(
             run_id=self.plan.run_id,
             check=self.check,
@@ -377,6 +419,8 @@ class CheckRun:
             finished_at=utcnow(),
             isolation=self.armed.isolation,
             evidence_complete=self.evidence_complete,
+            limits=clip(self.area.limits.describe(), MAX_SHORT),
+            uid=self.area.uid,
             commands=self.commands,
             decoy_events=decoy_events,
             observations=self.observations,

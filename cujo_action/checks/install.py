@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from cujo_action.checks.harness import CheckRun, check_main, status_of
 from cujo_action.schema import Report
 
@@ -20,11 +18,7 @@ def body(run: CheckRun) -> Report:
         run.make_venv(run.venv)
         venv = run.venv
     outcome = run.run(
-        plan.install,
-        phase="install",
-        timeout=plan.policy.timeouts.install,
-        cwd=Path(plan.head_dir),
-        venv=venv,
+        plan.install, phase="install", timeout=plan.policy.timeouts.install, cwd=run.src, venv=venv
     )
     status = status_of(outcome)
     if outcome.timed_out:

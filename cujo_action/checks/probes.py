@@ -87,6 +87,7 @@ def body(run: CheckRun) -> Report:
     if not probes:
         run.observe("nothing_to_probe", "no changed module or entry point to probe")
         return run.finish("ok", "no changed module or entry point to probe")
+    run.receive_install()
     venv = run.venv if plan.ecosystem == "python" else None
     budget_end = time.monotonic() + plan.policy.timeouts.probes
     failed = []
@@ -99,7 +100,7 @@ def body(run: CheckRun) -> Report:
             cmd,
             phase="probe",
             timeout=min(PROBE_TIMEOUT, left),
-            cwd=Path(plan.head_dir),
+            cwd=run.src,
             venv=venv,
         )
         if outcome.exit_code != 0:

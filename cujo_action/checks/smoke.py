@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from cujo_action.checks.harness import CheckRun, check_main, status_of
 from cujo_action.schema import Report
 
@@ -14,12 +12,13 @@ def body(run: CheckRun) -> Report:
     if not plan.smoke:
         why = plan.unproven_reason or "no smoke command was settled or configured"
         return run.finish("skipped", f"no smoke run: {why}")
+    run.receive_install()
     venv = run.venv if plan.ecosystem != "node" else None
     outcome = run.run(
         plan.smoke,
         phase="smoke",
         timeout=plan.policy.timeouts.smoke,
-        cwd=Path(plan.head_dir),
+        cwd=run.src,
         venv=venv,
     )
     status = status_of(outcome)

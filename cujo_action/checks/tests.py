@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from cujo_action.checks.harness import CheckRun, check_main, status_of
 from cujo_action.schema import TESTS_FAILED, Report
 
@@ -14,12 +12,13 @@ def body(run: CheckRun) -> Report:
     if not plan.test:
         why = plan.unproven_reason or "no test command was found at head or set in .cujo.yml"
         return run.finish("skipped", f"no tests ran: {why}")
+    run.receive_install()
     venv = run.venv if plan.ecosystem != "node" else None
     outcome = run.run(
         plan.test,
         phase="test",
         timeout=plan.policy.timeouts.test,
-        cwd=Path(plan.head_dir),
+        cwd=run.src,
         venv=venv,
     )
     status = status_of(outcome)

@@ -1,0 +1,156 @@
+"""Do the harness's root-side file work without following a path the sandbox could write.
+
+The boundary rules (DESIGN section 6), enforced here and nowhere else by hand:
+
+* **Before** any pull-request code runs, root may create, copy and hand over trees in
+  folders it created itself (``fresh_dir`` never takes ``exist_ok``: a name that is
+  already there was planted, and the run stops). ``hand_over`` walks with ``os.fwalk``
+  and changes owners through directory descriptors, never following a symlink.
+* **After** pull-request code ran, root reads a sandbox-writable tree only through
+  ``fingerprints``: every component opened relative to a directory descriptor with
+  ``O_NOFOLLOW``, files opened ``O_NONBLOCK`` and read only when ``fstat`` says they are
+  regular. Root never creates, chowns, copies or walks by name in such a tree: that work
+  is done by the check's own uid, confined (``jail.run_confined``).
+* A sandbox-writable folder always sits in a root-owned parent, so the sandbox can fill
+  it but never swap the folder itself for a symlink.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+_READ_CAP = 1 << 20
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class BoundaryError(RuntimeError):
+    """A path root was about to use was not what root made (planted, or replaced)."""
+
+
+def fresh_dir(path: Path, mode: int, owner: tuple[int, int] | None = None) -> Path:
+    """Create ``path`` (it must not exist), set its mode, and hand it to ``owner``."""
+    try:
+        os.mkdir(path, mode)
+    except FileExistsError as exc:
+        raise BoundaryError(f"{path} already exists: the harness makes its folders fresh") from exc
+    os.chmod(path, mode, follow_symlinks=False)
+    if owner is not None:
+        os.chown(path, owner[0], owner[1], follow_symlinks=False)
+    return path
+
+
+def copy_pristine(src: Path, dest: Path, *, ignore: Iterable[str] = ()) -> None:
+    """Copy a root-held tree that no pull-request code has touched (symlinks kept as links)."""
+    shutil.copytree(
+        src, dest, symlinks=True, ignore=shutil.ignore_patterns(*ignore), dirs_exist_ok=False
+    )
+
+
+def hand_over(path: Path, uid: int, gid: int) -> None:
+    """Give a tree to ``uid`` before any code of that uid runs, following no symlink."""
+    top = os.open(path, _DIR_FLAGS)
+    try:
+        os.chown(top, uid, gid)
+        for _dir, dirs, files, dfd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
+            for name in (*dirs, *files):
+                os.chown(name, uid, gid, dir_fd=dfd, follow_symlinks=False)
+    finally:
+        os.close(top)
+
+
+def _open_under(top: int, rel: str) -> tuple[int, str] | None:
+    """Open the folder holding ``rel`` below ``top`` without following symlinks."""
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise ValueError(f"not a plain relative path: {rel!r}")
+    fd = os.dup(top)
+    try:
+        for part in parts[:-1]:
+            nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except OSError:
+        os.close(fd)
+        return None
+    return fd, parts[-1]
+
+
+def _print(name: str, dfd: int) -> str | None:
+    """Return one entry's fingerprint (size, mode, sha256 of its first MiB or link text)."""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except OSError:
+        return None
+    digest = hashlib.sha256()
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            digest.update(os.fsencode(os.readlink(name, dir_fd=dfd)))
+        except OSError:
+            return None
+    elif stat.S_ISREG(st.st_mode):
+        try:
+            fd = os.open(name, _FILE_FLAGS, dir_fd=dfd)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None  # swapped between the stat and the open
+            digest.update(os.read(fd, _READ_CAP))
+        finally:
+            os.close(fd)
+    return f"{st.st_size}:{st.st_mode}:{digest.hexdigest()}"
+
+
+def fingerprints(base: Path, rels: Iterable[str], limit: int = 2_000) -> dict[str, str]:
+    """Fingerprint every entry at or below each ``rel`` of ``base``, following no symlink.
+
+    Keys are ``rel`` paths joined with ``/``. Missing paths are simply absent; a folder
+    is walked through descriptors (``os.fwalk``), its files and links fingerprinted.
+    """
+    prints: dict[str, str] = {}
+    try:
+        top = os.open(base, _DIR_FLAGS)
+    except OSError:
+        return prints
+    try:
+        for rel in rels:
+            opened = _open_under(top, rel)
+            if opened is None:
+                continue
+            parent, leaf = opened
+            try:
+                try:
+                    st = os.stat(leaf, dir_fd=parent, follow_symlinks=False)
+                except OSError:
+                    continue
+                if not stat.S_ISDIR(st.st_mode):
+                    if (fp := _print(leaf, parent)) is not None:
+                        prints[rel] = fp
+                    continue
+                walk = os.fwalk(leaf, dir_fd=parent, follow_symlinks=False)
+                for dirpath, dirs, files, dfd in walk:
+                    # A symlink to a folder is listed in dirs, never entered: print it.
+                    for name in [*files, *(d for d in dirs if _is_link(d, dfd))]:
+                        if len(prints) >= limit:
+                            return prints
+                        if (fp := _print(name, dfd)) is not None:
+                            where = f"{rel}/{dirpath.removeprefix(leaf).strip('/')}".rstrip("/")
+                            prints[f"{where}/{name}"] = fp
+            finally:
+                os.close(parent)
+    finally:
+        os.close(top)
+    return prints
+
+
+def _is_link(name: str, dfd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
