@@ -37,6 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from cujo_action.limits import Limits
@@ -85,7 +86,9 @@ UID_LOCKS = Path("/run/cujo/uids")
 # The sandbox's pid 1: runs the command, tells the harness its exit status on fd 3, then
 # stays (reaping) so what the command left behind can be watched before it is killed.
 INIT = (
-    'fd=$1; shift; "$@" <&0 & main=$!; wait "$main"; rc=$?; '
+    # The command gets the real stdin (a background job's would be /dev/null) and never
+    # the status descriptor: only pid 1 may say how the command ended.
+    'fd=$1; shift; eval \'"$@" <&0 \'"$fd"\'>&- &\'; main=$!; wait "$main"; rc=$?; '
     'printf "%d\\n" "$rc" >&"$fd"; eval "exec $fd>&-"; '
     "while :; do sleep 3600 & wait $!; done"
 )
@@ -284,7 +287,9 @@ class _Tail:
             if len(self.tail) > 2 * TAIL_BYTES:
                 del self.tail[: len(self.tail) - TAIL_BYTES]
             if self.total > FLOOD_BYTES:
+                # Stop reading: the writer blocks (or dies of SIGPIPE) until it is killed.
                 self._on_flood.set()
+                break
         self._pipe.close()  # type: ignore[attr-defined]
 
     def text(self) -> str:
@@ -393,16 +398,21 @@ class _Reaper:
             time.sleep(0.01)
 
 
-def _watch_growth(inode: int, deadline: float, flood_at: float) -> int:
-    """Return the most processes seen in the namespace while what was left there grew."""
+def _watch_growth(
+    count: Callable[[], int], deadline: float, flood_at: float, *, own: int = 0
+) -> int:
+    """Return the most processes seen while what the command left behind grew.
+
+    ``own`` processes are the sandbox's own (its pid 1 and what that waits on).
+    """
     # A few leftovers that stay put (a daemon, a stray sleep) are let go at once; a crowd,
     # or a number that keeps climbing, is watched a little longer: a fork bomb climbs in
     # steps (bash waits before it retries a fork that hit the process limit).
     end = min(deadline, time.monotonic() + LEFTOVER_WATCH_S)
-    peak = last = count_in_namespace(inode)
-    while last and peak < flood_at and time.monotonic() < end:
+    peak = last = count()
+    while last > own and peak < flood_at and time.monotonic() < end:
         time.sleep(_GROWTH_POLL_S)
-        now = count_in_namespace(inode)
+        now = count()
         peak = max(peak, now)
         if now <= last and now < LEFTOVER_CROWD:
             break
@@ -488,6 +498,13 @@ def _follow(
     err = _Tail(proc.stderr, flood)
     uid = confinement.uid
     reaper = _Reaper(uid, proc.pid) if uid is not None and confinement.view is None else None
+    # How many processes the command has: its cgroup knows exactly, else its namespace.
+    limits = confinement.limits
+    count: Callable[[], int] | None = None
+    if limits is not None and limits.kind != "rlimits":
+        count = limits.current
+    elif inode is not None:
+        count = partial(count_in_namespace, inode)
     timed_out = False
     ended = False
     status: int | None = None
@@ -507,18 +524,19 @@ def _follow(
                 break
             except subprocess.TimeoutExpired:
                 pass
-        if inode is not None:
-            peak = max(peak, count_in_namespace(inode))
+        if count is not None:
+            peak = max(peak, count())
         if flood.is_set():
             break
         if time.monotonic() >= deadline:
             timed_out = True
             break
-    if inode is not None and not timed_out and not flood.is_set():
+    if count is not None and not timed_out and not flood.is_set():
         # A command may return at once and leave its work running: `:(){ :|:& };:` is
         # gone in a millisecond while what it started multiplies. Watch what it left for
         # as long as that keeps growing, so a fork bomb is seen before it is killed.
-        peak = max(peak, _watch_growth(inode, deadline, FLOOD_SHARE * confinement.nproc))
+        own = 2 if confinement.view is not None else 0  # pid 1 and its sleep
+        peak = max(peak, _watch_growth(count, deadline, FLOOD_SHARE * confinement.nproc, own=own))
     # Whatever the command left behind goes too: nothing outlives a phase. Killing the
     # outer bubblewrap kills the sandbox's pid 1, and with it the whole pid namespace.
     _kill_group(proc.pid, proc)
@@ -539,7 +557,6 @@ def _follow(
     if status_r >= 0:
         code = status if status is not None else code
     killed = timed_out or flood.is_set()
-    limits = confinement.limits
     refused = (limits.refused_forks() - forks_before) if limits else 0
     ooms = (limits.oom_kills() - ooms_before) if limits else 0
     return Outcome(

@@ -53,6 +53,14 @@ class Limits:
             with open(procs, "w") as fh:
                 fh.write(str(os.getpid()))
 
+    def current(self) -> int:
+        """Return how many processes the check has now (cgroups only; 0 otherwise)."""
+        path = self._file("pids.current")
+        try:
+            return int(path.read_text()) if path is not None else 0
+        except (OSError, ValueError):
+            return 0
+
     def refused_forks(self) -> int:
         """Return how many forks the process limit refused so far (cgroups only)."""
         return _event(self._file("pids.events"), "max")
