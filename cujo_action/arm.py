@@ -39,6 +39,7 @@ from cujo_action.jail import (
     View,
     allocate_uids,
     bwrap_unavailable,
+    system_tool,
 )
 from cujo_action.limits import Limits, make_limits
 from cujo_action.netns import NetNamespace, NetnsError, Redirect, unavailable
@@ -198,7 +199,7 @@ def isolation_unavailable() -> str | None:
         return "CUJO_ISOLATION=partial asked for proxy variables only"
     if reason := unavailable():
         return reason
-    if shutil.which("setpriv") is None:
+    if not Path(system_tool("setpriv")).is_absolute():
         return "`setpriv` is not installed (util-linux)"
     return None
 
@@ -359,7 +360,7 @@ def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed,
         # its own for this run, whatever the isolation.
         owners: dict[str, tuple[int | None, int | None]] = dict.fromkeys(CHECK_NAMES, (None, None))
         if os.geteuid() == 0:
-            if shutil.which("setpriv") is None:
+            if not Path(system_tool("setpriv")).is_absolute():
                 raise JailError("`setpriv` (util-linux) is needed to drop root; install it")
             block = allocate_uids()
             harness.releases.append(block.release)
@@ -414,7 +415,7 @@ def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed,
             proxy_hosts=hosts,
             dns_names=str(names) if names is not None and why_partial is None else "",
             areas=stage(plan, run_dir, decoys, owners, limits),
-            bwrap=(shutil.which("bwrap") or "") if bwrap_why is None else "",
+            bwrap=system_tool("bwrap") if bwrap_why is None else "",
             hidden=sorted({*_hidden_harness(), str(run_dir), *(str(p) for p in hide)}),
             passwd=str(passwd),
             group=str(group),

@@ -83,6 +83,7 @@ UID_BASE = 1_900_000_000
 UID_BLOCK = 8
 UID_SLOTS = 4096
 UID_LOCKS = Path("/run/cujo/uids")
+_SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 # The sandbox's pid 1: runs the command, tells the harness its exit status on fd 3, then
 # stays (reaping) so what the command left behind can be watched before it is killed.
 INIT = (
@@ -157,11 +158,11 @@ class Confinement:
         """
         argv: list[str] = []
         if self.netns is not None:
-            argv += ["ip", "netns", "exec", self.netns]
+            argv += [system_tool("ip"), "netns", "exec", self.netns]
         if self.uid is not None and self.gid is not None:
             argv += [
-                "setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups",
-                "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--",
+                system_tool("setpriv"), f"--reuid={self.uid}", f"--regid={self.gid}",
+                "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--",
             ]  # fmt: skip
         if self.view is not None:
             argv += [*self.view.args(cwd), "--", "/bin/bash", "-c", INIT, "cujo-init"]
@@ -169,9 +170,15 @@ class Confinement:
         return [*argv, "/bin/bash", "-c", cmd]
 
 
+def system_tool(name: str) -> str:
+    """Return the absolute path of a tool the harness runs, found whatever PATH says."""
+    where = os.pathsep.join([os.environ.get("PATH", ""), *_SYSTEM_DIRS])
+    return shutil.which(name, path=where) or name
+
+
 def bwrap_unavailable(uid: int | None, gid: int | None) -> str | None:
     """Return why bubblewrap cannot build a sandbox here (as ``uid``), or None if it can."""
-    found = shutil.which("bwrap")
+    found = shutil.which("bwrap", path=os.pathsep.join(_SYSTEM_DIRS)) or shutil.which("bwrap")
     if found is None:
         return "`bwrap` is not installed (bubblewrap)"
     view = View(found, (), (), ())

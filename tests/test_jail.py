@@ -53,7 +53,9 @@ def box(sandboxes: Sandboxes) -> Sandbox:
 
 
 def run(box: Sandbox, cmd: str, timeout: float = 30, **kw: int) -> object:
-    return run_confined(cmd, cwd=box.cwd, env=ENV, timeout=timeout, confinement=box.confinement, **kw)
+    return run_confined(
+        cmd, cwd=box.cwd, env=ENV, timeout=timeout, confinement=box.confinement, **kw
+    )
 
 
 def alive_with(marker: str) -> list[str]:
@@ -127,7 +129,9 @@ def test_stdin_and_stdout_can_be_files(box: Sandbox, tmp_path: Path) -> None:
 
 
 def test_output_keeps_only_the_tail(box: Sandbox) -> None:
-    out = run_confined("seq 1 100000", cwd=box.cwd, env=ENV, timeout=30, confinement=box.confinement)
+    out = run_confined(
+        "seq 1 100000", cwd=box.cwd, env=ENV, timeout=30, confinement=box.confinement
+    )
     assert out.exit_code == 0
     assert out.stdout_tail.endswith("100000\n")
     assert len(out.stdout_tail) <= TAIL_BYTES
@@ -159,7 +163,8 @@ def test_no_command_runs_as_root_in_any_mode() -> None:
 
 @root_only
 def test_the_command_is_a_uid_of_its_own_and_cannot_read_root_files(box: Sandbox) -> None:
-    assert box.uid is not None and box.uid >= UID_BASE
+    assert box.uid is not None
+    assert box.uid >= UID_BASE
     out = run(box, "id -u; cat /etc/shadow >/dev/null 2>&1 && echo SHADOW || echo denied")
     inside = INSIDE_UID if box.confinement.view is not None else box.uid
     assert out.stdout_tail.split() == [str(inside), "denied"]
@@ -192,9 +197,9 @@ def test_proc_shows_only_the_sandbox_not_the_harness(box: Sandbox) -> None:
     count, _, cmdlines = out.stdout_tail.partition("\n")
     # pid 1, its sleep or the command's shell, ls/grep: a handful, never the harness.
     assert int(count) < 10, out.stdout_tail
-    assert "pytest" not in cmdlines and "cujo_action" not in cmdlines, cmdlines
     # ptrace needs a process to aim at: the harness's pids are not even there.
-    assert not Path(f"/proc/{os.getpid()}").samefile("/proc/self") or True
+    assert "pytest" not in cmdlines, cmdlines
+    assert "cujo_action" not in cmdlines, cmdlines
 
 
 @root_only
@@ -213,10 +218,14 @@ def test_tmp_and_dev_shm_are_private(sandboxes: Sandboxes) -> None:
     if one.confinement.view is None:
         pytest.skip("bubblewrap does not work here")
     name = f"cujo-private-{os.getpid()}"
-    assert run(one, f"echo x > /tmp/{name} && echo x > /dev/shm/{name} && echo ok").stdout_tail == "ok\n"
-    seen = run(two, f"ls /tmp/{name} /dev/shm/{name} 2>&1 | wc -l; echo end")
-    assert "No such file" not in seen.stdout_tail or True
-    assert not Path(f"/tmp/{name}").exists() and not Path(f"/dev/shm/{name}").exists()
+    assert (
+        run(one, f"echo x > /tmp/{name} && echo x > /dev/shm/{name} && echo ok").stdout_tail
+        == "ok\n"
+    )
+    seen = run(two, f"cat /tmp/{name} /dev/shm/{name} 2>/dev/null | wc -l")
+    assert seen.stdout_tail.strip() == "0"  # another check sees none of it
+    assert not Path(f"/tmp/{name}").exists()
+    assert not Path(f"/dev/shm/{name}").exists()
     again = run(one, f"cat /tmp/{name} /dev/shm/{name} 2>/dev/null | wc -l")
     assert again.stdout_tail.strip() == "0"  # each command's /tmp is its own, too
 
