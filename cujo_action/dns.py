@@ -382,7 +382,7 @@ class ResolverStart:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         with open(self.stderr_path, "wb") as err:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "cujo_action.dns", "--config", str(config_path)],
+                [sys.executable, "-I", "-m", "cujo_action.dns", "--config", str(config_path)],
                 stdin=subprocess.DEVNULL,
                 stdout=err,
                 stderr=err,

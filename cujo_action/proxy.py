@@ -522,7 +522,7 @@ def _launch(
     Path(config.ready_path).unlink(missing_ok=True)
     with open(stderr_path, "wb") as err:
         process = subprocess.Popen(
-            [sys.executable, "-m", "cujo_action.proxy", "--config", str(config_path)],
+            [sys.executable, "-I", "-m", "cujo_action.proxy", "--config", str(config_path)],
             stdin=subprocess.DEVNULL,
             stdout=err,
             stderr=err,

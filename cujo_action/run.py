@@ -164,7 +164,9 @@ class _Check:
         self.deadline = time.monotonic() + budget + PROCESS_SLACK_S
         self.proc = subprocess.Popen(
             [
+                # -I: the harness imports only itself, never a `cujo_action` from the cwd.
                 sys.executable,
+                "-I",
                 "-m",
                 f"cujo_action.checks.{name}",
                 "--context",

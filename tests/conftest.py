@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import os
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 
 import pytest
 from cujorun import CUJO, Cujo
@@ -12,6 +17,7 @@ from gitrepo import GitRepo
 pytest_plugins = ["fakegithub.plugin"]
 
 Files = Mapping[str, str | None]
+TOP = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +40,63 @@ def pr_repo(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., GitRepo]:
         return repo
 
     return build
+
+
+@pytest.fixture(scope="session")
+def installed_cujo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Return `cujo` installed as action.yml installs it: a wheel, into a venv of its own.
+
+    The dependencies come from the test environment's site-packages (added as a plain
+    path, so its editable finder for this checkout is never loaded): the harness that
+    runs is the installed copy, at the path the sandbox must not see.
+    """
+    root = tmp_path_factory.mktemp("harness")
+    wheels = root / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(wheels), str(TOP)],
+        check=True,
+        capture_output=True,
+    )
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    (wheel,) = wheels.glob("cujo-*.whl")
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    deps = sysconfig.get_paths()["purelib"]
+    Path(purelib, "cujo-test-deps.pth").write_text(deps + "\n")
+    found = subprocess.run(
+        [str(python), "-I", "-c", "import cujo_action; print(cujo_action.__file__)"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    assert found.startswith(str(venv)), f"the installed harness is not the one imported: {found}"
+    return venv / "bin" / "cujo"
+
+
+# Suites that prove the sandbox's boundary: under CI (root, with the tools .ci/run
+# installs) a skip there is a red build, never a quiet pass.
+_SAFETY_SUITES = ("test_isolation_e2e.py", "test_jail.py", "test_netns.py")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item) -> Iterator[None]:
+    """Fail a skipped safety test when CUJO_REQUIRE_ISOLATION is set (as .ci/run sets it)."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
+    if not os.environ.get("CUJO_REQUIRE_ISOLATION") or not report.skipped:
+        return
+    if item.path.name in _SAFETY_SUITES:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"a safety test was skipped under CI, which must run it: {reason}"

