@@ -28,6 +28,7 @@ from cujo_action.schema import (
     MAX_SHORT,
     MAX_TEXT,
     REGISTRY_HOSTS,
+    REGISTRY_READ_METHODS,
     Egress,
     Phase,
     clip,
@@ -39,7 +40,10 @@ from cujo_action.schema import (
 # a request. TLS is intercepted with a CA made fresh in ``confdir`` for the run.
 #
 # * A request to a host in ``allow_hosts`` is forwarded upstream, verified against the
-#   system CA bundle.
+#   system CA bundle, except a write to a registry (below).
+# * A request to a host in ``registry_hosts`` with any method but GET or HEAD (a publish,
+#   an upload) is answered by the proxy itself with a ``403`` and never forwarded: the
+#   sandbox reads registries, it never writes to them.
 # * A request to any other host is answered by the proxy itself with an empty ``200``,
 #   and that host is never resolved or contacted.
 # * A tunnel that carries neither TLS nor HTTP (raw TCP through CONNECT) is logged with
@@ -67,7 +71,8 @@ from cujo_action.schema import (
 #      "decoy_seen": ["GITHUB_TOKEN"], "decoy_where": ["url:plain", "body:base64"]}
 #
 # ``action``: "forwarded" (sent upstream), "sunk" (answered by the proxy), "refused"
-# (closed unanswered: tunnels without a request, raw TCP, requests cut short).
+# (closed unanswered: tunnels without a request, raw TCP, requests cut short),
+# "registry-write" (a write to a registry, answered by the proxy with a 403).
 # ``decoy_where`` parts: url, header, body (also gunzipped etc.), sni, tcp (the bytes a
 # tunnel carried when it produced no request). A CONNECT whose own request carries a
 # decoy (say in Proxy-Authorization) is logged at once, as "sunk".
@@ -86,7 +91,10 @@ PEEK_CAP = 1 << 20
 _PHASES: tuple[str, ...] = get_args(Phase)
 _LISTEN_RETRIES = 3
 
-Action = Literal["forwarded", "sunk", "refused"]
+Action = Literal["forwarded", "sunk", "refused", "registry-write"]
+# What a write to a registry is answered with, in place of the registry.
+REGISTRY_WRITE_STATUS = 403
+REGISTRY_WRITE_BODY = b"Cujo's sandbox does not publish: registries are read-only here.\n"
 
 logger = logging.getLogger("cujo.proxy")
 
@@ -112,6 +120,8 @@ class ProxyConfig(BaseModel):
     ports: dict[str, int] = Field(default_factory=dict)
     confdir: Path
     allow_hosts: list[str] = Field(default_factory=lambda: list(REGISTRY_HOSTS))
+    # Hosts only read through the proxy (GET and HEAD); any other method is answered here.
+    registry_hosts: list[str] = Field(default_factory=lambda: list(REGISTRY_HOSTS))
     upstream_ca: Path = SYSTEM_CA
     decoys: list[DecoySpec] = Field(default_factory=list)
     log_path: Path
@@ -194,8 +204,21 @@ def host_allowed(host: str, allow_hosts: Iterable[str]) -> bool:
     return False
 
 
-def decide(host: str, allow_hosts: Iterable[str]) -> Action:
-    """Return what the proxy does with an HTTP request to ``host``."""
+def decide(
+    host: str,
+    allow_hosts: Iterable[str],
+    *,
+    method: str | None = None,
+    registry_hosts: Iterable[str] = REGISTRY_HOSTS,
+) -> Action:
+    """Return what the proxy does with a request to ``host`` (``method`` None: a name only)."""
+    # Methods are case-sensitive (RFC 9110 section 9.1): "get" is not a read.
+    if (
+        method is not None
+        and method not in REGISTRY_READ_METHODS
+        and host_allowed(host, registry_hosts)
+    ):
+        return "registry-write"
     return "forwarded" if host_allowed(host, allow_hosts) else "sunk"
 
 
@@ -594,6 +617,7 @@ class EgressAddon:
         self.labels_by_port = {port: label for label, port in ports.items()}
         self.labels_by_port.update({p: label for label, p in self.transparent_ports.items()})
         self.allow_hosts = list(config.allow_hosts)
+        self.registry_hosts = list(config.registry_hosts)
         self.matcher = DecoyMatcher(Decoy(d.name, d.value, None, None) for d in config.decoys)
         self.tunnels: dict[str, _Tunnel] = {}
         self._names = NameBook(config.names_path) if config.names_path is not None else None
@@ -811,7 +835,7 @@ class EgressAddon:
         nextlayer.layer = TCPLayer(nextlayer.context, ignore=True)
 
     def request(self, flow: Any) -> None:
-        """Log a complete request; answer it here unless its host is allowed."""
+        """Log a complete request; answer it here unless its host is allowed (a registry: read)."""
         tunnel = self.tunnels.get(flow.client_conn.id)
         fronted = False
         if tunnel is not None and tunnel.transparent:
@@ -821,11 +845,26 @@ class EgressAddon:
             # Logged, decided and (if allowed) forwarded by name, never to the made-up
             # address the client connected to.
             flow.request.data.host = name
-        action: Action = "sunk" if fronted else decide(flow.request.host, self.allow_hosts)
-        if action == "sunk":
+        action: Action = (
+            "sunk"
+            if fronted
+            else decide(
+                flow.request.host,
+                self.allow_hosts,
+                method=flow.request.method,
+                registry_hosts=self.registry_hosts,
+            )
+        )
+        if action != "forwarded":
             from mitmproxy import http  # noqa: PLC0415
 
-            flow.response = http.Response.make(200, b"", {"content-type": "text/plain"})
+            # A response set here is what the client gets: nothing goes upstream.
+            status, body = (
+                (REGISTRY_WRITE_STATUS, REGISTRY_WRITE_BODY)
+                if action == "registry-write"
+                else (200, b"")
+            )
+            flow.response = http.Response.make(status, body, {"content-type": "text/plain"})
         self._log_flow(flow, action)
 
     def error(self, flow: Any) -> None:

@@ -37,6 +37,10 @@ REGISTRY_HOSTS: tuple[str, ...] = (
     "registry.npmjs.org",
     "registry.yarnpkg.com",
 )
+# A registry is only read through the sandbox: the proxy forwards these methods to a
+# registry and answers any other (a publish, an upload) itself, logged as "registry-write".
+# Hosts a policy's `egress_allow` adds are not registries and keep every method.
+REGISTRY_READ_METHODS: tuple[str, ...] = ("GET", "HEAD")
 
 # Observation kinds the hard rules act on (the checks and the jail emit them).
 PERSISTENCE_WRITE: Final = "persistence_write"
@@ -238,8 +242,9 @@ class Egress(_Strict):
     method: Short
     url: Text
     bytes_out: int = Field(ge=0)
-    # What the proxy did: forwarded to a registry, or answered itself ("sunk").
-    action: Literal["forwarded", "sunk", "refused"] = "sunk"
+    # What the proxy did: forwarded to a registry, answered itself ("sunk"), refused a
+    # tunnel, or answered a write to a registry ("registry-write": never forwarded).
+    action: Literal["forwarded", "sunk", "refused", "registry-write"] = "sunk"
     # How it left: through the proxy settings, around them (caught by the namespace's
     # redirect: the client ignored the proxy), or as a DNS query.
     route: Literal["proxy", "direct", "dns"] = "proxy"

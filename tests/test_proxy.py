@@ -26,6 +26,7 @@ import requests
 
 from cujo_action.decoys import Decoy, make_decoys
 from cujo_action.proxy import (
+    REGISTRY_WRITE_BODY,
     SYSTEM_CA,
     DecoySpec,
     ProxyConfig,
@@ -47,6 +48,7 @@ LABELS = ["install/install", "detonation/import", "tests/test"]
 # A decoy whose url encoding differs from its plain form.
 SLASHY = Decoy("SLASHY", "sk+live/" + secrets.token_hex(12) + "==", None, None)
 SINK = "collector.exfil.test"
+REGISTRY = "registry.npm.test"
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -57,6 +59,8 @@ class Upstream(ThreadingHTTPServer):
 
     def __init__(self) -> None:
         self.seen: list[str] = []
+        # (method, path, body) of every request that was not a GET.
+        self.writes: list[tuple[str, str, bytes]] = []
         super().__init__(("127.0.0.1", 0), UpstreamHandler)
 
 
@@ -70,6 +74,15 @@ class UpstreamHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def _write(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.server.writes.append((self.command, self.path, body))
+        self.send_response(201)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_PUT = do_POST = do_DELETE = do_PATCH = _write
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -112,7 +125,10 @@ def make_config(tmp: Path, decoys: tuple[Decoy, ...], **extra: Any) -> ProxyConf
     return ProxyConfig(
         labels=extra.pop("labels", LABELS),
         confdir=tmp / "confdir",
-        allow_hosts=extra.pop("allow_hosts", [*REGISTRY_HOSTS, "localhost"]),
+        allow_hosts=extra.pop("allow_hosts", [*REGISTRY_HOSTS, "localhost", REGISTRY]),
+        # localhost plays a registry (the upstream the tests control), REGISTRY one over
+        # HTTPS that nothing answers.
+        registry_hosts=extra.pop("registry_hosts", [*REGISTRY_HOSTS, "localhost", REGISTRY]),
         decoys=[DecoySpec(name=d.name, value=d.value) for d in (*decoys, SLASHY)],
         log_path=tmp / "egress.jsonl",
         ready_path=tmp / "ready.json",
@@ -182,6 +198,25 @@ def test_hosts_match_exactly_or_by_subdomain_glob() -> None:
     assert not host_allowed("", allow)
     assert decide("files.pythonhosted.org", REGISTRY_HOSTS) == "forwarded"
     assert decide(SINK, REGISTRY_HOSTS) == "sunk"
+
+
+@pytest.mark.parametrize(
+    ("host", "method", "action"),
+    [
+        ("registry.npmjs.org", "GET", "forwarded"),
+        ("registry.npmjs.org", "HEAD", "forwarded"),
+        ("registry.npmjs.org", "PUT", "registry-write"),
+        ("Registry.NPMJS.org.", "POST", "registry-write"),
+        ("pypi.org", "DELETE", "registry-write"),
+        ("pypi.org", "get", "registry-write"),  # methods are case-sensitive
+        ("mirror.corp.test", "PUT", "forwarded"),  # egress_allow: not a registry
+        (SINK, "PUT", "sunk"),
+        (SINK, "GET", "sunk"),
+    ],
+)
+def test_registries_are_read_only(host: str, method: str, action: str) -> None:
+    allow = [*REGISTRY_HOSTS, "mirror.corp.test"]
+    assert decide(host, allow, method=method, registry_hosts=REGISTRY_HOSTS) == action
 
 
 def test_labels_must_name_a_check_and_a_phase(tmp_path: Path) -> None:
@@ -404,6 +439,73 @@ def test_each_port_attributes_its_label(proxy: Proxy) -> None:
 
 
 # --------------------------------------------------------------------------- registries
+
+
+@pytest.mark.parametrize("method", ["PUT", "POST"])
+def test_a_write_to_a_registry_is_answered_here_never_forwarded(proxy: Proxy, method: str) -> None:
+    # What `npm publish` does with a stolen token: the tarball is base64 in a JSON body.
+    npm = proxy.decoy("NPM_TOKEN")
+    path = f"/{tag()}"
+    blob = base64.b64encode(json.dumps({"npmrc": npm.value}).encode())
+    body = gzip.compress(json.dumps({"_attachments": {"p.tgz": {"data": blob.decode()}}}).encode())
+    url = f"http://localhost:{proxy.upstream.server_port}{path}"
+    with session() as s:
+        resp = s.request(
+            method,
+            url,
+            data=body,
+            headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
+            proxies=proxy.proxies(),
+            timeout=10,
+        )
+    assert resp.status_code == 403
+    assert b"does not publish" in resp.content
+    assert [w for w in proxy.upstream.writes if w[1] == path] == []
+    (rec,) = proxy.records(lambda r: path in r["url"])
+    assert (rec["host"], rec["method"], rec["action"]) == ("localhost", method, "registry-write")
+    assert (rec["decoy_seen"], rec["decoy_where"]) == (["NPM_TOKEN"], ["body:base64"])
+    assert rec["bytes_out"] > len(body)
+    # Reads of the same registry still go through.
+    with session() as s:
+        got = s.get(url, proxies=proxy.proxies(), timeout=10)
+    assert (got.status_code, got.content) == (200, b"from upstream")
+
+
+def test_a_write_to_a_registry_over_https_is_answered_here(proxy: Proxy) -> None:
+    path = f"/{tag()}"
+    with session() as s:
+        resp = s.put(
+            f"https://{REGISTRY}{path}",
+            data=b"{}",
+            proxies=proxy.proxies(),
+            verify=str(proxy.bundle),
+            timeout=10,
+        )
+    # Forwarded, it would have got a 502: the name resolves nowhere.
+    assert (resp.status_code, resp.content) == (403, REGISTRY_WRITE_BODY)
+    (rec,) = proxy.records(lambda r: path in r["url"])
+    assert (rec["host"], rec["port"], rec["action"]) == (REGISTRY, 443, "registry-write")
+
+
+def test_a_write_to_an_allowed_host_that_is_no_registry_is_forwarded(tmp_path: Path) -> None:
+    upstream = Upstream()
+    thread = threading.Thread(target=upstream.serve_forever, daemon=True)
+    thread.start()
+    config = make_config(tmp_path, (), labels=["install/install"], registry_hosts=REGISTRY_HOSTS)
+    handle = start_proxy(config)
+    try:
+        proxies = {"http": f"http://127.0.0.1:{handle.ports['install/install']}"}
+        with session() as s:
+            resp = s.put(f"http://localhost:{upstream.server_port}/up", data=b"x", proxies=proxies)
+    finally:
+        handle.stop()
+        upstream.shutdown()
+        upstream.server_close()
+        thread.join()
+    assert resp.status_code == 201
+    assert upstream.writes == [("PUT", "/up", b"x")]
+    (rec,) = read_egress_log(config.log_path).records
+    assert (rec["method"], rec["action"]) == ("PUT", "forwarded")
 
 
 @pytest.mark.slow
