@@ -18,9 +18,11 @@ from cujo_action.schema import (
     PROCESS_FLOOD,
     REFUSED_PACKETS,
     REGISTRY_HOSTS,
+    REGISTRY_READ_METHODS,
     SUDO,
     TESTS_FAILED,
     CheckName,
+    Egress,
     Phase,
     Policy,
     Report,
@@ -52,6 +54,10 @@ class RuleContext:
         if name in {_host_name(h) for h in self.registry_hosts}:
             return True
         return any(_host_matches(name, pattern) for pattern in self.policy.egress_allow)
+
+    def is_registry(self, host: str) -> bool:
+        """Return whether ``host`` is a built-in package registry (not an egress_allow host)."""
+        return _host_name(host) in {_host_name(h) for h in self.registry_hosts}
 
 
 def _host_name(host: str) -> str:
@@ -137,14 +143,18 @@ def _decoy_egress(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
     return hits
 
 
-def _unexpected_egress(phases: tuple[Phase, ...]) -> RuleFn:
+def _egress_by_host(
+    phases: tuple[Phase, ...],
+    matches: Callable[[Egress, RuleContext], bool],
+    what: Callable[[str], str],
+) -> RuleFn:
+    """Return a rule finding ``matches`` egress in ``phases``: one hit per check, phase, host."""
+
     def find(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
         groups: dict[tuple[CheckName, Phase, str], list[tuple[str, str]]] = {}
         for report in _in_check_order(reports):
             for egress in report.egress:
-                # Decide from the host alone: `action` is what the proxy says it did, and
-                # a report's word is not what makes a host expected.
-                if egress.phase in phases and not ctx.expects(egress.host):
+                if egress.phase in phases and matches(egress, ctx):
                     key = (report.check, egress.phase, _host_name(egress.host))
                     groups.setdefault(key, []).append((egress.id, egress.method))
         return [
@@ -152,8 +162,7 @@ def _unexpected_egress(phases: tuple[Phase, ...]) -> RuleFn:
                 check=check,
                 title=(
                     f"{phase}: {_plural(len(seen), 'request')} "
-                    f"({', '.join(_ordered(m for _, m in seen))}) to {host or '(no host)'}, "
-                    "neither a package registry nor in egress_allow"
+                    f"({', '.join(_ordered(m for _, m in seen))}) {what(host)}"
                 ),
                 evidence=tuple(i for i, _ in seen),
             )
@@ -161,6 +170,47 @@ def _unexpected_egress(phases: tuple[Phase, ...]) -> RuleFn:
         ]
 
     return find
+
+
+def _unexpected(egress: Egress, ctx: RuleContext) -> bool:
+    # Decide from the host alone: `action` is what the proxy says it did, and a report's
+    # word is not what makes a host expected.
+    return not ctx.expects(egress.host)
+
+
+def _unexpected_egress(phases: tuple[Phase, ...]) -> RuleFn:
+    return _egress_by_host(
+        phases,
+        _unexpected,
+        lambda host: f"to {host or '(no host)'}, neither a package registry nor in egress_allow",
+    )
+
+
+# Egress methods that are no HTTP request of their own: a tunnel, a raw connection.
+_NOT_REQUESTS = frozenset({"CONNECT", "TCP"})
+
+
+def _writes_registry(egress: Egress, ctx: RuleContext) -> bool:
+    if egress.action == "registry-write":
+        return True
+    # A write the proxy did not mark (a proxy from before it refused them) still counts.
+    return (
+        egress.route != "dns"
+        and ctx.is_registry(egress.host)
+        and egress.method not in REGISTRY_READ_METHODS
+        and egress.method not in _NOT_REQUESTS
+    )
+
+
+def _registry_write(phases: tuple[Phase, ...]) -> RuleFn:
+    return _egress_by_host(
+        phases,
+        _writes_registry,
+        lambda host: (
+            f"tried to write to the package registry {host} (publish or upload); "
+            "the sandbox refused"
+        ),
+    )
 
 
 def _proxy_bypass(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
@@ -315,6 +365,12 @@ RULES: tuple[Rule, ...] = (
         _unexpected_egress(("import",)),
     ),
     Rule(
+        "registry-write",
+        "critical",
+        "The install or an import tried to publish or upload to a package registry.",
+        _registry_write(("install", "import")),
+    ),
+    Rule(
         "persistence-write",
         "critical",
         "Code wrote to a shell profile, authorized_keys, cron or git hooks outside the worktree.",
@@ -349,6 +405,12 @@ RULES: tuple[Rule, ...] = (
         "warn",
         "Tests, probes or smoke reached a host that is neither a registry nor in egress_allow.",
         _unexpected_egress(RUNTIME_PHASES),
+    ),
+    Rule(
+        "runtime-registry-write",
+        "warn",
+        "Tests, probes or smoke tried to publish or upload to a package registry.",
+        _registry_write(RUNTIME_PHASES),
     ),
     Rule(
         "decoy-read",
