@@ -2,21 +2,23 @@
 
 The proxy's log is read once the proxy has stopped, so every request it saw is in the
 bundle. Requests forwarded to a registry are folded into one entry per host and phase
-(an ``npm install`` makes hundreds); everything else is kept one by one, decoys first.
+(an ``npm install`` makes hundreds); everything else is kept one by one, what the hard
+rules act on first.
 """
 
 from __future__ import annotations
 
 import hashlib
 import shutil
-from collections import defaultdict
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
-from cujo_action.proxy import egress_from_record
+from cujo_action.proxy import egress_from_record, order_egress
 from cujo_action.schema import (
     MAX_EGRESS,
     MAX_OBSERVATIONS,
+    REGISTRY_HOSTS,
     CheckName,
     Egress,
     Failure,
@@ -30,45 +32,73 @@ MAX_EVIDENCE_LOG = 8 * 1024 * 1024
 _PHASES = {"install", "import", "test", "probe", "smoke"}
 
 
-def _egress(check: str, n: int, line: dict[str, Any], url: str, bytes_out: int) -> Egress:
-    record = {**line, "url": url, "bytes_out": max(int(line.get("bytes_out", 0)), bytes_out)}
+def _entry(check: str, n: int, group: list[dict[str, Any]]) -> Egress:
+    """Return the report entry of one line, or of lines folded into their first."""
+    first = group[0]
+    url = str(first.get("url", ""))
+    if len(group) > 1:
+        url = f"{url} (+{len(group) - 1} more requests to this host)"
+    total = sum(int(g.get("bytes_out", 0)) for g in group)
+    record = {**first, "url": url, "bytes_out": max(int(first.get("bytes_out", 0)), total)}
     return egress_from_record(record, f"{check}:egress:{n}")
 
 
-def egress_for(check: str, lines: list[dict[str, Any]]) -> tuple[list[Egress], bool]:
-    """Return the check's egress entries (forwarded ones folded) and whether all fit."""
+def _fold(
+    lines: list[dict[str, Any]], key: Callable[[dict[str, Any]], Hashable]
+) -> list[list[dict[str, Any]]]:
+    """Return ``lines`` grouped by ``key``, groups in the order of their first line."""
+    groups: dict[Hashable, list[dict[str, Any]]] = {}
+    for line in lines:
+        groups.setdefault(key(line), []).append(line)
+    return list(groups.values())
+
+
+def _alike(line: dict[str, Any]) -> Hashable:
+    # Lines the rules cannot tell apart; a decoy-bearing line is never folded.
+    if line.get("decoy_seen"):
+        return id(line)
+    fields = ("phase", "host", "method", "action", "route")
+    return tuple(str(line.get(f)) for f in fields)
+
+
+def egress_for(
+    check: str, lines: list[dict[str, Any]], egress_allow: Sequence[str] = ()
+) -> tuple[list[Egress], bool]:
+    """Return the check's egress entries (forwarded ones folded) and whether all fit.
+
+    Lines are kept in the order the rules care about (``order_egress``): within the cap,
+    every line that would make a critical finding goes before the first that would not.
+    Over the cap, lines the rules cannot tell apart (same phase, host, method, action
+    and route) are folded into one, as forwarded ones always are.
+    """
     mine = [ln for ln in lines if ln.get("check") == check and ln.get("phase") in _PHASES]
     kept: list[dict[str, Any]] = []
-    folded: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    forwarded: list[dict[str, Any]] = []
     for line in mine:
         if line.get("action") == "forwarded" and not line.get("decoy_seen"):
-            folded[(line["phase"], str(line.get("host")), str(line.get("method")))].append(line)
+            forwarded.append(line)
         else:
             kept.append(line)
-    # Decoy-bearing requests first, so a cap can never push them out.
-    kept.sort(key=lambda ln: (not ln.get("decoy_seen"), float(ln.get("ts", 0))))
-    out: list[Egress] = []
-    for line in kept:
-        out.append(_egress(check, len(out) + 1, line, str(line.get("url", "")), 0))
-        if len(out) >= MAX_EGRESS:
-            return out, len(kept) + len(folded) <= MAX_EGRESS
-    for group in folded.values():
-        first = group[0]
-        url = str(first.get("url", ""))
-        if len(group) > 1:
-            url = f"{url} (+{len(group) - 1} more requests to this host)"
-        total = sum(int(g.get("bytes_out", 0)) for g in group)
-        out.append(_egress(check, len(out) + 1, first, url, total))
-        if len(out) >= MAX_EGRESS:
-            return out, False
-    return out, True
+    folded = _fold(forwarded, lambda ln: (ln["phase"], str(ln.get("host")), str(ln.get("method"))))
+    ordered = order_egress(kept, [*REGISTRY_HOSTS, *egress_allow])
+    groups = [[line] for line in ordered]
+    if len(groups) + len(folded) > MAX_EGRESS:
+        groups = _fold(ordered, _alike)
+    entries = [*groups, *folded]
+    out = [_entry(check, n, group) for n, group in enumerate(entries[:MAX_EGRESS], start=1)]
+    return out, len(entries) <= MAX_EGRESS
 
 
 def attach_egress(
-    report: Report, lines: list[dict[str, Any]], *, proxy_ok: bool, bad_lines: int
+    report: Report,
+    lines: list[dict[str, Any]],
+    *,
+    proxy_ok: bool,
+    bad_lines: int,
+    egress_allow: Sequence[str] = (),
 ) -> Report:
     """Return the report with its egress attached and completeness updated."""
-    egress, fits = egress_for(report.check, lines)
+    egress, fits = egress_for(report.check, lines, egress_allow)
     observations = list(report.observations)
     complete = report.evidence_complete and fits and proxy_ok
     # model_copy does not validate: a 501st observation would make the report invalid.

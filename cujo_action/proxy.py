@@ -222,6 +222,42 @@ def decide(
     return "forwarded" if host_allowed(host, allow_hosts) else "sunk"
 
 
+# How much a log line matters to the hard rules (app_relay/decide/rules.py), most first:
+# what a report keeps when a check's egress is over its cap. A line that would make a
+# critical finding comes before one that would make a warning, and that before the rest,
+# so no flood of harmless lines can push out the line that blocks.
+RANK_DECOY = 0  # decoy-egress
+RANK_REGISTRY_WRITE = 1  # registry-write (install, import)
+RANK_BYPASS = 2  # proxy-bypass: around the proxy, to an unexpected host
+RANK_EARLY_UNEXPECTED = 3  # install-egress, import-egress
+RANK_RUNTIME_REGISTRY_WRITE = 4  # runtime-registry-write
+RANK_RUNTIME_UNEXPECTED = 5  # runtime-egress
+RANK_EXPECTED = 6
+_EARLY_PHASES = frozenset({"install", "import"})
+
+
+def egress_rank(record: dict[str, Any], expected_hosts: Iterable[str]) -> int:
+    """Return how much a log line matters to the rules (0 most); ``expected_hosts`` as allowed."""
+    if record.get("decoy_seen"):
+        return RANK_DECOY
+    early = record.get("phase") in _EARLY_PHASES
+    if record.get("action") == "registry-write":
+        return RANK_REGISTRY_WRITE if early else RANK_RUNTIME_REGISTRY_WRITE
+    if host_allowed(str(record.get("host", "")), expected_hosts):
+        return RANK_EXPECTED
+    if record.get("route") == "direct":
+        return RANK_BYPASS
+    return RANK_EARLY_UNEXPECTED if early else RANK_RUNTIME_UNEXPECTED
+
+
+def order_egress(
+    records: Iterable[dict[str, Any]], expected_hosts: Iterable[str]
+) -> list[dict[str, Any]]:
+    """Return log lines most telling first (``egress_rank``), in time order within a rank."""
+    expected = list(expected_hosts)
+    return sorted(records, key=lambda r: (egress_rank(r, expected), float(r.get("ts", 0))))
+
+
 # A request line: a method token, a target, the version (RFC 9112 section 3), or as much
 # of one as has arrived.
 _METHOD = rb"[A-Z][A-Z0-9_.!#$%&'*+^`|~-]*"

@@ -384,7 +384,9 @@ def _run(repo: str, base: str, head: str, run_id: str, out: Path, work: Path) ->
         harness.stop()
     lines, bad = read_egress_log(Path(armed.egress_log), None)
     for report in reports:
-        final = attach_egress(report, lines, proxy_ok=proxy_ok, bad_lines=bad)
+        final = attach_egress(
+            report, lines, proxy_ok=proxy_ok, bad_lines=bad, egress_allow=plan.policy.egress_allow
+        )
         write_report(final, report_path(out, report.check))
     (out / "plan.json").write_text(plan.model_dump_json(by_alias=True, indent=2))
     copy_evidence(Path(armed.egress_log), out)
