@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from cujo_action.boundary import copy_pristine, fresh_dir, hand_over
 from cujo_action.decoys import Decoy, decoy_files, make_decoys
 from cujo_action.dns import ResolverConfig, ResolverError, ResolverHandle, ResolverStart
+from cujo_action.evidence import EvidenceFaults, Seal, broken_seals, seal
 from cujo_action.jail import (
     ALWAYS_HIDDEN,
     INSIDE_HOME,
@@ -43,7 +44,14 @@ from cujo_action.jail import (
 )
 from cujo_action.limits import Limits, make_limits
 from cujo_action.netns import NetNamespace, NetnsError, Redirect, unavailable
-from cujo_action.proxy import SYSTEM_CA, ProxyConfig, ProxyHandle, start_proxy, write_ca_bundle
+from cujo_action.proxy import (
+    SYSTEM_CA,
+    HarnessProcess,
+    ProxyConfig,
+    ProxyHandle,
+    start_proxy,
+    write_ca_bundle,
+)
 from cujo_action.schema import CHECK_NAMES, REGISTRY_HOSTS, CheckName, Isolation, Phase, Plan
 
 # One proxy port per (check, phase): the port a request arrives on names who sent it.
@@ -168,29 +176,62 @@ class Harness:
     namespaces: list[NetNamespace] = field(default_factory=list)
     # What else ends with the run: cgroups, the uid block.
     releases: list[Callable[[], object]] = field(default_factory=list)
+    # Set by ``stop``: each evidence log as sealed once its writers had stopped, and what
+    # already went wrong: writers dead before they were stopped, logs that could not be read.
+    seals: list[Seal] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    unsealed: list[str] = field(default_factory=list)
+
+    def writers(self) -> dict[str, HarnessProcess]:
+        """Return the harness processes that write evidence, by name."""
+        found: dict[str, HarnessProcess] = {"proxy": self.proxy}
+        if self.resolver is not None:
+            found["resolver"] = self.resolver
+        return found
 
     def alive(self) -> bool:
         """Return whether every harness process still runs (else evidence is incomplete)."""
-        return self.proxy.alive() and (self.resolver is None or self.resolver.alive())
+        return all(writer.alive() for writer in self.writers().values())
 
     def stop(self) -> None:
-        """Stop the proxy and the resolver and remove the namespaces, whatever fails."""
+        """Stop the proxy and the resolver, seal their logs, remove the namespaces."""
 
         def destroy(ns: NetNamespace) -> None:
             with contextlib.suppress(NetnsError, OSError):
                 ns.destroy()
 
+        writers = self.writers()
+        self.lost = [
+            f"the {name} was not running when the harness stopped it: what it did not "
+            "log after it died is lost"
+            for name, writer in writers.items()
+            if not writer.alive()
+        ]
         # All at once: each part mostly waits on a process or the kernel.
-        stops: list[Callable[[], object]] = [self.proxy.stop]
-        if self.resolver is not None:
-            stops.append(self.resolver.stop)
+        stops: list[Callable[[], object]] = [writer.stop for writer in writers.values()]
         stops += [partial(destroy, ns) for ns in self.namespaces]
         with ThreadPoolExecutor(len(stops)) as pool:
             for done in [pool.submit(stop) for stop in stops]:
                 done.result()
+        # Every writer has exited (or been killed): nothing may add to a log from now on.
+        logs: dict[Path, list[str]] = {}
+        for name, writer in writers.items():
+            logs.setdefault(Path(writer.log_path), []).append(name)
+        self.seals, self.unsealed = [], []
+        for path, names in logs.items():
+            try:
+                self.seals.append(seal(path, f"evidence/{path.name}", names))
+            except OSError as exc:
+                self.unsealed.append(f"evidence/{path.name} cannot be sealed ({exc.strerror})")
         for release in self.releases:
             with contextlib.suppress(OSError):
                 release()
+
+    def evidence_faults(self) -> EvidenceFaults:
+        """Return why the evidence cannot be bundled as it stands (call after ``stop``)."""
+        return EvidenceFaults(
+            lost=list(self.lost), untrusted=[*self.unsealed, *broken_seals(self.seals)]
+        )
 
 
 def isolation_unavailable() -> str | None:

@@ -21,6 +21,7 @@ from cujo_action.schema import (
     REGISTRY_HOSTS,
     CheckName,
     Egress,
+    EvidenceSeal,
     Failure,
     Manifest,
     ManifestFile,
@@ -122,8 +123,10 @@ def attach_egress(
     )
 
 
-def write_manifest(out: Path, run_id: str, head_sha: str, base_sha: str) -> Path:
-    """Write manifest.json with the sha256 of every file in ``out``."""
+def write_manifest(
+    out: Path, run_id: str, head_sha: str, base_sha: str, evidence: Sequence[EvidenceSeal] = ()
+) -> Path:
+    """Write manifest.json with the sha256 of every file in ``out`` and the evidence seals."""
     files = []
     for path in sorted(p for p in out.rglob("*") if p.is_file() and p.name != "manifest.json"):
         data = path.read_bytes()
@@ -134,7 +137,13 @@ def write_manifest(out: Path, run_id: str, head_sha: str, base_sha: str) -> Path
                 bytes=len(data),
             )
         )
-    manifest = Manifest(run_id=run_id, head_sha=head_sha, base_sha=base_sha, files=files)
+    manifest = Manifest(
+        run_id=run_id,
+        head_sha=head_sha,
+        base_sha=base_sha,
+        files=files,
+        evidence=list(evidence),
+    )
     target = out / "manifest.json"
     target.write_text(manifest.model_dump_json(by_alias=True, indent=2))
     return target
@@ -163,11 +172,17 @@ class _Capped:
         return data
 
 
-def write_failure(out: Path, failure: Failure) -> None:
+def write_failure(out: Path, failure: Failure, evidence: Sequence[EvidenceSeal] = ()) -> None:
     """Write failure.json and the manifest: the run produced no reports, and says why."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "failure.json").write_text(failure.model_dump_json(by_alias=True, indent=2))
-    write_manifest(out, failure.run_id, failure.head_sha or "0" * 40, failure.base_sha or "0" * 40)
+    write_manifest(
+        out,
+        failure.run_id,
+        failure.head_sha or "0" * 40,
+        failure.base_sha or "0" * 40,
+        evidence,
+    )
 
 
 def report_path(out: Path, check: CheckName) -> Path:

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from cujo_action.arm import arm
+from cujo_action.arm import Harness, arm
 from cujo_action.boundary import BoundaryError
 from cujo_action.bundle import (
     attach_egress,
@@ -382,14 +382,54 @@ def _run(repo: str, base: str, head: str, run_id: str, out: Path, work: Path) ->
             check.stop()
         proxy_ok = harness.alive()
         harness.stop()
-    lines, bad = read_egress_log(Path(armed.egress_log), None)
+    log = Path(armed.egress_log)
+    return _bundle(plan, reports, harness, log, out, proxy_ok=proxy_ok, started=started)
+
+
+def _bundle(
+    plan: Plan,
+    reports: list[Report],
+    harness: Harness,
+    log: Path,
+    out: Path,
+    *,
+    proxy_ok: bool,
+    started: float,
+) -> int:
+    """Check the evidence against its seals, attach it to the reports and write the bundle."""
+    seals = [s.entry for s in harness.seals]
+    for entry in seals:
+        _say(f"evidence sealed: {entry.name}, {entry.bytes} bytes, sha256 {entry.sha256}")
+    # Re-hashed here, after the checks and the harness are gone: the last moment before
+    # the bundle is made from the logs.
+    faults = harness.evidence_faults()
+
+    def refuse() -> int:
+        failure = Failure(
+            run_id=plan.run_id,
+            stage="bundle",
+            reason=faults.reason(),
+            head_sha=plan.head_sha,
+            base_sha=plan.base_sha,
+        )
+        write_failure(out, failure, seals)
+        _say(f"refusing to bundle: {failure.reason}")
+        return 3
+
+    if faults.untrusted:
+        # A log that changed after its seal is not read at all: nothing in it counts.
+        return refuse()
+    lines, bad = read_egress_log(log, None)
     for report in reports:
         final = attach_egress(
             report, lines, proxy_ok=proxy_ok, bad_lines=bad, egress_allow=plan.policy.egress_allow
         )
         write_report(final, report_path(out, report.check))
     (out / "plan.json").write_text(plan.model_dump_json(by_alias=True, indent=2))
-    copy_evidence(Path(armed.egress_log), out)
-    write_manifest(out, run_id, plan.head_sha, plan.base_sha)
-    _say(f"run {run_id}: bundle written to {out} in {time.monotonic() - started:.1f}s")
+    copy_evidence(log, out)
+    if faults.lost:
+        # The reports say what was seen until a writer died; the run still fails.
+        return refuse()
+    write_manifest(out, plan.run_id, plan.head_sha, plan.base_sha, seals)
+    _say(f"run {plan.run_id}: bundle written to {out} in {time.monotonic() - started:.1f}s")
     return 0

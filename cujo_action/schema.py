@@ -303,12 +303,22 @@ class ManifestFile(_Strict):
     bytes: int = Field(ge=0)
 
 
+class EvidenceSeal(ManifestFile):
+    """An evidence file as the harness hashed it when its writers had stopped."""
+
+    # The harness processes that wrote it (the proxy and the resolver share one log).
+    writers: list[Short] = Field(default_factory=list, max_length=8)
+
+
 class Manifest(_Strict):
     schema_: Literal["cujo.manifest/1"] = Field(MANIFEST_SCHEMA, alias="schema")
     run_id: Short
     head_sha: Sha
     base_sha: Sha
     files: list[ManifestFile] = Field(max_length=64)
+    # The harness's own logs as sealed on the runner; a bundle's copy of one may be
+    # capped, so its entry in `files` can differ. Empty in bundles from before seals.
+    evidence: list[EvidenceSeal] = Field(default_factory=list, max_length=16)
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
