@@ -30,6 +30,7 @@ from cujo_action.boundary import copy_pristine, fresh_dir, hand_over
 from cujo_action.decoys import Decoy, decoy_files, make_decoys
 from cujo_action.dns import ResolverConfig, ResolverError, ResolverHandle, ResolverStart
 from cujo_action.evidence import EvidenceFaults, Seal, broken_seals, seal
+from cujo_action.harnessproc import HarnessProcess
 from cujo_action.jail import (
     ALWAYS_HIDDEN,
     INSIDE_HOME,
@@ -46,7 +47,6 @@ from cujo_action.limits import Limits, make_limits
 from cujo_action.netns import NetNamespace, NetnsError, Redirect, unavailable
 from cujo_action.proxy import (
     SYSTEM_CA,
-    HarnessProcess,
     ProxyConfig,
     ProxyHandle,
     start_proxy,

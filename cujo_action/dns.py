@@ -12,7 +12,6 @@ import os
 import signal
 import socket
 import struct
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -23,13 +22,12 @@ from typing import Any, cast
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cujo_action.decoys import MIN_NEEDLE, Decoy, DecoyMatcher, make_decoys
+from cujo_action.harnessproc import HarnessProcess, read_ready, spawn
 from cujo_action.proxy import (
     SINK_NETWORK,
     Action,
     DecoySpec,
-    HarnessProcess,
     decide,
-    die_with_parent,
     egress_record,
     normalize_host,
     split_label,
@@ -377,29 +375,15 @@ class ResolverStart:
         self.config = config
         self.stderr_path = workdir / "dns.stderr"
         Path(config.ready_path).unlink(missing_ok=True)
-        env = dict(os.environ)
-        package_root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-        with open(self.stderr_path, "wb") as err:
-            self.process = subprocess.Popen(
-                [sys.executable, "-I", "-m", "cujo_action.dns", "--config", str(config_path)],
-                stdin=subprocess.DEVNULL,
-                stdout=err,
-                stderr=err,
-                env=env,
-                preexec_fn=die_with_parent,  # noqa: PLW1509 - only a prctl before exec
-            )
+        self.process = spawn("cujo_action.dns", config_path, self.stderr_path)
         self.deadline = time.monotonic() + timeout
         self._handle: ResolverHandle | None = None
 
     def result(self) -> ResolverHandle:
         """Return the handle once the resolver listens on every label's port, or raise."""
         while self._handle is None:
-            try:
-                ready = json.loads(Path(self.config.ready_path).read_text())
-            except (OSError, ValueError):
-                ready = None
-            if isinstance(ready, dict) and ready.get("pid") == self.process.pid:
+            ready = read_ready(Path(self.config.ready_path), self.process.pid)
+            if ready is not None:
                 ports = {str(k): int(v) for k, v in ready["ports"].items()}
                 self._handle = ResolverHandle(
                     self.process, ports, Path(self.config.log_path), self.stderr_path

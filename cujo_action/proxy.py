@@ -12,7 +12,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -23,6 +22,7 @@ from typing import Any, Literal, NamedTuple, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cujo_action.decoys import Decoy, DecoyMatcher
+from cujo_action.harnessproc import HarnessProcess, read_ready, spawn
 from cujo_action.schema import (
     CHECK_NAMES,
     MAX_SHORT,
@@ -469,28 +469,6 @@ def write_ca_bundle(ca_cert: Path, dest: Path, system: Path = SYSTEM_CA) -> Path
     return dest
 
 
-@dataclass
-class HarnessProcess:
-    """A running harness process (proxy, resolver): its ports by label, how to stop it."""
-
-    process: subprocess.Popen[bytes]
-    ports: dict[str, int]
-    log_path: Path
-    stderr_path: Path
-    pid: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.pid = self.process.pid
-
-    def alive(self) -> bool:
-        """Return whether the process is still running."""
-        return harness_alive(self.process)
-
-    def stop(self, timeout: float = 5.0) -> int:
-        """Terminate the process, kill it if it outlives ``timeout``; return its exit code."""
-        return harness_stop(self.process, timeout)
-
-
 @dataclass(kw_only=True)
 class ProxyHandle(HarnessProcess):
     """The running proxy: its ports and transparent listeners by label, and its CA."""
@@ -500,35 +478,11 @@ class ProxyHandle(HarnessProcess):
     transparent_ports: dict[str, int] = field(default_factory=dict)
 
 
-def harness_alive(process: subprocess.Popen[bytes]) -> bool:
-    """Return whether a harness process (proxy, resolver) is still running."""
-    return process.poll() is None
-
-
-def harness_stop(process: subprocess.Popen[bytes], timeout: float) -> int:
-    """Terminate a harness process, kill it past ``timeout``, and return its exit code."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            return process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-    return process.wait()
-
-
 def _tail(path: Path, limit: int = 4000) -> str:
     try:
         return clip(path.read_text(errors="replace"), limit, keep="tail")
     except OSError:
         return ""
-
-
-def _read_ready(path: Path, pid: int) -> dict[str, Any] | None:
-    try:
-        ready = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return ready if isinstance(ready, dict) and ready.get("pid") == pid else None
 
 
 def start_proxy(config: ProxyConfig, timeout: float = 20) -> ProxyHandle:
@@ -543,15 +497,12 @@ def start_proxy(config: ProxyConfig, timeout: float = 20) -> ProxyHandle:
     fd = os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(config.model_dump_json())
-    env = dict(os.environ)
-    package_root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     fixed = set(config.labels) <= config.ports.keys() and (
         not config.transparent or set(config.labels) <= config.transparent_ports.keys()
     )
     attempts = 1 if fixed else _LISTEN_RETRIES
     for attempt in range(attempts):
-        handle, failure = _launch(config, config_path, env, timeout)
+        handle, failure = _launch(config, config_path, timeout)
         if handle is not None:
             return handle
         # A port picked free can be taken before mitmproxy binds it: pick again.
@@ -560,37 +511,15 @@ def start_proxy(config: ProxyConfig, timeout: float = 20) -> ProxyHandle:
     raise AssertionError("unreachable")
 
 
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """Ask the kernel to stop the proxy when the run that started it dies.
-
-    The kernel sends the signal when the *thread* that forked the child ends, not the
-    process: start harness processes from the run's main thread, never a worker thread.
-    """
-    import ctypes  # noqa: PLC0415 - only in the forked child
-
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 def _launch(
-    config: ProxyConfig, config_path: Path, env: dict[str, str], timeout: float
+    config: ProxyConfig, config_path: Path, timeout: float
 ) -> tuple[ProxyHandle | None, str]:
     stderr_path = Path(config.confdir) / STDERR_NAME
     Path(config.ready_path).unlink(missing_ok=True)
-    with open(stderr_path, "wb") as err:
-        process = subprocess.Popen(
-            [sys.executable, "-I", "-m", "cujo_action.proxy", "--config", str(config_path)],
-            stdin=subprocess.DEVNULL,
-            stdout=err,
-            stderr=err,
-            env=env,
-            preexec_fn=die_with_parent,  # noqa: PLW1509 - only a prctl before exec
-        )
+    process = spawn("cujo_action.proxy", config_path, stderr_path)
     deadline = time.monotonic() + timeout
     while True:
-        ready = _read_ready(Path(config.ready_path), process.pid)
+        ready = read_ready(Path(config.ready_path), process.pid)
         if ready is not None:
             ports = {str(k): int(v) for k, v in ready["ports"].items()}
             transparent = {str(k): int(v) for k, v in ready.get("transparent_ports", {}).items()}

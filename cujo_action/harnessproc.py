@@ -1,0 +1,90 @@
+"""Start, watch and stop the harness's own child processes (the proxy, the resolver)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class HarnessProcess:
+    """A running harness process (proxy, resolver): its ports by label, how to stop it."""
+
+    process: subprocess.Popen[bytes]
+    ports: dict[str, int]
+    log_path: Path
+    stderr_path: Path
+    pid: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pid = self.process.pid
+
+    def alive(self) -> bool:
+        """Return whether the process is still running."""
+        return harness_alive(self.process)
+
+    def stop(self, timeout: float = 5.0) -> int:
+        """Terminate the process, kill it if it outlives ``timeout``; return its exit code."""
+        return harness_stop(self.process, timeout)
+
+
+def harness_alive(process: subprocess.Popen[bytes]) -> bool:
+    """Return whether a harness process (proxy, resolver) is still running."""
+    return process.poll() is None
+
+
+def harness_stop(process: subprocess.Popen[bytes], timeout: float) -> int:
+    """Terminate a harness process, kill it past ``timeout``, and return its exit code."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return process.wait()
+
+
+def die_with_parent() -> None:
+    """Ask the kernel to stop a harness process when the run that started it dies.
+
+    The kernel sends the signal when the *thread* that forked the child ends, not the
+    process: start harness processes from the run's main thread, never a worker thread.
+    """
+    import ctypes  # noqa: PLC0415 - only in the forked child
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def spawn(module: str, config_path: Path, stderr_path: Path) -> subprocess.Popen[bytes]:
+    """Start ``python -m module --config config_path``, its output to ``stderr_path``."""
+    env = dict(os.environ)
+    # The child imports this package from wherever this process did.
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    with open(stderr_path, "wb") as err:
+        return subprocess.Popen(
+            # -I: the harness imports only itself, never a `cujo_action` from the cwd.
+            [sys.executable, "-I", "-m", module, "--config", str(config_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=err,
+            env=env,
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - only a prctl before exec
+        )
+
+
+def read_ready(path: Path, pid: int) -> dict[str, Any] | None:
+    """Return the ready file a harness process ``pid`` wrote, or None while it has not."""
+    try:
+        ready = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return ready if isinstance(ready, dict) and ready.get("pid") == pid else None
