@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
-from cujo_action.proxy import egress_from_record, order_egress
+from cujo_action.egress import egress_from_record, order_egress
 from cujo_action.schema import (
     MAX_EGRESS,
     MAX_OBSERVATIONS,

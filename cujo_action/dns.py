@@ -22,16 +22,9 @@ from typing import Any, cast
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cujo_action.decoys import MIN_NEEDLE, Decoy, DecoyMatcher, make_decoys
+from cujo_action.egress import Action, decide, egress_record, normalize_host, split_label
 from cujo_action.harnessproc import HarnessProcess, read_ready, spawn
-from cujo_action.proxy import (
-    SINK_NETWORK,
-    Action,
-    DecoySpec,
-    decide,
-    egress_record,
-    normalize_host,
-    split_label,
-)
+from cujo_action.proxy import SINK_NETWORK, DecoySpec
 from cujo_action.schema import REGISTRY_HOSTS, clip
 
 # A sandbox's namespace (netns.py) sends every UDP and TCP packet to port 53 here, to the

@@ -36,9 +36,10 @@ from cujo_action.bundle import (
     write_manifest,
 )
 from cujo_action.checks.harness import write_report
+from cujo_action.egress import parse_egress_log
 from cujo_action.jail import JailError
 from cujo_action.prepare import PrepareError, prepare
-from cujo_action.proxy import ProxyError, read_egress_log
+from cujo_action.proxy import ProxyError
 from cujo_action.schema import CheckName, Failure, Plan, PolicyError, Report, clip, utcnow
 
 # Beyond a check's own command timeouts, how long its process may take to set up and report.
@@ -419,7 +420,7 @@ def _bundle(
     if faults.untrusted:
         # A log that changed after its seal is not read at all: nothing in it counts.
         return refuse()
-    lines, bad = read_egress_log(log, None)
+    lines, bad = parse_egress_log(log.read_bytes())
     for report in reports:
         final = attach_egress(
             report, lines, proxy_ok=proxy_ok, bad_lines=bad, egress_allow=plan.policy.egress_allow

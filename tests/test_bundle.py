@@ -9,7 +9,7 @@ from bundlefactory import make_report
 
 from app_relay.decide.rules import RuleContext, apply_rules
 from cujo_action.bundle import attach_egress, egress_for
-from cujo_action.proxy import egress_rank, egress_record, order_egress
+from cujo_action.egress import egress_rank, egress_record, order_egress
 from cujo_action.schema import MAX_EGRESS, REGISTRY_HOSTS
 
 

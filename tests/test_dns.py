@@ -35,8 +35,9 @@ from cujo_action.dns import (
     parse_query,
     start_resolver,
 )
+from cujo_action.egress import parse_egress_log
 from cujo_action.netns import NetNamespace, Redirect
-from cujo_action.proxy import DecoySpec, read_egress_log
+from cujo_action.proxy import DecoySpec
 from cujo_action.schema import REGISTRY_HOSTS
 
 REASON = netns.unavailable()
@@ -198,7 +199,7 @@ class Dns:
     log: Path
 
     def records(self) -> list[dict[str, Any]]:
-        return read_egress_log(self.log).records
+        return parse_egress_log(self.log.read_bytes()).records
 
     def wait(self, pred: Callable[[dict[str, Any]], bool], timeout: float = 10) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

@@ -24,6 +24,7 @@ import pytest
 from cujo_action import netns
 from cujo_action.decoys import Decoy, make_decoys
 from cujo_action.dns import ResolverConfig, ResolverHandle, start_resolver
+from cujo_action.egress import parse_egress_log
 from cujo_action.netns import (
     Drops,
     Layout,
@@ -43,7 +44,6 @@ from cujo_action.proxy import (
     ProxyConfig,
     ProxyHandle,
     host_header_name,
-    read_egress_log,
     start_proxy,
     transparent_name,
     write_ca_bundle,
@@ -289,7 +289,7 @@ class Rig:
         """Poll the log until a record matches: lines land after the client is done."""
         deadline = time.monotonic() + timeout
         while True:
-            for record in read_egress_log(self.log).records:
+            for record in parse_egress_log(self.log.read_bytes()).records:
                 if pred(record):
                     return record
             assert self.proxy.alive(), self.proxy.stderr_path.read_text()

@@ -25,6 +25,14 @@ import pytest
 import requests
 
 from cujo_action.decoys import Decoy, make_decoys
+from cujo_action.egress import (
+    decide,
+    egress_from_record,
+    egress_record,
+    host_allowed,
+    parse_egress_log,
+    split_label,
+)
 from cujo_action.proxy import (
     REGISTRY_WRITE_BODY,
     SYSTEM_CA,
@@ -32,13 +40,7 @@ from cujo_action.proxy import (
     ProxyConfig,
     ProxyError,
     ProxyHandle,
-    decide,
-    egress_from_record,
-    egress_record,
-    host_allowed,
-    read_egress_log,
     request_size,
-    split_label,
     start_proxy,
     write_ca_bundle,
 )
@@ -106,7 +108,7 @@ class Proxy:
         return next(d for d in (*self.decoys, SLASHY) if d.name == name)
 
     def records(self, pred: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
-        return [r for r in read_egress_log(self.config.log_path).records if pred(r)]
+        return [r for r in parse_egress_log(self.config.log_path.read_bytes()).records if pred(r)]
 
     def wait_records(
         self, pred: Callable[[dict[str, Any]], bool], timeout: float = 15
@@ -504,7 +506,7 @@ def test_a_write_to_an_allowed_host_that_is_no_registry_is_forwarded(tmp_path: P
         thread.join()
     assert resp.status_code == 201
     assert upstream.writes == [("PUT", "/up", b"x")]
-    (rec,) = read_egress_log(config.log_path).records
+    (rec,) = parse_egress_log(config.log_path.read_bytes()).records
     assert (rec["method"], rec["action"]) == ("PUT", "forwarded")
 
 
@@ -586,16 +588,16 @@ def test_lines_survive_a_sigkill_and_a_cut_last_line_is_reported(tmp_path: Path)
         os.kill(handle.pid, signal.SIGKILL)
         handle.process.wait()
     assert not handle.alive()
-    log = read_egress_log(config.log_path)
+    log = parse_egress_log(config.log_path.read_bytes())
     assert [r["url"] for r in log.records] == [f"http://{SINK}/kill{i}" for i in range(3)]
     assert log.bad_lines == 0
 
     # A proxy killed in the middle of a write leaves a cut line behind.
     with open(config.log_path, "ab") as fh:
         fh.write(config.log_path.read_bytes().splitlines()[0][:40])
-    log = read_egress_log(config.log_path, labels={"install/install"})
+    log = parse_egress_log(config.log_path.read_bytes(), labels={"install/install"})
     assert (len(log.records), log.bad_lines) == (3, 1)
-    assert read_egress_log(config.log_path, labels={"tests/test"}).records == []
+    assert parse_egress_log(config.log_path.read_bytes(), labels={"tests/test"}).records == []
 
 
 def test_stop_is_graceful_and_logs_tunnels_still_open(tmp_path: Path) -> None:
@@ -606,7 +608,7 @@ def test_stop_is_graceful_and_logs_tunnels_still_open(tmp_path: Path) -> None:
         sock.sendall(b"CONNECT idle.exfil.test:443 HTTP/1.1\r\nHost: idle.exfil.test\r\n\r\n")
         assert sock.recv(4096).startswith(b"HTTP/1.1 200")
         assert handle.stop() == 0
-    (rec,) = read_egress_log(config.log_path).records
+    (rec,) = parse_egress_log(config.log_path.read_bytes()).records
     assert (rec["host"], rec["method"], rec["action"]) == ("idle.exfil.test", "CONNECT", "refused")
     assert rec["label"] == "smoke/smoke"
 

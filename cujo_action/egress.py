@@ -1,0 +1,209 @@
+"""Decide and record egress: which hosts are allowed, what a request gets, the log's lines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal, NamedTuple, get_args
+
+from cujo_action.schema import (
+    CHECK_NAMES,
+    MAX_SHORT,
+    MAX_TEXT,
+    REGISTRY_HOSTS,
+    REGISTRY_READ_METHODS,
+    Egress,
+    Phase,
+    clip,
+)
+
+# The policy the proxy (proxy.py) and the resolver (dns.py) apply, and the one log line
+# format both append to ``run_dir/evidence/egress.jsonl``, read back by bundle.py. Pure:
+# no I/O here, so the harness processes and the bundler cannot disagree.
+
+_PHASES: tuple[str, ...] = get_args(Phase)
+
+Action = Literal["forwarded", "sunk", "refused", "registry-write"]
+
+
+def split_label(label: str) -> tuple[str, str]:
+    """Return (check, phase) from a "check/phase" label, or raise ValueError."""
+    check, sep, phase = label.partition("/")
+    if not sep or check not in CHECK_NAMES or phase not in _PHASES:
+        raise ValueError(
+            f"label {label!r} must be check/phase with check in {CHECK_NAMES} "
+            f"and phase in {_PHASES}"
+        )
+    return check, phase
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+def normalize_host(host: str) -> str:
+    """Return ``host`` as compared: lower case, no trailing dot, no IPv6 brackets."""
+    return host.strip().strip("[]").rstrip(".").lower()
+
+
+def host_allowed(host: str, allow_hosts: Iterable[str]) -> bool:
+    """Return whether ``host`` matches an allow entry (exact, or ``*.suffix`` for subdomains)."""
+    host = normalize_host(host)
+    if not host:
+        return False
+    for entry in allow_hosts:
+        pattern = normalize_host(entry)
+        if pattern.startswith("*."):
+            if host.endswith(pattern[1:]) and len(host) > len(pattern) - 1:
+                return True
+        elif host == pattern:
+            return True
+    return False
+
+
+def decide(
+    host: str,
+    allow_hosts: Iterable[str],
+    *,
+    method: str | None = None,
+    registry_hosts: Iterable[str] = REGISTRY_HOSTS,
+) -> Action:
+    """Return what the proxy does with a request to ``host`` (``method`` None: a name only)."""
+    # Methods are case-sensitive (RFC 9110 section 9.1): "get" is not a read.
+    if (
+        method is not None
+        and method not in REGISTRY_READ_METHODS
+        and host_allowed(host, registry_hosts)
+    ):
+        return "registry-write"
+    return "forwarded" if host_allowed(host, allow_hosts) else "sunk"
+
+
+# How much a log line matters to the hard rules (app_relay/decide/rules.py), most first:
+# what a report keeps when a check's egress is over its cap. A line that would make a
+# critical finding comes before one that would make a warning, and that before the rest,
+# so no flood of harmless lines can push out the line that blocks.
+RANK_DECOY = 0  # decoy-egress
+RANK_REGISTRY_WRITE = 1  # registry-write (install, import)
+RANK_BYPASS = 2  # proxy-bypass: around the proxy, to an unexpected host
+RANK_EARLY_UNEXPECTED = 3  # install-egress, import-egress
+RANK_RUNTIME_REGISTRY_WRITE = 4  # runtime-registry-write
+RANK_RUNTIME_UNEXPECTED = 5  # runtime-egress
+RANK_EXPECTED = 6
+_EARLY_PHASES = frozenset({"install", "import"})
+
+
+def egress_rank(record: dict[str, Any], expected_hosts: Iterable[str]) -> int:
+    """Return how much a log line matters to the rules (0 most); ``expected_hosts`` as allowed."""
+    if record.get("decoy_seen"):
+        return RANK_DECOY
+    early = record.get("phase") in _EARLY_PHASES
+    if record.get("action") == "registry-write":
+        return RANK_REGISTRY_WRITE if early else RANK_RUNTIME_REGISTRY_WRITE
+    if host_allowed(str(record.get("host", "")), expected_hosts):
+        return RANK_EXPECTED
+    if record.get("route") == "direct":
+        return RANK_BYPASS
+    return RANK_EARLY_UNEXPECTED if early else RANK_RUNTIME_UNEXPECTED
+
+
+def order_egress(
+    records: Iterable[dict[str, Any]], expected_hosts: Iterable[str]
+) -> list[dict[str, Any]]:
+    """Return log lines most telling first (``egress_rank``), in time order within a rank."""
+    expected = list(expected_hosts)
+    return sorted(records, key=lambda r: (egress_rank(r, expected), float(r.get("ts", 0))))
+
+
+# --------------------------------------------------------------------------- the log
+
+
+def egress_record(
+    *,
+    ts: float,
+    label: str,
+    host: str,
+    port: int,
+    method: str,
+    url: str,
+    bytes_out: int,
+    action: Action,
+    decoy_seen: Sequence[str] = (),
+    decoy_where: Sequence[str] = (),
+    route: str = "proxy",
+) -> dict[str, Any]:
+    """Return the log line for one request or tunnel."""
+    check, phase = split_label(label)
+    return {
+        "ts": round(ts, 6),
+        "label": label,
+        "check": check,
+        "phase": phase,
+        "host": clip(host, MAX_SHORT),
+        "port": port,
+        "method": clip(method, MAX_SHORT),
+        "url": clip(url, MAX_TEXT),
+        "bytes_out": bytes_out,
+        "action": action,
+        "decoy_seen": list(decoy_seen),
+        "decoy_where": list(decoy_where),
+        "route": route,
+    }
+
+
+class EgressLog(NamedTuple):
+    """The whole records of an egress log, and how many lines were not one."""
+
+    records: list[dict[str, Any]]
+    bad_lines: int  # lines that are not a whole record, e.g. cut by a killed proxy
+
+
+_RECORD_KEYS = frozenset(
+    egress_record(
+        ts=0,
+        label="install/install",
+        host="",
+        port=0,
+        method="",
+        url="",
+        bytes_out=0,
+        action="sunk",
+    )
+)
+
+
+def parse_egress_log(data: bytes, labels: set[str] | None = None) -> EgressLog:
+    """Return the records of an egress log's bytes (only ``labels`` when given), bad lines."""
+    # A missing log is an error, not "no egress": read it with read_bytes, which raises.
+    records: list[dict[str, Any]] = []
+    bad = 0
+    for line in data.splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if not isinstance(record, dict) or not record.keys() >= _RECORD_KEYS:
+            bad += 1
+            continue
+        if labels is None or record["label"] in labels:
+            records.append(record)
+    return EgressLog(records, bad)
+
+
+def egress_from_record(record: dict[str, Any], evidence_id: str) -> Egress:
+    """Return the report's Egress item for one log record."""
+    return Egress(
+        id=evidence_id,
+        phase=record["phase"],
+        host=clip(record["host"], MAX_SHORT),
+        port=record["port"],
+        method=clip(record["method"], MAX_SHORT),
+        url=clip(record["url"], MAX_TEXT),
+        bytes_out=record["bytes_out"],
+        action=record["action"],
+        decoy_seen=[clip(n, MAX_SHORT) for n in record["decoy_seen"][:20]],
+        decoy_where=[clip(w, MAX_SHORT) for w in record["decoy_where"][:20]],
+        route=record.get("route", "proxy"),
+    )
