@@ -15,6 +15,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from cujo_action.arm import LABELS, Armed, label, sandbox_env
@@ -213,7 +214,9 @@ class CheckRun:
                 cwd=Path(inside),
                 env={"PATH": "/usr/bin:/bin", "HOME": inside, "LANG": "C.UTF-8"},
                 timeout=_HANDOFF_TIMEOUT,
-                confinement=self.armed.confinement("install", "install"),
+                # No network, and not the install's namespace: the checks pack at the same
+                # time, and a command's end sweeps its whole namespace.
+                confinement=replace(self.armed.confinement("install", "install"), netns=None),
                 stdout_fd=fd,
             )
             if packed.exit_code not in (0, 1) or packed.timed_out:
