@@ -26,6 +26,7 @@ from app_relay.github import GitHubApp
 from app_relay.runners import ActionsRunner
 from app_relay.runs import RunCoordinator
 from app_relay.store import Store
+from cujo_action.schema import Policy
 
 BASE = fake_sha()
 
@@ -257,3 +258,32 @@ def test_reconcile_finishes_completed_runs_and_errors_vanished_ones(make: Any) -
     wait_for("nothing left open", lambda: w.store.open_runs() == [], 5)
     # Reconciling again moves nothing: decided runs stay decided.
     assert w.coordinator.reconcile() == 0
+
+
+def test_the_relay_judges_with_the_policy_it_read_at_base_never_the_bundles(make: Any) -> None:
+    # .cujo.yml at base allows no extra host; the install reached one in both bundles.
+    w = make(policy="egress_allow: []\n")
+    forged, honest = fake_sha(), fake_sha()
+    w.actions.producers[forged] = synthetic(
+        plan_policy=Policy(egress_allow=["*.test"]), install_egress_to="collect.evil.test"
+    )
+    w.actions.producers[honest] = synthetic(install_egress_to="collect.evil.test")
+
+    w.open(12, forged)
+    w.complete()
+    (check,) = w.checks(forged)
+    assert check["conclusion"] == "action_required"
+    assert "plan.json's policy differs from .cujo.yml" in check["output"]["summary"]
+    assert "egress_allow" in check["output"]["summary"]
+    assert w.reviews() == []
+    (run,) = w.store.list_runs()
+    assert run.state == "error"
+
+    w.actions.undelivered.clear()
+    w.open(13, honest)
+    w.complete()
+    (check,) = w.checks(honest)
+    assert check["conclusion"] == "failure"
+    (review,) = w.reviews()
+    assert (review["state"], review["commit_id"]) == ("CHANGES_REQUESTED", honest)
+    assert "collect.evil.test" in review["body"]
