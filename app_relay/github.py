@@ -70,6 +70,9 @@ _RETRY_STATUSES: Final = frozenset({500, 502, 503, 504})
 _TOKEN_MARGIN_S: Final = 300.0
 _MAX_PAGES: Final = 10
 _PER_PAGE: Final = 100
+# GitHub lists at most 3,000 files of a pull request, at most 100 a page:
+# https://docs.github.com/en/rest/pulls/pulls#list-pull-requests-files
+MAX_PULL_FILES: Final = 3_000
 _REPO = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
 _SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
@@ -103,6 +106,14 @@ class PullRequest:
     author_type: str
     draft: bool
     state: Literal["open", "closed"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChangedFiles:
+    """The paths a pull request changes; ``incomplete`` says why some may be missing."""
+
+    paths: tuple[str, ...]
+    incomplete: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -667,16 +678,29 @@ class GitHubGateway:
 
     def _pages(self, path: str, key: str | None, params: Mapping[str, object]) -> list[_Answer]:
         """Read every page of a list; more than a bounded number of pages is an error."""
+        found, more = self._first_pages(path, key, params, _MAX_PAGES)
+        if more:
+            raise GitHubError(
+                f"GET {path}", f"more than {_MAX_PAGES * _PER_PAGE} items; refusing to guess"
+            )
+        return found
+
+    def _first_pages(
+        self, path: str, key: str | None, params: Mapping[str, object], max_pages: int
+    ) -> tuple[list[_Answer], bool]:
+        """Read up to ``max_pages`` pages; say whether the last was full (more may follow)."""
         call = f"GET {path}"
         found: list[_Answer] = []
-        for page in range(1, _MAX_PAGES + 1):
+        for page in range(1, max_pages + 1):
             query = {**params, "per_page": _PER_PAGE, "page": page}
             _, data = self._request("GET", path, params=query, idempotent=True)
             items = _as_list(call, data) if key is None else _Answer(call, data).items(key)
+            if len(items) > _PER_PAGE:
+                raise GitHubError(call, f"page {page} holds {len(items)} items, over {_PER_PAGE}")
             found.extend(items)
             if len(items) < _PER_PAGE:
-                return found
-        raise GitHubError(call, f"more than {_MAX_PAGES * _PER_PAGE} items; refusing to guess")
+                return found, False
+        return found, True
 
     # -- pull requests and contents --
 
@@ -701,17 +725,23 @@ class GitHubGateway:
             state="open" if a.one_of("state", ("open", "closed")) == "open" else "closed",
         )
 
-    def pull_request_files(self, repo: str, number: int) -> list[str]:
-        """List the paths a pull request changes (a rename lists both names)."""
+    def pull_request_files(self, repo: str, number: int) -> ChangedFiles:
+        """List the paths a pull request changes (a rename lists both names), up to 3,000."""
         # https://docs.github.com/en/rest/pulls/pulls#list-pull-requests-files
-        # GitHub lists at most 3,000 files; more pages than that fail closed in _pages.
         path = f"{_repo_path(repo)}/pulls/{_positive('number', number)}/files"
+        listed, more = self._first_pages(path, None, {}, MAX_PULL_FILES // _PER_PAGE)
         found: list[str] = []
-        for a in self._pages(path, None, {}):
+        for a in listed:
             found.append(a.text("filename"))
             if "previous_filename" in a.data and a.data["previous_filename"] is not None:
                 found.append(a.text("previous_filename"))
-        return found
+        incomplete = (
+            f"GitHub lists at most {MAX_PULL_FILES:,} files of a pull request and listed "
+            f"{len(listed):,}, so more may be changed"
+            if more
+            else ""
+        )
+        return ChangedFiles(tuple(found), incomplete)
 
     def file_at(self, repo: str, path: str, ref: str, *, max_bytes: int = 1_000_000) -> str | None:
         """Read a text file at a ref; None when it does not exist there."""

@@ -69,6 +69,8 @@ class PullRequestFacts:
     base_ref: str
     author_type: str
     changed_files: Sequence[str]
+    # Why the changed files may not all be listed; empty when they are.
+    files_incomplete: str = ""
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,10 @@ def choose(policy: Policy, facts: PullRequestFacts) -> ReviewChoice:
     manifests = manifests_in(facts.changed_files)
     if facts.author_type == "Bot":
         return ReviewChoice(True, "sandbox", "the author is a bot account", forced=True)
+    if facts.files_incomplete:
+        # A manifest may hide among the files that were not listed: never the diff review.
+        why = facts.files_incomplete
+        return ReviewChoice(True, "sandbox", f"not every changed file was listed ({why})", True)
     if manifests:
         shown = ", ".join(manifests[:5]) + (" …" if len(manifests) > 5 else "")
         return ReviewChoice(True, "sandbox", f"dependency manifests changed ({shown})", forced=True)

@@ -39,6 +39,7 @@ from .decide.rules import RuleContext
 from .decide.verdict import Verdict
 from .events import Event, MalformedEvent, ReviewRequested, record_request
 from .github import (
+    ChangedFiles,
     CheckAction,
     CheckOutput,
     GitHubError,
@@ -237,14 +238,19 @@ class RunCoordinator:
             note = f"the policy at base {head.base_sha[:12]} cannot be used"
             self._start(gh, head, policy, note, check_run_id=check_run_id)
             return
-        files = gh.pull_request_files(head.repo, head.number)
+        try:
+            files = gh.pull_request_files(head.repo, head.number)
+        except GitHubError as exc:
+            # Fail closed and visibly: the sandbox review, with the reason on the check.
+            files = ChangedFiles((), f"the list could not be read: {exc}")
         facts = modes.PullRequestFacts(
             action=facts.action,
             state=facts.state,
             draft=facts.draft,
             base_ref=facts.base_ref,
             author_type=facts.author_type,
-            changed_files=files,
+            changed_files=files.paths,
+            files_incomplete=files.incomplete,
         )
         choice = modes.choose(policy, facts)
         if not choice.review:

@@ -287,3 +287,45 @@ def test_the_relay_judges_with_the_policy_it_read_at_base_never_the_bundles(make
     (review,) = w.reviews()
     assert (review["state"], review["commit_id"]) == ("CHANGES_REQUESTED", honest)
     assert "collect.evil.test" in review["body"]
+
+
+def test_a_pull_request_of_1500_files_is_read_past_1000_and_a_late_manifest_forces_the_sandbox(
+    make: Any,
+) -> None:
+    w = make(policy="mode: diff\n")
+    head = fake_sha()
+    files = [f"src/m{i:04}.py" for i in range(1_500)]
+    files[1_234] = "web/package.json"
+    w.open(14, head, files=files)
+    (check,) = w.checks(head)
+    assert check["status"] == "in_progress"
+    assert "dependency manifests changed (web/package.json)" in check["output"]["summary"]
+    pages = w.fake.state.calls("GET", r"/pulls/14/files$")
+    assert [p.query["page"] for p in pages] == [[str(n)] for n in range(1, 17)]
+    assert len(w.fake.state.calls("POST", r"/dispatches$")) == 1
+
+
+def test_more_files_than_github_lists_is_a_sandbox_review_that_says_so(make: Any) -> None:
+    w = make(policy="mode: diff\n")
+    head = fake_sha()
+    w.open(15, head, files=[f"src/m{i:04}.py" for i in range(3_500)])
+    (check,) = w.checks(head)
+    assert check["status"] == "in_progress"
+    summary = check["output"]["summary"]
+    assert "not every changed file was listed" in summary
+    assert "GitHub lists at most 3,000 files of a pull request and listed 3,000" in summary
+    assert len(w.fake.state.calls("GET", r"/pulls/15/files$")) == 30
+    assert len(w.fake.state.calls("POST", r"/dispatches$")) == 1
+    (run,) = w.store.list_runs()
+    assert run.mode == "sandbox"
+
+
+def test_a_files_list_github_cannot_answer_is_a_sandbox_review_that_says_why(make: Any) -> None:
+    w = make(policy="mode: diff\n")
+    head = fake_sha()
+    w.fake.state.fail_next(status=422, method="GET", path=r"/pulls/16/files$")
+    w.open(16, head)
+    (check,) = w.checks(head)
+    assert "the list could not be read" in check["output"]["summary"]
+    assert "HTTP 422" in check["output"]["summary"]
+    assert len(w.fake.state.calls("POST", r"/dispatches$")) == 1
