@@ -28,6 +28,10 @@ Handler = Callable[["Event", "Context"], None]
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 # https://docs.github.com/en/webhooks/webhook-events-and-payloads#pull_request
 REVIEWED_ACTIONS = ("opened", "synchronize", "reopened", "ready_for_review")
+# GitHub's payloads nest about ten deep and their numbers are ids, counts and times that
+# fit in 64 bits: JSON far deeper or longer than that is no webhook GitHub sends.
+MAX_JSON_DEPTH = 64
+MAX_JSON_INT_DIGITS = 20
 
 
 # --------------------------------------------------------------------------- signature
@@ -93,13 +97,62 @@ class Event:
     @classmethod
     def parse(cls, delivery_id: str, name: str, body: bytes) -> Event:
         """Parse a verified raw body; raise ``MalformedEvent`` unless it is a JSON object."""
-        try:
-            payload = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise MalformedEvent(f"the body is not JSON: {exc}") from None
+        payload = parse_json(body)
         if not isinstance(payload, dict):
             raise MalformedEvent("the body is JSON but not an object")
         return cls(delivery_id=delivery_id, name=name, payload=payload)
+
+
+def parse_json(body: bytes) -> object:
+    """Parse a webhook body; raise ``MalformedEvent`` for anything GitHub would not send.
+
+    Malformed, too deep, an integer too long or a number JSON does not allow (NaN,
+    Infinity, 1e999) is refused with the reason, never an exception of another kind.
+    """
+    try:
+        payload = json.loads(
+            body, parse_int=_bounded_int, parse_float=_finite_float, parse_constant=_no_constant
+        )
+    except MalformedEvent:
+        raise
+    except RecursionError:
+        raise MalformedEvent(f"the body is JSON nested deeper than {MAX_JSON_DEPTH}") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError and int() limits
+        raise MalformedEvent(f"the body is not JSON: {exc}") from None
+    _check_depth(payload)
+    return payload
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_JSON_INT_DIGITS:
+        raise MalformedEvent(
+            f"the body is JSON with an integer of {len(text.lstrip('-'))} digits, "
+            f"over {MAX_JSON_INT_DIGITS}"
+        )
+    return int(text)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise MalformedEvent(f"the body is JSON with a number out of range: {text[:40]}")
+    return value
+
+
+def _no_constant(text: str) -> object:
+    raise MalformedEvent(f"the body holds {text}, which JSON does not allow")
+
+
+def _check_depth(payload: object) -> None:
+    # Iterative: a deep value must not cost a deep stack here either.
+    stack: list[tuple[object, int]] = [(payload, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth > MAX_JSON_DEPTH:
+                raise MalformedEvent(f"the body is JSON nested deeper than {MAX_JSON_DEPTH}")
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in children)
 
 
 # --------------------------------------------------------------------------- ports

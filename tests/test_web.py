@@ -312,3 +312,34 @@ def test_neither_the_secret_nor_the_signature_is_logged(relay, caplog):
 
 def test_healthz_answers_ok(relay):
     assert requests.get(f"{relay.url}/healthz", timeout=DEADLINE_S).json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (b'{"a": ' * 999 + b"1" + b"}" * 999, "nested deeper than 64"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested deeper than 64"),
+        (b'{"a": ' * 65 + b"1" + b"}" * 65, "nested deeper than 64"),
+        (b'{"n": ' + b"9" * 5_000 + b"}", "integer of 5000 digits"),
+        (b'{"n": -' + b"9" * 21 + b"}", "integer of 21 digits"),
+        (b'{"n": NaN}', "NaN"),
+        (b'{"n": -Infinity}', "Infinity"),
+        (b'{"n": 1e999}', "out of range"),
+    ],
+    ids=["999-deep", "100000-deep", "65-deep", "5000-digits", "21-digits", "nan", "inf", "1e999"],
+)
+def test_signed_json_too_deep_too_long_or_not_json_numbers_is_400_with_why(relay, body, why):
+    answer = relay.post(body, delivery="d-hostile")
+
+    assert answer.status_code == 400
+    assert why in answer.json()["error"]
+    assert relay.store.count_deliveries() == 0
+    # The same bodies unsigned (or signed wrong) are refused for the signature first.
+    for signature in (None, "sha256=" + "3" * 64):
+        answer = relay.post(body, delivery="d-hostile", signature=signature, sign=False)
+        assert answer.status_code == 401
+
+
+def test_signed_json_at_the_limits_is_recorded(relay):
+    body = b'{"action": "x", "a": ' * 63 + b"-" + b"9" * 20 + b"}" * 63
+    assert relay.post(body, event="ping", delivery="d-limits").status_code == 200
