@@ -14,7 +14,7 @@ import hmac
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -231,6 +231,14 @@ def record_request(store: Store, request: ReviewRequested) -> str:
     return session_id
 
 
+class Installations(Protocol):
+    """What the relay keeps per App installation (``github.GitHubApp``)."""
+
+    def forget_installation(self, installation_id: int, repos: Sequence[str] = ()) -> None:
+        """Drop the installation's token and the repositories it was known to hold."""
+        ...
+
+
 class RunFollower(Protocol):
     """Move dispatched runs on: sandbox progress and retries (runs.py)."""
 
@@ -253,6 +261,7 @@ class Context:
     runner: Runner | None = None
     judge: Judge | None = None
     runs: RunFollower | None = None
+    installations: Installations | None = None
 
 
 # --------------------------------------------------------------------------- router
@@ -397,17 +406,32 @@ installation = Router()
 """Installations: the App added to, or removed from, an account's repositories."""
 
 
-@installation.register("installation", "created", "deleted", "suspend", "unsuspend")
-@installation.register("installation_repositories", "added", "removed")
-def note_installation(event: Event, context: Context) -> None:
-    """Note a change of installation; nothing is cached per installation yet."""
+@installation.register("installation")
+@installation.register("installation_repositories")
+def forget_changed_installation(event: Event, context: Context) -> None:
+    """Drop what is kept about an installation that changed: its token and repositories."""
+    # https://docs.github.com/en/webhooks/webhook-events-and-payloads#installation
+    # Every action (created, deleted, suspend, unsuspend, new_permissions_accepted,
+    # added, removed) can change what the installation's token may do, or where it is.
+    installation_id = event.installation_id
+    if installation_id is None:
+        raise MalformedEvent(f"the {event.name} event names no installation")
+    repos: list[str] = []
+    for key in ("repositories", "repositories_added", "repositories_removed"):
+        listed = event.payload.get(key)
+        for item in listed if isinstance(listed, list) else []:
+            if isinstance(item, Mapping) and isinstance(item.get("full_name"), str):
+                repos.append(item["full_name"])
     log.info(
-        "delivery %s: %s.%s for installation %s",
+        "delivery %s: %s.%s for installation %s (%d repositories)",
         event.delivery_id,
         event.name,
         event.action,
-        event.installation_id,
+        installation_id,
+        len(repos),
     )
+    if context.installations is not None:
+        context.installations.forget_installation(installation_id, repos)
 
 
 issue_comment = Router()

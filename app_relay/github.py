@@ -554,6 +554,7 @@ class GitHubApp:
             auth=Auth.AppAuth(str(app_id), sign_func=sign), **self._settings
         )
         self._tokens: dict[int, _Token] = {}
+        self._repo_installations: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def gateway(self, installation_id: int) -> GitHubGateway:
@@ -591,11 +592,28 @@ class GitHubApp:
         return _Token(token, expires_at)
 
     def repo_installation(self, repo: str) -> int:
-        """Return the id of the App's installation on a repository."""
+        """Return the id of the App's installation on a repository (asked once, then kept)."""
+        with self._lock:
+            known = self._repo_installations.get(repo)
+        if known is not None:
+            return known
         call = f"GET {_repo_path(repo)}/installation"
         owner, name = repo.split("/")
         inst = self.attempt(call, lambda: self._integration.get_repo_installation(owner, name))
-        return _Answer(call, inst.raw_data).integer("id")
+        found = _Answer(call, inst.raw_data).integer("id")
+        with self._lock:
+            self._repo_installations[repo] = found
+        return found
+
+    def forget_installation(self, installation_id: int, repos: Sequence[str] = ()) -> None:
+        """Drop what is kept about an installation: its token and the repositories it had."""
+        # Called after a 401 and on `installation` / `installation_repositories` events:
+        # a token, or a repository's installation, may no longer be what GitHub says.
+        with self._lock:
+            self._tokens.pop(installation_id, None)
+            for repo, held in list(self._repo_installations.items()):
+                if held == installation_id or repo in repos:
+                    del self._repo_installations[repo]
 
     def attempt(self, call: str, fn: Callable[[], T], *, idempotent: bool = True) -> T:
         """Run one GitHub call, retrying a 5xx or a lost connection when it is idempotent."""
@@ -651,6 +669,19 @@ class GitHubGateway:
         """Close this gateway's connections."""
         self._github.close()
 
+    def _attempt(self, call: str, fn: Callable[[], T], *, idempotent: bool) -> T:
+        """Run one call as the installation; after a 401, drop the token and try once more."""
+        try:
+            return self._app.attempt(call, fn, idempotent=idempotent)
+        except GitHubError as exc:
+            # Only the call's own 401: one from buying the token is the App's key refused.
+            if exc.status != 401 or exc.call != call:
+                raise
+        # GitHub refused the cached token (revoked, or the installation changed). A 401
+        # changed nothing on GitHub, so one retry with a fresh token is safe even for a write.
+        self._app.forget_installation(self.installation_id)
+        return self._app.attempt(call, fn, idempotent=idempotent)
+
     def _request(
         self,
         verb: str,
@@ -670,7 +701,7 @@ class GitHubGateway:
                 input=dict(body) if body is not None else None,
             )
 
-        return self._app.attempt(f"{verb} {path}", send, idempotent=idempotent)
+        return self._attempt(f"{verb} {path}", send, idempotent=idempotent)
 
     def _get(self, path: str, params: Mapping[str, object] | None = None) -> _Answer:
         _, data = self._request("GET", path, params=params, idempotent=True)
@@ -986,7 +1017,7 @@ class GitHubGateway:
 
         try:
             # A repeated POST would start a second run: never retried.
-            return self._app.attempt(call, send, idempotent=False)
+            return self._attempt(call, send, idempotent=False)
         except (KeyError, TypeError) as exc:
             raise GitHubError(call, f"field {exc} is missing from the run details") from exc
 
@@ -1056,7 +1087,7 @@ class GitHubGateway:
                 raise GitHubError(call, "answer has no 'location' to the archive")
             return self._fetch_archive(call, location, dest, max_bytes)
 
-        return self._app.attempt(call, fetch, idempotent=True)
+        return self._attempt(call, fetch, idempotent=True)
 
     def _fetch_archive(self, call: str, location: str, dest: Path, max_bytes: int) -> Path:
         target = urllib.parse.urlparse(location)
