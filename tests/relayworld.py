@@ -25,8 +25,8 @@ from typing import Any
 import requests
 from bundlefactory import make_plan, make_report
 from fakegithub import Dispatch, FakeGitHub, zip_bytes
+from hooksignature import github_signature
 
-from app_relay.events import signature_of
 from cujo_action.bundle import write_manifest
 from cujo_action.schema import CHECK_NAMES, Policy
 
@@ -85,7 +85,7 @@ def post_webhook(
         "User-Agent": "GitHub-Hookshot/test",
         "X-GitHub-Event": event,
         "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
-        "X-Hub-Signature-256": signature_of(SECRET.encode(), raw),
+        "X-Hub-Signature-256": github_signature(SECRET, raw),
     }
     return requests.post(f"{url}/webhook", data=raw, headers=headers, timeout=30)
 
