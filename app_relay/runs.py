@@ -47,6 +47,7 @@ from .github import (
     OnIssue,
     ReactionContent,
 )
+from .inert import code_span
 from .intake import Bundle, BundleError
 from .runners import Dispatched, RunnerError, RunProgress
 from .runstate import (
@@ -242,7 +243,7 @@ class RunCoordinator:
             files = gh.pull_request_files(head.repo, head.number)
         except GitHubError as exc:
             # Fail closed and visibly: the sandbox review, with the reason on the check.
-            files = ChangedFiles((), f"the list could not be read: {exc}")
+            files = ChangedFiles((), f"the list could not be read: {code_span(str(exc))}")
         facts = modes.PullRequestFacts(
             action=facts.action,
             state=facts.state,
@@ -408,7 +409,7 @@ class RunCoordinator:
             return
         if progress.waiting and run.state == "running":
             who = (
-                f"the required reviewers of environment `{progress.environment}`"
+                f"the required reviewers of environment {code_span(progress.environment)}"
                 if progress.environment
                 else "a required reviewer"
             )

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 from fakegithub import FakeGitHub, fake_sha
+from markdownview import view
 from relayworld import (
     REPO,
     Actions,
+    Producer,
     open_pull,
     pull_request_event,
     sample,
@@ -61,6 +63,14 @@ class World:
         open_pull(self.fake, number, head=head, base=BASE, files=kw.pop("files", None))
         body = pull_request_event(self.fake, number=number, head=head, base=BASE, **kw)
         self.coordinator.request_review(review_request_of(self.event("pull_request", body)))
+
+    def review(self, number: int, producer: Producer) -> str:
+        """Open a pull request on a new head whose sandbox run ``producer`` makes; finish it."""
+        head = fake_sha()
+        self.actions.producers[head] = producer
+        self.open(number, head)
+        self.complete()
+        return head
 
     def event(self, name: str, body: dict[str, Any]) -> Event:
         """Record a delivery, as the webhook does, and return its parsed event."""
@@ -299,7 +309,7 @@ def test_a_pull_request_of_1500_files_is_read_past_1000_and_a_late_manifest_forc
     w.open(14, head, files=files)
     (check,) = w.checks(head)
     assert check["status"] == "in_progress"
-    assert "dependency manifests changed (web/package.json)" in check["output"]["summary"]
+    assert "dependency manifests changed (`web/package.json`)" in check["output"]["summary"]
     pages = w.fake.state.calls("GET", r"/pulls/14/files$")
     assert [p.query["page"] for p in pages] == [[str(n)] for n in range(1, 17)]
     assert len(w.fake.state.calls("POST", r"/dispatches$")) == 1
@@ -329,3 +339,32 @@ def test_a_files_list_github_cannot_answer_is_a_sandbox_review_that_says_why(mak
     assert "the list could not be read" in check["output"]["summary"]
     assert "HTTP 422" in check["output"]["summary"]
     assert len(w.fake.state.calls("POST", r"/dispatches$")) == 1
+
+
+HOSTILE_HOST = "@octocat``[x](https://evil.test)<img src=x onerror=1>\u202egpj.exe\u200b"
+
+
+def test_a_hostile_host_is_inert_in_the_posted_review_and_check(make: Any) -> None:
+    w = make()
+    head = w.review(17, synthetic(install_egress_to=HOSTILE_HOST))
+    (check,) = w.checks(head)
+    (review,) = w.reviews()
+    assert check["conclusion"] == "failure"
+    for markdown in (check["output"]["summary"], review["body"]):
+        rendered = view(markdown)
+        assert rendered.active == []
+        assert any("[x](https://evil.test)" in code for code in rendered.code)
+        for fragment in ("evil.test", "octocat", "<img", "\u202e", "\u200b"):
+            assert fragment not in rendered.plain(), fragment
+
+
+def test_a_hostile_run_id_in_a_rejected_bundle_is_inert_in_the_error_check(make: Any) -> None:
+    w = make()
+    head = w.review(18, synthetic(bound_to="[x](https://evil.test) @octocat"))
+    (check,) = w.checks(head)
+    assert check["conclusion"] == "action_required"
+    rendered = view(check["output"]["summary"])
+    assert rendered.active == []
+    assert any("[x](https://evil.test) @octocat" in code for code in rendered.code)
+    assert "evil.test" not in rendered.plain()
+    assert "octocat" not in rendered.plain()
