@@ -391,13 +391,11 @@ def relay_serve(args: argparse.Namespace) -> int:
         listener.close()
         print(f"cujo relay serve: {exc}; check CUJO_PRIVATE_KEY", file=sys.stderr)
         return 2
-    installations: dict[str, int] = {}
 
     def gateway_of_repo(repo: str) -> GitHubGateway:
-        # The runner acts on a repository; the App's installation there is asked once.
-        if repo not in installations:
-            installations[repo] = github.repo_installation(repo)
-        return github.gateway(installations[repo])
+        # The runner acts on a repository; the App keeps its installation there until an
+        # `installation` event says it changed.
+        return github.gateway(github.repo_installation(repo))
 
     coordinator = RunCoordinator(
         store,
@@ -411,7 +409,7 @@ def relay_serve(args: argparse.Namespace) -> int:
     )
     pool = WorkerPool(
         store,
-        Context(store=store, reviewer=coordinator, runs=coordinator),
+        Context(store=store, reviewer=coordinator, runs=coordinator, installations=github),
         config=PoolConfig(workers=args.workers),
     )
 

@@ -14,7 +14,7 @@ import hmac
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,6 +28,10 @@ Handler = Callable[["Event", "Context"], None]
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 # https://docs.github.com/en/webhooks/webhook-events-and-payloads#pull_request
 REVIEWED_ACTIONS = ("opened", "synchronize", "reopened", "ready_for_review")
+# GitHub's payloads nest about ten deep and their numbers are ids, counts and times that
+# fit in 64 bits: JSON far deeper or longer than that is no webhook GitHub sends.
+MAX_JSON_DEPTH = 64
+MAX_JSON_INT_DIGITS = 20
 
 
 # --------------------------------------------------------------------------- signature
@@ -93,13 +97,62 @@ class Event:
     @classmethod
     def parse(cls, delivery_id: str, name: str, body: bytes) -> Event:
         """Parse a verified raw body; raise ``MalformedEvent`` unless it is a JSON object."""
-        try:
-            payload = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise MalformedEvent(f"the body is not JSON: {exc}") from None
+        payload = parse_json(body)
         if not isinstance(payload, dict):
             raise MalformedEvent("the body is JSON but not an object")
         return cls(delivery_id=delivery_id, name=name, payload=payload)
+
+
+def parse_json(body: bytes) -> object:
+    """Parse a webhook body; raise ``MalformedEvent`` for anything GitHub would not send.
+
+    Malformed, too deep, an integer too long or a number JSON does not allow (NaN,
+    Infinity, 1e999) is refused with the reason, never an exception of another kind.
+    """
+    try:
+        payload = json.loads(
+            body, parse_int=_bounded_int, parse_float=_finite_float, parse_constant=_no_constant
+        )
+    except MalformedEvent:
+        raise
+    except RecursionError:
+        raise MalformedEvent(f"the body is JSON nested deeper than {MAX_JSON_DEPTH}") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError and int() limits
+        raise MalformedEvent(f"the body is not JSON: {exc}") from None
+    _check_depth(payload)
+    return payload
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_JSON_INT_DIGITS:
+        raise MalformedEvent(
+            f"the body is JSON with an integer of {len(text.lstrip('-'))} digits, "
+            f"over {MAX_JSON_INT_DIGITS}"
+        )
+    return int(text)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise MalformedEvent(f"the body is JSON with a number out of range: {text[:40]}")
+    return value
+
+
+def _no_constant(text: str) -> object:
+    raise MalformedEvent(f"the body holds {text}, which JSON does not allow")
+
+
+def _check_depth(payload: object) -> None:
+    # Iterative: a deep value must not cost a deep stack here either.
+    stack: list[tuple[object, int]] = [(payload, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth > MAX_JSON_DEPTH:
+                raise MalformedEvent(f"the body is JSON nested deeper than {MAX_JSON_DEPTH}")
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in children)
 
 
 # --------------------------------------------------------------------------- ports
@@ -178,6 +231,14 @@ def record_request(store: Store, request: ReviewRequested) -> str:
     return session_id
 
 
+class Installations(Protocol):
+    """What the relay keeps per App installation (``github.GitHubApp``)."""
+
+    def forget_installation(self, installation_id: int, repos: Sequence[str] = ()) -> None:
+        """Drop the installation's token and the repositories it was known to hold."""
+        ...
+
+
 class RunFollower(Protocol):
     """Move dispatched runs on: sandbox progress and retries (runs.py)."""
 
@@ -200,6 +261,7 @@ class Context:
     runner: Runner | None = None
     judge: Judge | None = None
     runs: RunFollower | None = None
+    installations: Installations | None = None
 
 
 # --------------------------------------------------------------------------- router
@@ -344,17 +406,32 @@ installation = Router()
 """Installations: the App added to, or removed from, an account's repositories."""
 
 
-@installation.register("installation", "created", "deleted", "suspend", "unsuspend")
-@installation.register("installation_repositories", "added", "removed")
-def note_installation(event: Event, context: Context) -> None:
-    """Note a change of installation; nothing is cached per installation yet."""
+@installation.register("installation")
+@installation.register("installation_repositories")
+def forget_changed_installation(event: Event, context: Context) -> None:
+    """Drop what is kept about an installation that changed: its token and repositories."""
+    # https://docs.github.com/en/webhooks/webhook-events-and-payloads#installation
+    # Every action (created, deleted, suspend, unsuspend, new_permissions_accepted,
+    # added, removed) can change what the installation's token may do, or where it is.
+    installation_id = event.installation_id
+    if installation_id is None:
+        raise MalformedEvent(f"the {event.name} event names no installation")
+    repos: list[str] = []
+    for key in ("repositories", "repositories_added", "repositories_removed"):
+        listed = event.payload.get(key)
+        for item in listed if isinstance(listed, list) else []:
+            if isinstance(item, Mapping) and isinstance(item.get("full_name"), str):
+                repos.append(item["full_name"])
     log.info(
-        "delivery %s: %s.%s for installation %s",
+        "delivery %s: %s.%s for installation %s (%d repositories)",
         event.delivery_id,
         event.name,
         event.action,
-        event.installation_id,
+        installation_id,
+        len(repos),
     )
+    if context.installations is not None:
+        context.installations.forget_installation(installation_id, repos)
 
 
 issue_comment = Router()

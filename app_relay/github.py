@@ -70,6 +70,9 @@ _RETRY_STATUSES: Final = frozenset({500, 502, 503, 504})
 _TOKEN_MARGIN_S: Final = 300.0
 _MAX_PAGES: Final = 10
 _PER_PAGE: Final = 100
+# GitHub lists at most 3,000 files of a pull request, at most 100 a page:
+# https://docs.github.com/en/rest/pulls/pulls#list-pull-requests-files
+MAX_PULL_FILES: Final = 3_000
 _REPO = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
 _SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
@@ -103,6 +106,14 @@ class PullRequest:
     author_type: str
     draft: bool
     state: Literal["open", "closed"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChangedFiles:
+    """The paths a pull request changes; ``incomplete`` says why some may be missing."""
+
+    paths: tuple[str, ...]
+    incomplete: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -543,6 +554,7 @@ class GitHubApp:
             auth=Auth.AppAuth(str(app_id), sign_func=sign), **self._settings
         )
         self._tokens: dict[int, _Token] = {}
+        self._repo_installations: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def gateway(self, installation_id: int) -> GitHubGateway:
@@ -580,11 +592,28 @@ class GitHubApp:
         return _Token(token, expires_at)
 
     def repo_installation(self, repo: str) -> int:
-        """Return the id of the App's installation on a repository."""
+        """Return the id of the App's installation on a repository (asked once, then kept)."""
+        with self._lock:
+            known = self._repo_installations.get(repo)
+        if known is not None:
+            return known
         call = f"GET {_repo_path(repo)}/installation"
         owner, name = repo.split("/")
         inst = self.attempt(call, lambda: self._integration.get_repo_installation(owner, name))
-        return _Answer(call, inst.raw_data).integer("id")
+        found = _Answer(call, inst.raw_data).integer("id")
+        with self._lock:
+            self._repo_installations[repo] = found
+        return found
+
+    def forget_installation(self, installation_id: int, repos: Sequence[str] = ()) -> None:
+        """Drop what is kept about an installation: its token and the repositories it had."""
+        # Called after a 401 and on `installation` / `installation_repositories` events:
+        # a token, or a repository's installation, may no longer be what GitHub says.
+        with self._lock:
+            self._tokens.pop(installation_id, None)
+            for repo, held in list(self._repo_installations.items()):
+                if held == installation_id or repo in repos:
+                    del self._repo_installations[repo]
 
     def attempt(self, call: str, fn: Callable[[], T], *, idempotent: bool = True) -> T:
         """Run one GitHub call, retrying a 5xx or a lost connection when it is idempotent."""
@@ -640,6 +669,19 @@ class GitHubGateway:
         """Close this gateway's connections."""
         self._github.close()
 
+    def _attempt(self, call: str, fn: Callable[[], T], *, idempotent: bool) -> T:
+        """Run one call as the installation; after a 401, drop the token and try once more."""
+        try:
+            return self._app.attempt(call, fn, idempotent=idempotent)
+        except GitHubError as exc:
+            # Only the call's own 401: one from buying the token is the App's key refused.
+            if exc.status != 401 or exc.call != call:
+                raise
+        # GitHub refused the cached token (revoked, or the installation changed). A 401
+        # changed nothing on GitHub, so one retry with a fresh token is safe even for a write.
+        self._app.forget_installation(self.installation_id)
+        return self._app.attempt(call, fn, idempotent=idempotent)
+
     def _request(
         self,
         verb: str,
@@ -659,7 +701,7 @@ class GitHubGateway:
                 input=dict(body) if body is not None else None,
             )
 
-        return self._app.attempt(f"{verb} {path}", send, idempotent=idempotent)
+        return self._attempt(f"{verb} {path}", send, idempotent=idempotent)
 
     def _get(self, path: str, params: Mapping[str, object] | None = None) -> _Answer:
         _, data = self._request("GET", path, params=params, idempotent=True)
@@ -667,16 +709,29 @@ class GitHubGateway:
 
     def _pages(self, path: str, key: str | None, params: Mapping[str, object]) -> list[_Answer]:
         """Read every page of a list; more than a bounded number of pages is an error."""
+        found, more = self._first_pages(path, key, params, _MAX_PAGES)
+        if more:
+            raise GitHubError(
+                f"GET {path}", f"more than {_MAX_PAGES * _PER_PAGE} items; refusing to guess"
+            )
+        return found
+
+    def _first_pages(
+        self, path: str, key: str | None, params: Mapping[str, object], max_pages: int
+    ) -> tuple[list[_Answer], bool]:
+        """Read up to ``max_pages`` pages; say whether the last was full (more may follow)."""
         call = f"GET {path}"
         found: list[_Answer] = []
-        for page in range(1, _MAX_PAGES + 1):
+        for page in range(1, max_pages + 1):
             query = {**params, "per_page": _PER_PAGE, "page": page}
             _, data = self._request("GET", path, params=query, idempotent=True)
             items = _as_list(call, data) if key is None else _Answer(call, data).items(key)
+            if len(items) > _PER_PAGE:
+                raise GitHubError(call, f"page {page} holds {len(items)} items, over {_PER_PAGE}")
             found.extend(items)
             if len(items) < _PER_PAGE:
-                return found
-        raise GitHubError(call, f"more than {_MAX_PAGES * _PER_PAGE} items; refusing to guess")
+                return found, False
+        return found, True
 
     # -- pull requests and contents --
 
@@ -701,17 +756,23 @@ class GitHubGateway:
             state="open" if a.one_of("state", ("open", "closed")) == "open" else "closed",
         )
 
-    def pull_request_files(self, repo: str, number: int) -> list[str]:
-        """List the paths a pull request changes (a rename lists both names)."""
+    def pull_request_files(self, repo: str, number: int) -> ChangedFiles:
+        """List the paths a pull request changes (a rename lists both names), up to 3,000."""
         # https://docs.github.com/en/rest/pulls/pulls#list-pull-requests-files
-        # GitHub lists at most 3,000 files; more pages than that fail closed in _pages.
         path = f"{_repo_path(repo)}/pulls/{_positive('number', number)}/files"
+        listed, more = self._first_pages(path, None, {}, MAX_PULL_FILES // _PER_PAGE)
         found: list[str] = []
-        for a in self._pages(path, None, {}):
+        for a in listed:
             found.append(a.text("filename"))
             if "previous_filename" in a.data and a.data["previous_filename"] is not None:
                 found.append(a.text("previous_filename"))
-        return found
+        incomplete = (
+            f"GitHub lists at most {MAX_PULL_FILES:,} files of a pull request and listed "
+            f"{len(listed):,}, so more may be changed"
+            if more
+            else ""
+        )
+        return ChangedFiles(tuple(found), incomplete)
 
     def file_at(self, repo: str, path: str, ref: str, *, max_bytes: int = 1_000_000) -> str | None:
         """Read a text file at a ref; None when it does not exist there."""
@@ -956,7 +1017,7 @@ class GitHubGateway:
 
         try:
             # A repeated POST would start a second run: never retried.
-            return self._app.attempt(call, send, idempotent=False)
+            return self._attempt(call, send, idempotent=False)
         except (KeyError, TypeError) as exc:
             raise GitHubError(call, f"field {exc} is missing from the run details") from exc
 
@@ -1026,7 +1087,7 @@ class GitHubGateway:
                 raise GitHubError(call, "answer has no 'location' to the archive")
             return self._fetch_archive(call, location, dest, max_bytes)
 
-        return self._app.attempt(call, fetch, idempotent=True)
+        return self._attempt(call, fetch, idempotent=True)
 
     def _fetch_archive(self, call: str, location: str, dest: Path, max_bytes: int) -> Path:
         target = urllib.parse.urlparse(location)

@@ -16,6 +16,8 @@ from typing import Literal
 
 from cujo_action.schema import Policy
 
+from .inert import code_span
+
 # The webhook actions that start a review; every other action is ignored.
 # https://docs.github.com/en/webhooks/webhook-events-and-payloads#pull_request
 ENTRY_ACTIONS = frozenset({"opened", "synchronize", "reopened", "ready_for_review"})
@@ -69,6 +71,8 @@ class PullRequestFacts:
     base_ref: str
     author_type: str
     changed_files: Sequence[str]
+    # Why the changed files may not all be listed; empty when they are.
+    files_incomplete: str = ""
 
 
 @dataclass(frozen=True)
@@ -100,13 +104,19 @@ def choose(policy: Policy, facts: PullRequestFacts) -> ReviewChoice:
     if facts.draft and not policy.drafts:
         return ReviewChoice(False, None, "drafts are not reviewed (`drafts: false`)")
     if not branch_matches(facts.base_ref, policy.branches):
-        return ReviewChoice(
-            False, None, f"base branch {facts.base_ref!r} is not in `branches` {policy.branches}"
-        )
+        branches = ", ".join(code_span(b) for b in policy.branches)
+        why = f"base branch {code_span(facts.base_ref)} is not in `branches` ({branches})"
+        return ReviewChoice(False, None, why)
     manifests = manifests_in(facts.changed_files)
     if facts.author_type == "Bot":
         return ReviewChoice(True, "sandbox", "the author is a bot account", forced=True)
+    if facts.files_incomplete:
+        # A manifest may hide among the files that were not listed: never the diff review.
+        why = facts.files_incomplete
+        return ReviewChoice(True, "sandbox", f"not every changed file was listed ({why})", True)
     if manifests:
-        shown = ", ".join(manifests[:5]) + (" …" if len(manifests) > 5 else "")
+        shown = ", ".join(code_span(m) for m in manifests[:5]) + (
+            " …" if len(manifests) > 5 else ""
+        )
         return ReviewChoice(True, "sandbox", f"dependency manifests changed ({shown})", forced=True)
     return ReviewChoice(True, policy.mode, f"`mode: {policy.mode}` in .cujo.yml at base")

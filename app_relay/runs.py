@@ -39,6 +39,7 @@ from .decide.rules import RuleContext
 from .decide.verdict import Verdict
 from .events import Event, MalformedEvent, ReviewRequested, record_request
 from .github import (
+    ChangedFiles,
     CheckAction,
     CheckOutput,
     GitHubError,
@@ -46,6 +47,7 @@ from .github import (
     OnIssue,
     ReactionContent,
 )
+from .inert import code_span
 from .intake import Bundle, BundleError
 from .runners import Dispatched, RunnerError, RunProgress
 from .runstate import (
@@ -237,14 +239,19 @@ class RunCoordinator:
             note = f"the policy at base {head.base_sha[:12]} cannot be used"
             self._start(gh, head, policy, note, check_run_id=check_run_id)
             return
-        files = gh.pull_request_files(head.repo, head.number)
+        try:
+            files = gh.pull_request_files(head.repo, head.number)
+        except GitHubError as exc:
+            # Fail closed and visibly: the sandbox review, with the reason on the check.
+            files = ChangedFiles((), f"the list could not be read: {code_span(str(exc))}")
         facts = modes.PullRequestFacts(
             action=facts.action,
             state=facts.state,
             draft=facts.draft,
             base_ref=facts.base_ref,
             author_type=facts.author_type,
-            changed_files=files,
+            changed_files=files.paths,
+            files_incomplete=files.incomplete,
         )
         choice = modes.choose(policy, facts)
         if not choice.review:
@@ -272,7 +279,15 @@ class RunCoordinator:
         owned = self._supersede(gh, head, run_id)
         check_run_id = check_run_id or owned
         on_error = "hold" if isinstance(policy, PolicyError) else policy.on_error
-        self.store.start_run(head.session_id, run_id, head.base_sha, head.head_sha, "sandbox")
+        self.store.start_run(
+            head.session_id,
+            run_id,
+            head.base_sha,
+            head.head_sha,
+            "sandbox",
+            # The verdict is judged under this policy, never the bundle's copy of it.
+            policy_json=None if isinstance(policy, PolicyError) else policy.model_dump_json(),
+        )
         self.store.bind_github(
             run_id,
             installation_id=head.installation_id,
@@ -394,7 +409,7 @@ class RunCoordinator:
             return
         if progress.waiting and run.state == "running":
             who = (
-                f"the required reviewers of environment `{progress.environment}`"
+                f"the required reviewers of environment {code_span(progress.environment)}"
                 if progress.environment
                 else "a required reviewer"
             )
@@ -442,7 +457,7 @@ class RunCoordinator:
                 base_sha=run.base_sha,
                 dest=dest,
             )
-            verdict = self._decide(bundle)
+            verdict = self._decide(bundle, self._policy_of(gh, run))
         except FAILURES as exc:
             log.warning("run %s: the bundle cannot be used: %s", run.run_id, exc)
             verdict = error_verdict(f"the sandbox's reports cannot be used: {exc}")
@@ -456,16 +471,40 @@ class RunCoordinator:
             take_over=take_over,
         )
 
-    def _decide(self, bundle: Bundle) -> Verdict:
+    def _policy_of(self, gh: GitHubGateway, run: RunRecord) -> Policy:
+        """Return the policy the relay read at the run's base (read again if not recorded)."""
+        if run.policy_json is not None:
+            return Policy.model_validate_json(run.policy_json)
+        # A run recorded before the relay kept its policy: read it at base once more (the
+        # file at a commit cannot change), never from the bundle.
+        text = gh.file_at(run.repo, POLICY_FILE, run.base_sha)
+        try:
+            return load_policy(text, POLICY_FILE)
+        except PolicyError as exc:
+            raise ValueError(f"{POLICY_FILE} at base: {exc}") from None
+
+    def _decide(self, bundle: Bundle, policy: Policy) -> Verdict:
         if bundle.failure is not None:
             reason = bundle.failure.reason.strip().rstrip(".")
             return error_verdict(f"{bundle.failure.stage}: {reason}")
         if bundle.plan is None:
             raise BundleError("the bundle holds neither a plan nor a failure")
+        if bundle.plan.policy != policy:
+            # Invariant 9: the bundle is evidence only; a plan that disagrees with what the
+            # relay read at base was run under another policy, or forged.
+            differ = sorted(
+                key
+                for key in Policy.model_fields
+                if getattr(bundle.plan.policy, key) != getattr(policy, key)
+            )
+            raise BundleError(
+                f"plan.json's policy differs from {POLICY_FILE} as the relay read it at base "
+                f"(in {', '.join(differ)})"
+            )
         return self.judge.decide(
             bundle.reports,
             expected=CHECK_NAMES,
-            ctx=RuleContext(policy=bundle.plan.policy),
+            ctx=RuleContext(policy=policy),
             plan_unproven=bundle.plan.unproven_reason,
         )
 

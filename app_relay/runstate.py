@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from app_relay.decide.verdict import Finding, Verdict
+from app_relay.inert import code_span
 
 RunState = Literal[
     "running", "waiting", "clean", "unproven", "blocked", "dismissed", "error", "superseded"
@@ -143,8 +144,7 @@ def _holds_line(holds: str) -> str:
 
 
 def _join(*parts: str) -> str:
-    text = "\n\n".join(p.strip() for p in parts if p and p.strip())
-    return text[:MAX_SUMMARY]
+    return _fit([p.strip() for p in parts if p and p.strip()], "\n\n")
 
 
 def review_body(
@@ -157,47 +157,52 @@ def review_body(
 ) -> str:
     """Return the review's Markdown: verdict, findings with their evidence, what is unproven.
 
-    Text that came from the pull request (hosts, paths, titles) goes inside code spans,
-    so it renders as data and cannot pose as Cujo's own words.
+    Text that came from the pull request (hosts, paths, titles) goes through
+    ``inert.code_span``, so it renders as data and cannot pose as Cujo's own words; the
+    verdict's summary is Cujo's sentence with such text already quoted that way.
     """
     evidence = evidence or {}
     kind = "Diff review" if mode == "diff" else "Sandbox review"
     lines = [
         f"**Cujo — {verdict.state}** ({kind} of `{head_sha[:12]}`)",
         "",
-        _plain(verdict.summary),
+        verdict.summary,
     ]
     if verdict.findings:
         lines += ["", "| | finding | evidence |", "|---|---|---|"]
         for finding in verdict.findings:
             lines.append(_finding_row(finding, evidence))
     if unproven:
-        lines += ["", "Not proven:"] + [f"- {_code(line)}" for line in unproven]
+        lines += ["", "Not proven:"] + [f"- {code_span(line)}" for line in unproven]
     if verdict.state == "blocked":
         lines += [
             "",
             "A maintainer can lift this block on this commit with a comment holding only "
             "`/cujo dismiss` on its own line.",
         ]
-    return "\n".join(lines)[:MAX_SUMMARY]
+    return _fit(lines)
+
+
+def _fit(parts: list[str], sep: str = "\n") -> str:
+    """Join whole parts up to GitHub's cap: a cut inside a code span would un-quote it."""
+    kept: list[str] = []
+    size = 0
+    for n, part in enumerate(parts):
+        if size + len(part) + len(sep) > MAX_SUMMARY - 100:
+            kept.append(f"({len(parts) - n} more parts were left out to fit GitHub's limit.)")
+            break
+        kept.append(part)
+        size += len(part) + len(sep)
+    return sep.join(kept)
 
 
 def _finding_row(finding: Finding, evidence: dict[str, str]) -> str:
     cited = "<br>".join(
-        f"`{eid}` {_code(evidence[eid])}" if eid in evidence else f"`{eid}`"
+        f"{code_span(eid)} {code_span(evidence[eid], in_table=True)}"
+        if eid in evidence
+        else code_span(eid)
         for eid in finding.evidence[:5]
     )
     more = f" (+{len(finding.evidence) - 5} more)" if len(finding.evidence) > 5 else ""
-    return f"| {finding.severity} | `{finding.rule}` {_code(finding.title)} | {cited}{more} |"
-
-
-def _code(text: str) -> str:
-    """Return ``text`` as one inline code span that no backtick in it can break."""
-    flat = " ".join(text.split()).replace("|", "¦")
-    fence = "``" if "`" in flat else "`"
-    return f"{fence} {flat} {fence}" if fence == "``" else f"`{flat}`"
-
-
-def _plain(text: str) -> str:
-    # The summary is Cujo's own sentence, but it quotes hosts and commands: keep it flat.
-    return " ".join(text.split()).replace("@", "@\u200b")
+    title = code_span(finding.title, in_table=True)
+    return f"| {finding.severity} | {code_span(finding.rule)} {title} | {cited}{more} |"

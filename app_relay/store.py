@@ -233,6 +233,8 @@ class RunRow(Base):
     summary: Mapped[str] = mapped_column(Text, default="")
     unproven: Mapped[list[str]] = mapped_column(JSON, default=list)
     plan_json: Mapped[str | None] = mapped_column(Text)
+    # The .cujo.yml the relay read at base (JSON); None for a run with no usable policy.
+    policy_json: Mapped[str | None] = mapped_column(Text)
     reports_dir: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
@@ -461,6 +463,7 @@ class RunRecord:
     check_run_id: int | None = None
     workflow_run_id: int | None = None
     review_id: int | None = None
+    policy_json: str | None = None
 
 
 # --------------------------------------------------------------------------- store
@@ -868,9 +871,16 @@ class Store:
     # ---------------------------------------------------------------- runs
 
     def start_run(
-        self, session_id: str, run_id: str, base_sha: str, head_sha: str, mode: Mode
+        self,
+        session_id: str,
+        run_id: str,
+        base_sha: str,
+        head_sha: str,
+        mode: Mode,
+        *,
+        policy_json: str | None = None,
     ) -> None:
-        """Record a claimed run as `running`."""
+        """Record a claimed run as `running`, with the policy read at base when there is one."""
         _require("mode", mode, MODES)
         for name, sha in (("base_sha", base_sha), ("head_sha", head_sha)):
             if not _SHA.match(sha):
@@ -894,6 +904,7 @@ class Store:
                     judge=None,
                     summary="",
                     unproven=[],
+                    policy_json=policy_json,
                     started_at=now,
                     updated_at=now,
                 )
@@ -1185,6 +1196,7 @@ class Store:
                 check_run_id=r.check_run_id,
                 workflow_run_id=r.workflow_run_id,
                 review_id=r.review_id,
+                policy_json=r.policy_json,
             )
             for r in runs
         ]

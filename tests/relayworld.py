@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import requests
+from bundlefactory import make_plan, make_report
 from fakegithub import Dispatch, FakeGitHub, zip_bytes
+from hooksignature import github_signature
 
-from app_relay.events import signature_of
 from cujo_action.bundle import write_manifest
-from cujo_action.schema import CHECK_NAMES, Plan, Policy, Report, utcnow
+from cujo_action.schema import CHECK_NAMES, Policy
 
 SAMPLES = Path(__file__).parent / "samples" / "webhooks"
 SECRET = "relay-test-secret"
@@ -84,7 +85,7 @@ def post_webhook(
         "User-Agent": "GitHub-Hookshot/test",
         "X-GitHub-Event": event,
         "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
-        "X-Hub-Signature-256": signature_of(SECRET.encode(), raw),
+        "X-Hub-Signature-256": github_signature(SECRET, raw),
     }
     return requests.post(f"{url}/webhook", data=raw, headers=headers, timeout=30)
 
@@ -115,40 +116,39 @@ def zip_folder(folder: Path) -> bytes:
 
 
 def synthetic_bundle(
-    folder: Path, *, run_id: str, head: str, base: str, bound_to: str | None = None
+    folder: Path,
+    *,
+    run_id: str,
+    head: str,
+    base: str,
+    bound_to: str | None = None,
+    plan_policy: Policy | None = None,
+    install_egress_to: str | None = None,
 ) -> Path:
-    """Write a complete, fully isolated, clean bundle (for ``bound_to``'s run id if given)."""
+    """Write a complete, fully isolated bundle (for ``bound_to``'s run id if given).
+
+    Clean unless ``install_egress_to`` names a host the install reached; ``plan_policy``
+    is the policy plan.json claims (the defaults unless given).
+    """
     rid = bound_to or run_id
     folder.mkdir(parents=True, exist_ok=True)
-    plan = Plan.model_validate(
-        {
-            "run_id": rid,
-            "repo": "/r",
-            "base_sha": base,
-            "head_sha": head,
-            "policy_from": base,
-            "policy": Policy(),
-            "ecosystem": "python",
-            "head_dir": "/h",
-            "base_dir": "/b",
-        }
-    )
+    plan = make_plan(run_id=rid, base_sha=base, head_sha=head, policy=plan_policy or Policy())
     (folder / "plan.json").write_text(plan.model_dump_json(by_alias=True))
-    now = utcnow()
     for check in CHECK_NAMES:
-        report = Report.model_validate(
-            {
-                "run_id": rid,
-                "check": check,
-                "head_sha": head,
-                "base_sha": base,
-                "status": "ok",
-                "started_at": now,
-                "finished_at": now,
-                "isolation": "full",
-                "evidence_complete": True,
-            }
-        )
+        over: dict[str, object] = {}
+        if check == "install" and install_egress_to is not None:
+            over["egress"] = [
+                {
+                    "id": "install:egress:1",
+                    "phase": "install",
+                    "host": install_egress_to,
+                    "port": 443,
+                    "method": "POST",
+                    "url": f"https://{install_egress_to}/collect",
+                    "bytes_out": 512,
+                }
+            ]
+        report = make_report(check, run_id=rid, base_sha=base, head_sha=head, **over)
         (folder / f"{check}.json").write_text(report.dump())
     write_manifest(folder, rid, head, base)
     return folder
@@ -189,8 +189,13 @@ def real_sandbox(repo_path: Path) -> Producer:
     return produce
 
 
-def synthetic(bound_to: str | None = None) -> Producer:
-    """Return a producer that writes a clean bundle (bound to another run when asked)."""
+def synthetic(
+    bound_to: str | None = None,
+    *,
+    plan_policy: Policy | None = None,
+    install_egress_to: str | None = None,
+) -> Producer:
+    """Return a producer of ``synthetic_bundle`` (clean, unless asked otherwise)."""
 
     def produce(dispatch: Dispatch, out: Path) -> None:
         synthetic_bundle(
@@ -199,6 +204,8 @@ def synthetic(bound_to: str | None = None) -> Producer:
             head=dispatch.inputs["head-sha"],
             base=dispatch.inputs["base-sha"],
             bound_to=bound_to,
+            plan_policy=plan_policy,
+            install_egress_to=install_egress_to,
         )
 
     return produce

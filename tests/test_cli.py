@@ -154,7 +154,7 @@ def test_an_error_verdict_reads_as_one_sentence() -> None:
     failure = Failure(run_id="local-1", stage="prepare", reason="/x is not a git repository.")
     verdict = cli.verdict_of(Bundle(run_id="local-1", plan=None, reports=(), failure=failure))
     assert verdict.state == "error"
-    assert "prepare: /x is not a git repository. This says nothing" in verdict.summary
+    assert "`prepare: /x is not a git repository`. This says nothing" in verdict.summary
     obj = cli.summary_object(
         run_id="local-1",
         bundle=None,

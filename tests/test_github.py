@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import re
 import time
@@ -18,6 +19,7 @@ from fakegithub import Dispatch, FakeGitHub, make_key, zip_bytes
 from fakegithub.fixture import fake_github, fake_github_key  # noqa: F401  (fixtures)
 
 import app_relay.github as github_module
+from app_relay.events import ROUTER, Context, Event, RecordingReviewer
 from app_relay.github import (
     CheckAction,
     CheckOutput,
@@ -30,7 +32,9 @@ from app_relay.github import (
     ReviewComment,
     review_payload,
 )
+from app_relay.store import Store
 
+SAMPLES = Path(__file__).parent / "samples" / "webhooks"
 REPO = "octo/widgets"
 HEAD = "a" * 40
 BASE = "b" * 40
@@ -129,11 +133,73 @@ def test_the_token_is_reused_then_refreshed_before_it_expires(world: World) -> N
     assert world.fake.state.calls("GET", "/pulls/7")[-1].auth == "installation:77#2"
 
 
-def test_an_expired_token_fails_closed(world: World) -> None:
+def test_a_401_drops_the_kept_token_and_the_call_is_tried_once_more(world: World) -> None:
     world.gw.pull_request(REPO, 7)
     world.fake.state.expire_tokens()  # GitHub revoked it; our clock did not notice
-    with pytest.raises(GitHubError, match="HTTP 401"):
+    assert world.gw.pull_request(REPO, 7).number == 7
+    assert len(world.fake.state.calls("POST", "access_tokens")) == 2
+    assert [c.auth for c in world.fake.state.calls("GET", "/pulls/7$")] == [
+        "installation:77#1",
+        "expired-token",
+        "installation:77#2",
+    ]
+
+
+def test_a_write_refused_with_401_is_sent_again_once_with_a_fresh_token(world: World) -> None:
+    world.gw.pull_request(REPO, 7)
+    world.fake.state.expire_tokens()
+    world.gw.comment(REPO, 7, "hello")
+    posts = world.fake.state.calls("POST", "/issues/7/comments$")
+    assert [c.auth for c in posts] == ["expired-token", "installation:77#2"]
+    assert len(world.fake.state.repos[REPO].comments) == 1
+
+
+def test_a_second_401_fails_closed(world: World) -> None:
+    world.gw.pull_request(REPO, 7)
+    world.fake.state.fail_next(2, status=401, method="GET", path="/pulls/7$")
+    with pytest.raises(GitHubError, match="HTTP 401") as err:
         world.gw.pull_request(REPO, 7)
+    assert err.value.status == 401
+    assert len(world.fake.state.calls("GET", "/pulls/7$")) == 3
+    assert len(world.fake.state.calls("POST", "access_tokens")) == 2
+
+
+def deliver(app: GitHubApp, name: str, body: dict[str, object]) -> int:
+    """Route a verified event to the handlers, with ``app`` as what is kept per installation."""
+    event = Event.parse(f"d-{name}", name, json.dumps(body).encode())
+    with Store("sqlite://") as store:
+        return ROUTER.dispatch(event, Context(store, RecordingReviewer(store), installations=app))
+
+
+def test_an_installation_event_drops_the_token_and_the_repositories_kept(world: World) -> None:
+    world.gw.pull_request(REPO, 7)
+    assert world.app.repo_installation(REPO) == 77
+    assert world.app.repo_installation(REPO) == 77  # kept: asked once
+    assert len(world.fake.state.calls("GET", "/installation$")) == 1
+    body = json.loads((SAMPLES / "installation.created.json").read_text())
+    body["action"] = "new_permissions_accepted"
+    body["installation"]["id"] = 77
+    assert deliver(world.app, "installation", body) == 1
+    world.gw.pull_request(REPO, 7)
+    assert world.app.repo_installation(REPO) == 77
+    assert len(world.fake.state.calls("POST", "access_tokens")) == 2
+    assert len(world.fake.state.calls("GET", "/installation$")) == 2
+
+
+def test_installation_repositories_drops_the_repositories_it_names(world: World) -> None:
+    other = world.app_with()
+    assert other.repo_installation(REPO) == 77
+    body = {
+        "action": "removed",
+        "installation": {"id": 12345},
+        "repository_selection": "selected",
+        "repositories_added": [],
+        "repositories_removed": [{"id": 1, "name": "widgets", "full_name": REPO}],
+    }
+    assert deliver(other, "installation_repositories", body) == 1
+    assert other.repo_installation(REPO) == 77
+    assert len(world.fake.state.calls("GET", "/installation$")) == 2
+    other.close()
 
 
 def test_a_gateway_closes_its_connections(world: World) -> None:

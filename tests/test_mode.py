@@ -75,3 +75,11 @@ def test_a_bot_author_forces_the_sandbox() -> None:
 
 def test_near_miss_names_that_only_look_like_manifests() -> None:
     assert manifests_in(["docs/requirements.md", "setup.py.orig", "package.jsonc"]) == []
+
+
+def test_a_files_list_that_may_be_incomplete_forces_the_sandbox_and_says_why() -> None:
+    choice = choose(
+        Policy(mode="diff"), facts(changed_files=["a.py"], files_incomplete="GitHub lists 3,000")
+    )
+    assert (choice.review, choice.mode, choice.forced) == (True, "sandbox", True)
+    assert "not every changed file was listed (GitHub lists 3,000)" in choice.reason

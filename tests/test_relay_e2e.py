@@ -37,10 +37,9 @@ from relayworld import (
 from app_relay.store import Store
 
 DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo"
-# Quick commands, set at base: the pull request cannot change them.
-POLICY = (
-    '{"test": "python -m unittest discover -s tests", "smoke": "python -c \\"import tinycalc\\""}\n'
-)
+# The fake serves the demo's own .cujo.yml at base: the relay judges with what it reads
+# there, and a bundle whose plan says another policy is refused.
+POLICY = (DEMO / "base" / ".cujo.yml").read_text()
 
 
 class RelayProcess:

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 from fakegithub import FakeGitHub, fake_sha
+from markdownview import view
 from relayworld import (
     REPO,
     Actions,
+    Producer,
     open_pull,
     pull_request_event,
     sample,
@@ -26,6 +28,7 @@ from app_relay.github import GitHubApp
 from app_relay.runners import ActionsRunner
 from app_relay.runs import RunCoordinator
 from app_relay.store import Store
+from cujo_action.schema import Policy
 
 BASE = fake_sha()
 
@@ -60,6 +63,14 @@ class World:
         open_pull(self.fake, number, head=head, base=BASE, files=kw.pop("files", None))
         body = pull_request_event(self.fake, number=number, head=head, base=BASE, **kw)
         self.coordinator.request_review(review_request_of(self.event("pull_request", body)))
+
+    def review(self, number: int, producer: Producer) -> str:
+        """Open a pull request on a new head whose sandbox run ``producer`` makes; finish it."""
+        head = fake_sha()
+        self.actions.producers[head] = producer
+        self.open(number, head)
+        self.complete()
+        return head
 
     def event(self, name: str, body: dict[str, Any]) -> Event:
         """Record a delivery, as the webhook does, and return its parsed event."""
@@ -257,3 +268,103 @@ def test_reconcile_finishes_completed_runs_and_errors_vanished_ones(make: Any) -
     wait_for("nothing left open", lambda: w.store.open_runs() == [], 5)
     # Reconciling again moves nothing: decided runs stay decided.
     assert w.coordinator.reconcile() == 0
+
+
+def test_the_relay_judges_with_the_policy_it_read_at_base_never_the_bundles(make: Any) -> None:
+    # .cujo.yml at base allows no extra host; the install reached one in both bundles.
+    w = make(policy="egress_allow: []\n")
+    forged, honest = fake_sha(), fake_sha()
+    w.actions.producers[forged] = synthetic(
+        plan_policy=Policy(egress_allow=["*.test"]), install_egress_to="collect.evil.test"
+    )
+    w.actions.producers[honest] = synthetic(install_egress_to="collect.evil.test")
+
+    w.open(12, forged)
+    w.complete()
+    (check,) = w.checks(forged)
+    assert check["conclusion"] == "action_required"
+    assert "plan.json's policy differs from .cujo.yml" in check["output"]["summary"]
+    assert "egress_allow" in check["output"]["summary"]
+    assert w.reviews() == []
+    (run,) = w.store.list_runs()
+    assert run.state == "error"
+
+    w.actions.undelivered.clear()
+    w.open(13, honest)
+    w.complete()
+    (check,) = w.checks(honest)
+    assert check["conclusion"] == "failure"
+    (review,) = w.reviews()
+    assert (review["state"], review["commit_id"]) == ("CHANGES_REQUESTED", honest)
+    assert "collect.evil.test" in review["body"]
+
+
+def test_a_pull_request_of_1500_files_is_read_past_1000_and_a_late_manifest_forces_the_sandbox(
+    make: Any,
+) -> None:
+    w = make(policy="mode: diff\n")
+    head = fake_sha()
+    files = [f"src/m{i:04}.py" for i in range(1_500)]
+    files[1_234] = "web/package.json"
+    w.open(14, head, files=files)
+    (check,) = w.checks(head)
+    assert check["status"] == "in_progress"
+    assert "dependency manifests changed (`web/package.json`)" in check["output"]["summary"]
+    pages = w.fake.state.calls("GET", r"/pulls/14/files$")
+    assert [p.query["page"] for p in pages] == [[str(n)] for n in range(1, 17)]
+    assert len(w.fake.state.calls("POST", r"/dispatches$")) == 1
+
+
+def test_more_files_than_github_lists_is_a_sandbox_review_that_says_so(make: Any) -> None:
+    w = make(policy="mode: diff\n")
+    head = fake_sha()
+    w.open(15, head, files=[f"src/m{i:04}.py" for i in range(3_500)])
+    (check,) = w.checks(head)
+    assert check["status"] == "in_progress"
+    summary = check["output"]["summary"]
+    assert "not every changed file was listed" in summary
+    assert "GitHub lists at most 3,000 files of a pull request and listed 3,000" in summary
+    assert len(w.fake.state.calls("GET", r"/pulls/15/files$")) == 30
+    assert len(w.fake.state.calls("POST", r"/dispatches$")) == 1
+    (run,) = w.store.list_runs()
+    assert run.mode == "sandbox"
+
+
+def test_a_files_list_github_cannot_answer_is_a_sandbox_review_that_says_why(make: Any) -> None:
+    w = make(policy="mode: diff\n")
+    head = fake_sha()
+    w.fake.state.fail_next(status=422, method="GET", path=r"/pulls/16/files$")
+    w.open(16, head)
+    (check,) = w.checks(head)
+    assert "the list could not be read" in check["output"]["summary"]
+    assert "HTTP 422" in check["output"]["summary"]
+    assert len(w.fake.state.calls("POST", r"/dispatches$")) == 1
+
+
+HOSTILE_HOST = "@octocat``[x](https://evil.test)<img src=x onerror=1>\u202egpj.exe\u200b"
+
+
+def test_a_hostile_host_is_inert_in_the_posted_review_and_check(make: Any) -> None:
+    w = make()
+    head = w.review(17, synthetic(install_egress_to=HOSTILE_HOST))
+    (check,) = w.checks(head)
+    (review,) = w.reviews()
+    assert check["conclusion"] == "failure"
+    for markdown in (check["output"]["summary"], review["body"]):
+        rendered = view(markdown)
+        assert rendered.active == []
+        assert any("[x](https://evil.test)" in code for code in rendered.code)
+        for fragment in ("evil.test", "octocat", "<img", "\u202e", "\u200b"):
+            assert fragment not in rendered.plain(), fragment
+
+
+def test_a_hostile_run_id_in_a_rejected_bundle_is_inert_in_the_error_check(make: Any) -> None:
+    w = make()
+    head = w.review(18, synthetic(bound_to="[x](https://evil.test) @octocat"))
+    (check,) = w.checks(head)
+    assert check["conclusion"] == "action_required"
+    rendered = view(check["output"]["summary"])
+    assert rendered.active == []
+    assert any("[x](https://evil.test) @octocat" in code for code in rendered.code)
+    assert "evil.test" not in rendered.plain()
+    assert "octocat" not in rendered.plain()

@@ -13,8 +13,9 @@ import pytest
 import requests
 import uvicorn
 from fastapi import FastAPI
+from hooksignature import EXAMPLE_PAYLOAD, EXAMPLE_SECRET, EXAMPLE_SIGNATURE, github_signature
 
-from app_relay.events import signature_of
+from app_relay.events import signature_matches, signature_of
 from app_relay.settings import RelaySettings, Secret
 from app_relay.store import Store
 from app_relay.web import MAX_BODY, create_app
@@ -29,11 +30,11 @@ def sample(name: str) -> bytes:
     return (SAMPLES / f"{name}.json").read_bytes()
 
 
-def settings_for(database_url: str) -> RelaySettings:
+def settings_for(database_url: str, secret: str = SECRET) -> RelaySettings:
     return RelaySettings(
         app_id=1,
         private_key=Secret(KEY),
-        webhook_secret=Secret(SECRET),
+        webhook_secret=Secret(secret),
         github_api_url="http://127.0.0.1:9",
         database_url=database_url,
         workflow="cujo.yml",
@@ -93,7 +94,7 @@ class Relay:
         if signature is not None:
             headers["X-Hub-Signature-256"] = signature
         elif sign:
-            headers["X-Hub-Signature-256"] = signature_of(SECRET.encode(), body)
+            headers["X-Hub-Signature-256"] = github_signature(SECRET, body)
         return self.http.post(f"{self.url}/webhook", data=body, headers=headers, timeout=60)
 
 
@@ -154,8 +155,8 @@ def test_a_redelivery_keeps_its_id_and_is_recorded_once(relay, woken):
         "",
         "sha256=" + "0" * 64,
         "sha1=" + "0" * 40,
-        signature_of(b"another-secret", sample("pull_request.opened")),
-        signature_of(SECRET.encode(), sample("pull_request.opened")).upper(),
+        github_signature("another-secret", sample("pull_request.opened")),
+        github_signature(SECRET, sample("pull_request.opened")).upper(),
     ],
     ids=["missing", "empty", "zeros", "sha1", "other-secret", "uppercase"],
 )
@@ -167,9 +168,36 @@ def test_a_missing_or_wrong_signature_is_401_and_nothing_is_recorded(relay, sign
     assert relay.store.count_deliveries() == 0
 
 
+def test_the_test_signer_gives_githubs_published_example() -> None:
+    assert github_signature(EXAMPLE_SECRET, EXAMPLE_PAYLOAD) == EXAMPLE_SIGNATURE
+
+
+def test_the_relay_signs_and_verifies_githubs_published_example() -> None:
+    secret = EXAMPLE_SECRET.encode()
+    assert signature_of(secret, EXAMPLE_PAYLOAD) == EXAMPLE_SIGNATURE
+    assert signature_matches(secret, EXAMPLE_PAYLOAD, EXAMPLE_SIGNATURE)
+    flipped = EXAMPLE_SIGNATURE[:-1] + ("0" if EXAMPLE_SIGNATURE[-1] != "0" else "1")
+    assert not signature_matches(secret, EXAMPLE_PAYLOAD, flipped)
+    assert not signature_matches(secret, EXAMPLE_PAYLOAD + b" ", EXAMPLE_SIGNATURE)
+    assert not signature_matches(b"It's a secret to everybody", EXAMPLE_PAYLOAD, EXAMPLE_SIGNATURE)
+
+
+def test_the_served_relay_takes_githubs_published_example_past_the_signature(tmp_path):
+    with Store(f"sqlite:///{tmp_path}/example.db") as store:
+        app = create_app(settings_for(store.url, EXAMPLE_SECRET), store)
+        with Served(app) as served:
+            relay = Relay(store, served.url)
+            # "Hello, World!" is no JSON: a 400 says the signature was accepted.
+            good = relay.post(EXAMPLE_PAYLOAD, signature=EXAMPLE_SIGNATURE)
+            bad = relay.post(EXAMPLE_PAYLOAD, signature=EXAMPLE_SIGNATURE.replace("757", "758"))
+        assert (good.status_code, bad.status_code) == (400, 401)
+        assert "JSON" in good.json()["error"]
+        assert store.count_deliveries() == 0
+
+
 def test_a_body_changed_after_signing_is_401(relay):
     body = sample("pull_request.opened")
-    signature = signature_of(SECRET.encode(), body)
+    signature = github_signature(SECRET, body)
 
     answer = relay.post(body.replace(b'"opened"', b'"closed"', 1), signature=signature)
 
@@ -200,7 +228,7 @@ def test_a_body_over_25_mb_is_413_by_its_declared_length(relay):
             b"POST /webhook HTTP/1.1\r\nHost: relay\r\nContent-Type: application/json\r\n"
             b"X-GitHub-Event: pull_request\r\nX-GitHub-Delivery: d-big\r\n"
             + b"X-Hub-Signature-256: "
-            + signature_of(SECRET.encode(), body).encode()
+            + github_signature(SECRET, body).encode()
             + f"\r\nContent-Length: {len(body)}\r\n\r\n".encode()
         )
         head = sock.recv(4096)
@@ -299,8 +327,8 @@ def test_other_events_are_recorded_with_what_they_name(relay):
 def test_neither_the_secret_nor_the_signature_is_logged(relay, caplog):
     caplog.set_level(logging.DEBUG)
     body = sample("pull_request.opened")
-    good = signature_of(SECRET.encode(), body)
-    bad = signature_of(b"guess", body)
+    good = github_signature(SECRET, body)
+    bad = github_signature("guess", body)
 
     relay.post(body, delivery="d-log-1")
     relay.post(body, delivery="d-log-2", signature=bad)
@@ -312,3 +340,34 @@ def test_neither_the_secret_nor_the_signature_is_logged(relay, caplog):
 
 def test_healthz_answers_ok(relay):
     assert requests.get(f"{relay.url}/healthz", timeout=DEADLINE_S).json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (b'{"a": ' * 999 + b"1" + b"}" * 999, "nested deeper than 64"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested deeper than 64"),
+        (b'{"a": ' * 65 + b"1" + b"}" * 65, "nested deeper than 64"),
+        (b'{"n": ' + b"9" * 5_000 + b"}", "integer of 5000 digits"),
+        (b'{"n": -' + b"9" * 21 + b"}", "integer of 21 digits"),
+        (b'{"n": NaN}', "NaN"),
+        (b'{"n": -Infinity}', "Infinity"),
+        (b'{"n": 1e999}', "out of range"),
+    ],
+    ids=["999-deep", "100000-deep", "65-deep", "5000-digits", "21-digits", "nan", "inf", "1e999"],
+)
+def test_signed_json_too_deep_too_long_or_not_json_numbers_is_400_with_why(relay, body, why):
+    answer = relay.post(body, delivery="d-hostile")
+
+    assert answer.status_code == 400
+    assert why in answer.json()["error"]
+    assert relay.store.count_deliveries() == 0
+    # The same bodies unsigned (or signed wrong) are refused for the signature first.
+    for signature in (None, "sha256=" + "3" * 64):
+        answer = relay.post(body, delivery="d-hostile", signature=signature, sign=False)
+        assert answer.status_code == 401
+
+
+def test_signed_json_at_the_limits_is_recorded(relay):
+    body = b'{"action": "x", "a": ' * 63 + b"-" + b"9" * 20 + b"}" * 63
+    assert relay.post(body, event="ping", delivery="d-limits").status_code == 200

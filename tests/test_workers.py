@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import requests
 from fakegithub import FakeGitHub
+from hooksignature import github_signature
 
-from app_relay.events import ROUTER, Context, Event, RecordingReviewer, Router, signature_of
+from app_relay.events import ROUTER, Context, Event, RecordingReviewer, Router
 from app_relay.store import Store
 from app_relay.workers import PoolConfig, WorkerPool
 
@@ -392,7 +393,7 @@ def test_cujo_relay_serve_records_reviews_and_stops_on_sigterm(relay_env, tmp_pa
             headers={
                 "X-GitHub-Event": "pull_request",
                 "X-GitHub-Delivery": "d-serve",
-                "X-Hub-Signature-256": signature_of(SECRET.encode(), OPENED),
+                "X-Hub-Signature-256": github_signature(SECRET, OPENED),
             },
             timeout=DEADLINE_S,
         )

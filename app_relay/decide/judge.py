@@ -11,12 +11,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from app_relay.inert import code_span
 from cujo_action.schema import CheckName, Report, clip
 
 from .rules import RuleContext, apply_rules
-from .verdict import Finding, Verdict
+from .verdict import MAX_SUMMARY, Finding, Verdict
 
 _MAX_CMD = 80
+# Error reasons quote what failed (file names, answers, bundle contents) at this length.
+_MAX_REASON = 1_000
 _INSTALLS = frozenset({"install", "detonation"})
 
 
@@ -105,11 +108,12 @@ def decide(
 
 def error_verdict(reason: str) -> Verdict:
     """Return the verdict for a run Cujo could not decide (bad reports, a deadline)."""
-    why = reason.strip().rstrip(".") or "no reason was given"
+    # The reason quotes what failed, which a pull request or its bundle may have chosen.
+    why = code_span(reason.strip().rstrip("."), cap=_MAX_REASON) if reason.strip() else ""
     return Verdict(
         state="error",
         summary=(
-            f"Cujo could not finish this review: {why}. "
+            f"Cujo could not finish this review: {why or 'no reason was given'}. "
             "This says nothing about the pull request itself."
         ),
         findings=[],
@@ -192,15 +196,24 @@ def _blocked_summary(critical: Sequence[Finding], findings: Sequence[Finding]) -
     first = critical[0]
     return (
         f"Blocked by {_count(len(critical), 'critical finding')}, "
-        f"first {first.id}: {first.title}.{_also(findings)}"
+        f"first {first.id}: {code_span(first.title)}.{_also(findings)}"
     )
 
 
 def _unproven_summary(unproven: Sequence[str], findings: Sequence[Finding]) -> str:
-    return (
-        f"Nothing critical was found, but not everything was proven: {'; '.join(unproven)}."
-        f"{_also(findings)}"
-    )
+    head = "Nothing critical was found, but not everything was proven:"
+    tail = f".{_also(findings)}"
+    # Whole quoted lines only: the verdict clips its summary, and a cut inside a code
+    # span would un-quote the rest.
+    room = MAX_SUMMARY - len(head) - len(tail) - 40
+    quoted: list[str] = []
+    for n, line in enumerate(unproven):
+        span = code_span(line)
+        if sum(len(q) + 2 for q in quoted) + len(span) > room:
+            quoted.append(f"and {len(unproven) - n} more")
+            break
+        quoted.append(span)
+    return f"{head} {'; '.join(quoted)}{tail}"
 
 
 def _clean_summary(expected: Sequence[CheckName], findings: Sequence[Finding]) -> str:

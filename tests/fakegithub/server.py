@@ -115,7 +115,9 @@ def route(method: str, pattern: str, auth: str = "installation") -> Callable[...
 
 
 def _page(req: Request, items: list[Any]) -> list[Any]:
-    per_page = int(req.q("per_page", "30") or 30)
+    # https://docs.github.com/en/rest/using-the-rest-api/using-pagination-in-the-rest-api
+    # 30 a page unless asked, at most 100.
+    per_page = min(int(req.q("per_page", "30") or 30), 100)
     page = int(req.q("page", "1") or 1)
     return items[(page - 1) * per_page : page * per_page]
 
@@ -179,9 +181,10 @@ def _pull_files(api: Api, req: Request) -> Any:
     number = int(req.params["number"])
     if number not in r.pulls:
         raise refuse(404, "Not Found")
+    # "Responses include a maximum of 3000 files."
     files = [
         {"sha": "0" * 40, "filename": p, "status": "modified", "additions": 1, "deletions": 0}
-        for p in r.pull_files.get(number, [])
+        for p in r.pull_files.get(number, [])[:3000]
     ]
     return _page(req, files)
 
