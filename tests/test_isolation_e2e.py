@@ -148,7 +148,7 @@ echo "exfil sent"
 ESCAPES = """\
 echo "uid=$(id -u) user=$(id -un)"
 unshare -Urn true 2>/dev/null && echo userns=open || echo userns=closed
-echo "harness_procs=$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c '[c]ujo_action')"
+echo "harness_procs=$(grep -l '[c]ujo_action' /proc/[0-9]*/cmdline 2>/dev/null | wc -l)"
 if [ -n "$(ls -A @HARNESS@ 2>/dev/null)" ]; then echo harness_files=visible; \
 else echo harness_files=hidden; fi
 cat /etc/shadow >/dev/null 2>&1 && echo shadow=read || echo shadow=denied
