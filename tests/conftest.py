@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -51,9 +52,26 @@ def installed_cujo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     runs is the installed copy, at the path the sandbox must not see.
     """
     root = tmp_path_factory.mktemp("harness")
+    # Built from a clean copy: an in-tree build/ would leave stale modules in later wheels.
+    source = root / "source"
+    shutil.copytree(
+        TOP,
+        source,
+        ignore=shutil.ignore_patterns(".venv", ".git", "build", ".cujo", "*.egg-info", "*_cache"),
+    )
     wheels = root / "wheels"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(wheels), str(TOP)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "-w",
+            str(wheels),
+            str(source),
+        ],
         check=True,
         capture_output=True,
     )

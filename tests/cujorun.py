@@ -169,3 +169,19 @@ class Cujo:
     def review(self, repo: Path | str, **kwargs: Any) -> Review:
         """Run `cujo review` to the end."""
         return self.start(repo, **kwargs).wait()
+
+
+def processes_with(marker: str) -> list[str]:
+    """Return the command lines of live processes that carry ``marker``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (proc / "stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if marker in cmdline and state != "Z":
+            found.append(f"{proc.name}: {cmdline}")
+    return found

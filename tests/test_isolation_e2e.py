@@ -410,9 +410,9 @@ def canary(installed_cujo: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     server.bind(str(sock))
     sock.chmod(0o777)  # a service anybody may use, as a docker socket with its group
     server.listen(8)
-    made = Canary(file, folder, harness, sock, {})
+    before = {**tree_digest(folder), **tree_digest(harness)}
     try:
-        yield Canary(file, folder, harness, sock, made.now())
+        yield Canary(file, folder, harness, sock, before)
     finally:
         server.close()
         sock.unlink(missing_ok=True)

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cujorun import processes_with
 from sandboxes import Sandbox, Sandboxes, sandboxes_for
 
 import cujo_action
@@ -58,22 +59,6 @@ def run(box: Sandbox, cmd: str, timeout: float = 30, **kw: int) -> object:
     )
 
 
-def alive_with(marker: str) -> list[str]:
-    """Return host processes whose command line carries ``marker`` (zombies left out)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = (proc / "stat").read_text().rpartition(")")[2].split()[0]
-        except OSError:
-            continue
-        if marker in cmdline and state != "Z":
-            found.append(cmdline)
-    return found
-
-
 def test_exit_code_and_output(box: Sandbox) -> None:
     out = run_confined(
         "echo hello; echo oops >&2; exit 7",
@@ -103,7 +88,7 @@ def test_timeout_kills_everything_it_started(box: Sandbox) -> None:
     )
     assert out.timed_out
     assert out.exit_code is None
-    assert alive_with(f"sleep {marker}") == []
+    assert processes_with(f"sleep {marker}") == []
 
 
 def test_leftover_background_process_is_killed_when_the_command_exits(box: Sandbox) -> None:
@@ -113,7 +98,7 @@ def test_leftover_background_process_is_killed_when_the_command_exits(box: Sandb
         cwd=box.cwd, env=ENV, timeout=30, confinement=box.confinement,
     )  # fmt: skip
     assert out.exit_code == 0
-    assert alive_with(f"sleep {marker}") == []
+    assert processes_with(f"sleep {marker}") == []
 
 
 def test_stdin_and_stdout_can_be_files(box: Sandbox, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cujorun import Cujo, Review
+from cujorun import Cujo, Review, processes_with
 from gitrepo import GitRepo
 
 from app_relay.intake import read_bundle
@@ -552,22 +552,6 @@ def test_failing_tests_are_a_warning_not_a_block(
 
 
 # --------------------------------------------------------------------------- interrupted
-
-
-def processes_with(marker: str) -> list[str]:
-    """Return the command lines of live processes that carry ``marker``."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = (proc / "stat").read_text().rpartition(")")[2].split()[0]
-        except OSError:
-            continue
-        if marker in cmdline and state != "Z":
-            found.append(f"{proc.name}: {cmdline}")
-    return found
 
 
 def hanging_test(marker: str) -> str:

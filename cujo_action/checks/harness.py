@@ -202,7 +202,8 @@ class CheckRun:
         The install's uid packs its tree (``tar``), this check's uid unpacks it: root only
         holds the bytes, in a file of its own, and never walks either tree.
         """
-        spool = self.run_dir / "checks" / self.check / "install.tar"
+        # Beside the HOME, in the check's root-owned corner: no sandbox can write there.
+        spool = self.home.parent / "install.tar"
         fd = os.open(
             spool, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
         )
