@@ -421,12 +421,16 @@ def relay_serve(args: argparse.Namespace) -> int:
         DeterministicJudge(require_full_isolation=True),
         settings.workflow,
         bundles=data_dir(None) / "bundles",
-        outbox=OutboxConfig(retry_s=_seconds("CUJO_EFFECT_RETRY_S", 2.0)),
+        outbox=OutboxConfig(
+            retry_s=_seconds("CUJO_EFFECT_RETRY_S", 2.0),
+            lease_s=_seconds("CUJO_EFFECT_LEASE_S", 60.0),
+        ),
+        run_lease_s=_seconds("CUJO_RUN_LEASE_S", 300.0),
     )
     pool = WorkerPool(
         store,
         Context(store=store, reviewer=coordinator, runs=coordinator, installations=github),
-        config=PoolConfig(workers=args.workers),
+        config=PoolConfig(workers=args.workers, lease_s=_seconds("CUJO_DELIVERY_LEASE_S", 30.0)),
     )
 
     def reconciled(moved: int) -> None:

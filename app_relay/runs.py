@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -119,6 +120,10 @@ class SandboxRunner(Protocol):
         """Cancel a workflow run (which also ends a wait on a person)."""
         ...
 
+    def find_dispatched(self, repo: str, run_id: str, since: datetime) -> int | None:
+        """Return the workflow run a dispatch for ``run_id`` started, if there is one."""
+        ...
+
 
 @dataclass(frozen=True)
 class Head:
@@ -164,8 +169,10 @@ class RunCoordinator:
         *,
         bundles: Path | None = None,
         outbox: OutboxConfig | None = None,
+        run_lease_s: float = RUN_LEASE_S,
     ) -> None:
         self.store = store
+        self.run_lease_s = run_lease_s
         self.github_for = github_for
         self.runner = runner
         self.judge = judge
@@ -177,7 +184,8 @@ class RunCoordinator:
         # Re-entrant: starting a run may finish it at once (a policy error) under the lock.
         self._locks: dict[str, threading.RLock] = {}
         self._locks_lock = threading.Lock()
-        self._held = threading.local()
+        self._holding: dict[str, int] = {}
+        self._holding_lock = threading.Lock()
 
     @contextmanager
     def _session(self, session_id: str) -> Iterator[None]:
@@ -190,19 +198,35 @@ class RunCoordinator:
     def _acting(self, run_id: str) -> Iterator[None]:
         """Hold the run's lease while acting on it (re-entrant); ``RunBusy`` if a peer has it.
 
-        Taken under the session lock, so this relay's own threads never meet here.
+        Taken under the session lock, so this relay's own threads never meet here; the
+        heartbeat in ``maintain`` renews the leases held while an act lasts.
         """
-        depth: dict[str, int] = self._held.__dict__.setdefault("depth", {})
-        if depth.get(run_id, 0) == 0 and not self.store.acquire_run(run_id, self.name, RUN_LEASE_S):
+        with self._holding_lock:
+            held = self._holding.get(run_id, 0)
+        if held == 0 and not self.store.acquire_run(run_id, self.name, self.run_lease_s):
             raise RunBusy(f"run {run_id} is being acted on by another relay")
-        depth[run_id] = depth.get(run_id, 0) + 1
+        self._hold(run_id, +1)
         try:
             yield
         finally:
-            depth[run_id] -= 1
-            if depth[run_id] == 0:
-                del depth[run_id]
+            if self._hold(run_id, -1) == 0:
                 self.store.release_run(run_id, self.name)
+
+    def _hold(self, run_id: str, step: int) -> int:
+        with self._holding_lock:
+            count = self._holding.get(run_id, 0) + step
+            if count:
+                self._holding[run_id] = count
+            else:
+                self._holding.pop(run_id, None)
+            return count
+
+    def renew_leases(self) -> None:
+        """Renew the leases on the runs this relay is acting on right now."""
+        with self._holding_lock:
+            held = list(self._holding)
+        for run_id in held:
+            self.store.acquire_run(run_id, self.name, self.run_lease_s)
 
     # ------------------------------------------------------------------ review requests
 
@@ -320,10 +344,10 @@ class RunCoordinator:
                 # The new run on the same commit owns the check: it goes back in progress.
                 "check_run_id": check_run_id,
             },
-            lease=(self.name, RUN_LEASE_S),
+            lease=(self.name, self.run_lease_s),
             effects=[check_intent(view, head.head_sha), *self._reaction(head.number, "running")],
         )
-        self._held.__dict__.setdefault("depth", {})[run_id] = 1
+        self._hold(run_id, +1)  # start_run took the lease
         try:
             self.store.note_request(head.delivery_id, f"reviewed in run {run_id}", run_id)
             self.store.add_event(run_id, "mode", note)
@@ -331,32 +355,35 @@ class RunCoordinator:
             if isinstance(policy, PolicyError):
                 self._finish(run_id, error_verdict(f"{POLICY_FILE} at base: {policy}"))
                 return
-            try:
-                if not head.default_branch:
-                    raise RunnerError(
-                        "the webhook named no default branch to dispatch the sandbox on"
-                    )
-                dispatched = self.runner.dispatch(
-                    head.repo,
-                    head.default_branch,
-                    run_id=run_id,
-                    base_sha=head.base_sha,
-                    head_sha=head.head_sha,
-                    pull_request=head.number,
-                )
-            except FAILURES as exc:
-                log.warning("run %s could not start: %s", run_id, exc)
-                self._finish(run_id, error_verdict(f"starting the sandbox: {exc}"))
-                return
-            self.store.bind_github(run_id, workflow_run_id=dispatched.workflow_run_id)
-            self.store.add_event(
-                run_id,
-                "dispatched",
-                f"workflow run {dispatched.workflow_run_id} {dispatched.html_url or ''}".strip(),
-            )
+            self._dispatch(self.store.get_run(run_id))
         finally:
-            del self._held.depth[run_id]
-            self.store.release_run(run_id, self.name)
+            if self._hold(run_id, -1) == 0:
+                self.store.release_run(run_id, self.name)
+
+    def _dispatch(self, run: RunRecord) -> None:
+        """Start the sandbox workflow for a recorded run; an error verdict when it cannot."""
+        try:
+            if not run.default_branch:
+                raise RunnerError("the webhook named no default branch to dispatch the sandbox on")
+            assert run.pr_number is not None
+            dispatched = self.runner.dispatch(
+                run.repo,
+                run.default_branch,
+                run_id=run.run_id,
+                base_sha=run.base_sha,
+                head_sha=run.head_sha,
+                pull_request=run.pr_number,
+            )
+        except FAILURES as exc:
+            log.warning("run %s could not start: %s", run.run_id, exc)
+            self._finish(run.run_id, error_verdict(f"starting the sandbox: {exc}"))
+            return
+        self.store.bind_github(run.run_id, workflow_run_id=dispatched.workflow_run_id)
+        self.store.add_event(
+            run.run_id,
+            "dispatched",
+            f"workflow run {dispatched.workflow_run_id} {dispatched.html_url or ''}".strip(),
+        )
 
     def _supersede(self, head: Head, new_run: str) -> int | None:
         """Stop the pull request's undecided runs; return a check the new run takes over."""
@@ -620,6 +647,10 @@ class RunCoordinator:
         later ones pick up runs a dead peer held once its lease ran out, and runs whose
         webhooks never came.
         """
+        heartbeat = threading.Thread(
+            target=self._heartbeat, args=(stop,), name="cujo-run-leases", daemon=True
+        )
+        heartbeat.start()
         next_reconcile = 0.0
         while not stop.is_set():
             try:
@@ -633,6 +664,15 @@ class RunCoordinator:
             except Exception:  # the loop outlives one bad turn; the record keeps the rest
                 log.exception("keeping runs and effects moving failed; trying again")
             stop.wait(tick_s)
+        heartbeat.join()
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        # A third of the way into each lease, as the delivery leases are renewed.
+        while not stop.wait(self.run_lease_s / 3):
+            try:
+                self.renew_leases()
+            except Exception:
+                log.exception("renewing run leases failed")
 
     def reconcile(self) -> int:
         """Settle undecided runs nobody holds against GitHub; make pending effects.
@@ -658,9 +698,22 @@ class RunCoordinator:
             if run.installation_id is None:
                 return int(self.store.mark_abandoned(run.run_id, "it names no installation"))
             if run.workflow_run_id is None:
-                reason = "the relay stopped before the sandbox was dispatched"
-                self._finish(run.run_id, error_verdict(reason))
-                return 1
+                # The relay that started it died around the dispatch: find the workflow
+                # run it started, or start it now (nothing is lost to a crash).
+                since = run.started_at - timedelta(minutes=5)
+                try:
+                    found_id = self.runner.find_dispatched(run.repo, run.run_id, since)
+                except FAILURES as exc:
+                    self._finish(run.run_id, error_verdict(f"resuming after a restart: {exc}"))
+                    return 1
+                if found_id is None:
+                    self.store.add_event(run.run_id, "reconciled", "not dispatched yet: now")
+                    self._dispatch(run)
+                    return int(self.store.get_run(run.run_id).state not in OPEN_STATES)
+                self.store.bind_github(run.run_id, workflow_run_id=found_id)
+                self.store.add_event(run.run_id, "reconciled", f"found workflow run {found_id}")
+                run = self.store.get_run(run.run_id)
+            assert run.installation_id is not None and run.workflow_run_id is not None
             gh = self.github_for(run.installation_id)
             try:
                 found = gh.workflow_run(run.repo, run.workflow_run_id)

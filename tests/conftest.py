@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -104,20 +105,18 @@ def installed_cujo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def postgres_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def postgres_cluster() -> Iterator[str]:
     """Start a throwaway PostgreSQL cluster for the session; skip, saying why, without one."""
-    root = tmp_path_factory.mktemp("postgres")
-    # The postgres user must reach the cluster's directory through the temp tree.
-    for parent in [root, *root.parents]:
-        if parent == Path("/"):
-            break
-        if os.geteuid() == 0:
-            parent.chmod(parent.stat().st_mode | 0o011)
+    # Outside pytest's temp tree: pytest makes its own root 0700 at each session start,
+    # and the postgres user (the cluster's owner when tests run as root) must get in.
+    root = Path(tempfile.mkdtemp(prefix="cujo-postgres-"))
     try:
         with pgcluster.cluster(root) as url:
             yield url
     except pgcluster.NoPostgres as exc:
         pytest.skip(f"PostgreSQL: {exc}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -274,6 +274,38 @@ def test_reconcile_finishes_completed_runs_and_errors_vanished_ones(make: Any) -
     assert w.coordinator.reconcile() == 0
 
 
+def test_a_run_whose_relay_died_around_the_dispatch_is_resumed_not_errored(make: Any) -> None:
+    w = make()
+    dispatched_head, undispatched_head = fake_sha(), fake_sha()
+    w.open(12, dispatched_head)
+    w.fake.state.wait_for_actions(timeout_s=60)
+    (run,) = w.store.open_runs()
+    # The dispatch happened but its answer was never recorded (the relay died).
+    with w.store._write() as session:
+        session.execute(text("UPDATE runs SET workflow_run_id = NULL"))
+    # And a run recorded as claimed whose dispatch was never sent at all.
+    w.fake.state.fail_next(1, status=503, method="POST", path=r"/dispatches$")
+    w.open(13, undispatched_head)
+    assert len(w.store.open_runs()) == 1  # the failed dispatch made an error of it...
+    errored = w.store.list_runs(states=["error"])[0]
+    with w.store._write() as session:  # ...unless the relay had died just before it
+        session.execute(text("UPDATE runs SET state = 'running', finished_at = NULL"
+                             " WHERE id = :id"), {"id": errored.run_id})  # fmt: skip
+        session.execute(text("DELETE FROM effects WHERE run_id = :id"), {"id": errored.run_id})
+    dispatches = len(w.fake.state.calls("POST", r"/dispatches$"))
+
+    w.coordinator.reconcile()
+    w.complete()
+
+    # Found by its run-name, not dispatched twice; the other dispatched now.
+    assert len(w.fake.state.calls("POST", r"/dispatches$")) == dispatches + 1
+    assert w.store.get_run(run.run_id).workflow_run_id is not None
+    for head in (dispatched_head, undispatched_head):
+        (check,) = w.checks(head)
+        assert check["conclusion"] == "success", check["output"]
+    assert len(w.reviews()) == 2
+
+
 def test_the_relay_judges_with_the_policy_it_read_at_base_never_the_bundles(make: Any) -> None:
     # .cujo.yml at base allows no extra host; the install reached one in both bundles.
     w = make(policy="egress_allow: []\n")
