@@ -340,6 +340,20 @@ def _why(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+def _seconds(name: str, default: float) -> float:
+    """Read a duration in seconds from the environment (tests shorten the relay's waits)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SystemExit(f"cujo relay serve: {name}={raw!r} is not a number of seconds") from None
+    if not 0 <= value <= 86_400:
+        raise SystemExit(f"cujo relay serve: {name} must be between 0 and 86400 seconds")
+    return value
+
+
 def relay_serve(args: argparse.Namespace) -> int:
     """Serve the App: the webhook over HTTP and the worker pool, until SIGTERM or Ctrl-C."""
     # The relay's web stack is imported here, so `cujo review` starts without it.
@@ -347,6 +361,7 @@ def relay_serve(args: argparse.Namespace) -> int:
 
     import uvicorn  # noqa: PLC0415
 
+    from app_relay.effects import OutboxConfig  # noqa: PLC0415
     from app_relay.events import Context  # noqa: PLC0415
     from app_relay.github import GitHubApp, GitHubGateway  # noqa: PLC0415
     from app_relay.runners import ActionsRunner  # noqa: PLC0415
@@ -406,22 +421,35 @@ def relay_serve(args: argparse.Namespace) -> int:
         DeterministicJudge(require_full_isolation=True),
         settings.workflow,
         bundles=data_dir(None) / "bundles",
+        outbox=OutboxConfig(
+            retry_s=_seconds("CUJO_EFFECT_RETRY_S", 2.0),
+            lease_s=_seconds("CUJO_EFFECT_LEASE_S", 60.0),
+        ),
+        run_lease_s=_seconds("CUJO_RUN_LEASE_S", 300.0),
     )
     pool = WorkerPool(
         store,
         Context(store=store, reviewer=coordinator, runs=coordinator, installations=github),
-        config=PoolConfig(workers=args.workers),
+        config=PoolConfig(workers=args.workers, lease_s=_seconds("CUJO_DELIVERY_LEASE_S", 30.0)),
     )
 
-    def reconcile() -> None:
-        # In-flight runs a stopped relay left behind are settled against GitHub, beside
-        # the webhooks that keep arriving (a run is finished once whichever comes first).
-        try:
-            moved = coordinator.reconcile()
-        except Exception:
-            logging.getLogger("app_relay.runs").exception("reconciling runs failed")
-        else:
-            print(f"cujo relay: reconciled {moved} run(s)", file=sys.stderr, flush=True)
+    def reconciled(moved: int) -> None:
+        print(f"cujo relay: reconciled {moved} run(s)", file=sys.stderr, flush=True)
+
+    # In-flight runs a stopped relay left behind are settled against GitHub beside the
+    # webhooks that keep arriving (a run is finished once, whichever comes first), and
+    # effects GitHub did not take are made again with backoff.
+    maintaining = threading.Event()
+    maintainer = threading.Thread(
+        target=coordinator.maintain,
+        args=(maintaining,),
+        kwargs={
+            "reconcile_every_s": _seconds("CUJO_RECONCILE_EVERY_S", 60.0),
+            "on_reconciled": reconciled,
+        },
+        name="cujo-maintain",
+        daemon=True,
+    )
 
     app = create_app(settings, store, on_recorded=pool.notify)
     server = uvicorn.Server(
@@ -438,7 +466,7 @@ def relay_serve(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT)
     }
     pool.start()
-    threading.Thread(target=reconcile, name="cujo-reconcile", daemon=True).start()
+    maintainer.start()
     host, port = listener.getsockname()[:2]
     print(
         f"cujo relay: listening on http://{host}:{port} (record {shown_url(store.url)})",
@@ -450,6 +478,8 @@ def relay_serve(args: argparse.Namespace) -> int:
     finally:
         app.state.intake.close()
         drained = pool.stop(timeout=60)
+        maintaining.set()
+        maintainer.join(30)
         github.close()
         store.close()
         listener.close()

@@ -75,6 +75,7 @@ _PER_PAGE: Final = 100
 MAX_PULL_FILES: Final = 3_000
 _REPO = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
 _SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+_SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,33}")
 _LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
 
 T = TypeVar("T")
@@ -555,6 +556,7 @@ class GitHubApp:
         )
         self._tokens: dict[int, _Token] = {}
         self._repo_installations: dict[str, int] = {}
+        self._bot_login: str | None = None
         self._lock = threading.Lock()
 
     def gateway(self, installation_id: int) -> GitHubGateway:
@@ -614,6 +616,18 @@ class GitHubApp:
             for repo, held in list(self._repo_installations.items()):
                 if held == installation_id or repo in repos:
                     del self._repo_installations[repo]
+
+    def bot_login(self) -> str:
+        """Return the login this App writes as (``<slug>[bot]``), asked once, then kept."""
+        # https://docs.github.com/en/rest/apps/apps#get-the-authenticated-app
+        with self._lock:
+            if self._bot_login is not None:
+                return self._bot_login
+        app = self.attempt("GET /app", self._integration.get_app)
+        slug = _Answer("GET /app", app.raw_data).text("slug", pattern=_SLUG)
+        with self._lock:
+            self._bot_login = f"{slug}[bot]"
+            return self._bot_login
 
     def attempt(self, call: str, fn: Callable[[], T], *, idempotent: bool = True) -> T:
         """Run one GitHub call, retrying a 5xx or a lost connection when it is idempotent."""
@@ -813,28 +827,60 @@ class GitHubGateway:
         *,
         name: str = "cujo/guard",
         status: CheckStatus = "in_progress",
+        conclusion: Conclusion | None = None,
         output: CheckOutput,
         actions: Sequence[CheckAction] = (),
+        external_id: str | None = None,
     ) -> int:
-        """Create a check run on a commit and return its id."""
+        """Create a check run on a commit and return its id.
+
+        ``external_id`` names the run it belongs to, so a retry can find a check run an
+        earlier attempt made (``find_check_run``) instead of making a second one.
+        """
         # https://docs.github.com/en/rest/checks/runs#create-a-check-run
-        if status not in CHECK_STATUSES or status == "completed":
-            raise ValueError(f"create a check run queued or in_progress, not {status!r}")
+        if status not in CHECK_STATUSES:
+            raise ValueError(f"not a check run status: {status!r}")
+        if (status == "completed") != (conclusion is not None):
+            raise ValueError("a check run is created completed exactly when it has a conclusion")
+        if conclusion is not None and conclusion not in CONCLUSIONS:
+            raise ValueError(f"not a conclusion Cujo sets: {conclusion!r}")
         body: dict[str, object] = {
             "name": _text("name", name, 255),
             "head_sha": _sha("head_sha", head_sha),
             "status": status,
             "output": _output_payload(output),
         }
+        if conclusion is not None:
+            body["conclusion"] = conclusion
+        if external_id is not None:
+            body["external_id"] = _text("external_id", external_id, 255)
         if actions:
             body["actions"] = _actions_payload(actions)
         path = f"{_repo_path(repo)}/check-runs"
-        # A repeated POST would make a second check run: never retried.
+        # A repeated POST would make a second check run: never retried here.
         _, data = self._request("POST", path, body=body, idempotent=False)
         run = _check_run(f"POST {path}", data)
         if run.head_sha != head_sha or run.name != name:
             raise GitHubError(f"POST {path}", "the answer is about another commit or check")
         return run.id
+
+    def find_check_run(
+        self, repo: str, head_sha: str, *, name: str, external_id: str
+    ) -> int | None:
+        """Return the id of this App's check run ``name`` on a commit made for ``external_id``."""
+        # https://docs.github.com/en/rest/checks/runs#list-check-runs-for-a-git-reference
+        path = f"{_repo_path(repo)}/commits/{_sha('head_sha', head_sha)}/check-runs"
+        params = {"check_name": name, "app_id": self._app.app_id, "filter": "all"}
+        for a in self._pages(path, "check_runs", params):
+            app = a.opt_obj("app")
+            if (
+                a.text("name") == name
+                and a.opt_text("external_id") == external_id
+                and app is not None
+                and app.integer("id") == self._app.app_id
+            ):
+                return a.integer("id")
+        return None
 
     def update_check_run(
         self,
@@ -929,6 +975,24 @@ class GitHubGateway:
         if review.id != review_id or review.state != "DISMISSED":
             raise GitHubError(f"PUT {path}", f"review answered state {review.state!r}")
         return review
+
+    def find_review(self, repo: str, number: int, marker: str) -> Review | None:
+        """Return the review on a pull request that this App's bot posted with ``marker``.
+
+        Both are needed: anyone can post a body holding the marker, and the bot posts
+        many reviews; a marker alone would let a pull request's author fake Cujo's.
+        """
+        # https://docs.github.com/en/rest/pulls/reviews#list-reviews-for-a-pull-request
+        if not marker:
+            raise ValueError("a review marker is not empty")
+        login = self._app.bot_login()
+        path = f"{_repo_path(repo)}/pulls/{_positive('number', number)}/reviews"
+        for a in self._pages(path, None, {}):
+            user = a.opt_obj("user")
+            body = a.opt_text("body") or ""
+            if user is not None and user.text("login") == login and marker in body:
+                return _review(a.call, a.data)
+        return None
 
     # -- reactions and comments --
 

@@ -391,6 +391,23 @@ class ActionsRunner:
             f"{title!r} appeared after {polls} look(s) within {self.correlate_deadline_s:g}s"
         )
 
+    def find_dispatched(self, repo: str, run_id: str, since: datetime) -> int | None:
+        """Return the workflow run a dispatch for ``run_id`` started, if GitHub lists one.
+
+        For a run whose relay died between dispatching and recording the answer: one
+        look by run-name, no waiting; two runs of one name is an error, never a guess.
+        """
+        title = f"cujo {run_id}"
+        try:
+            runs = self._gateways(repo).list_workflow_runs(repo, self.workflow, created_after=since)
+        except GitHubError as exc:
+            raise RunnerError(f"finding the workflow run named {title!r}: {exc}") from exc
+        found = [r for r in runs if r.display_title == title]
+        if len(found) > 1:
+            ids = ", ".join(str(r.id) for r in found[:5])
+            raise RunnerError(f"{len(found)} workflow runs are named {title!r} ({ids})")
+        return found[0].id if found else None
+
     def cancel(self, repo: str, workflow_run_id: int) -> bool:
         """Cancel a workflow run (which also ends a wait on a person); False if it had ended."""
         try:

@@ -12,8 +12,12 @@ of the gateway's two posting functions. Anything that goes wrong is ``error``, n
 review. A run that is no longer undecided (finished, superseded) ignores every later
 event, so redeliveries and late reports post nothing.
 
-Writes on one pull request are serialised by a lock per session (in this process) and
-by ``Store.claim_finish`` (across processes): one finisher posts one review.
+Every state change goes through the record's conditional moves (``runstate`` says which
+exist), together with the GitHub effects that show it, as one transaction; the outbox
+(``effects.Outbox``) then makes each effect once, retrying with backoff. Work on one
+pull request is serialised by a lock per session (in this process) and by a lease on
+the run (across relay processes sharing the record): a relay acts on a run only while it
+holds the run's lease, and reconciles only runs nobody holds.
 """
 
 from __future__ import annotations
@@ -23,12 +27,14 @@ import os
 import socket
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Literal, Protocol, cast
+from typing import Literal, Protocol
 
 from cujo_action.schema import CHECK_NAMES, Policy, PolicyError, Report, load_policy
 
@@ -37,30 +43,30 @@ from .artifacts import ArtifactError
 from .decide.judge import Judge, error_verdict
 from .decide.rules import RuleContext
 from .decide.verdict import Verdict
-from .events import Event, MalformedEvent, ReviewRequested, record_request
-from .github import (
-    ChangedFiles,
-    CheckAction,
-    CheckOutput,
-    GitHubError,
-    GitHubGateway,
-    OnIssue,
-    ReactionContent,
+from .effects import (
+    Outbox,
+    OutboxConfig,
+    cancel_intent,
+    check_intent,
+    reaction_intent,
+    review_intent,
 )
+from .events import Event, MalformedEvent, ReviewRequested, record_request
+from .github import ChangedFiles, GitHubError, GitHubGateway
 from .inert import code_span
 from .intake import Bundle, BundleError
 from .runners import Dispatched, RunnerError, RunProgress
 from .runstate import (
     GUARD,
+    OPEN_STATES,
     RETRY_ACTION,
-    GuardView,
     RunState,
     guard_for,
     reaction_for,
     review_body,
 )
 from .runstate import review_for as review_kind
-from .store import OPEN_STATES, RunRecord, Store
+from .store import Intent, RunClosed, RunRecord, Store
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +75,12 @@ POLICY_FILE = ".cujo.yml"
 # check says it is unknown, which is never "holds".
 HOLDS = "unknown"
 FAILURES = (GitHubError, RunnerError, BundleError, ArtifactError, ValueError, OSError)
+# How long a relay holds a run while acting on it; one that dies mid-act lets go after it.
+RUN_LEASE_S = 300.0
+
+
+class RunBusy(RuntimeError):
+    """Another relay process holds this run right now; the delivery is tried again later."""
 
 
 class SandboxRunner(Protocol):
@@ -108,6 +120,10 @@ class SandboxRunner(Protocol):
         """Cancel a workflow run (which also ends a wait on a person)."""
         ...
 
+    def find_dispatched(self, repo: str, run_id: str, since: datetime) -> int | None:
+        """Return the workflow run a dispatch for ``run_id`` started, if there is one."""
+        ...
+
 
 @dataclass(frozen=True)
 class Head:
@@ -121,14 +137,6 @@ class Head:
     head_sha: str
     default_branch: str | None
     delivery_id: str
-
-
-def _output(view: GuardView) -> CheckOutput:
-    return CheckOutput(title=view.title, summary=view.summary)
-
-
-def _actions(view: GuardView) -> list[CheckAction]:
-    return [CheckAction(a["label"], a["description"], a["identifier"]) for a in view.actions]
 
 
 def evidence_of(reports: Sequence[Report]) -> dict[str, str]:
@@ -160,8 +168,11 @@ class RunCoordinator:
         workflow: str = "cujo.yml",
         *,
         bundles: Path | None = None,
+        outbox: OutboxConfig | None = None,
+        run_lease_s: float = RUN_LEASE_S,
     ) -> None:
         self.store = store
+        self.run_lease_s = run_lease_s
         self.github_for = github_for
         self.runner = runner
         self.judge = judge
@@ -169,9 +180,12 @@ class RunCoordinator:
         self.bundles = bundles or Path(tempfile.gettempdir()) / "cujo-bundles"
         # Unique per coordinator: a restarted relay must not pass for the one that died.
         self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.outbox = Outbox(store, github_for, name=self.name, config=outbox)
         # Re-entrant: starting a run may finish it at once (a policy error) under the lock.
         self._locks: dict[str, threading.RLock] = {}
         self._locks_lock = threading.Lock()
+        self._holding: dict[str, int] = {}
+        self._holding_lock = threading.Lock()
 
     @contextmanager
     def _session(self, session_id: str) -> Iterator[None]:
@@ -179,6 +193,40 @@ class RunCoordinator:
             lock = self._locks.setdefault(session_id, threading.RLock())
         with lock:
             yield
+
+    @contextmanager
+    def _acting(self, run_id: str) -> Iterator[None]:
+        """Hold the run's lease while acting on it (re-entrant); ``RunBusy`` if a peer has it.
+
+        Taken under the session lock, so this relay's own threads never meet here; the
+        heartbeat in ``maintain`` renews the leases held while an act lasts.
+        """
+        with self._holding_lock:
+            held = self._holding.get(run_id, 0)
+        if held == 0 and not self.store.acquire_run(run_id, self.name, self.run_lease_s):
+            raise RunBusy(f"run {run_id} is being acted on by another relay")
+        self._hold(run_id, +1)
+        try:
+            yield
+        finally:
+            if self._hold(run_id, -1) == 0:
+                self.store.release_run(run_id, self.name)
+
+    def _hold(self, run_id: str, step: int) -> int:
+        with self._holding_lock:
+            count = self._holding.get(run_id, 0) + step
+            if count:
+                self._holding[run_id] = count
+            else:
+                self._holding.pop(run_id, None)
+            return count
+
+    def renew_leases(self) -> None:
+        """Renew the leases on the runs this relay is acting on right now."""
+        with self._holding_lock:
+            held = list(self._holding)
+        for run_id in held:
+            self.store.acquire_run(run_id, self.name, self.run_lease_s)
 
     # ------------------------------------------------------------------ review requests
 
@@ -276,9 +324,10 @@ class RunCoordinator:
         check_run_id: int | None,
     ) -> None:
         run_id = uuid.uuid4().hex
-        owned = self._supersede(gh, head, run_id)
+        owned = self._supersede(head, run_id)
         check_run_id = check_run_id or owned
         on_error = "hold" if isinstance(policy, PolicyError) else policy.on_error
+        view = guard_for("running", summary=note, holds=HOLDS)
         self.store.start_run(
             head.session_id,
             run_id,
@@ -287,81 +336,71 @@ class RunCoordinator:
             "sandbox",
             # The verdict is judged under this policy, never the bundle's copy of it.
             policy_json=None if isinstance(policy, PolicyError) else policy.model_dump_json(),
+            github={
+                "installation_id": head.installation_id,
+                "delivery_id": head.delivery_id,
+                "default_branch": head.default_branch,
+                "on_error": on_error,
+                # The new run on the same commit owns the check: it goes back in progress.
+                "check_run_id": check_run_id,
+            },
+            lease=(self.name, self.run_lease_s),
+            effects=[check_intent(view, head.head_sha), *self._reaction(head.number, "running")],
         )
-        self.store.bind_github(
-            run_id,
-            installation_id=head.installation_id,
-            delivery_id=head.delivery_id,
-            default_branch=head.default_branch,
-            on_error=on_error,
-        )
-        self.store.note_request(head.delivery_id, f"reviewed in run {run_id}", run_id)
-        self.store.add_event(run_id, "mode", note)
+        self._hold(run_id, +1)  # start_run took the lease
         try:
-            view = guard_for("running", summary=note, holds=HOLDS)
-            if check_run_id is None:
-                check_run_id = gh.create_check_run(
-                    head.repo, head.head_sha, name=GUARD, output=_output(view)
-                )
-            else:
-                # The new run on the same commit owns the check: back to in progress.
-                gh.update_check_run(
-                    head.repo, check_run_id, status="in_progress", output=_output(view), actions=[]
-                )
-            self.store.bind_github(run_id, check_run_id=check_run_id)
-            self._react(gh, head.repo, head.number, "running")
+            self.store.note_request(head.delivery_id, f"reviewed in run {run_id}", run_id)
+            self.store.add_event(run_id, "mode", note)
+            self.outbox.drain(run_id)
             if isinstance(policy, PolicyError):
-                self._finish(gh, run_id, error_verdict(f"{POLICY_FILE} at base: {policy}"))
+                self._finish(run_id, error_verdict(f"{POLICY_FILE} at base: {policy}"))
                 return
-            if not head.default_branch:
+            self._dispatch(self.store.get_run(run_id))
+        finally:
+            if self._hold(run_id, -1) == 0:
+                self.store.release_run(run_id, self.name)
+
+    def _dispatch(self, run: RunRecord) -> None:
+        """Start the sandbox workflow for a recorded run; an error verdict when it cannot."""
+        try:
+            if not run.default_branch:
                 raise RunnerError("the webhook named no default branch to dispatch the sandbox on")
+            assert run.pr_number is not None
             dispatched = self.runner.dispatch(
-                head.repo,
-                head.default_branch,
-                run_id=run_id,
-                base_sha=head.base_sha,
-                head_sha=head.head_sha,
-                pull_request=head.number,
-            )
-            self.store.bind_github(run_id, workflow_run_id=dispatched.workflow_run_id)
-            self.store.add_event(
-                run_id,
-                "dispatched",
-                f"workflow run {dispatched.workflow_run_id} {dispatched.html_url or ''}".strip(),
+                run.repo,
+                run.default_branch,
+                run_id=run.run_id,
+                base_sha=run.base_sha,
+                head_sha=run.head_sha,
+                pull_request=run.pr_number,
             )
         except FAILURES as exc:
-            log.warning("run %s could not start: %s", run_id, exc)
-            self._finish(gh, run_id, error_verdict(f"starting the sandbox: {exc}"))
+            log.warning("run %s could not start: %s", run.run_id, exc)
+            self._finish(run.run_id, error_verdict(f"starting the sandbox: {exc}"))
+            return
+        self.store.bind_github(run.run_id, workflow_run_id=dispatched.workflow_run_id)
+        self.store.add_event(
+            run.run_id,
+            "dispatched",
+            f"workflow run {dispatched.workflow_run_id} {dispatched.html_url or ''}".strip(),
+        )
 
-    def _supersede(self, gh: GitHubGateway, head: Head, new_run: str) -> int | None:
+    def _supersede(self, head: Head, new_run: str) -> int | None:
         """Stop the pull request's undecided runs; return a check the new run takes over."""
         owned: int | None = None
         for old in self.store.open_runs(head.session_id):
-            if not self.store.supersede(old.run_id, new_run):
-                continue  # being finished right now: its outcome stands for its commit
+            effects: list[Intent] = []
             if old.workflow_run_id is not None:
-                try:
-                    # Cancelling also answers a wait on a person (an environment approval).
-                    self.runner.cancel(old.repo, old.workflow_run_id)
-                except FAILURES as exc:
-                    log.warning("could not cancel workflow run %s: %s", old.workflow_run_id, exc)
-            if old.check_run_id is None:
-                continue
-            if old.head_sha == head.head_sha:
+                # Cancelling also answers a wait on a person (an environment approval).
+                effects.append(cancel_intent(old.workflow_run_id))
+            same_commit = old.head_sha == head.head_sha
+            if not same_commit:
+                effects.append(check_intent(guard_for("superseded"), old.head_sha))
+            if not self.store.supersede(old.run_id, new_run, effects=effects):
+                continue  # decided meanwhile: its outcome stands for its commit
+            if same_commit and old.check_run_id is not None:
                 owned = old.check_run_id
-                continue
-            view = guard_for("superseded")
-            try:
-                gh.update_check_run(
-                    old.repo,
-                    old.check_run_id,
-                    status="completed",
-                    conclusion=view.conclusion,
-                    output=_output(view),
-                    actions=[],
-                )
-            except FAILURES as exc:
-                log.warning("could not mark check %s skipped: %s", old.check_run_id, exc)
+            self.outbox.drain(old.run_id)
         return owned
 
     # ------------------------------------------------------------------ progress
@@ -375,7 +414,7 @@ class RunCoordinator:
         if run is None:
             log.info("workflow run %s is not one of Cujo's runs", progress.workflow_run_id)
             return
-        with self._session(run.session_id):
+        with self._session(run.session_id), self._acting(run.run_id):
             run = self.store.get_run(run.run_id)
             if run.workflow_run_id != progress.workflow_run_id or run.state not in OPEN_STATES:
                 # A decided or superseded run ignores late and repeated events.
@@ -389,8 +428,8 @@ class RunCoordinator:
             if progress.event == "workflow_job":
                 self._follow_job(run, progress)
                 return
-        if progress.action == "completed":
-            self.finish_from_actions(run)
+            if progress.action == "completed":
+                self.finish_from_actions(run)
 
     def _run_of(self, progress: RunProgress) -> RunRecord | None:
         found = self.store.run_of_workflow_run(progress.repo, progress.workflow_run_id)
@@ -405,71 +444,55 @@ class RunCoordinator:
         return run if run.repo == progress.repo else None
 
     def _follow_job(self, run: RunRecord, progress: RunProgress) -> None:
-        if run.installation_id is None or run.check_run_id is None:
-            return
         if progress.waiting and run.state == "running":
             who = (
                 f"the required reviewers of environment {code_span(progress.environment)}"
                 if progress.environment
                 else "a required reviewer"
             )
-            if self.store.move_open(run.run_id, "running", "waiting", who):
-                view = guard_for("waiting", waiting_on=who, holds=HOLDS)
-                self._update_check(run, view)
-        elif (
-            not progress.waiting
-            and run.state == "waiting"
-            and progress.status != "completed"
-            and self.store.move_open(run.run_id, "waiting", "running", "approved")
-        ):
+            view = guard_for("waiting", waiting_on=who, holds=HOLDS)
+            effects = [check_intent(view, run.head_sha)]
+            if self.store.move_open(run.run_id, "running", "waiting", who, effects=effects):
+                self.outbox.drain(run.run_id)
+        elif not progress.waiting and run.state == "waiting" and progress.status != "completed":
             view = guard_for("running", summary="The sandbox job was approved.", holds=HOLDS)
-            self._update_check(run, view)
-
-    def _update_check(self, run: RunRecord, view: GuardView) -> None:
-        assert run.installation_id is not None
-        assert run.check_run_id is not None
-        gh = self.github_for(run.installation_id)
-        gh.update_check_run(
-            run.repo,
-            run.check_run_id,
-            status=view.status,
-            conclusion=view.conclusion,
-            output=_output(view),
-            actions=_actions(view),
-        )
+            effects = [check_intent(view, run.head_sha)]
+            if self.store.move_open(run.run_id, "waiting", "running", "approved", effects=effects):
+                self.outbox.drain(run.run_id)
 
     # ------------------------------------------------------------------ finishing
 
-    def finish_from_actions(self, run: RunRecord, *, take_over: bool = False) -> None:
+    def finish_from_actions(self, run: RunRecord) -> None:
         """Fetch a completed workflow run's bundle, judge it and finish the run."""
         if run.installation_id is None or run.workflow_run_id is None:
             return
-        gh = self.github_for(run.installation_id)
-        self.bundles.mkdir(parents=True, exist_ok=True)
-        dest = Path(tempfile.mkdtemp(prefix=f"{run.run_id}-", dir=self.bundles))
-        bundle: Bundle | None = None
-        try:
-            bundle = self.runner.fetch_bundle(
-                run.repo,
-                run.workflow_run_id,
-                run_id=run.run_id,
-                head_sha=run.head_sha,
-                base_sha=run.base_sha,
-                dest=dest,
+        with self._session(run.session_id), self._acting(run.run_id):
+            if self.store.get_run(run.run_id).state not in OPEN_STATES:
+                return  # decided meanwhile (a redelivery, or a peer was first)
+            gh = self.github_for(run.installation_id)
+            self.bundles.mkdir(parents=True, exist_ok=True)
+            dest = Path(tempfile.mkdtemp(prefix=f"{run.run_id}-", dir=self.bundles))
+            bundle: Bundle | None = None
+            try:
+                bundle = self.runner.fetch_bundle(
+                    run.repo,
+                    run.workflow_run_id,
+                    run_id=run.run_id,
+                    head_sha=run.head_sha,
+                    base_sha=run.base_sha,
+                    dest=dest,
+                )
+                verdict = self._decide(bundle, self._policy_of(gh, run))
+            except FAILURES as exc:
+                log.warning("run %s: the bundle cannot be used: %s", run.run_id, exc)
+                verdict = error_verdict(f"the sandbox's reports cannot be used: {exc}")
+                bundle = None
+            self._finish(
+                run.run_id,
+                verdict,
+                bundle=bundle,
+                reports_dir=str(dest) if bundle is not None else None,
             )
-            verdict = self._decide(bundle, self._policy_of(gh, run))
-        except FAILURES as exc:
-            log.warning("run %s: the bundle cannot be used: %s", run.run_id, exc)
-            verdict = error_verdict(f"the sandbox's reports cannot be used: {exc}")
-            bundle = None
-        self._finish(
-            gh,
-            run.run_id,
-            verdict,
-            bundle=bundle,
-            reports_dir=str(dest) if bundle is not None else None,
-            take_over=take_over,
-        )
 
     def _policy_of(self, gh: GitHubGateway, run: RunRecord) -> Policy:
         """Return the policy the relay read at the run's base (read again if not recorded)."""
@@ -510,23 +533,26 @@ class RunCoordinator:
 
     def _finish(
         self,
-        gh: GitHubGateway,
         run_id: str,
         verdict: Verdict,
         *,
         bundle: Bundle | None = None,
         reports_dir: str | None = None,
-        take_over: bool = False,
     ) -> None:
-        """Post a decided run's one review, check and reaction; nothing if it was decided."""
+        """Record a decided run and the effects that show it; nothing if it was decided.
+
+        The verdict, the one review, the check's final face and the reaction are one
+        transaction: a crash after it loses nothing (the outbox makes them later), a
+        crash before it leaves the run undecided for ``reconcile``.
+        """
         run = self.store.get_run(run_id)
-        with self._session(run.session_id):
-            if not self.store.claim_finish(run_id, self.name, take_over=take_over):
-                return  # superseded, already finished, or another finisher has it
+        with self._session(run.session_id), self._acting(run_id):
             run = self.store.get_run(run_id)
-            assert run.pr_number is not None
+            if run.state not in OPEN_STATES or run.pr_number is None:
+                return  # superseded or already finished
+            effects: list[Intent] = []
             kind = review_kind(verdict.state)
-            if kind is not None and run.review_id is None:
+            if kind is not None:
                 body = review_body(
                     verdict,
                     head_sha=run.head_sha,
@@ -534,35 +560,26 @@ class RunCoordinator:
                     evidence=evidence_of(bundle.reports) if bundle else {},
                     unproven=verdict.unproven,
                 )
-                post = gh.post_blocking_review if kind == "blocking" else gh.post_advisory_review
-                try:
-                    review = post(run.repo, run.pr_number, run.head_sha, body)
-                except FAILURES as exc:
-                    log.warning("run %s: the review could not be posted: %s", run_id, exc)
-                    verdict = error_verdict(f"posting the review failed: {exc}")
-                else:
-                    self.store.bind_github(run_id, review_id=review.id)
+                effects.append(review_intent(run_id, kind, body, run.head_sha))
+            on_error: Literal["hold", "pass"] = "pass" if run.on_error == "pass" else "hold"
+            view = guard_for(verdict.state, summary=verdict.summary, on_error=on_error, holds=HOLDS)
+            effects.append(check_intent(view, run.head_sha))
+            effects.extend(self._reaction(run.pr_number, verdict.state))
             plan_json = (
                 bundle.plan.model_dump_json(by_alias=True) if bundle and bundle.plan else None
             )
-            self.store.finish_run(run_id, verdict, plan_json=plan_json, reports_dir=reports_dir)
-            on_error: Literal["hold", "pass"] = "pass" if run.on_error == "pass" else "hold"
-            view = guard_for(verdict.state, summary=verdict.summary, on_error=on_error, holds=HOLDS)
-            if run.check_run_id is not None:
-                gh.update_check_run(
-                    run.repo,
-                    run.check_run_id,
-                    status=view.status,
-                    conclusion=view.conclusion,
-                    output=_output(view),
-                    actions=_actions(view),
+            try:
+                self.store.finish_run(
+                    run_id, verdict, plan_json=plan_json, reports_dir=reports_dir, effects=effects
                 )
-            self._react(gh, run.repo, run.pr_number, verdict.state)
+            except RunClosed:
+                return
+            self.outbox.drain(run_id)
 
-    def _react(self, gh: GitHubGateway, repo: str, number: int, state: RunState) -> None:
+    @staticmethod
+    def _reaction(number: int, state: RunState) -> list[Intent]:
         content = reaction_for(state)
-        if content is not None:
-            gh.add_reaction(repo, OnIssue(number), cast(ReactionContent, content))
+        return [] if content is None else [reaction_intent(content, number=number)]
 
     # ------------------------------------------------------------------ retry
 
@@ -616,29 +633,96 @@ class RunCoordinator:
 
     # ------------------------------------------------------------------ restart
 
+    def maintain(
+        self,
+        stop: threading.Event,
+        *,
+        tick_s: float = 1.0,
+        reconcile_every_s: float = 60.0,
+        on_reconciled: Callable[[int], None] | None = None,
+    ) -> None:
+        """Until ``stop``: make due effects every tick, reconcile now and again.
+
+        The first reconcile is at once (a restart settles what the last process left);
+        later ones pick up runs a dead peer held once its lease ran out, and runs whose
+        webhooks never came.
+        """
+        heartbeat = threading.Thread(
+            target=self._heartbeat, args=(stop,), name="cujo-run-leases", daemon=True
+        )
+        heartbeat.start()
+        next_reconcile = 0.0
+        while not stop.is_set():
+            try:
+                if time.monotonic() >= next_reconcile:
+                    moved = self.reconcile()
+                    next_reconcile = time.monotonic() + reconcile_every_s
+                    if on_reconciled is not None:
+                        on_reconciled(moved)
+                else:
+                    self.outbox.drain()
+            except Exception:  # the loop outlives one bad turn; the record keeps the rest
+                log.exception("keeping runs and effects moving failed; trying again")
+            stop.wait(tick_s)
+        heartbeat.join()
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        # A third of the way into each lease, as the delivery leases are renewed.
+        while not stop.wait(self.run_lease_s / 3):
+            try:
+                self.renew_leases()
+            except Exception:
+                log.exception("renewing run leases failed")
+
     def reconcile(self) -> int:
-        """Settle every undecided run against GitHub after a start; return how many moved."""
+        """Settle undecided runs nobody holds against GitHub; make pending effects.
+
+        Run at a relay's start and then now and again: a run whose relay died mid-act is
+        free once its lease runs out, and one a live peer is acting on is left alone.
+        Return how many runs were decided.
+        """
         moved = 0
-        for run in self.store.open_runs():
+        for run in self.store.unleased_open_runs():
+            try:
+                moved += self._reconcile_one(run)
+            except RunBusy:
+                continue  # a peer took it between the listing and now
+        self.outbox.drain()
+        return moved
+
+    def _reconcile_one(self, run: RunRecord) -> int:
+        with self._session(run.session_id), self._acting(run.run_id):
+            run = self.store.get_run(run.run_id)
+            if run.state not in OPEN_STATES:
+                return 0
             if run.installation_id is None:
-                moved += self.store.mark_abandoned(run.run_id, "it names no installation")
-                continue
-            gh = self.github_for(run.installation_id)
+                return int(self.store.mark_abandoned(run.run_id, "it names no installation"))
             if run.workflow_run_id is None:
-                reason = "the relay stopped before the sandbox was dispatched"
-                self._finish(gh, run.run_id, error_verdict(reason), take_over=True)
-                moved += 1
-                continue
+                # The relay that started it died around the dispatch: find the workflow
+                # run it started, or start it now (nothing is lost to a crash).
+                since = run.started_at - timedelta(minutes=5)
+                try:
+                    found_id = self.runner.find_dispatched(run.repo, run.run_id, since)
+                except FAILURES as exc:
+                    self._finish(run.run_id, error_verdict(f"resuming after a restart: {exc}"))
+                    return 1
+                if found_id is None:
+                    self.store.add_event(run.run_id, "reconciled", "not dispatched yet: now")
+                    self._dispatch(run)
+                    return int(self.store.get_run(run.run_id).state not in OPEN_STATES)
+                self.store.bind_github(run.run_id, workflow_run_id=found_id)
+                self.store.add_event(run.run_id, "reconciled", f"found workflow run {found_id}")
+                run = self.store.get_run(run.run_id)
+            assert run.installation_id is not None and run.workflow_run_id is not None
+            gh = self.github_for(run.installation_id)
             try:
                 found = gh.workflow_run(run.repo, run.workflow_run_id)
             except FAILURES as exc:
                 reason = f"its workflow run {run.workflow_run_id} cannot be read: {exc}"
-                self._finish(gh, run.run_id, error_verdict(reason), take_over=True)
-                moved += 1
-                continue
+                self._finish(run.run_id, error_verdict(reason))
+                return 1
             if found.status == "completed":
-                self.finish_from_actions(run, take_over=True)
-                moved += 1
-            else:
-                self.store.add_event(run.run_id, "reconciled", f"workflow run is {found.status}")
-        return moved
+                self.finish_from_actions(run)
+                return 1
+            self.store.add_event(run.run_id, "reconciled", f"workflow run is {found.status}")
+            return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Literal
 
 from app_relay.decide.verdict import Finding, Verdict
@@ -27,29 +28,57 @@ GUARD = "cujo/guard"
 RETRY_ACTION = "retry"
 MAX_SUMMARY = 60_000  # GitHub caps a check run's output.summary at 65,535 characters
 
-# Where a run may go from each state. A new commit gets a new run: nothing is carried
-# forward, so no state leads back to `running` but an errored run's retry on its commit.
+# Where a run may go from each state: the only place that says so. ``store.py`` asks
+# ``sources`` inside each conditional update, so a write that the table does not allow
+# changes nothing. A new commit, and a retry of an errored one, get a new run: no state
+# leads back to `running` but an approval of a job that `waiting` on a person. A hold
+# (`blocked`, `unproven`, `error`) is lifted to `dismissed` on its own commit, and a
+# reinstate puts back the hold it lifted. A decided run is never superseded: its
+# outcome stands for its commit.
 TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     "running": frozenset({"waiting", "clean", "unproven", "blocked", "error", "superseded"}),
     "waiting": frozenset({"running", "clean", "unproven", "blocked", "error", "superseded"}),
-    "blocked": frozenset({"dismissed", "superseded"}),
-    "dismissed": frozenset({"blocked", "superseded"}),
-    "error": frozenset({"running", "dismissed", "superseded"}),
-    "clean": frozenset({"superseded"}),
-    "unproven": frozenset({"superseded"}),
+    "blocked": frozenset({"dismissed"}),
+    "unproven": frozenset({"dismissed"}),
+    "error": frozenset({"dismissed"}),
+    "dismissed": frozenset({"blocked", "unproven", "error"}),
+    "clean": frozenset(),
     "superseded": frozenset(),
 }
+# Where a run starts, and the states in which it has not been decided yet.
+INITIAL: RunState = "running"
+OPEN_STATES: tuple[RunState, ...] = ("running", "waiting")
+# The verdicts a finished run may record.
+VERDICT_STATES: frozenset[RunState] = frozenset({"clean", "unproven", "blocked", "error"})
+HOLDS_LIFTED: frozenset[RunState] = frozenset({"blocked", "unproven", "error"})
 
 
 class IllegalTransition(ValueError):
     """A move the state machine does not allow (a bug, or a late and stale event)."""
 
 
+def may_move(current: RunState, target: RunState) -> bool:
+    """Say whether a run in ``current`` may move to ``target``."""
+    return target in TRANSITIONS[current]
+
+
+def sources(target: RunState) -> frozenset[RunState]:
+    """Return the states from which a run may move to ``target``."""
+    return frozenset(state for state, targets in TRANSITIONS.items() if target in targets)
+
+
 def transition(current: RunState, target: RunState) -> RunState:
     """Return ``target`` when a run may move there from ``current``; raise otherwise."""
-    if target not in TRANSITIONS[current]:
+    if not may_move(current, target):
         raise IllegalTransition(f"a run cannot go from {current} to {target}")
     return target
+
+
+def is_path(states: Sequence[RunState]) -> bool:
+    """Say whether a run's recorded states, oldest first, are a walk through the table."""
+    if not states or states[0] != INITIAL:
+        return False
+    return all(may_move(a, b) for a, b in pairwise(states))
 
 
 def review_for(state: RunState) -> Review | None:

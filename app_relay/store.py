@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -54,21 +54,17 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, aliased, mapped_column, sessionmaker
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.types import TypeDecorator
 
 from cujo_action.schema import CHECK_NAMES, MAX_TAIL, CheckName, clip, utcnow
 
 from .decide.verdict import SEVERITIES, Finding, JudgeKind, Severity, Verdict
+from .runstate import INITIAL, OPEN_STATES, VERDICT_STATES, RunState, may_move
 
-# Section 3 of DESIGN.md; the state machine that moves between them lives in runs.py.
-RunState = Literal[
-    "running", "waiting", "clean", "unproven", "blocked", "dismissed", "error", "superseded"
-]
+# Section 3 of DESIGN.md; runstate.py says which moves between them exist.
 RUN_STATES: tuple[RunState, ...] = get_args(RunState)
-# A run in one of these has not been decided yet; a crash leaves it here.
-OPEN_STATES: tuple[RunState, ...] = ("running", "waiting")
 SessionKind = Literal["local", "github"]
 SESSION_KINDS: tuple[SessionKind, ...] = get_args(SessionKind)
 Mode = Literal["sandbox", "diff"]
@@ -80,6 +76,22 @@ VERBS: tuple[Verb, ...] = get_args(Verb)
 CommandOutcome = Literal["pending", "applied", "refused"]
 COMMAND_OUTCOMES: tuple[CommandOutcome, ...] = get_args(CommandOutcome)
 JUDGE_KINDS: tuple[JudgeKind, ...] = get_args(JudgeKind)
+# The outbox: each GitHub write of a run, recorded as intended before it is made.
+EffectKind = Literal["check", "review", "dismiss", "reaction", "comment", "cancel"]
+EFFECT_KINDS: tuple[EffectKind, ...] = get_args(EffectKind)
+EffectState = Literal["pending", "working", "done", "failed", "cancelled"]
+EFFECT_STATES: tuple[EffectState, ...] = get_args(EffectState)
+# Effects in one lane of a run are made in the order they were intended (a dismissal
+# after the review it dismisses); lanes do not wait for each other.
+_LANES: dict[EffectKind, str] = {
+    "check": "check",
+    "review": "review",
+    "dismiss": "review",
+    "reaction": "reaction",
+    "comment": "comment",
+    "cancel": "cancel",
+}
+MAX_EFFECT_ATTEMPTS = 8
 
 # How long a writer waits for another process (the board, a second review) to commit.
 BUSY_TIMEOUT_MS = 15_000
@@ -247,8 +259,12 @@ class RunRow(Base):
     check_run_id: Mapped[int | None] = mapped_column(BigInteger, index=True)
     workflow_run_id: Mapped[int | None] = mapped_column(BigInteger, index=True)
     review_id: Mapped[int | None] = mapped_column(BigInteger)
-    # Who is posting this run's outcome: one finisher, even across relay processes.
-    finishing: Mapped[str | None] = mapped_column(String(128))
+    # Who is acting on this run right now, until when: a relay acts on a run only under
+    # its lease, and reconciles only runs whose lease ran out (or that nobody holds).
+    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # The hold (blocked, unproven, error) a dismissal lifted: a reinstate puts back this.
+    lifted: Mapped[RunState | None] = mapped_column(String(16))
 
 
 class RunEventRow(Base):
@@ -307,6 +323,36 @@ class CommandRow(Base):
 
     # The same comment redelivered must not apply its verb twice.
     __table_args__ = (UniqueConstraint("comment_id", "verb"),)
+
+
+class EffectRow(Base):
+    """One GitHub write of a run: intended, then done (or failed, or overtaken)."""
+
+    __tablename__ = "effects"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
+    # Unique per run: intending the same effect twice (a retried transition) adds nothing.
+    key: Mapped[str] = mapped_column(String(96))
+    kind: Mapped[EffectKind] = mapped_column(_choice("effect_kind", EFFECT_KINDS))
+    lane: Mapped[str] = mapped_column(String(16))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[EffectState] = mapped_column(
+        _choice("effect_state", EFFECT_STATES), default="pending"
+    )
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    available_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    worker_id: Mapped[str | None] = mapped_column(String(128))
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    done_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        UniqueConstraint("run_id", "key"),
+        Index("ix_effects_state", "state", "available_at"),
+    )
 
 
 class ReviewRequestRow(Base):
@@ -464,6 +510,60 @@ class RunRecord:
     workflow_run_id: int | None = None
     review_id: int | None = None
     policy_json: str | None = None
+    lease_owner: str | None = None
+    lifted: RunState | None = None
+
+
+@dataclass(frozen=True)
+class Intent:
+    """A GitHub effect a run means to make, recorded before it is made.
+
+    ``key`` is unique per run: the same intent recorded twice (a transition retried
+    after a crash) is made once. ``payload`` is plain JSON saying what to write.
+    """
+
+    kind: EffectKind
+    key: str
+    payload: Mapping[str, Any]
+
+    def check(self) -> None:
+        """Raise ``ValueError`` unless the intent fits the record."""
+        _require("effect kind", self.kind, EFFECT_KINDS)
+        if not self.key or len(self.key) > 96:
+            raise ValueError(f"an effect key has 1 to 96 characters, got {self.key!r}")
+
+
+@dataclass(frozen=True)
+class Effect:
+    """An effect as the outbox holds it."""
+
+    id: int
+    run_id: str
+    key: str
+    kind: EffectKind
+    payload: dict[str, Any]
+    state: EffectState
+    attempts: int
+    error: str | None
+    result: dict[str, Any] | None
+    created_at: datetime
+    done_at: datetime | None
+
+
+def _effect(row: EffectRow) -> Effect:
+    return Effect(
+        id=row.id,
+        run_id=row.run_id,
+        key=row.key,
+        kind=row.kind,
+        payload=dict(row.payload),
+        state=row.state,
+        attempts=row.attempts,
+        error=row.error,
+        result=None if row.result is None else dict(row.result),
+        created_at=row.created_at,
+        done_at=row.done_at,
+    )
 
 
 # --------------------------------------------------------------------------- store
@@ -740,11 +840,14 @@ class Store:
 
     def count_deliveries(self, *states: DeliveryState) -> int:
         """Return how many deliveries are in ``states`` (all of them when none are given)."""
+        return self._count(DeliveryRow.state, "delivery state", states, DELIVERY_STATES)
+
+    def _count(self, column: Any, what: str, states: Sequence[str], allowed: Sequence[str]) -> int:
         for state in states:
-            _require("delivery state", state, DELIVERY_STATES)
-        query = select(func.count()).select_from(DeliveryRow)
+            _require(what, state, allowed)
+        query = select(func.count()).select_from(column.class_)
         if states:
-            query = query.where(DeliveryRow.state.in_(states))
+            query = query.where(column.in_(states))
         with self._read() as session:
             return int(session.scalar(query) or 0)
 
@@ -879,9 +982,19 @@ class Store:
         mode: Mode,
         *,
         policy_json: str | None = None,
+        github: Mapping[str, int | str | None] | None = None,
+        lease: tuple[str, float] | None = None,
+        effects: Sequence[Intent] = (),
     ) -> None:
-        """Record a claimed run as `running`, with the policy read at base when there is one."""
+        """Record a claimed run as `running`, all in one transaction.
+
+        With the policy read at base when there is one, where it lives on GitHub
+        (``github``: the fields of ``bind_github``), held by ``lease`` (owner, seconds)
+        and with the effects that show it started.
+        """
         _require("mode", mode, MODES)
+        if github and (unknown := set(github) - _GITHUB_FIELDS):
+            raise ValueError(f"not a GitHub field of a run: {sorted(unknown)}")
         for name, sha in (("base_sha", base_sha), ("head_sha", head_sha)):
             if not _SHA.match(sha):
                 raise ValueError(f"{name} must be 40 lowercase hex digits, got {sha!r}")
@@ -900,18 +1013,22 @@ class Store:
                     base_sha=base_sha,
                     head_sha=head_sha,
                     mode=mode,
-                    state="running",
+                    state=INITIAL,
                     judge=None,
                     summary="",
                     unproven=[],
                     policy_json=policy_json,
                     started_at=now,
                     updated_at=now,
+                    lease_owner=lease[0] if lease else None,
+                    lease_until=now + timedelta(seconds=lease[1]) if lease else None,
+                    **dict(github or {}),
                 )
             )
             # No ORM relationships, so the unit of work does not order the inserts itself.
             session.flush()
-            session.add(RunEventRow(run_id=run_id, at=now, kind="state", detail="running"))
+            session.add(RunEventRow(run_id=run_id, at=now, kind="state", detail=INITIAL))
+            self._enqueue(session, run_id, effects, now)
 
     def add_event(self, run_id: str, kind: str, detail: str = "") -> int:
         """Append an event to a run's timeline and return its id."""
@@ -927,40 +1044,27 @@ class Store:
             session.flush()
             return row.id
 
-    def set_state(self, run_id: str, state: RunState, detail: str = "") -> None:
-        """Move a run to ``state`` (runs.py decides which moves are allowed)."""
-        _require("run state", state, RUN_STATES)
-        with self._write() as session:
-            row = self._run_row(session, run_id)
-            now = self._clock()
-            row.state = state
-            row.updated_at = now
-            said = f"{state}: {detail}" if detail else state
-            session.add(RunEventRow(run_id=run_id, at=now, kind="state", detail=said))
-
     def finish_run(
         self,
         run_id: str,
         verdict: Verdict,
         plan_json: str | None = None,
         reports_dir: str | None = None,
+        *,
+        effects: Sequence[Intent] = (),
     ) -> None:
-        """Record a run's verdict and findings, all at once, and close the run."""
-        _require("run state", verdict.state, RUN_STATES)
+        """Record a run's verdict, findings and the effects that show it, all at once."""
+        _require("run state", verdict.state, sorted(VERDICT_STATES))
         with self._write() as session:
             row = self._run_row(session, run_id)
-            if row.state not in OPEN_STATES:
-                raise RunClosed(f"run {run_id!r} is already {row.state}")
             now = self._clock()
-            row.state = verdict.state
+            if row.state not in OPEN_STATES or not self._move(session, row, verdict.state, now=now):
+                raise RunClosed(f"run {run_id!r} is already {row.state}")
             row.judge = verdict.judge
             row.summary = verdict.summary
             row.unproven = list(verdict.unproven)
             row.plan_json = plan_json
             row.reports_dir = reports_dir
-            row.updated_at = now
-            row.finished_at = now
-            row.finishing = None
             session.add_all(
                 FindingRow(
                     run_id=run_id,
@@ -973,9 +1077,9 @@ class Store:
                 )
                 for f in verdict.findings
             )
-            session.add(RunEventRow(run_id=run_id, at=now, kind="state", detail=verdict.state))
+            self._enqueue(session, run_id, effects, now)
 
-    def mark_abandoned(self, run_id: str, reason: str) -> bool:
+    def mark_abandoned(self, run_id: str, reason: str, *, effects: Sequence[Intent] = ()) -> bool:
         """Turn a run a crash left open into `error`; return False if it was decided."""
         with self._write() as session:
             row = self._run_row(session, run_id)
@@ -983,15 +1087,59 @@ class Store:
                 return False
             now = self._clock()
             why = reason.strip() or "no reason was given"
-            row.state = "error"
+            session.add(RunEventRow(run_id=run_id, at=now, kind="abandoned", detail=why))
+            self._move(session, row, "error", now=now)
             row.summary = (
                 f"The review was abandoned: {why}. This says nothing about the pull request."
             )
-            row.updated_at = now
-            row.finished_at = now
-            session.add(RunEventRow(run_id=run_id, at=now, kind="abandoned", detail=why))
-            session.add(RunEventRow(run_id=run_id, at=now, kind="state", detail="error"))
+            self._enqueue(session, run_id, effects, now)
             return True
+
+    def move(
+        self,
+        run_id: str,
+        to_state: RunState,
+        detail: str = "",
+        *,
+        from_state: RunState | None = None,
+        effects: Sequence[Intent] = (),
+    ) -> bool:
+        """Move a run where the state machine allows; False (nothing written) otherwise.
+
+        ``from_state`` also requires the run to be there now (an approval moves a
+        `waiting` run only). Moving to `dismissed` remembers the hold it lifted, and
+        moving out of `dismissed` goes back to that hold only. The effects that show the
+        move are recorded in the same transaction.
+        """
+        _require("run state", to_state, RUN_STATES)
+        with self._write() as session:
+            row = self._run_row(session, run_id)
+            if from_state is not None and row.state != from_state:
+                return False
+            if row.state == "dismissed" and row.lifted is not None and to_state != row.lifted:
+                return False
+            lifting = row.state if to_state == "dismissed" else None
+            now = self._clock()
+            if not self._move(session, row, to_state, detail, now=now):
+                return False
+            if lifting is not None:
+                row.lifted = lifting
+            self._enqueue(session, run_id, effects, now)
+            return True
+
+    def _move(
+        self, session: Session, row: RunRow, to_state: RunState, detail: str = "", *, now: datetime
+    ) -> bool:
+        # Every change of a run's state goes through here, and here asks runstate.
+        if not may_move(row.state, to_state):
+            return False
+        row.state = to_state
+        row.updated_at = now
+        if to_state not in OPEN_STATES and row.finished_at is None:
+            row.finished_at = now
+        said = f"{to_state}: {detail}" if detail else to_state
+        session.add(RunEventRow(run_id=row.id, at=now, kind="state", detail=clip(said, MAX_TAIL)))
+        return True
 
     # ---------------------------------------------------------------- runs on GitHub
 
@@ -1058,47 +1206,233 @@ class Store:
         return found[0] if found else None
 
     def move_open(
-        self, run_id: str, from_state: RunState, to_state: RunState, detail: str = ""
+        self,
+        run_id: str,
+        from_state: RunState,
+        to_state: RunState,
+        detail: str = "",
+        *,
+        effects: Sequence[Intent] = (),
     ) -> bool:
         """Move an undecided run from one state to another; False if it was elsewhere."""
-        _require("run state", to_state, RUN_STATES)
-        with self._write() as session:
-            row = self._run_row(session, run_id)
-            if row.state != from_state or row.finishing is not None:
-                return False
-            now = self._clock()
-            row.state = to_state
-            row.updated_at = now
-            if to_state not in OPEN_STATES:
-                row.finished_at = now
-            said = f"{to_state}: {detail}" if detail else to_state
-            session.add(RunEventRow(run_id=run_id, at=now, kind="state", detail=said))
-            return True
+        if from_state not in OPEN_STATES:
+            raise ValueError(f"{from_state} is not an undecided state")
+        return self.move(run_id, to_state, detail, from_state=from_state, effects=effects)
 
-    def supersede(self, run_id: str, by_run: str) -> bool:
-        """Mark an undecided run superseded; False if it was decided or is being finished."""
+    def supersede(self, run_id: str, by_run: str, *, effects: Sequence[Intent] = ()) -> bool:
+        """Mark an undecided run superseded; False if it was decided meanwhile."""
         with self._write() as session:
             row = self._run_row(session, run_id)
-            if row.state not in OPEN_STATES or row.finishing is not None:
-                return False
             now = self._clock()
-            row.state = "superseded"
+            if not self._move(session, row, "superseded", f"by run {by_run}", now=now):
+                return False
             row.summary = f"Superseded by run {by_run}: a newer head was pushed."
-            row.updated_at = now
-            row.finished_at = now
-            session.add(RunEventRow(run_id=run_id, at=now, kind="state", detail="superseded"))
+            # A superseded run posts nothing: what it meant to write and has not is dropped.
+            session.execute(
+                update(EffectRow)
+                .where(EffectRow.run_id == run_id, EffectRow.state == "pending")
+                .values(state="cancelled", done_at=now, error=f"superseded by run {by_run}")
+            )
+            self._enqueue(session, run_id, effects, now)
             return True
 
-    def claim_finish(self, run_id: str, owner: str, *, take_over: bool = False) -> bool:
-        """Become the one finisher of an undecided run; ``take_over`` after a restart."""
+    # ---------------------------------------------------------------- run leases
+
+    def acquire_run(self, run_id: str, owner: str, lease_s: float) -> bool:
+        """Hold a run for ``lease_s`` to act on it; False while another relay holds it."""
+        if not owner or len(owner) > 128:
+            raise ValueError("a lease owner has 1 to 128 characters")
+        if lease_s <= 0:
+            raise ValueError("a lease lasts more than 0 seconds")
         with self._write() as session:
             row = self._run_row(session, run_id)
-            if row.state not in OPEN_STATES:
+            now = self._clock()
+            if (
+                row.lease_owner not in (None, owner)
+                and row.lease_until is not None
+                and row.lease_until > now
+            ):
                 return False
-            if row.finishing is not None and not take_over:
-                return False
-            row.finishing = owner
+            row.lease_owner = owner
+            row.lease_until = now + timedelta(seconds=lease_s)
             return True
+
+    def release_run(self, run_id: str, owner: str) -> None:
+        """Let go of a run's lease (nothing happens if ``owner`` does not hold it)."""
+        with self._write() as session:
+            session.execute(
+                update(RunRow)
+                .where(RunRow.id == run_id, RunRow.lease_owner == owner)
+                .values(lease_owner=None, lease_until=None)
+            )
+
+    def unleased_open_runs(self) -> list[RunRecord]:
+        """Return undecided pull-request runs nobody holds (or whose holder's lease ran out)."""
+        now = self._clock()
+        query = (
+            select(RunRow)
+            .join(SessionRow, SessionRow.id == RunRow.session_id)
+            .where(
+                RunRow.state.in_(OPEN_STATES),
+                SessionRow.kind == "github",
+                or_(RunRow.lease_owner.is_(None), RunRow.lease_until < now),
+            )
+            .order_by(RunRow.started_at, RunRow.id)
+        )
+        with self._read() as session:
+            return self._records(session, query)
+
+    # ---------------------------------------------------------------- the outbox
+
+    def add_effects(self, run_id: str, effects: Sequence[Intent]) -> None:
+        """Record effects of a run as intended (outside a move: a retry's own check, say)."""
+        with self._write() as session:
+            self._run_row(session, run_id)
+            self._enqueue(session, run_id, effects, self._clock())
+
+    def _enqueue(
+        self, session: Session, run_id: str, effects: Sequence[Intent], now: datetime
+    ) -> None:
+        for intent in effects:
+            intent.check()
+            if session.scalar(
+                select(EffectRow.id).where(EffectRow.run_id == run_id, EffectRow.key == intent.key)
+            ):
+                continue  # intended before: the same effect is made once
+            if intent.kind == "check":
+                # A check shows one face: a newer one overtakes those not yet sent.
+                session.execute(
+                    update(EffectRow)
+                    .where(
+                        EffectRow.run_id == run_id,
+                        EffectRow.kind == "check",
+                        EffectRow.state == "pending",
+                    )
+                    .values(state="cancelled", done_at=now, error="overtaken by a newer face")
+                )
+            session.add(
+                EffectRow(
+                    run_id=run_id,
+                    key=intent.key,
+                    kind=intent.kind,
+                    lane=_LANES[intent.kind],
+                    payload=dict(intent.payload),
+                    state="pending",
+                    attempts=0,
+                    created_at=now,
+                    available_at=now,
+                )
+            )
+            session.flush()
+
+    def claim_effects(
+        self, worker_id: str, lease_s: float, *, run_id: str | None = None, limit: int = 20
+    ) -> list[Effect]:
+        """Take due effects under a lease: per run and lane, only the oldest unfinished one.
+
+        An effect whose worker died (its lease ran out) is taken over; it is made again
+        only after looking on GitHub for what the first attempt may have done.
+        """
+        if not worker_id or len(worker_id) > 128:
+            raise ValueError("a worker id has 1 to 128 characters")
+        now = self._clock()
+        earlier = aliased(EffectRow)
+        blocked_by_earlier = (
+            select(earlier.id)
+            .where(
+                earlier.run_id == EffectRow.run_id,
+                earlier.lane == EffectRow.lane,
+                earlier.id < EffectRow.id,
+                earlier.state.in_(("pending", "working")),
+            )
+            .exists()
+        )
+        query = select(EffectRow).where(
+            or_(
+                and_(EffectRow.state == "pending", EffectRow.available_at <= now),
+                and_(EffectRow.state == "working", EffectRow.lease_until < now),
+            ),
+            ~blocked_by_earlier,
+        )
+        if run_id is not None:
+            query = query.where(EffectRow.run_id == run_id)
+        query = query.order_by(EffectRow.id).limit(limit).with_for_update(skip_locked=True)
+        with self._write() as session:
+            rows = list(session.scalars(query))
+            for row in rows:
+                if row.state == "working":
+                    row.error = f"taken over from {row.worker_id}, whose lease ran out"
+                row.state = "working"
+                row.worker_id = worker_id
+                row.lease_until = now + timedelta(seconds=lease_s)
+                row.attempts += 1
+            return [_effect(row) for row in rows]
+
+    def finish_effect(
+        self,
+        effect_id: int,
+        worker_id: str,
+        *,
+        ok: bool,
+        result: Mapping[str, Any] | None = None,
+        bind: Mapping[str, int | str | None] | None = None,
+        error: str = "",
+        final: bool = False,
+        retry_in_s: float = 0.0,
+        max_attempts: int = MAX_EFFECT_ATTEMPTS,
+    ) -> bool:
+        """End a claimed effect: `done` (binding what it made to the run), retried, or `failed`.
+
+        False when ``worker_id`` no longer holds it (its lease ran out and another has it).
+        """
+        if bind and (unknown := set(bind) - _GITHUB_FIELDS):
+            raise ValueError(f"not a GitHub field of a run: {sorted(unknown)}")
+        now = self._clock()
+        with self._write() as session:
+            row = session.scalar(
+                select(EffectRow).where(EffectRow.id == effect_id).with_for_update()
+            )
+            if row is None:
+                raise StoreError(f"no effect {effect_id}")
+            if row.state != "working" or row.worker_id != worker_id:
+                return False
+            row.worker_id, row.lease_until = None, None
+            why = clip(error.strip() or "no reason was given", MAX_DELIVERY_ERROR)
+            if ok:
+                row.state, row.done_at, row.error = "done", now, None
+                row.result = dict(result or {})
+                if bind:
+                    run = self._run_row(session, row.run_id)
+                    for name, value in bind.items():
+                        setattr(run, name, value)
+                    run.updated_at = now
+            elif final or row.attempts >= max_attempts:
+                row.state, row.done_at = "failed", now
+                row.error = f"failed after {row.attempts} attempt(s): {why}"
+                session.add(
+                    RunEventRow(
+                        run_id=row.run_id,
+                        at=now,
+                        kind="effect-failed",
+                        detail=clip(f"{row.kind} {row.key}: {row.error}", MAX_TAIL),
+                    )
+                )
+            else:
+                row.state, row.error = "pending", why
+                row.available_at = now + timedelta(seconds=max(retry_in_s, 0.0))
+            return True
+
+    def effects(self, run_id: str | None = None) -> list[Effect]:
+        """Return the effects (of one run), in the order they were intended."""
+        query = select(EffectRow).order_by(EffectRow.id)
+        if run_id is not None:
+            query = query.where(EffectRow.run_id == run_id)
+        with self._read() as session:
+            return [_effect(row) for row in session.scalars(query)]
+
+    def count_effects(self, *states: EffectState) -> int:
+        """Return how many effects are in ``states`` (all when none are given)."""
+        return self._count(EffectRow.state, "effect state", states, EFFECT_STATES)
 
     def _run_row(self, session: Session, run_id: str) -> RunRow:
         # FOR UPDATE serializes writers on PostgreSQL; SQLite already holds the lock.
@@ -1197,6 +1531,8 @@ class Store:
                 workflow_run_id=r.workflow_run_id,
                 review_id=r.review_id,
                 policy_json=r.policy_json,
+                lease_owner=r.lease_owner,
+                lifted=r.lifted,
             )
             for r in runs
         ]

@@ -7,9 +7,11 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+import pgcluster
 import pytest
 from cujorun import CUJO, Cujo
 from gitrepo import GitRepo
@@ -102,8 +104,33 @@ def installed_cujo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv / "bin" / "cujo"
 
 
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[str]:
+    """Start a throwaway PostgreSQL cluster for the session; skip, saying why, without one."""
+    # Outside pytest's temp tree: pytest makes its own root 0700 at each session start,
+    # and the postgres user (the cluster's owner when tests run as root) must get in.
+    root = Path(tempfile.mkdtemp(prefix="cujo-postgres-"))
+    try:
+        with pgcluster.cluster(root) as url:
+            yield url
+    except pgcluster.NoPostgres as exc:
+        pytest.skip(f"PostgreSQL: {exc}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty record's URL on each store the relay supports (one suite, both stores)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'record.db'}"
+    admin: str = request.getfixturevalue("postgres_cluster")
+    return pgcluster.new_database(admin)
+
+
 # Suites that prove the sandbox's boundary: under CI (root, with the tools .ci/run
-# installs) a skip there is a red build, never a quiet pass.
+# installs) a skip there is a red build, never a quiet pass. So is a skipped PostgreSQL
+# test under CUJO_REQUIRE_POSTGRES (.ci/run installs the server).
 _SAFETY_SUITES = ("test_isolation_e2e.py", "test_jail.py", "test_netns.py")
 
 
@@ -112,7 +139,15 @@ def pytest_runtest_makereport(item: pytest.Item) -> Iterator[None]:
     """Fail a skipped safety test when CUJO_REQUIRE_ISOLATION is set (as .ci/run sets it)."""
     outcome = yield
     report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
-    if not os.environ.get("CUJO_REQUIRE_ISOLATION") or not report.skipped:
+    if not report.skipped:
+        return
+    uses_postgres = "postgres_cluster" in getattr(item, "fixturenames", ())
+    if uses_postgres and os.environ.get("CUJO_REQUIRE_POSTGRES"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"a PostgreSQL test was skipped under CI, which must run it: {reason}"
+        return
+    if not os.environ.get("CUJO_REQUIRE_ISOLATION"):
         return
     if item.path.name in _SAFETY_SUITES:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr

@@ -7,6 +7,7 @@ node that must never come from a pull request (links, images, HTML).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from markdown_it import MarkdownIt
@@ -14,6 +15,9 @@ from markdown_it.token import Token
 
 _PARSER = MarkdownIt("commonmark", {"linkify": True}).enable(["table", "linkify"])
 ACTIVE = frozenset({"link_open", "image", "html_inline", "html_block", "autolink"})
+# The hidden line naming the run a review belongs to (effects.review_marker): Cujo's own
+# HTML comment, made from a run id the relay generated, never from pull-request text.
+_RUN_MARKER = re.compile(r"<!-- cujo-run: [0-9a-f]{32} -->\n?")
 
 
 @dataclass
@@ -24,6 +28,7 @@ class View:
     text: list[str] = field(default_factory=list)
     active: list[str] = field(default_factory=list)
     blocks: list[str] = field(default_factory=list)
+    markers: list[str] = field(default_factory=list)
 
     def plain(self) -> str:
         """Return every piece of plain (non-code) text, joined."""
@@ -36,7 +41,9 @@ def view(markdown: str) -> View:
 
     def walk(tokens: list[Token]) -> None:
         for token in tokens:
-            if token.type in ACTIVE:
+            if token.type == "html_block" and _RUN_MARKER.fullmatch(token.content):
+                seen.markers.append(token.content.strip())
+            elif token.type in ACTIVE:
                 seen.active.append(f"{token.type} {token.attrs or token.content!r}")
             elif token.type in ("code_inline", "code_block", "fence"):
                 seen.code.append(token.content)

@@ -21,8 +21,10 @@ from relayworld import (
     synthetic,
     wait_for,
 )
+from sqlalchemy import text
 
 from app_relay.decide.judge import DeterministicJudge
+from app_relay.effects import OutboxConfig, review_marker
 from app_relay.events import Event, review_request_of
 from app_relay.github import GitHubApp
 from app_relay.runners import ActionsRunner
@@ -54,6 +56,8 @@ class World:
             ActionsRunner.with_gateway(gateway),
             DeterministicJudge(require_full_isolation=True),
             bundles=tmp / "bundles",
+            # Retry a failed effect at once: the test drives the drains itself.
+            outbox=OutboxConfig(retry_s=0.0),
         )
         self.actions = Actions(fake, lambda: None, synthetic()).install()
         self.n = 0
@@ -270,6 +274,38 @@ def test_reconcile_finishes_completed_runs_and_errors_vanished_ones(make: Any) -
     assert w.coordinator.reconcile() == 0
 
 
+def test_a_run_whose_relay_died_around_the_dispatch_is_resumed_not_errored(make: Any) -> None:
+    w = make()
+    dispatched_head, undispatched_head = fake_sha(), fake_sha()
+    w.open(12, dispatched_head)
+    w.fake.state.wait_for_actions(timeout_s=60)
+    (run,) = w.store.open_runs()
+    # The dispatch happened but its answer was never recorded (the relay died).
+    with w.store._write() as session:
+        session.execute(text("UPDATE runs SET workflow_run_id = NULL"))
+    # And a run recorded as claimed whose dispatch was never sent at all.
+    w.fake.state.fail_next(1, status=503, method="POST", path=r"/dispatches$")
+    w.open(13, undispatched_head)
+    assert len(w.store.open_runs()) == 1  # the failed dispatch made an error of it...
+    errored = w.store.list_runs(states=["error"])[0]
+    with w.store._write() as session:  # ...unless the relay had died just before it
+        session.execute(text("UPDATE runs SET state = 'running', finished_at = NULL"
+                             " WHERE id = :id"), {"id": errored.run_id})  # fmt: skip
+        session.execute(text("DELETE FROM effects WHERE run_id = :id"), {"id": errored.run_id})
+    dispatches = len(w.fake.state.calls("POST", r"/dispatches$"))
+
+    w.coordinator.reconcile()
+    w.complete()
+
+    # Found by its run-name, not dispatched twice; the other dispatched now.
+    assert len(w.fake.state.calls("POST", r"/dispatches$")) == dispatches + 1
+    assert w.store.get_run(run.run_id).workflow_run_id is not None
+    for head in (dispatched_head, undispatched_head):
+        (check,) = w.checks(head)
+        assert check["conclusion"] == "success", check["output"]
+    assert len(w.reviews()) == 2
+
+
 def test_the_relay_judges_with_the_policy_it_read_at_base_never_the_bundles(make: Any) -> None:
     # .cujo.yml at base allows no extra host; the install reached one in both bundles.
     w = make(policy="egress_allow: []\n")
@@ -368,3 +404,97 @@ def test_a_hostile_run_id_in_a_rejected_bundle_is_inert_in_the_error_check(make:
     assert any("[x](https://evil.test) @octocat" in code for code in rendered.code)
     assert "evil.test" not in rendered.plain()
     assert "octocat" not in rendered.plain()
+
+
+# ------------------------------------------------------------------ the outbox
+
+EFFECT_CALLS = [
+    ("POST", r"/check-runs$"),
+    ("PATCH", r"/check-runs/\d+$"),
+    ("POST", r"/pulls/\d+/reviews$"),
+    ("POST", r"/issues/\d+/reactions$"),
+]
+
+
+def assert_one_review_and_a_final_check(w: World, head: str, conclusion: str) -> None:
+    (check,) = w.checks(head)
+    assert (check["status"], check["conclusion"]) == ("completed", conclusion)
+    (review,) = w.reviews()
+    assert review["commit_id"] == head
+    assert w.store.count_effects("pending", "working", "failed") == 0
+
+
+@pytest.mark.parametrize(("method", "path"), EFFECT_CALLS)
+def test_an_effect_github_fails_is_made_again_and_only_once(
+    make: Any, method: str, path: str
+) -> None:
+    w = make()
+    # Three failures: more than the gateway's own retries of a call that may be repeated.
+    w.fake.state.fail_next(3, status=502, method=method, path=path)
+    head = w.review(30, synthetic(install_egress_to="collector.exfil.test"))
+    assert_one_review_and_a_final_check(w, head, "failure")
+    assert w.reactions() == {"eyes", "-1"}
+    failed = [e for e in w.store.effects() if e.attempts > 1]
+    assert failed, "the fault was never met"
+
+
+@pytest.mark.parametrize(("method", "path"), EFFECT_CALLS)
+def test_an_effect_github_applied_but_whose_answer_was_lost_is_not_made_twice(
+    make: Any, method: str, path: str
+) -> None:
+    w = make()
+    w.fake.state.drop_next(method=method, path=path)
+    head = w.review(31, synthetic(install_egress_to="collector.exfil.test"))
+    # The lost answer made the relay try again; what it found on GitHub counted as done.
+    assert_one_review_and_a_final_check(w, head, "failure")
+    assert len(w.fake.state.calls("POST", r"/check-runs$")) == 1
+    assert len(w.fake.state.calls("POST", r"/pulls/\d+/reviews$")) == 1
+
+
+def test_a_final_check_update_that_keeps_failing_is_finished_by_a_later_drain(
+    make: Any,
+) -> None:
+    w = make()
+    head = fake_sha()
+    w.actions.producers[head] = synthetic()
+    w.open(32, head)
+    # GitHub is down for the whole finish: the verdict is recorded, the check waits.
+    w.fake.state.fail_next(1000, status=503, method="PATCH", path=r"/check-runs/\d+$")
+    w.coordinator.outbox.config = OutboxConfig(retry_s=3600.0, max_retry_s=3600.0)
+    w.complete()
+    (run,) = w.store.list_runs()
+    assert run.state == "clean"
+    (check,) = w.checks(head)
+    assert check["status"] == "in_progress"
+    (pending,) = [e for e in w.store.effects(run.run_id) if e.state == "pending"]
+    assert pending.kind == "check"
+    # GitHub is back; the retry is due (a restarted relay reconciles at once).
+    w.fake.state.faults.clear()
+    w.coordinator.outbox.config = OutboxConfig(retry_s=0.0)
+    with w.store._write() as session:  # the test skips the backoff's hour
+        session.execute(text("UPDATE effects SET available_at = '2000-01-01 00:00:00'"))
+    w.coordinator.reconcile()
+    assert_one_review_and_a_final_check(w, head, "success")
+
+
+def test_a_review_is_found_by_its_marker_and_the_bots_login_never_the_marker_alone(
+    make: Any,
+) -> None:
+    w = make()
+    head = fake_sha()
+    w.actions.producers[head] = synthetic()
+    w.open(33, head)
+    (run,) = w.store.list_runs()
+    # Someone else posts a review holding the run's marker: it is not Cujo's review.
+    forged = {
+        "id": 999_001, "node_id": "PRR_forged", "user": {"login": "mallory", "type": "User"},
+        "body": f"looks fine {review_marker(run.run_id)}", "state": "COMMENTED",
+        "commit_id": head, "html_url": "", "submitted_at": "2026-11-30T12:00:00Z",
+        "_number": 33, "_comments": [],
+    }  # fmt: skip
+    w.fake.state.repos[REPO].reviews[999_001] = forged
+    w.fake.state.drop_next(method="POST", path=r"/pulls/\d+/reviews$")
+    w.complete()
+    ours = [r for r in w.reviews() if r["user"]["login"] == "cujo[bot]"]
+    assert len(ours) == 1
+    assert w.store.get_run(run.run_id).review_id == ours[0]["id"]

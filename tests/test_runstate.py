@@ -14,9 +14,11 @@ from app_relay.runstate import (
     IllegalTransition,
     RunState,
     guard_for,
+    is_path,
     reaction_for,
     review_body,
     review_for,
+    sources,
     transition,
 )
 
@@ -78,7 +80,8 @@ def test_waiting_names_who_and_dismissed_names_by_whom() -> None:
 @pytest.mark.parametrize(
     ("current", "target"),
     [("running", "blocked"), ("blocked", "dismissed"), ("dismissed", "blocked"),
-     ("error", "running"), ("waiting", "superseded")],
+     ("error", "dismissed"), ("unproven", "dismissed"), ("dismissed", "unproven"),
+     ("waiting", "running"), ("waiting", "superseded")],
 )  # fmt: skip
 def test_allowed_moves(current: RunState, target: RunState) -> None:
     assert transition(current, target) == target
@@ -87,7 +90,10 @@ def test_allowed_moves(current: RunState, target: RunState) -> None:
 @pytest.mark.parametrize(
     ("current", "target"),
     [("superseded", "running"), ("clean", "blocked"), ("blocked", "clean"),
-     ("clean", "dismissed"), ("superseded", "clean")],
+     ("clean", "dismissed"), ("superseded", "clean"),
+     # a retry is a new run; a decided run is never superseded: it stands for its commit
+     ("error", "running"), ("blocked", "superseded"), ("clean", "superseded"),
+     ("dismissed", "clean"), ("dismissed", "superseded")],
 )  # fmt: skip
 def test_refused_moves(current: RunState, target: RunState) -> None:
     with pytest.raises(IllegalTransition, match=f"from {current} to {target}"):
@@ -96,6 +102,20 @@ def test_refused_moves(current: RunState, target: RunState) -> None:
 
 def test_superseded_is_final() -> None:
     assert TRANSITIONS["superseded"] == frozenset()
+
+
+def test_sources_are_the_table_read_backwards() -> None:
+    for target in STATES:
+        assert sources(target) == {s for s in STATES if target in TRANSITIONS[s]}
+    assert sources("dismissed") == {"blocked", "unproven", "error"}
+    assert sources("running") == {"waiting"}
+
+
+def test_a_path_starts_running_and_takes_only_allowed_steps() -> None:
+    assert is_path(["running", "waiting", "running", "blocked", "dismissed", "blocked"])
+    assert not is_path(["running", "error", "running"])
+    assert not is_path(["waiting", "clean"])
+    assert not is_path([])
 
 
 def test_review_body_quotes_pull_request_text_as_code() -> None:

@@ -250,7 +250,7 @@ def test_unknown_states_modes_and_kinds_are_refused(store, url):
     session_id = started(store)
 
     with pytest.raises(UnknownState, match="exploded"):
-        store.set_state("run-1", "exploded")  # type: ignore[arg-type]
+        store.move("run-1", "exploded")  # type: ignore[arg-type]
     with pytest.raises(UnknownState):
         store.start_run(session_id, "run-2", BASE, HEAD, "fast")  # type: ignore[arg-type]
     with pytest.raises(UnknownState):
@@ -268,13 +268,30 @@ def test_unknown_states_modes_and_kinds_are_refused(store, url):
         raw.close()
 
 
-def test_set_state_moves_the_run_and_records_why(store):
+def test_move_follows_the_state_machine_and_records_why(store):
     started(store)
 
-    store.set_state("run-1", "waiting", "environment approval by @octocat")
-
+    assert store.move("run-1", "waiting", "environment approval by @octocat")
     assert store.get_run("run-1").state == "waiting"
     assert store.events("run-1")[-1].detail == "waiting: environment approval by @octocat"
+
+    # A move the table does not have writes nothing at all.
+    before = store.events("run-1")
+    assert not store.move("run-1", "dismissed", "no hold to lift")
+    assert not store.move_open("run-1", "running", "waiting")  # it is not running now
+    assert store.get_run("run-1").state == "waiting"
+    assert store.events("run-1") == before
+
+
+def test_a_dismissal_remembers_the_hold_and_reinstating_puts_back_only_that(store):
+    started(store)
+    store.finish_run("run-1", error_verdict("the runner vanished"))
+
+    assert store.move("run-1", "dismissed", "by @maintainer")
+    assert store.get_run("run-1").lifted == "error"
+    assert not store.move("run-1", "blocked", "reinstated")  # it was never blocked
+    assert store.move("run-1", "error", "reinstated by @maintainer")
+    assert store.get_run("run-1").state == "error"
 
 
 def test_a_run_is_finished_once(store):

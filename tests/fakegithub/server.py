@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import threading
 import urllib.parse
 from collections.abc import Callable
@@ -152,6 +153,12 @@ def _access_token(api: Api, req: Request) -> Any:
     )
 
 
+@route("GET", "/app", auth="jwt")
+def _app(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/apps/apps#get-the-authenticated-app
+    return {"id": api.state.app_id, "slug": "cujo", "name": "Cujo", "owner": {"login": "cujo"}}
+
+
 @route("GET", "/repos/{owner}/{repo}/installation", auth="jwt")
 def _repo_installation(api: Api, req: Request) -> Any:
     # https://docs.github.com/en/rest/apps/apps#get-a-repository-installation-for-the-authenticated-app
@@ -254,6 +261,7 @@ def _create_check_run(api: Api, req: Request) -> Any:
         "output": b.get("output", {}),
         "actions": b.get("actions", []),
         "html_url": f"{api.state.web_url}/{r.full_name}/runs/{run_id}",
+        "external_id": b.get("external_id"),
         "app": {"id": api.state.app_id, "slug": "cujo"},
     }
     r.check_runs[run_id] = run
@@ -287,6 +295,22 @@ def _update_check_run(api: Api, req: Request) -> Any:
     elif b.get("status") in ("queued", "in_progress"):
         run["conclusion"] = None
     return run
+
+
+@route("GET", "/repos/{owner}/{repo}/commits/{ref}/check-runs")
+def _check_runs_for_ref(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/checks/runs#list-check-runs-for-a-git-reference
+    r = api.repo(req)
+    name, app_id = req.q("check_name"), req.q("app_id")
+    found = [
+        run
+        for run in r.check_runs.values()
+        if run["head_sha"] == req.params["ref"]
+        and (name is None or run["name"] == name)
+        and (app_id is None or str(run["app"]["id"]) == app_id)
+    ]
+    found.sort(key=lambda run: -run["id"])  # newest first
+    return {"total_count": len(found), "check_runs": _page(req, found)}
 
 
 @route("GET", "/repos/{owner}/{repo}/check-runs/{check_run_id}")
@@ -643,6 +667,7 @@ class ApiHandler(_Handler):
         auth = self._auth()
         state.record(Recorded(self.command, path, query, body, self._headers(), auth))
         after = None
+        fault = None
         try:
             fault = state.take_fault(self.command, path)
             if fault is not None:
@@ -657,6 +682,11 @@ class ApiHandler(_Handler):
         except Exception as exc:  # a bug in the fake: fail the test loudly
             state.refuse(self.command, path, f"fake GitHub crashed: {exc!r}")
             answer = refuse(599, f"fake GitHub crashed: {exc!r}")
+        if fault is not None and fault.drop_after:
+            # The write happened; the answer is lost with the connection.
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
         payload = b"" if answer.body is None else json.dumps(answer.body).encode()
         self._send(answer.status, payload, answer.headers)
         if after is not None:

@@ -78,6 +78,7 @@ class Fault:
     body: bytes | None = None
     delay_s: float = 0.0
     then_serve: bool = False  # after the delay, answer normally
+    drop_after: bool = False  # serve (the write is applied), then hang up unanswered
 
     def matches(self, method: str, path: str) -> bool:
         """Say whether this fault applies to a request."""
@@ -434,6 +435,14 @@ class FakeState:
     ) -> None:
         """Hold the next matching request this long (or until teardown) before answering."""
         self._add_fault(Fault(method, _rx(path), 1, delay_s=seconds, then_serve=True))
+
+    def drop_next(self, *, method: str, path: str, times: int = 1) -> None:
+        """Apply the next matching requests, then close the connection without answering.
+
+        The client sees a lost connection although GitHub did the write: what a retry
+        must not do twice.
+        """
+        self._add_fault(Fault(method, _rx(path), times, then_serve=True, drop_after=True))
 
     def _add_fault(self, fault: Fault) -> None:
         with self.lock:
