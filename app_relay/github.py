@@ -223,6 +223,19 @@ class BranchProtection:
     enforce_admins: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Branch:
+    """A branch as its read shows it: classic protection's checks, readable without admin."""
+
+    name: str
+    sha: str
+    protected: bool  # also true when only a ruleset applies
+    protection_enabled: bool
+    enforcement_level: str  # checked by guard.py: off, non_admins or everyone
+    contexts: tuple[str, ...]
+    checks: tuple[RequiredCheck, ...]
+
+
 # ---- what the relay sends ------------------------------------------------------------
 
 
@@ -1204,6 +1217,41 @@ class GitHubGateway:
             strict=strict,
             enforce_admins=enforce.flag("enabled") if enforce is not None else False,
         )
+
+    def branch(self, repo: str, branch: str) -> Branch:
+        """Read a branch and the classic status checks it requires (read access is enough)."""
+        # https://docs.github.com/en/rest/branches/branches#get-a-branch
+        a = self._get(f"{_repo_path(repo)}/branches/{_segment(branch)}")
+        name = a.text("name")
+        if name != branch:
+            raise GitHubError(a.call, f"field 'name' is {name[:80]!r}, asked for {branch[:80]!r}")
+        protection = a.obj("protection")
+        rsc = protection.obj("required_status_checks")
+        contexts = [c if isinstance(c, str) else "" for c in rsc.array("contexts")]
+        if not all(contexts):
+            raise GitHubError(a.call, "field 'protection.required_status_checks.contexts' "
+                              "holds a non-string")  # fmt: skip
+        checks = []
+        for c in rsc.items("checks"):
+            # Each check names its app; null means any app (DESIGN section 8).
+            if "app_id" not in c.data:
+                raise GitHubError(a.call, f"field '{c.where}.app_id' is missing")
+            checks.append(RequiredCheck(c.text("context"), _opt_app_id(c, "app_id")))
+        return Branch(
+            name=name,
+            sha=a.obj("commit").text("sha", pattern=_SHA),
+            protected=a.flag("protected"),
+            protection_enabled=protection.flag("enabled"),
+            enforcement_level=rsc.text("enforcement_level"),
+            contexts=tuple(contexts),
+            checks=tuple(checks),
+        )
+
+
+def answer_message(exc: GitHubError) -> str | None:
+    """Return the ``message`` GitHub's error answer held, when the error came from one."""
+    cause = exc.__cause__
+    return _message(cause) if isinstance(cause, GithubException) else None
 
 
 def _no_auth(request: requests.PreparedRequest) -> requests.PreparedRequest:

@@ -140,6 +140,8 @@ class RepoState:
     archives: dict[int, bytes] = field(default_factory=dict)
     rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     protection: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # How the protection read is refused to a token without admin rights, if it is.
+    protection_refusal: tuple[int, str] | None = None
 
 
 class FakeState:
@@ -401,6 +403,11 @@ class FakeState:
                 self.repos[repo].protection.pop(branch, None)
             else:
                 self.repos[repo].protection[branch] = protection
+
+    def refuse_protection(self, repo: str, status: int, message: str) -> None:
+        """Answer every protection read this way: a token without admin rights."""
+        with self.lock:
+            self.repos[repo].protection_refusal = (status, message)
 
     # -- faults --
 
