@@ -67,6 +67,15 @@ _VOID = frozenset(
 )  # fmt: skip
 
 
+# https://html.spec.whatwg.org/multipage/grouping-content.html#the-p-element
+_ENDS_A_PARAGRAPH = frozenset(
+    {"address", "article", "aside", "blockquote", "details", "dialog", "div", "dl",
+     "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5",
+     "h6", "header", "hgroup", "hr", "main", "menu", "nav", "ol", "p", "pre", "search",
+     "section", "table", "ul"}
+)  # fmt: skip
+
+
 def _noting_lines(
     rule: Callable[[StateInline, bool], bool],
 ) -> Callable[[StateInline, bool], bool]:
@@ -110,14 +119,16 @@ class _OpenElements(HTMLParser):
         # in a browser's HTML parser, so from there on nothing counts; nor after an end
         # tag that closes nothing.
         self.broken = False
+        self.inline = False
 
     @property
     def hiding(self) -> bool:
         """Say whether text here would be inside raw HTML."""
         return self.broken or bool(self.open)
 
-    def feed_piece(self, html: str) -> None:
+    def feed_piece(self, html: str, *, inline: bool = False) -> None:
         """Read one HTML block or inline tag, which markdown-it has already cut whole."""
+        self.inline = inline
         self.feed(html)
         # What HTMLParser holds back unread is an unfinished construct.
         if "<" in self.rawdata:
@@ -132,6 +143,9 @@ class _OpenElements(HTMLParser):
         """
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self.inline and tag in _ENDS_A_PARAGRAPH:
+            # Inside a paragraph, a browser closes the paragraph at such a tag.
+            self.broken = True
         if tag not in _VOID:
             self.open.append(tag)
 
@@ -170,8 +184,8 @@ def parse_verbs(body: str) -> list[Verb]:
     html = _OpenElements()
     found: list[Verb] = []
     tokens = _MD.parse(body)
-    unsure = _under_an_underline(lines) | _after_a_definition(lines, tokens)
-    held = _in_containers(lines, tokens)
+    unsure = _unsure_lines(lines, tokens)
+    under = _under_containers(lines, tokens)
     for n, token in enumerate(tokens):
         if token.type == "html_block":
             html.feed_piece(token.content)
@@ -184,7 +198,7 @@ def parse_verbs(body: str) -> list[Verb]:
             paragraph.type != "paragraph_open"
             or paragraph.level != 0
             or html.hiding  # the paragraph starts inside raw HTML
-            or _may_continue_a_container(lines, held, first)
+            or under[first]
             or any(_MATH in line for line in lines[first:end])
         ):
             _feed_inline_html(html, children)
@@ -199,39 +213,31 @@ def parse_verbs(body: str) -> list[Verb]:
     return found
 
 
-def _under_an_underline(lines: Sequence[str]) -> set[int]:
-    """Return the lines GitHub may read as a table or a setext heading, not a paragraph.
-
-    A delimiter row makes the line above a table header and the lines below (up to a
-    blank one) its rows: markdown-it wants a pipe in it, GitHub's parser takes ``:-:``
-    alone. A ``---`` or ``===`` line makes the whole paragraph above it a heading, even
-    where markdown-it saw a table in between.
-    """
-    found: set[int] = set()
-    for j in range(1, len(lines)):
-        if not lines[j - 1].strip(" \t"):
-            continue
-        if _SETEXT.fullmatch(lines[j]):
-            top = j
-            while top > 0 and lines[top - 1].strip(" \t"):
-                top -= 1
-            found.update(range(top, j))
-        elif _TABLE_DELIMITER.fullmatch(lines[j]):
-            end = j
-            while end < len(lines) and lines[end].strip(" \t"):
-                end += 1
-            found.update(range(j - 1, end))
-    return found
+def _runs(lines: Sequence[str]) -> list[range]:
+    """Return the runs of non-blank lines (CommonMark's blank: spaces and tabs only)."""
+    runs: list[range] = []
+    start: int | None = None
+    for i, line in enumerate([*lines, ""]):
+        if line.strip(" \t") and start is None:
+            start = i
+        elif not line.strip(" \t") and start is not None:
+            runs.append(range(start, i))
+            start = None
+    return runs
 
 
-def _after_a_definition(lines: Sequence[str], tokens: Sequence[Token]) -> set[int]:
-    """Return the lines right under a top-level link reference definition, to a blank line.
+def _unsure_lines(lines: Sequence[str], tokens: Sequence[Token]) -> set[int]:
+    """Return the lines GitHub's parser may read otherwise than markdown-it, in one pass.
 
-    markdown-it takes a definition out as soon as it reads it, so an indented line under
-    ``[a]: /u`` starts a code block there; cmark-gfm reads a definition as paragraph text
-    first, so the same line continues a paragraph (whose inline HTML may hide what
-    follows). markdown-it leaves no token for a definition: its lines are the non-blank
-    lines no top-level block covers.
+    * A delimiter row makes the line above a table header and the lines below (to a
+      blank line) its rows: markdown-it wants a pipe in it, GitHub's takes ``:-:`` alone.
+    * A ``---`` or ``===`` line makes the whole paragraph above it a heading, even where
+      markdown-it saw a table in between.
+    * markdown-it takes a link reference definition out as soon as it reads it, so an
+      indented line under ``[a]: /u`` starts a code block there; cmark-gfm reads the
+      definition as paragraph text first, and the line continues that paragraph (whose
+      inline HTML may hide what follows). A definition leaves no token: its lines are the
+      non-blank lines no top-level block covers.
     """
     covered = [False] * len(lines)
     for token in tokens:
@@ -239,27 +245,22 @@ def _after_a_definition(lines: Sequence[str], tokens: Sequence[Token]) -> set[in
             for i in range(token.map[0], min(token.map[1], len(lines))):
                 covered[i] = True
     found: set[int] = set()
-    for i, line in enumerate(lines):
-        if not covered[i] and line.strip(" \t"):
-            end = i + 1
-            while end < len(lines) and lines[end].strip(" \t"):
-                end += 1
-            found.update(range(i + 1, end))
+    for run in _runs(lines):
+        inside = run[1:]
+        underline = [j for j in inside if _SETEXT.fullmatch(lines[j])]
+        if underline:
+            found.update(range(run.start, underline[-1]))
+        delimiter = next((j for j in inside if _TABLE_DELIMITER.fullmatch(lines[j])), None)
+        if delimiter is not None:
+            found.update(range(delimiter - 1, run.stop))
+        definition = next((i for i in run if not covered[i]), None)
+        if definition is not None:
+            found.update(range(definition + 1, run.stop))
     return found
 
 
-def _in_containers(lines: Sequence[str], tokens: Sequence[Token]) -> list[bool]:
-    """Return, for each line, whether a top-level quote, list or table holds it."""
-    held = [False] * len(lines)
-    for token in tokens:
-        if token.level == 0 and token.type in _CONTAINERS and token.map:
-            for i in range(token.map[0], min(token.map[1], len(lines))):
-                held[i] = True
-    return held
-
-
-def _may_continue_a_container(lines: Sequence[str], held: Sequence[bool], first: int) -> bool:
-    """Say whether GitHub may read a top-level paragraph as part of a quote, list or table.
+def _under_containers(lines: Sequence[str], tokens: Sequence[Token]) -> list[bool]:
+    """Return, per line, whether GitHub may read a paragraph starting there as in a container.
 
     Where markdown-it and cmark-gfm (GitHub's parser) part ways, it is here: markdown-it
     takes a link reference definition out as soon as it reads it, so a line under
@@ -267,25 +268,30 @@ def _may_continue_a_container(lines: Sequence[str], held: Sequence[bool], first:
     it as the quote's or item's lazy continuation; and they differ on how far an indented
     line after an empty list item belongs to it. So a paragraph does not count when a
     container sits in the lines right above it (for an indented paragraph, also across
-    blank lines and indented lines).
+    blank lines and indented lines). One pass, carrying both answers forward.
     """
-    indented = lines[first][:1] in (" ", "\t")
-    for j in range(first - 1, -1, -1):
-        if held[j]:
-            return True
-        line = lines[j]
-        if not line.strip(" \t"):
-            if not indented:
-                return False
-        elif indented and line[:1] not in (" ", "\t"):
-            return False
-    return False
+    held = [False] * len(lines)
+    for token in tokens:
+        if token.level == 0 and token.type in _CONTAINERS and token.map:
+            for i in range(token.map[0], min(token.map[1], len(lines))):
+                held[i] = bool(lines[i].strip(" \t"))
+    under: list[bool] = []
+    plain = indented = False  # the answer for a paragraph of each kind starting here
+    for i, line in enumerate(lines):
+        under.append(indented if line[:1] in (" ", "\t") else plain)
+        if held[i]:
+            plain = indented = True
+        elif not line.strip(" \t"):
+            plain = False  # a blank line ends a lazy continuation
+        elif line[:1] not in (" ", "\t"):
+            indented = False  # an unindented line ends a list item
+    return under
 
 
 def _feed_inline_html(html: _OpenElements, children: Sequence[Token]) -> None:
     for child in children:
         if child.type == "html_inline":
-            html.feed_piece(child.content)
+            html.feed_piece(child.content, inline=True)
 
 
 def _plain_lines(children: Sequence[Token], html: _OpenElements) -> list[tuple[int, str, bool]]:
@@ -314,7 +320,7 @@ def _plain_lines(children: Sequence[Token], html: _OpenElements) -> list[tuple[i
             line, run, at_depth = int(child.meta.get("line", -1)), [], depth
             continue
         if child.type == "html_inline":
-            html.feed_piece(child.content)
+            html.feed_piece(child.content, inline=True)
         if not run:
             at_depth = depth
         run.append(child)

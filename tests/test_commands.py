@@ -9,6 +9,7 @@ paragraph (never more, and in the same order; fewer is the safe side).
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
@@ -139,6 +140,20 @@ CASES: list[tuple[str, str, list[Verb]]] = [
     ("script block", "<script>\n/cujo dismiss\n</script>", []),
     ("processing instruction", "<?\n/cujo dismiss\n?>", []),
     ("CDATA", "<![CDATA[\n/cujo dismiss\n]]>", []),
+    ("raw <p> inside a paragraph", "ok <p></p>\n/cujo dismiss", []),
+    ("a stray </p>", "ok</p>\n/cujo dismiss", []),
+    ("unclosed processing instruction", "- <?\n\n/cujo dismiss", []),
+    ("unclosed comment after a closed one", "<!-- x --><!--\n/cujo dismiss", []),
+    ("script hides nothing on GitHub", "<script>\n<details>\n</script>\n\n/cujo dismiss", []),
+    # -- where markdown-it and GitHub's parser part ways --
+    ("quoted definition, lazy line", "> [a]: /u\n/cujo dismiss", []),
+    ("listed footnote, lazy line", "- a\n- [^1]: x\n/cujo dismiss", []),
+    ("definition, indented line", "[a]: /u\n    x <a href='u'>\n/cujo dismiss", []),
+    ("empty item, spaces, indented line", "+ \n    \n  /cujo dismiss", []),
+    ("nested quote, lazy lines", "> > a\nb\n\tc\n/cujo dismiss", []),
+    ("table rows without pipes", "a\n:-:\n/cujo dismiss", []),
+    ("setext under a pipe line", "/cujo dismiss\n| a |\n---", []),
+    ("a list, a blank line, a verb", "- a\n\n/cujo dismiss", [D]),
     # -- lists, headings, tables, footnotes, links --
     ("bullet", "- /cujo dismiss", []),
     ("star bullet", "* /cujo dismiss", []),
@@ -195,31 +210,51 @@ def test_the_cases_agree_with_github_where_github_has_no_extra_syntax() -> None:
 
 
 def test_verbs_a_reader_cannot_see_never_count_in_random_comments() -> None:
+    # Comments built at random from the pieces where CommonMark readers part ways: every
+    # verb found must be a plain paragraph line in GitHub's own rendering.
     pieces = [
-        "/cujo dismiss", "/cujo reinstate", "  /cujo dismiss  ", "/cujo dismiss\t",
-        "", "", "text", "> ", "> /cujo dismiss", "```", "~~~", "````", "    ", "\t",
-        "<details>", "</details>", "<!--", "-->", "- ", "1. ", "# ", "---", "===", "|---|",
-        "`", "**", "*", "[", "](u)", "<span>", "</span>", "\\", "[^1]: x", "<div>", "</div>",
-        "&#47;cujo dismiss", "\u200b", "$$",
+        "/cujo dismiss", "/cujo reinstate", "  /cujo dismiss  ", "/cujo dismiss\t", "", "",
+        "text", "> ", "> > ", "> /cujo dismiss", "```", "~~~", "````", "    ", "\t", "  - ",
+        "- ", "+ ", "1. ", "1) ", "# ", "---", "===", "***", "___", "=", "-", "|", ":",
+        "|---|", "| a |", ":-:", "[a]: /u", "[a]:", "[a]: /u 't'", "'t'", "(", ")", "[",
+        "]", "](u)", "`", "`` ", "**", "*", "_", "~~", "\\", "\"", "$", "$$", "[^1]: x",
+        "<", ">", "<details>", "</details>", "<div>", "</div>", "<p>", "</p>", "<pre>",
+        "</pre>", "<span>", "</span>", "<a href='x'>", "</a>", "<br>", "<script>",
+        "</script>", '<x y="', "<!--", "-->", "<!---->", "<!-- x -->", "<?", "?>",
+        "<![CDATA[", "]]>", "<https://x>", "&#47;cujo dismiss", "\u200b",
     ]  # fmt: skip
     rng = random.Random(20260115)
-    for _ in range(1500):
-        lines = []
-        for _ in range(rng.randint(1, 8)):
-            line = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 2)))
-            lines.append(line)
+    for _ in range(2000):
+        lines = [
+            "".join(rng.choice(pieces) for _ in range(rng.randint(1, 3)))
+            for _ in range(rng.randint(1, 8))
+        ]
         body = rng.choice(["\n", "\r\n"]).join(lines)
-        found = parse_verbs(body)
-        assert is_subsequence(found, github_verbs(body)), body
+        assert is_subsequence(parse_verbs(body), github_verbs(body)), body
 
 
 def test_a_body_longer_than_github_allows_is_no_command() -> None:
     assert parse_verbs("/cujo dismiss\n" + "x" * MAX_BODY) == []
 
 
-def test_many_lines_parse_quickly() -> None:
-    body = "/cujo dismiss\n" + "a\n" * 30_000
-    assert parse_verbs(body[:MAX_BODY]) == [D]
+@pytest.mark.parametrize(
+    "body",
+    [
+        "/cujo dismiss\n" + "a\n" * 30_000,
+        "/cujo dismiss\n" + "a\n---\n" * 20_000,
+        "/cujo dismiss\n" + "a\n|-|\n" * 20_000,
+        "x\n\n" + "  /cujo dismiss\n\n" * 5_000,
+        "`a\n" * 15_000 + "/cujo dismiss",
+        "[a](" * 15_000 + "\n/cujo dismiss",
+        "a <!-- x -->\n" * 5_000 + "/cujo dismiss",
+    ],
+    ids=["lines", "headings", "tables", "indented", "backticks", "links", "comments"],
+)
+def test_a_comment_as_long_as_github_allows_is_read_in_linear_time(body: str) -> None:
+    # Anyone may comment on a public pull request: no comment may make the relay crawl.
+    started = time.perf_counter()
+    parse_verbs(body[:MAX_BODY])
+    assert time.perf_counter() - started < 3.0
 
 
 # ---- the outside oracle: GitHub's cmark-gfm -------------------------------------------

@@ -9,13 +9,15 @@ against api.github.com's URLs (written from the documentation, not recorded).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from fakegithub import FakeGitHub
 from fakegithub.fixture import fake_github, fake_github_key  # noqa: F401  (fixtures)
+from test_github_cassettes import REPO as CASSETTE_REPO
+from test_github_cassettes import gateway, replay  # noqa: F401  (gateway: a fixture)
 
 from app_relay.github import (
     Branch,
@@ -373,6 +375,37 @@ def test_a_branch_name_in_the_answer_is_inert(world: World) -> None:
     hold = read_hold(world.gw, REPO, name, world.app_id)
     assert hold.answer == "does-not-hold"
     assert "``x`y[z](https://evil.example)``" in hold.reason
+
+
+# ---- cassettes (tests/cassettes/github/guard_*.yaml) -------------------------------
+
+CASSETTE_APP = 1_234_567  # the App id the cassettes' gateway acts as
+
+
+@pytest.mark.parametrize(
+    ("cassette", "answer", "says"),
+    [
+        ("guard_rulesets_only", "holds", "pinned to the Cujo app"),
+        ("guard_classic_only", "holds", "pinned to the Cujo app"),
+        ("guard_neither", "does-not-hold", "not a required check"),
+        ("guard_no_admin_rights", "holds", "pinned to the Cujo app"),
+        ("guard_integration_403_unpinned", "does-not-hold", "any workflow job named"),
+        ("guard_pinned_to_another_app", "does-not-hold", "another app (id 15368)"),
+        ("guard_rule_without_type", "unknown", "'[1].type' is missing"),
+    ],
+)
+def test_guard_cassettes(
+    gateway: Callable[[], GitHubGateway],  # noqa: F811
+    cassette: str,
+    answer: str,
+    says: str,
+) -> None:
+    hold = replay(
+        cassette, lambda gw: read_hold(gw, CASSETTE_REPO, "main", CASSETTE_APP), gateway()
+    )
+    assert isinstance(hold, Hold)
+    assert hold.answer == answer
+    assert says in hold.reason
 
 
 # ---- the pure judge ------------------------------------------------------------------
