@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from fakegithub import FakeGitHub
+from fakegithub import FakeGitHub, classic_protection, required_checks_rules
 from fakegithub.fixture import fake_github, fake_github_key  # noqa: F401  (fixtures)
 from test_github_cassettes import REPO as CASSETTE_REPO
 from test_github_cassettes import gateway, replay  # noqa: F401  (gateway: a fixture)
@@ -53,25 +53,11 @@ class World:
         return read_hold(self.gw, REPO, branch, self.app_id)
 
     def rules(self, *checks: dict[str, Any], branch: str = "main") -> None:
-        self.fake.state.set_rules(REPO, branch, [
-            {"type": "deletion", "ruleset_source_type": "Repository", "ruleset_source": REPO,
-             "ruleset_id": 11},
-            {"type": "required_status_checks", "ruleset_source_type": "Repository",
-             "ruleset_source": REPO, "ruleset_id": 12,
-             "parameters": {"strict_required_status_checks_policy": False,
-                            "required_status_checks": list(checks)}},
-        ])  # fmt: skip
+        self.fake.state.set_rules(REPO, branch, required_checks_rules(REPO, *checks))
 
     def classic(self, *checks: dict[str, Any], admins: bool = False) -> None:
-        self.fake.state.set_protection(REPO, "main", {
-            "url": f"https://api.github.com/repos/{REPO}/branches/main/protection",
-            "required_status_checks": {
-                "strict": True,
-                "contexts": [c["context"] for c in checks],
-                "checks": list(checks),
-            },
-            "enforce_admins": {"enabled": admins},
-        })  # fmt: skip
+        protection = classic_protection(REPO, "main", *checks, admins=admins)
+        self.fake.state.set_protection(REPO, "main", protection)
 
     def branch_answer(self, protection: object) -> None:
         """Serve this `protection` in the next branch read, the rest as GitHub does."""

@@ -541,6 +541,45 @@ class FakeState:
         return f"{self.blob_url}/blob/{key}"
 
 
+def required_checks_rules(repo: str, *checks: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Return a branch's active rules as GitHub lists them: a deletion rule and ``checks``.
+
+    https://docs.github.com/en/rest/repos/rules#get-rules-for-a-branch; each check is
+    ``{context, integration_id?}``.
+    """
+    source = {"ruleset_source_type": "Repository", "ruleset_source": repo}
+    return [
+        {"type": "deletion", **source, "ruleset_id": 42},
+        {
+            "type": "required_status_checks",
+            **source,
+            "ruleset_id": 43,
+            "parameters": {
+                "strict_required_status_checks_policy": True,
+                "required_status_checks": [dict(c) for c in checks],
+            },
+        },
+    ]
+
+
+def classic_protection(
+    repo: str, branch: str, *checks: Mapping[str, Any], admins: bool = False
+) -> dict[str, Any]:
+    """Return classic branch protection requiring ``checks`` (``{context, app_id}``).
+
+    https://docs.github.com/en/rest/branches/branch-protection#get-branch-protection
+    """
+    return {
+        "url": f"https://api.github.com/repos/{repo}/branches/{branch}/protection",
+        "required_status_checks": {
+            "strict": True,
+            "contexts": [c["context"] for c in checks],
+            "checks": [dict(c) for c in checks],
+        },
+        "enforce_admins": {"enabled": admins},
+    }
+
+
 def _rx(path: str | None) -> re.Pattern[str] | None:
     return None if path is None else re.compile(path)
 

@@ -18,7 +18,13 @@ import vcr
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # tests/, for fakegithub
 
-from fakegithub import FakeGitHubServer, FakeState, make_key  # noqa: E402
+from fakegithub import (  # noqa: E402
+    FakeGitHubServer,
+    FakeState,
+    classic_protection,
+    make_key,
+    required_checks_rules,
+)
 
 from app_relay.github import (  # noqa: E402
     CheckAction,
@@ -69,52 +75,39 @@ def guard_read(gw: GitHubGateway) -> object:
     return read_hold(gw, REPO, "main", APP_ID)
 
 
-def _ruleset(*checks: dict[str, object]) -> list[dict[str, object]]:
-    # https://docs.github.com/en/rest/repos/rules#get-rules-for-a-branch
-    return [
-        {"type": "deletion", "ruleset_source_type": "Repository", "ruleset_source": REPO,
-         "ruleset_id": 42},
-        {"type": "required_status_checks", "ruleset_source_type": "Repository",
-         "ruleset_source": REPO, "ruleset_id": 43,
-         "parameters": {"strict_required_status_checks_policy": True,
-                        "required_status_checks": list(checks)}},
-    ]  # fmt: skip
-
-
-def _classic(*checks: dict[str, object]) -> dict[str, object]:
-    # https://docs.github.com/en/rest/branches/branch-protection#get-branch-protection
-    return {
-        "url": f"https://api.github.com/repos/{REPO}/branches/main/protection",
-        "required_status_checks": {
-            "strict": True,
-            "contexts": [c["context"] for c in checks],
-            "checks": list(checks),
-        },
-        "enforce_admins": {"enabled": False},
-    }
-
-
 PINNED = {"context": "cujo/guard", "app_id": APP_ID}
 # What the main branch holds in each guard cassette (DESIGN section 8's reading rules).
 GUARD_WORLDS: dict[str, Callable[[FakeState], None]] = {
     "guard_rulesets_only": lambda s: s.set_rules(
-        REPO, "main", _ruleset({"context": "cujo/guard", "integration_id": APP_ID})
+        REPO,
+        "main",
+        required_checks_rules(REPO, {"context": "cujo/guard", "integration_id": APP_ID}),
     ),
-    "guard_classic_only": lambda s: s.set_protection(REPO, "main", _classic(PINNED)),
+    "guard_classic_only": lambda s: s.set_protection(
+        REPO, "main", classic_protection(REPO, "main", PINNED)
+    ),
     "guard_neither": lambda s: None,
     "guard_no_admin_rights": lambda s: (
-        s.set_protection(REPO, "main", _classic(PINNED)),
+        s.set_protection(REPO, "main", classic_protection(REPO, "main", PINNED)),
         s.refuse_protection(REPO, 404, "Not Found"),
     ),
     "guard_integration_403_unpinned": lambda s: (
-        s.set_protection(REPO, "main", _classic({"context": "cujo/guard", "app_id": None})),
+        s.set_protection(
+            REPO,
+            "main",
+            classic_protection(REPO, "main", {"context": "cujo/guard", "app_id": None}),
+        ),
         s.refuse_protection(REPO, 403, "Resource not accessible by integration"),
     ),
     "guard_pinned_to_another_app": lambda s: s.set_rules(
-        REPO, "main", _ruleset({"context": "cujo/guard", "integration_id": 15368})
+        REPO,
+        "main",
+        required_checks_rules(REPO, {"context": "cujo/guard", "integration_id": 15368}),
     ),
     "guard_rule_without_type": lambda s: s.set_rules(
-        REPO, "main", [_ruleset()[0], {"ruleset_source_type": "Repository", "ruleset_id": 43}]
+        REPO,
+        "main",
+        [required_checks_rules(REPO)[0], {"ruleset_source_type": "Repository", "ruleset_id": 43}],
     ),
 }
 
