@@ -236,6 +236,23 @@ class Branch:
     checks: tuple[RequiredCheck, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Installation:
+    """The App's installation on a repository and the permissions it was granted."""
+
+    id: int
+    permissions: Mapping[str, str]  # e.g. {"checks": "write"}: read, write or admin
+
+
+@dataclass(frozen=True, slots=True)
+class Workflow:
+    """A workflow file GitHub knows on a repository (its default branch)."""
+
+    id: int
+    path: str
+    state: str  # active, or why not: disabled_manually, disabled_inactivity, ...
+
+
 # ---- what the relay sends ------------------------------------------------------------
 
 
@@ -658,6 +675,19 @@ class GitHubApp:
             except BadAttributeException as exc:
                 raise GitHubError(call, f"answer has a mistyped field: {exc}") from exc
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def installation_of(self, repo: str) -> Installation:
+        """Read the App's installation on a repository with its permissions (never kept)."""
+        # https://docs.github.com/en/rest/apps/apps#get-a-repository-installation-for-the-authenticated-app
+        call = f"GET {_repo_path(repo)}/installation"
+        owner, name = repo.split("/")
+        inst = self.attempt(call, lambda: self._integration.get_repo_installation(owner, name))
+        a = _Answer(call, inst.raw_data)
+        granted = a.obj("permissions")
+        permissions = {}
+        for key in granted.data:
+            permissions[key] = granted.one_of(key, ("read", "write", "admin"))
+        return Installation(id=a.integer("id"), permissions=permissions)
 
 
 def _message(exc: GithubException) -> str:
@@ -1246,6 +1276,22 @@ class GitHubGateway:
             contexts=tuple(contexts),
             checks=tuple(checks),
         )
+
+    def default_branch(self, repo: str) -> str:
+        """Read a repository's default branch."""
+        # https://docs.github.com/en/rest/repos/repos#get-a-repository
+        return self._get(_repo_path(repo)).text("default_branch")
+
+    def workflow(self, repo: str, workflow_file: str) -> Workflow | None:
+        """Read a workflow by its file name; None when GitHub does not know it."""
+        # https://docs.github.com/en/rest/actions/workflows#get-a-workflow
+        try:
+            a = self._get(f"{_repo_path(repo)}/actions/workflows/{_segment(workflow_file)}")
+        except GitHubError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return Workflow(id=a.integer("id"), path=a.text("path"), state=a.text("state"))
 
 
 def answer_message(exc: GitHubError) -> str | None:

@@ -158,8 +158,21 @@ def _repo_installation(api: Api, req: Request) -> Any:
     full = f"{req.params['owner']}/{req.params['repo']}"
     for installation, repos in api.state.installations.items():
         if full in repos:
-            return {"id": installation, "app_id": api.state.app_id, "target_type": "Organization"}
+            return {
+                "id": installation,
+                "app_id": api.state.app_id,
+                "target_type": "Organization",
+                "permissions": dict(api.state.installation_permissions),
+                "events": ["pull_request", "issue_comment", "check_run", "workflow_run"],
+            }
     raise refuse(404, "Not Found")
+
+
+@route("GET", "/repos/{owner}/{repo}")
+def _repository(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/repos/repos#get-a-repository
+    r = api.repo(req)
+    return {"id": r.id, "full_name": r.full_name, "default_branch": r.default_branch}
 
 
 # -- pull requests and contents -------------------------------------------------------

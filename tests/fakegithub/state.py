@@ -163,6 +163,11 @@ class FakeState:
         self.api_url = ""  # set by the server once it listens
         self.blob_url = ""
         self.installations: dict[int, set[str]] = {}
+        # What every installation was granted (app_relay/app-manifest.json asks for these).
+        self.installation_permissions: dict[str, str] = {
+            "metadata": "read", "contents": "read", "pull_requests": "write", "checks": "write",
+            "issues": "write", "actions": "write", "administration": "read", "members": "read",
+        }  # fmt: skip
         self.tokens: dict[str, Token] = {}
         self.repos: dict[str, RepoState] = {}
         self.requests: list[Recorded] = []
