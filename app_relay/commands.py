@@ -150,7 +150,8 @@ class _OpenElements(HTMLParser):
             self.open.append(tag)
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        """A self-closed tag opens nothing."""
+        """Open the element anyway: HTML ignores the slash of ``<details/>``."""
+        self.handle_starttag(tag, attrs)
 
     def handle_endtag(self, tag: str) -> None:
         # Close only the newest element of that name: an element left open inside it

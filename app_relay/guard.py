@@ -157,7 +157,7 @@ def _branch_checks(b: Branch) -> tuple[RequiredCheck, ...] | Unreadable:
             return Unreadable("the branch read lists required checks with enforcement off")
         return ()
     if level not in ENFORCED:
-        return Unreadable(f"the branch read has an unknown enforcement level {level[:40]!r}")
+        return Unreadable(f"the branch read has an unknown enforcement level {code_span(level)}")
     if not b.protection_enabled:
         return Unreadable("the branch read enforces checks on a branch it says is unprotected")
     return b.checks
@@ -167,12 +167,15 @@ def _branch_checks(b: Branch) -> tuple[RequiredCheck, ...] | Unreadable:
 
 
 def read_hold(gh: BranchReader, repo: str, branch: str, app_id: int) -> Hold:
-    """Read a branch's rules and protection from GitHub and judge whether the guard holds."""
+    """Read a branch's rules and protection from GitHub and judge whether the guard holds.
+
+    What GitHub said goes into the reason as an inert code span (it ends up in Markdown).
+    """
     rules: BranchRules | Unreadable
     try:
         rules = gh.branch_rules(repo, branch)
     except GitHubError as exc:
-        rules = Unreadable(exc.reason)
+        rules = Unreadable(code_span(exc.reason))
     protection: Protection
     branch_info: Branch | Unreadable | None = None
     try:
@@ -183,9 +186,9 @@ def read_hold(gh: BranchReader, repo: str, branch: str, app_id: int) -> Hold:
             try:
                 branch_info = gh.branch(repo, branch)
             except GitHubError as again:
-                branch_info = Unreadable(again.reason)
+                branch_info = Unreadable(code_span(again.reason))
         else:
-            protection = Unreadable(exc.reason)
+            protection = Unreadable(code_span(exc.reason))
     return judge_hold(rules, protection, branch_info, app_id, branch=branch)
 
 

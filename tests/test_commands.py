@@ -140,6 +140,8 @@ CASES: list[tuple[str, str, list[Verb]]] = [
     ("script block", "<script>\n/cujo dismiss\n</script>", []),
     ("processing instruction", "<?\n/cujo dismiss\n?>", []),
     ("CDATA", "<![CDATA[\n/cujo dismiss\n]]>", []),
+    ("self-closed details still opens", "<details/>\n\n/cujo dismiss", []),
+    ("self-closed br hides nothing", "<br/>\n\n/cujo dismiss", [D]),
     ("raw <p> inside a paragraph", "ok <p></p>\n/cujo dismiss", []),
     ("a stray </p>", "ok</p>\n/cujo dismiss", []),
     ("unclosed processing instruction", "- <?\n\n/cujo dismiss", []),
