@@ -224,6 +224,36 @@ class BranchProtection:
     enforce_admins: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Branch:
+    """A branch as its read shows it: classic protection's checks, readable without admin."""
+
+    name: str
+    sha: str
+    protected: bool  # also true when only a ruleset applies
+    protection_enabled: bool
+    enforcement_level: str  # checked by guard.py: off, non_admins or everyone
+    contexts: tuple[str, ...]
+    checks: tuple[RequiredCheck, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Installation:
+    """The App's installation on a repository and the permissions it was granted."""
+
+    id: int
+    permissions: Mapping[str, str]  # e.g. {"checks": "write"}: read, write or admin
+
+
+@dataclass(frozen=True, slots=True)
+class Workflow:
+    """A workflow file GitHub knows on a repository (its default branch)."""
+
+    id: int
+    path: str
+    state: str  # active, or why not: disabled_manually, disabled_inactivity, ...
+
+
 # ---- what the relay sends ------------------------------------------------------------
 
 
@@ -659,6 +689,19 @@ class GitHubApp:
             except BadAttributeException as exc:
                 raise GitHubError(call, f"answer has a mistyped field: {exc}") from exc
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def installation_of(self, repo: str) -> Installation:
+        """Read the App's installation on a repository with its permissions (never kept)."""
+        # https://docs.github.com/en/rest/apps/apps#get-a-repository-installation-for-the-authenticated-app
+        call = f"GET {_repo_path(repo)}/installation"
+        owner, name = repo.split("/")
+        inst = self.attempt(call, lambda: self._integration.get_repo_installation(owner, name))
+        a = _Answer(call, inst.raw_data)
+        granted = a.obj("permissions")
+        permissions = {}
+        for key in granted.data:
+            permissions[key] = granted.one_of(key, ("read", "write", "admin"))
+        return Installation(id=a.integer("id"), permissions=permissions)
 
 
 def _message(exc: GithubException) -> str:
@@ -1268,6 +1311,57 @@ class GitHubGateway:
             strict=strict,
             enforce_admins=enforce.flag("enabled") if enforce is not None else False,
         )
+
+    def branch(self, repo: str, branch: str) -> Branch:
+        """Read a branch and the classic status checks it requires (read access is enough)."""
+        # https://docs.github.com/en/rest/branches/branches#get-a-branch
+        a = self._get(f"{_repo_path(repo)}/branches/{_segment(branch)}")
+        name = a.text("name")
+        if name != branch:
+            raise GitHubError(a.call, f"field 'name' is {name[:80]!r}, asked for {branch[:80]!r}")
+        protection = a.obj("protection")
+        rsc = protection.obj("required_status_checks")
+        contexts = [c if isinstance(c, str) else "" for c in rsc.array("contexts")]
+        if not all(contexts):
+            raise GitHubError(a.call, "field 'protection.required_status_checks.contexts' "
+                              "holds a non-string")  # fmt: skip
+        checks = []
+        for c in rsc.items("checks"):
+            # Each check names its app; null means any app (DESIGN section 8).
+            if "app_id" not in c.data:
+                raise GitHubError(a.call, f"field '{c.where}.app_id' is missing")
+            checks.append(RequiredCheck(c.text("context"), _opt_app_id(c, "app_id")))
+        return Branch(
+            name=name,
+            sha=a.obj("commit").text("sha", pattern=_SHA),
+            protected=a.flag("protected"),
+            protection_enabled=protection.flag("enabled"),
+            enforcement_level=rsc.text("enforcement_level"),
+            contexts=tuple(contexts),
+            checks=tuple(checks),
+        )
+
+    def default_branch(self, repo: str) -> str:
+        """Read a repository's default branch."""
+        # https://docs.github.com/en/rest/repos/repos#get-a-repository
+        return self._get(_repo_path(repo)).text("default_branch")
+
+    def workflow(self, repo: str, workflow_file: str) -> Workflow | None:
+        """Read a workflow by its file name; None when GitHub does not know it."""
+        # https://docs.github.com/en/rest/actions/workflows#get-a-workflow
+        try:
+            a = self._get(f"{_repo_path(repo)}/actions/workflows/{_segment(workflow_file)}")
+        except GitHubError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return Workflow(id=a.integer("id"), path=a.text("path"), state=a.text("state"))
+
+
+def answer_message(exc: GitHubError) -> str | None:
+    """Return the ``message`` GitHub's error answer held, when the error came from one."""
+    cause = exc.__cause__
+    return _message(cause) if isinstance(cause, GithubException) else None
 
 
 def _no_auth(request: requests.PreparedRequest) -> requests.PreparedRequest:

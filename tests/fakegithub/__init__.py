@@ -2,7 +2,17 @@
 
 from .fixture import AppKey, FakeGitHub, make_key
 from .server import FakeGitHubServer
-from .state import Dispatch, FakeState, Recorded, RepoState, Unknown, fake_sha, zip_bytes
+from .state import (
+    Dispatch,
+    FakeState,
+    Recorded,
+    RepoState,
+    Unknown,
+    classic_protection,
+    fake_sha,
+    required_checks_rules,
+    zip_bytes,
+)
 
 __all__ = [
     "AppKey",
@@ -13,7 +23,9 @@ __all__ = [
     "Recorded",
     "RepoState",
     "Unknown",
+    "classic_protection",
     "fake_sha",
     "make_key",
+    "required_checks_rules",
     "zip_bytes",
 ]

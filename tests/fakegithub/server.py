@@ -165,8 +165,21 @@ def _repo_installation(api: Api, req: Request) -> Any:
     full = f"{req.params['owner']}/{req.params['repo']}"
     for installation, repos in api.state.installations.items():
         if full in repos:
-            return {"id": installation, "app_id": api.state.app_id, "target_type": "Organization"}
+            return {
+                "id": installation,
+                "app_id": api.state.app_id,
+                "target_type": "Organization",
+                "permissions": dict(api.state.installation_permissions),
+                "events": ["pull_request", "issue_comment", "check_run", "workflow_run"],
+            }
     raise refuse(404, "Not Found")
+
+
+@route("GET", "/repos/{owner}/{repo}")
+def _repository(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/repos/repos#get-a-repository
+    r = api.repo(req)
+    return {"id": r.id, "full_name": r.full_name, "default_branch": r.default_branch}
 
 
 # -- pull requests and contents -------------------------------------------------------
@@ -585,10 +598,44 @@ def _branch_rules(api: Api, req: Request) -> Any:
 def _protection(api: Api, req: Request) -> Any:
     # https://docs.github.com/en/rest/branches/branch-protection#get-branch-protection
     r = api.repo(req)
+    if r.protection_refusal is not None:
+        raise refuse(*r.protection_refusal)
     found = r.protection.get(urllib.parse.unquote(req.params["branch"]))
     if found is None:
         raise refuse(404, "Branch not protected")
     return found
+
+
+@route("GET", "/repos/{owner}/{repo}/branches/{branch+}")
+def _branch(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/branches/branches#get-a-branch (registered after the
+    # protection read, whose path this pattern would also match)
+    r = api.repo(req)
+    name = urllib.parse.unquote(req.params["branch"])
+    if name not in r.branches:
+        raise refuse(404, "Branch not found")
+    classic = r.protection.get(name)
+    rsc = (classic or {}).get("required_status_checks") or {}
+    contexts = list(rsc.get("contexts", []))
+    checks = rsc.get("checks", [{"context": c, "app_id": None} for c in contexts])
+    admins = ((classic or {}).get("enforce_admins") or {}).get("enabled", False)
+    level = ("everyone" if admins else "non_admins") if rsc else "off"
+    return {
+        "name": name,
+        "commit": {"sha": r.branches[name], "url": f"{api.state.api_url}/commits"},
+        "_links": {"html": f"{api.state.web_url}/{r.full_name}/tree/{name}"},
+        # GitHub says protected when only a ruleset applies, too.
+        "protected": classic is not None or bool(r.rules.get(name)),
+        "protection": {
+            "enabled": classic is not None,
+            "required_status_checks": {
+                "enforcement_level": level,
+                "contexts": contexts,
+                "checks": checks,
+            },
+        },
+        "protection_url": f"{api.state.api_url}/repos/{r.full_name}/branches/{name}/protection",
+    }
 
 
 # -- the HTTP side -------------------------------------------------------------------

@@ -141,6 +141,8 @@ class RepoState:
     archives: dict[int, bytes] = field(default_factory=dict)
     rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     protection: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # How the protection read is refused to a token without admin rights, if it is.
+    protection_refusal: tuple[int, str] | None = None
 
 
 class FakeState:
@@ -162,6 +164,11 @@ class FakeState:
         self.api_url = ""  # set by the server once it listens
         self.blob_url = ""
         self.installations: dict[int, set[str]] = {}
+        # What every installation was granted (app_relay/app-manifest.json asks for these).
+        self.installation_permissions: dict[str, str] = {
+            "metadata": "read", "contents": "read", "pull_requests": "write", "checks": "write",
+            "issues": "write", "actions": "write", "administration": "read", "members": "read",
+        }  # fmt: skip
         self.tokens: dict[str, Token] = {}
         self.repos: dict[str, RepoState] = {}
         self.requests: list[Recorded] = []
@@ -403,6 +410,11 @@ class FakeState:
             else:
                 self.repos[repo].protection[branch] = protection
 
+    def refuse_protection(self, repo: str, status: int, message: str) -> None:
+        """Answer every protection read this way: a token without admin rights."""
+        with self.lock:
+            self.repos[repo].protection_refusal = (status, message)
+
     # -- faults --
 
     def fail_next(
@@ -541,6 +553,45 @@ class FakeState:
         with self.lock:
             self.blobs[key] = (data, self.clock() + 60)
         return f"{self.blob_url}/blob/{key}"
+
+
+def required_checks_rules(repo: str, *checks: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Return a branch's active rules as GitHub lists them: a deletion rule and ``checks``.
+
+    https://docs.github.com/en/rest/repos/rules#get-rules-for-a-branch; each check is
+    ``{context, integration_id?}``.
+    """
+    source = {"ruleset_source_type": "Repository", "ruleset_source": repo}
+    return [
+        {"type": "deletion", **source, "ruleset_id": 42},
+        {
+            "type": "required_status_checks",
+            **source,
+            "ruleset_id": 43,
+            "parameters": {
+                "strict_required_status_checks_policy": True,
+                "required_status_checks": [dict(c) for c in checks],
+            },
+        },
+    ]
+
+
+def classic_protection(
+    repo: str, branch: str, *checks: Mapping[str, Any], admins: bool = False
+) -> dict[str, Any]:
+    """Return classic branch protection requiring ``checks`` (``{context, app_id}``).
+
+    https://docs.github.com/en/rest/branches/branch-protection#get-branch-protection
+    """
+    return {
+        "url": f"https://api.github.com/repos/{repo}/branches/{branch}/protection",
+        "required_status_checks": {
+            "strict": True,
+            "contexts": [c["context"] for c in checks],
+            "checks": [dict(c) for c in checks],
+        },
+        "enforce_admins": {"enabled": admins},
+    }
 
 
 def _rx(path: str | None) -> re.Pattern[str] | None:

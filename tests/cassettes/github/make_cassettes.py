@@ -1,6 +1,7 @@
 """Write this folder's cassettes by capturing the gateway against the fake GitHub.
 
-Run from the repository root: ``.venv/bin/python tests/cassettes/github/make_cassettes.py``.
+Run from the repository root: ``.venv/bin/python tests/cassettes/github/make_cassettes.py``
+(or name the cassettes to write).
 The fake models GitHub's documented answers; the capture is then moved to
 ``https://api.github.com`` so the cassettes replay against the real base URL. Nothing here
 talks to GitHub.
@@ -17,7 +18,13 @@ import vcr
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # tests/, for fakegithub
 
-from fakegithub import FakeGitHubServer, FakeState, make_key  # noqa: E402
+from fakegithub import (  # noqa: E402
+    FakeGitHubServer,
+    FakeState,
+    classic_protection,
+    make_key,
+    required_checks_rules,
+)
 
 from app_relay.github import (  # noqa: E402
     CheckAction,
@@ -26,6 +33,7 @@ from app_relay.github import (  # noqa: E402
     GitHubGateway,
     ReviewComment,
 )
+from app_relay.guard import read_hold  # noqa: E402
 
 # The moment the captures pretend to happen; replays pin the gateway's clock to it.
 NOW = 1_768_478_400.0  # 2026-01-15T12:00:00Z
@@ -58,7 +66,50 @@ def scenarios() -> dict[str, Callable[[GitHubGateway], object]]:
         "dispatch_with_run_details": lambda gw: gw.dispatch_workflow(
             REPO, "cujo.yml", "main", {"run-id": "r-0001", "head-sha": HEAD}
         ),
+        **dict.fromkeys(GUARD_WORLDS, guard_read),
     }
+
+
+def guard_read(gw: GitHubGateway) -> object:
+    """Read whether cujo/guard holds the merge of main."""
+    return read_hold(gw, REPO, "main", APP_ID)
+
+
+PINNED = {"context": "cujo/guard", "app_id": APP_ID}
+# What the main branch holds in each guard cassette (DESIGN section 8's reading rules).
+GUARD_WORLDS: dict[str, Callable[[FakeState], None]] = {
+    "guard_rulesets_only": lambda s: s.set_rules(
+        REPO,
+        "main",
+        required_checks_rules(REPO, {"context": "cujo/guard", "integration_id": APP_ID}),
+    ),
+    "guard_classic_only": lambda s: s.set_protection(
+        REPO, "main", classic_protection(REPO, "main", PINNED)
+    ),
+    "guard_neither": lambda s: None,
+    "guard_no_admin_rights": lambda s: (
+        s.set_protection(REPO, "main", classic_protection(REPO, "main", PINNED)),
+        s.refuse_protection(REPO, 404, "Not Found"),
+    ),
+    "guard_integration_403_unpinned": lambda s: (
+        s.set_protection(
+            REPO,
+            "main",
+            classic_protection(REPO, "main", {"context": "cujo/guard", "app_id": None}),
+        ),
+        s.refuse_protection(REPO, 403, "Resource not accessible by integration"),
+    ),
+    "guard_pinned_to_another_app": lambda s: s.set_rules(
+        REPO,
+        "main",
+        required_checks_rules(REPO, {"context": "cujo/guard", "integration_id": 15368}),
+    ),
+    "guard_rule_without_type": lambda s: s.set_rules(
+        REPO,
+        "main",
+        [required_checks_rules(REPO)[0], {"ruleset_source_type": "Repository", "ruleset_id": 43}],
+    ),
+}
 
 
 def world(state: FakeState) -> None:
@@ -70,12 +121,21 @@ def world(state: FakeState) -> None:
     state.add_workflow(REPO, "cujo.yml", "Cujo", run_name=lambda i: f"cujo {i['run-id']}")
 
 
-def main() -> None:
-    """Capture every scenario into its own cassette."""
+HEADER = (
+    "# Written from GitHub's REST documentation (and DESIGN.md section 8), captured against\n"
+    "# tests/fakegithub: NOT recorded from GitHub. See README.md beside this file.\n"
+)
+
+
+def main(only: list[str]) -> None:
+    """Capture every scenario (or those named) into its own cassette."""
     key = make_key()
     for name, call in scenarios().items():
+        if only and name not in only:
+            continue
         state = FakeState(app_id=APP_ID, public_key_pem=key.public_pem, clock=lambda: NOW)
         world(state)
+        GUARD_WORLDS.get(name, lambda s: None)(state)
         server = FakeGitHubServer(state).start()
         path = HERE / f"{name}.yaml"
         path.unlink(missing_ok=True)
@@ -99,9 +159,9 @@ def main() -> None:
         # A token-shaped string in a repository trips secret scanning; it is not needed.
         for token in state.tokens:
             text = text.replace(token, "FAKE-INSTALLATION-TOKEN")
-        path.write_text(text)
+        path.write_text(HEADER + text)
         print(f"wrote {path.relative_to(HERE.parents[2])}")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
