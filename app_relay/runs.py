@@ -713,7 +713,8 @@ class RunCoordinator:
                 self.store.bind_github(run.run_id, workflow_run_id=found_id)
                 self.store.add_event(run.run_id, "reconciled", f"found workflow run {found_id}")
                 run = self.store.get_run(run.run_id)
-            assert run.installation_id is not None and run.workflow_run_id is not None
+            assert run.installation_id is not None
+            assert run.workflow_run_id is not None
             gh = self.github_for(run.installation_id)
             try:
                 found = gh.workflow_run(run.repo, run.workflow_run_id)
