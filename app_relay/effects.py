@@ -42,9 +42,11 @@ log = logging.getLogger(__name__)
 _RETRY_STATUSES = frozenset({401, 408, 429, 500, 502, 503, 504})
 
 
-def review_marker(run_id: str) -> str:
-    """Return the hidden line that names the run a review belongs to."""
-    return f"<!-- cujo-run: {run_id} -->"
+def review_marker(run_id: str, key: str = "review") -> str:
+    """Return the hidden line that names the run (and effect) a review or reply is for."""
+    return (
+        f"<!-- cujo-run: {run_id} -->" if key == "review" else f"<!-- cujo-run: {run_id} {key} -->"
+    )
 
 
 # ---------------------------------------------------------------------- intents (pure)
@@ -70,11 +72,36 @@ def check_intent(view: GuardView, head_sha: str) -> Intent:
 
 
 def review_intent(
-    run_id: str, kind: Literal["advisory", "blocking"], body: str, head_sha: str
+    run_id: str,
+    kind: Literal["advisory", "blocking"],
+    body: str,
+    head_sha: str,
+    *,
+    key: str = "review",
 ) -> Intent:
-    """Intend the run's one review; its key makes a second intent of it a no-op."""
-    marked = f"{body}\n\n{review_marker(run_id)}"
-    return Intent("review", "review", {"kind": kind, "body": marked, "head_sha": head_sha})
+    """Intend a review; its key makes a second intent of it a no-op.
+
+    ``key`` is "review" for the run's verdict; a reinstated block is its own review.
+    """
+    marker = review_marker(run_id, key)
+    return Intent(
+        "review",
+        key,
+        {"kind": kind, "body": f"{body}\n\n{marker}", "head_sha": head_sha, "marker": marker},
+    )
+
+
+def dismiss_intent(review_id: int, message: str, *, key: str) -> Intent:
+    """Intend to dismiss a blocking review with a message naming who lifted it."""
+    return Intent("dismiss", key, {"review_id": review_id, "message": message})
+
+
+def comment_intent(run_id: str, number: int, body: str, *, key: str) -> Intent:
+    """Intend a reply on the pull request's conversation (found again by its marker)."""
+    marker = review_marker(run_id, key)
+    return Intent(
+        "comment", key, {"number": number, "body": f"{body}\n\n{marker}", "marker": marker}
+    )
 
 
 def reaction_intent(
@@ -202,6 +229,22 @@ class Outbox:
             target = OnIssue(p["number"]) if p.get("number") else OnComment(p["comment_id"])
             reaction = gh.add_reaction(run.repo, target, content)
             return Made({"reaction_id": reaction.id}, {})
+        if effect.kind == "dismiss":
+            assert run.pr_number is not None
+            try:
+                gh.dismiss_review(run.repo, run.pr_number, int(p["review_id"]), p["message"])
+            except GitHubError as exc:
+                # GitHub refuses to dismiss what is not a live blocking review (dismissed
+                # already, say): there is nothing left to lift, which is what was wanted.
+                if exc.status != 422:
+                    raise
+                return Made({"already": exc.reason[:200]}, {})
+            return Made({"dismissed": int(p["review_id"])}, {})
+        if effect.kind == "comment":
+            number = int(p["number"])
+            found = gh.find_comment(run.repo, number, p["marker"]) if again else None
+            made = found or gh.comment(run.repo, number, p["body"])
+            return Made({"comment_id": made.id}, {})
         if effect.kind == "cancel":
             cancelled = gh.cancel_workflow_run(run.repo, int(p["workflow_run_id"]))
             return Made({"cancelled": cancelled}, {})
@@ -240,7 +283,8 @@ def _make_check(gh: GitHubGateway, run: RunRecord, p: Mapping[str, Any], *, agai
 def _make_review(gh: GitHubGateway, run: RunRecord, p: Mapping[str, Any], *, again: bool) -> Made:
     assert run.pr_number is not None
     if again:
-        found = gh.find_review(run.repo, run.pr_number, review_marker(run.run_id))
+        marker = p.get("marker") or review_marker(run.run_id)
+        found = gh.find_review(run.repo, run.pr_number, marker)
         if found is not None:
             return Made({"review_id": found.id, "found": True}, {"review_id": found.id})
     post = gh.post_blocking_review if p["kind"] == "blocking" else gh.post_advisory_review

@@ -1072,6 +1072,23 @@ class GitHubGateway:
         a = _Answer(f"POST {path}", data)
         return Comment(id=a.integer("id"), html_url=a.text("html_url"))
 
+    def find_comment(self, repo: str, number: int, marker: str) -> Comment | None:
+        """Return the comment on a pull request this App's bot posted with ``marker``."""
+        # https://docs.github.com/en/rest/issues/comments#list-issue-comments
+        if not marker:
+            raise ValueError("a comment marker is not empty")
+        login = self._app.bot_login()
+        path = f"{_repo_path(repo)}/issues/{_positive('number', number)}/comments"
+        for a in self._pages(path, None, {}):
+            user = a.opt_obj("user")
+            if (
+                user is not None
+                and user.text("login") == login
+                and marker in (a.opt_text("body") or "")
+            ):
+                return Comment(id=a.integer("id"), html_url=a.text("html_url"))
+        return None
+
     # -- who may --
 
     def permission(self, repo: str, login: str) -> Permission:

@@ -25,6 +25,12 @@ CheckStatus = Literal["queued", "in_progress", "completed"]
 Conclusion = Literal["success", "failure", "neutral", "action_required", "skipped"]
 
 GUARD = "cujo/guard"
+# How a hold is lifted, and by whom: said on every held check and blocking review.
+LIFT = (
+    "A maintainer (write access or more; not the pull request's author, never a bot) "
+    "lifts this hold on this commit with a comment holding only `/cujo dismiss` on its "
+    "own line."
+)
 RETRY_ACTION = "retry"
 MAX_SUMMARY = 60_000  # GitHub caps a check run's output.summary at 65,535 characters
 
@@ -117,6 +123,7 @@ def guard_for(
     *,
     summary: str = "",
     on_error: Literal["hold", "pass"] = "hold",
+    on_unproven: Literal["hold", "pass"] = "hold",
     holds: str = "unknown",
     waiting_on: str = "",
     dismissed_by: str = "",
@@ -134,15 +141,26 @@ def guard_for(
     if state == "clean":
         return GuardView("completed", "success", f"Cujo: clean ({kind})", _join(summary))
     if state == "unproven":
-        title = "Cujo: unproven — some checks produced no evidence"
-        return GuardView("completed", "neutral", title, _join(summary))
+        if on_unproven == "pass":
+            title = "Cujo: unproven (not holding: on_unproven pass)"
+            text = "Some checks produced no evidence; `.cujo.yml` says `on_unproven: pass`."
+            return GuardView("completed", "neutral", title, _join(text, summary))
+        title = "Cujo: unproven — held until a maintainer looks"
+        text = "Some checks produced no evidence, so this commit is not proven safe."
+        return GuardView(
+            "completed", "action_required", title, _join(text, summary, LIFT, hold_line)
+        )
     if state == "blocked":
         return GuardView(
-            "completed", "failure", "Cujo: blocked — dangerous behaviour", _join(summary, hold_line)
-        )
+            "completed", "failure", "Cujo: blocked — dangerous behaviour",
+            _join(summary, LIFT, hold_line),
+        )  # fmt: skip
     if state == "dismissed":
         by = dismissed_by or "a maintainer"
-        text = f"The block on this commit was dismissed by {by}; the findings stand."
+        text = (
+            f"The hold on this commit was dismissed by {code_span(by)}; the findings stand. "
+            "`/cujo reinstate` puts it back."
+        )
         return GuardView("completed", "success", f"Cujo: dismissed by {by}", _join(text, summary))
     if state == "error":
         text = "Cujo could not finish this review; this says nothing about the pull request."
@@ -158,7 +176,7 @@ def guard_for(
         }
         return GuardView(
             "completed", "action_required", "Cujo: error — retry or dismiss",
-            _join(text, summary, "Retry, or lift the hold with `/cujo dismiss`."), (retry,),
+            _join(text, summary, "Retry, or lift the hold: " + LIFT), (retry,),
         )  # fmt: skip
     text = "A newer commit was pushed; this run was stopped and posts nothing."
     return GuardView("completed", "skipped", "Cujo: superseded", text)
@@ -204,11 +222,7 @@ def review_body(
     if unproven:
         lines += ["", "Not proven:"] + [f"- {code_span(line)}" for line in unproven]
     if verdict.state == "blocked":
-        lines += [
-            "",
-            "A maintainer can lift this block on this commit with a comment holding only "
-            "`/cujo dismiss` on its own line.",
-        ]
+        lines += ["", LIFT]
     return _fit(lines)
 
 

@@ -515,6 +515,43 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
+class CommandRecord:
+    """A `/cujo` verb from a comment and what became of it."""
+
+    id: int
+    repo: str
+    pr_number: int
+    comment_id: int
+    author: str
+    author_type: str
+    verb: Verb
+    outcome: CommandOutcome
+    reason: str
+    run_id: str | None
+    head_sha: str | None
+    created_at: datetime
+    decided_at: datetime | None
+
+
+def _command(row: CommandRow) -> CommandRecord:
+    return CommandRecord(
+        id=row.id,
+        repo=row.repo,
+        pr_number=row.pr_number,
+        comment_id=row.comment_id,
+        author=row.author,
+        author_type=row.author_type,
+        verb=row.verb,
+        outcome=row.outcome,
+        reason=row.reason,
+        run_id=row.run_id,
+        head_sha=row.head_sha,
+        created_at=row.created_at,
+        decided_at=row.decided_at,
+    )
+
+
+@dataclass(frozen=True)
 class Intent:
     """A GitHub effect a run means to make, recorded before it is made.
 
@@ -1103,8 +1140,12 @@ class Store:
         *,
         from_state: RunState | None = None,
         effects: Sequence[Intent] = (),
+        command: tuple[int, str] | None = None,
     ) -> bool:
         """Move a run where the state machine allows; False (nothing written) otherwise.
+
+        ``command`` (its id, and why) is a verb this move applies: it is marked applied
+        in the same transaction, so a redelivered comment never applies it twice.
 
         ``from_state`` also requires the run to be there now (an approval moves a
         `waiting` run only). Moving to `dismissed` remembers the hold it lifted, and
@@ -1125,6 +1166,8 @@ class Store:
             if lifting is not None:
                 row.lifted = lifting
             self._enqueue(session, run_id, effects, now)
+            if command is not None:
+                self._decide_command(session, command[0], "applied", command[1], row, now)
             return True
 
     def _move(
@@ -1281,6 +1324,134 @@ class Store:
         )
         with self._read() as session:
             return self._records(session, query)
+
+    # ---------------------------------------------------------------- commands
+
+    def record_command(
+        self,
+        *,
+        delivery_id: str,
+        repo: str,
+        pr_number: int,
+        comment_id: int,
+        author: str,
+        author_type: str,
+        verb: Verb,
+        created_at: datetime,
+    ) -> CommandRecord:
+        """Record a comment's verb as pending, once: a redelivery gets the first record."""
+        _require("verb", verb, VERBS)
+        with self._write() as session:
+            row = session.scalar(
+                select(CommandRow).where(
+                    CommandRow.comment_id == comment_id, CommandRow.verb == verb
+                )
+            )
+            if row is None:
+                row = CommandRow(
+                    delivery_id=delivery_id,
+                    repo=clip(repo, 256),
+                    pr_number=pr_number,
+                    comment_id=comment_id,
+                    author=clip(author, 64),
+                    author_type=clip(author_type, 32),
+                    verb=verb,
+                    outcome="pending",
+                    reason="",
+                    created_at=created_at,
+                )
+                session.add(row)
+                session.flush()
+            return _command(row)
+
+    def decide_command(
+        self,
+        command_id: int,
+        outcome: CommandOutcome,
+        reason: str,
+        *,
+        run_id: str | None = None,
+        effects: Sequence[Intent] = (),
+    ) -> bool:
+        """Record a refusal (or an outcome without a move); False if it was decided before.
+
+        The effects (a reaction, a reply) belong to ``run_id``'s outbox when given.
+        """
+        _require("command outcome", outcome, COMMAND_OUTCOMES)
+        with self._write() as session:
+            now = self._clock()
+            row = self._run_row(session, run_id) if run_id is not None else None
+            if not self._decide_command(session, command_id, outcome, reason, row, now):
+                return False
+            if run_id is not None:
+                self._enqueue(session, run_id, effects, now)
+            return True
+
+    def _decide_command(
+        self,
+        session: Session,
+        command_id: int,
+        outcome: CommandOutcome,
+        reason: str,
+        run: RunRow | None,
+        now: datetime,
+    ) -> bool:
+        row = session.scalar(
+            select(CommandRow).where(CommandRow.id == command_id).with_for_update()
+        )
+        if row is None:
+            raise StoreError(f"no command {command_id}")
+        if row.outcome != "pending":
+            return False
+        row.outcome, row.reason, row.decided_at = outcome, clip(reason, MAX_TAIL), now
+        if run is not None:
+            row.run_id, row.head_sha = run.id, run.head_sha
+            detail = f"{row.verb} by {row.author}: {outcome}" + (f" ({reason})" if reason else "")
+            session.add(
+                RunEventRow(run_id=run.id, at=now, kind="command", detail=clip(detail, MAX_TAIL))
+            )
+        return True
+
+    def get_command(self, command_id: int) -> CommandRecord:
+        """Return one command."""
+        with self._read() as session:
+            row = session.get(CommandRow, command_id)
+            if row is None:
+                raise StoreError(f"no command {command_id}")
+            return _command(row)
+
+    def commands(self, repo: str | None = None) -> list[CommandRecord]:
+        """Return the recorded commands (of one repository), oldest first."""
+        query = select(CommandRow).order_by(CommandRow.id)
+        if repo is not None:
+            query = query.where(CommandRow.repo == repo)
+        with self._read() as session:
+            return [_command(row) for row in session.scalars(query)]
+
+    def newest_run(self, session_id: str) -> RunRecord | None:
+        """Return a session's newest run, whatever its state."""
+        query = (
+            select(RunRow)
+            .where(RunRow.session_id == session_id)
+            .order_by(RunRow.started_at.desc(), RunRow.id.desc())
+            .limit(1)
+        )
+        with self._read() as session:
+            found = self._records(session, query)
+        return found[0] if found else None
+
+    def state_since(self, run_id: str) -> datetime:
+        """Return when the run entered its current state (its last state event)."""
+        with self._read() as session:
+            at = session.scalar(
+                select(RunEventRow.at)
+                .where(RunEventRow.run_id == run_id, RunEventRow.kind == "state")
+                .order_by(RunEventRow.id.desc())
+                .limit(1)
+            )
+        if at is None:
+            raise UnknownRun(f"no run {run_id!r}")
+        return at
 
     # ---------------------------------------------------------------- the outbox
 

@@ -105,6 +105,9 @@ class Policy(_Strict):
     branches: list[Short] = Field(default_factory=lambda: ["*"], max_length=50)
     drafts: bool = False
     on_error: Literal["hold", "pass"] = "hold"
+    # An unproven run holds the merge (action_required) unless this says pass (neutral):
+    # GitHub counts neutral as passing a required check.
+    on_unproven: Literal["hold", "pass"] = "hold"
     install: Text = ""
     test: Text = ""
     smoke: Text = ""

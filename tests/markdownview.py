@@ -17,7 +17,7 @@ _PARSER = MarkdownIt("commonmark", {"linkify": True}).enable(["table", "linkify"
 ACTIVE = frozenset({"link_open", "image", "html_inline", "html_block", "autolink"})
 # The hidden line naming the run a review belongs to (effects.review_marker): Cujo's own
 # HTML comment, made from a run id the relay generated, never from pull-request text.
-_RUN_MARKER = re.compile(r"<!-- cujo-run: [0-9a-f]{32} -->\n?")
+_RUN_MARKER = re.compile(r"<!-- cujo-run: [0-9a-f]{32}(?: [a-z0-9:-]{1,64})? -->\n?")
 
 
 @dataclass

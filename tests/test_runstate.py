@@ -44,7 +44,7 @@ def test_only_blocked_is_red() -> None:
         ("running", "in_progress", None, None, "eyes"),
         ("waiting", "in_progress", None, None, None),
         ("clean", "completed", "success", "advisory", "+1"),
-        ("unproven", "completed", "neutral", "advisory", "+1"),
+        ("unproven", "completed", "action_required", "advisory", "+1"),
         ("blocked", "completed", "failure", "blocking", "-1"),
         ("dismissed", "completed", "success", None, None),
         ("error", "completed", "action_required", None, "confused"),
@@ -57,6 +57,22 @@ def test_the_table(state: RunState, status: str, conclusion: str | None, review:
     assert (view.status, view.conclusion) == (status, conclusion)
     assert review_for(state) == review
     assert reaction_for(state) == reaction
+
+
+def test_unproven_holds_saying_how_it_is_lifted_or_passes_when_the_policy_says_so() -> None:
+    held = guard_for("unproven")
+    assert held.conclusion == "action_required"  # never neutral: that passes a required check
+    assert "`/cujo dismiss`" in held.summary
+    assert "not the pull request's author" in held.summary
+    passed = guard_for("unproven", on_unproven="pass")
+    assert passed.conclusion == "neutral"
+    assert "on_unproven: pass" in passed.summary
+
+
+def test_every_hold_says_how_it_is_lifted_and_by_whom() -> None:
+    for state in ("blocked", "unproven", "error"):
+        assert "`/cujo dismiss`" in guard_for(state).summary, state  # type: ignore[arg-type]
+    assert "dismissed by `octo-maint`" in guard_for("dismissed", dismissed_by="octo-maint").summary
 
 
 def test_error_holds_with_a_retry_button_or_passes() -> None:

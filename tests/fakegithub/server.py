@@ -457,6 +457,14 @@ def _create_comment(api: Api, req: Request) -> Any:
     return Answer(201, _public(comment))
 
 
+@route("GET", "/repos/{owner}/{repo}/issues/{number}/comments")
+def _list_comments(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/issues/comments#list-issue-comments
+    number = int(req.params["number"])
+    items = [_public(c) for c in api.repo(req).comments.values() if c["_number"] == number]
+    return _page(req, items)
+
+
 # -- permissions ---------------------------------------------------------------------
 
 
