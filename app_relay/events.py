@@ -250,6 +250,10 @@ class RunFollower(Protocol):
         """Start a new run for a ``check_run`` re-run or Retry button on an errored run."""
         ...
 
+    def command(self, event: Event) -> None:
+        """Apply or refuse a `/cujo` verb from a pull-request comment."""
+        ...
+
 
 @dataclass(frozen=True)
 class Context:
@@ -435,7 +439,16 @@ def forget_changed_installation(event: Event, context: Context) -> None:
 
 
 issue_comment = Router()
-"""Comments: reserved for the `/cujo` verbs (commands.py, the verbs issue)."""
+"""Comments: the `/cujo` verbs (commands.py decides, unlock.py applies)."""
+
+
+@issue_comment.register("issue_comment", "created")
+def apply_verb(event: Event, context: Context) -> None:
+    """Hand a new comment to the runs, which apply or refuse a verb in it; edits never count."""
+    if context.runs is None:
+        log.info("delivery %s: %s.%s noted", event.delivery_id, event.name, event.action)
+        return
+    context.runs.command(event)
 
 
 ROUTER = Router.combine(pull_request, workflow, check_run, installation, issue_comment)

@@ -228,6 +228,21 @@ class RunCoordinator:
         for run_id in held:
             self.store.acquire_run(run_id, self.name, self.run_lease_s)
 
+    # What unlock.py uses of the coordinator: the same lock, lease and outbox.
+    session_lock = _session
+    acting = _acting
+
+    @property
+    def holds(self) -> str:
+        """Whether a block holds the merge, as the check says it (guard.py's answer)."""
+        return HOLDS
+
+    def command(self, event: Event) -> None:
+        """Apply or refuse a `/cujo` verb from a pull-request comment (unlock.py)."""
+        from .unlock import Unlock  # noqa: PLC0415  (unlock imports this module's types)
+
+        Unlock(self).command(event)
+
     # ------------------------------------------------------------------ review requests
 
     def request_review(self, request: ReviewRequested) -> None:

@@ -17,7 +17,7 @@ from cujorun import CUJO, Cujo
 from gitrepo import GitRepo
 
 # The fake GitHub (a real HTTP server on loopback) for the relay's tests.
-pytest_plugins = ["fakegithub.plugin"]
+pytest_plugins = ["fakegithub.plugin", "coordinatorworld"]
 
 Files = Mapping[str, str | None]
 TOP = Path(__file__).resolve().parent.parent

@@ -124,6 +124,7 @@ def synthetic_bundle(
     bound_to: str | None = None,
     plan_policy: Policy | None = None,
     install_egress_to: str | None = None,
+    unproven: bool = False,
 ) -> Path:
     """Write a complete, fully isolated bundle (for ``bound_to``'s run id if given).
 
@@ -148,6 +149,10 @@ def synthetic_bundle(
                     "bytes_out": 512,
                 }
             ]
+        if unproven and check == "smoke":
+            # The build could not run: no evidence, so the commit is not proven safe.
+            over["status"] = "skipped"
+            over["summary"] = "nothing recognisable to build"
         report = make_report(check, run_id=rid, base_sha=base, head_sha=head, **over)
         (folder / f"{check}.json").write_text(report.dump())
     write_manifest(folder, rid, head, base)
@@ -194,6 +199,7 @@ def synthetic(
     *,
     plan_policy: Policy | None = None,
     install_egress_to: str | None = None,
+    unproven: bool = False,
 ) -> Producer:
     """Return a producer of ``synthetic_bundle`` (clean, unless asked otherwise)."""
 
@@ -206,6 +212,7 @@ def synthetic(
             bound_to=bound_to,
             plan_policy=plan_policy,
             install_egress_to=install_egress_to,
+            unproven=unproven,
         )
 
     return produce
