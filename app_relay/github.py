@@ -722,6 +722,11 @@ class GitHubGateway:
         self.installation_id = installation_id
         self._github = app.github_for(installation_id)
 
+    @property
+    def app_id(self) -> int:
+        """The id of the App this gateway acts for (a check pinned to it is ours)."""
+        return self._app.app_id
+
     def close(self) -> None:
         """Close this gateway's connections."""
         self._github.close()

@@ -53,6 +53,7 @@ from .effects import (
 )
 from .events import Event, MalformedEvent, ReviewRequested, record_request
 from .github import ChangedFiles, GitHubError, GitHubGateway
+from .guard import Hold, HoldCache
 from .inert import code_span
 from .intake import Bundle, BundleError
 from .runners import Dispatched, RunnerError, RunProgress
@@ -71,9 +72,6 @@ from .store import Intent, RunClosed, RunRecord, Store
 log = logging.getLogger(__name__)
 
 POLICY_FILE = ".cujo.yml"
-# Whether the block holds the merge is guard.py's answer (a later issue); until then the
-# check says it is unknown, which is never "holds".
-HOLDS = "unknown"
 FAILURES = (GitHubError, RunnerError, BundleError, ArtifactError, ValueError, OSError)
 # How long a relay holds a run while acting on it; one that dies mid-act lets go after it.
 RUN_LEASE_S = 300.0
@@ -137,6 +135,7 @@ class Head:
     head_sha: str
     default_branch: str | None
     delivery_id: str
+    base_ref: str | None = None
 
 
 def evidence_of(reports: Sequence[Report]) -> dict[str, str]:
@@ -154,6 +153,13 @@ def evidence_of(reports: Sequence[Report]) -> dict[str, str]:
         for seen in report.observations:
             lines[seen.id] = f"{seen.kind}: {seen.detail}"
     return lines
+
+
+def on_unproven_of(run: RunRecord) -> Literal["hold", "pass"]:
+    """Return the run's ``on_unproven`` (hold when its policy is not recorded)."""
+    if run.policy_json is None:
+        return "hold"
+    return Policy.model_validate_json(run.policy_json).on_unproven
 
 
 class RunCoordinator:
@@ -181,6 +187,7 @@ class RunCoordinator:
         # Unique per coordinator: a restarted relay must not pass for the one that died.
         self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.outbox = Outbox(store, github_for, name=self.name, config=outbox)
+        self.hold_cache = HoldCache()
         # Re-entrant: starting a run may finish it at once (a policy error) under the lock.
         self._locks: dict[str, threading.RLock] = {}
         self._locks_lock = threading.Lock()
@@ -232,10 +239,22 @@ class RunCoordinator:
     session_lock = _session
     acting = _acting
 
-    @property
-    def holds(self) -> str:
-        """Whether a block holds the merge, as the check says it (guard.py's answer)."""
-        return HOLDS
+    def hold(self, run: RunRecord) -> Hold:
+        """Whether a block of ``run`` holds the merge, kept on the run as it is read."""
+        hold = self.hold_of(run.installation_id, run.repo, run.base_ref)
+        if hold.answer != run.holds:
+            self.store.bind_github(run.run_id, holds=hold.answer)
+        return hold
+
+    def hold_of(self, installation_id: int | None, repo: str, base_ref: str | None) -> Hold:
+        """Whether ``cujo/guard`` holds merges into ``base_ref`` (guard.py, cached a minute)."""
+        if installation_id is None or not base_ref:
+            return Hold("unknown", "the pull request's base branch is not recorded.")
+        gh = self.github_for(installation_id)
+        try:
+            return self.hold_cache.hold(gh, repo, base_ref, gh.app_id)
+        except FAILURES as exc:
+            return Hold("unknown", f"the branch rules could not be read: {code_span(str(exc))}")
 
     def command(self, event: Event) -> None:
         """Apply or refuse a `/cujo` verb from a pull-request comment (unlock.py)."""
@@ -273,6 +292,7 @@ class RunCoordinator:
                 head_sha=pr.head_sha,
                 default_branch=request.default_branch,
                 delivery_id=request.delivery_id,
+                base_ref=pr.base_ref,
             )
             facts = modes.PullRequestFacts(
                 action=request.action,
@@ -342,7 +362,8 @@ class RunCoordinator:
         owned = self._supersede(head, run_id)
         check_run_id = check_run_id or owned
         on_error = "hold" if isinstance(policy, PolicyError) else policy.on_error
-        view = guard_for("running", summary=note, holds=HOLDS)
+        hold = self.hold_of(head.installation_id, head.repo, head.base_ref)
+        view = guard_for("running", summary=note, holds=hold.answer, holds_line=hold.line())
         self.store.start_run(
             head.session_id,
             run_id,
@@ -358,6 +379,8 @@ class RunCoordinator:
                 "on_error": on_error,
                 # The new run on the same commit owns the check: it goes back in progress.
                 "check_run_id": check_run_id,
+                "base_ref": head.base_ref,
+                "holds": hold.answer,
             },
             lease=(self.name, self.run_lease_s),
             effects=[check_intent(view, head.head_sha), *self._reaction(head.number, "running")],
@@ -465,12 +488,17 @@ class RunCoordinator:
                 if progress.environment
                 else "a required reviewer"
             )
-            view = guard_for("waiting", waiting_on=who, holds=HOLDS)
+            hold = self.hold(run)
+            view = guard_for("waiting", waiting_on=who, holds=hold.answer, holds_line=hold.line())
             effects = [check_intent(view, run.head_sha)]
             if self.store.move_open(run.run_id, "running", "waiting", who, effects=effects):
                 self.outbox.drain(run.run_id)
         elif not progress.waiting and run.state == "waiting" and progress.status != "completed":
-            view = guard_for("running", summary="The sandbox job was approved.", holds=HOLDS)
+            hold = self.hold(run)
+            view = guard_for(
+                "running", summary="The sandbox job was approved.", holds=hold.answer,
+                holds_line=hold.line(),
+            )  # fmt: skip
             effects = [check_intent(view, run.head_sha)]
             if self.store.move_open(run.run_id, "waiting", "running", "approved", effects=effects):
                 self.outbox.drain(run.run_id)
@@ -577,7 +605,15 @@ class RunCoordinator:
                 )
                 effects.append(review_intent(run_id, kind, body, run.head_sha))
             on_error: Literal["hold", "pass"] = "pass" if run.on_error == "pass" else "hold"
-            view = guard_for(verdict.state, summary=verdict.summary, on_error=on_error, holds=HOLDS)
+            hold = self.hold(run)
+            view = guard_for(
+                verdict.state,
+                summary=verdict.summary,
+                on_error=on_error,
+                on_unproven=on_unproven_of(run),
+                holds=hold.answer,
+                holds_line=hold.line(),
+            )
             effects.append(check_intent(view, run.head_sha))
             effects.extend(self._reaction(run.pr_number, verdict.state))
             plan_json = (
@@ -635,6 +671,7 @@ class RunCoordinator:
                 head_sha=run.head_sha,
                 default_branch=run.default_branch,
                 delivery_id=event.delivery_id,
+                base_ref=pr.base_ref,
             )
             facts = modes.PullRequestFacts(
                 action="synchronize",  # a retry reviews the head as a new push would

@@ -125,13 +125,15 @@ def guard_for(
     on_error: Literal["hold", "pass"] = "hold",
     on_unproven: Literal["hold", "pass"] = "hold",
     holds: str = "unknown",
+    holds_line: str = "",
     waiting_on: str = "",
     dismissed_by: str = "",
     diff_review: bool = False,
 ) -> GuardView:
     """Return the check's face for a run in ``state`` (DESIGN section 3's table)."""
     kind = "diff review" if diff_review else "sandbox review"
-    hold_line = _holds_line(holds)
+    # guard.py's own sentence (with the setting to change) when the relay read it.
+    hold_line = holds_line or _holds_line(holds)
     if state == "running":
         return GuardView("in_progress", None, f"Cujo: {kind} running", _join(summary, hold_line))
     if state == "waiting":

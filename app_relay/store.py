@@ -111,6 +111,8 @@ _GITHUB_FIELDS = frozenset(
         "check_run_id",
         "workflow_run_id",
         "review_id",
+        "base_ref",
+        "holds",
     }
 )
 
@@ -265,6 +267,10 @@ class RunRow(Base):
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
     # The hold (blocked, unproven, error) a dismissal lifted: a reinstate puts back this.
     lifted: Mapped[RunState | None] = mapped_column(String(16))
+    # The branch the pull request merges into, and whether a block holds that merge
+    # (guard.py: holds, does-not-hold, unknown) as last read.
+    base_ref: Mapped[str | None] = mapped_column(String(256))
+    holds: Mapped[str | None] = mapped_column(String(16))
 
 
 class RunEventRow(Base):
@@ -512,6 +518,8 @@ class RunRecord:
     policy_json: str | None = None
     lease_owner: str | None = None
     lifted: RunState | None = None
+    base_ref: str | None = None
+    holds: str | None = None
 
 
 @dataclass(frozen=True)
@@ -1704,6 +1712,8 @@ class Store:
                 policy_json=r.policy_json,
                 lease_owner=r.lease_owner,
                 lifted=r.lifted,
+                base_ref=r.base_ref,
+                holds=r.holds,
             )
             for r in runs
         ]

@@ -176,12 +176,14 @@ class Unlock:
             effects.append(dismiss_intent(run.review_id, message, key=f"dismiss:{record.id}"))
         elif change.review == "block":
             effects.append(self._reinstated_review(run, cmd.login, record.id))
+        hold = self.runs.hold(run)
         view = guard_for(
             change.to_state,
             summary=run.summary,
             on_error=on_error,
             on_unproven=on_unproven,
-            holds=self.runs.holds,
+            holds=hold.answer,
+            holds_line=hold.line(),
             dismissed_by=cmd.login,
         )
         effects.append(check_intent(view, run.head_sha))

@@ -13,6 +13,7 @@ from typing import Any
 
 from coordinatorworld import World
 from fakegithub import fake_sha
+from fakegithub.state import required_checks_rules
 from relayworld import REPO, sample, synthetic
 
 PERMISSION_READS = r"/collaborators/[^/]+/permission$"
@@ -218,3 +219,30 @@ def test_two_verbs_in_one_comment_are_refused_as_ambiguous(make: Any) -> None:
     cid = comment(w, 49, "/cujo dismiss\n\n/cujo reinstate")
     assert reactions_on(w, cid) == {"confused"}
     assert review_states(w) == ["CHANGES_REQUESTED"]
+
+
+# ------------------------------------------------------------------ does the block hold?
+
+
+def test_the_check_says_the_block_holds_when_a_ruleset_requires_it_from_this_app(
+    make: Any,
+) -> None:
+    w = make()
+    rules = required_checks_rules(REPO, {"context": "cujo/guard", "integration_id": w.fake.app_id})
+    w.fake.state.set_rules(REPO, "main", rules)
+    head = blocked(w, 50)
+    (check,) = w.checks(head)
+    assert "This block holds the merge" in check["output"]["summary"]
+    assert w.store.list_runs()[0].holds == "holds"
+
+
+def test_a_required_guard_any_app_may_report_does_not_hold_and_says_what_to_change(
+    make: Any,
+) -> None:
+    w = make()
+    w.fake.state.set_rules(REPO, "main", required_checks_rules(REPO, {"context": "cujo/guard"}))
+    head = blocked(w, 51)
+    summary = w.checks(head)[0]["output"]["summary"]
+    assert "does NOT hold the merge" in summary
+    assert "To fix" in summary
+    assert w.store.list_runs()[0].holds == "does-not-hold"
