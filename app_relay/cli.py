@@ -167,6 +167,7 @@ def summary_object(
             {
                 "id": f.id,
                 "rule": f.rule,
+                "rules": f.rules,
                 "severity": f.severity,
                 "check": f.check,
                 "title": f.title,

@@ -14,6 +14,7 @@ from typing import Protocol
 from app_relay.inert import code_span
 from cujo_action.schema import CheckName, Report, clip
 
+from .behaviour import one_per_behaviour
 from .rules import RuleContext, apply_rules
 from .verdict import MAX_SUMMARY, Finding, Verdict
 
@@ -71,7 +72,7 @@ def decide(
     require_full_isolation: bool = False,
 ) -> Verdict:
     """Return blocked on any critical finding, else unproven on missing evidence, else clean."""
-    findings = apply_rules(reports, ctx)
+    findings = one_per_behaviour(apply_rules(reports, ctx), reports)
     unproven = unproven_lines(
         reports,
         expected=expected,
