@@ -143,7 +143,12 @@ class FakeAnthropic:
                 self.unscripted += 1
         if hook is not None:
             hook(recorded)
-        return answer or _error(500, "api_error", "the fake has no scripted answer left")
+        if answer is None:
+            return _error(500, "api_error", "the fake has no scripted answer left")
+        if answer.body.get("type") == "message" and answer.body.get("model") is None:
+            # As the API does, the reply names the model that was asked for.
+            return Answer(answer.status, {**answer.body, "model": recorded.body.get("model")})
+        return answer
 
     def reply(
         self,
@@ -158,7 +163,7 @@ class FakeAnthropic:
             "id": f"msg_{secrets.token_hex(12)}",
             "type": "message",
             "role": "assistant",
-            "model": model or "claude-sonnet-4-5-20250929",
+            "model": model,
             "content": list(blocks),
             "stop_reason": stop_reason,
             "stop_sequence": None,

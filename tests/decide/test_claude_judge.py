@@ -87,7 +87,7 @@ def test_an_advisory_call_on_a_quiet_run_is_clean_and_the_model_decided(api, mak
     assert verdict.findings[1].evidence == [call.id]
     assert verdict.findings[1].check == "tests"
     assert (
-        "The model judge (claude-sonnet-4-5-20250929) said: `Adds mul(); tests call an API.`"
+        "The model judge (claude-sonnet-4-5) said: `Adds mul(); tests call an API.`"
         in verdict.summary
     )
     use = verdict.model_use
