@@ -277,6 +277,7 @@ class Piece:
     text: str
     tokens: int
     hunk: int  # which hunk of the diff (0-based), whatever part this is
+    header: str  # the hunk's header, and which part this is
 
 
 @dataclass(frozen=True)
@@ -288,6 +289,7 @@ class CompressedDiff:
     listing: str  # the files reduced to names and what was left out, one line each
     tokens: int  # estimate_tokens(text) + estimate_tokens(listing) <= budget_tokens
     shown: tuple[str, ...]  # ids of the pieces shown
+    where: dict[str, str]  # each shown id: its file and hunk header, for the review body
     # Per kind: (hunks shown in full, hunks in all), for the kinds whose hunks can be shown.
     kept: dict[str, tuple[int, int]]
     named: tuple[tuple[str, str], ...]  # (path, why it is only named)
@@ -338,9 +340,9 @@ def _pieces(diff: FileDiff, kind: Kind, first: int, counter: list[int]) -> list[
             of = f" (part {n} of {len(parts)})" if len(parts) > 1 else ""
             head = _shown(hunk.header)
             text = "\n".join([f"[{pid}]{of} {head}", *part])
-            pieces.append(
-                Piece(pid, diff.path, kind, text, estimate_tokens(text) + 1, first + offset)
-            )
+            tokens = estimate_tokens(text) + 1
+            piece = Piece(pid, diff.path, kind, text, tokens, first + offset, f"{head}{of}")
+            pieces.append(piece)
     return pieces
 
 
@@ -425,6 +427,7 @@ def compress_diff(diff: str | Sequence[FileDiff], budget_tokens: int) -> Compres
         listing=listing,
         tokens=estimate_tokens(text) + estimate_tokens(listing),
         shown=tuple(p.id for p in shown),
+        where={p.id: f"{_shown(p.path)} {p.header}" for p in shown},
         kept={k: (v[0], v[1]) for k, v in totals.items()},
         named=tuple(named),
         left_out=tuple(left_out),
@@ -643,6 +646,10 @@ class DiffReview:
 
     verdict: Verdict
     prompt: DiffPrompt
+
+    def evidence(self) -> dict[str, str]:
+        """Return where each hunk the model could cite is, for the review body."""
+        return dict(self.prompt.compressed.where)
 
     def ran(self) -> list[str]:
         """Return what ran, one line each, for the review body."""

@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from bundlefactory import demo_exfil_reports as demo_reports
 
 from app_relay.decide.behaviour import one_per_behaviour
 from app_relay.decide.judge import decide
 from app_relay.decide.rules import RuleContext, apply_rules
-from cujo_action.schema import CHECK_NAMES, HARNESS_TAMPER, PERSISTENCE_WRITE, Plan, parse_report
-
-DEMO = Path(__file__).resolve().parents[1] / "samples" / "demo-exfil"
-
-
-def demo_reports():
-    plan = Plan.model_validate_json((DEMO / "plan.json").read_text())
-    return [
-        parse_report(
-            (DEMO / f"{check}.json").read_bytes(),
-            run_id=plan.run_id,
-            head_sha=plan.head_sha,
-            base_sha=plan.base_sha,
-        )
-        for check in CHECK_NAMES
-    ]
+from cujo_action.schema import CHECK_NAMES, HARNESS_TAMPER, PERSISTENCE_WRITE
 
 
 def test_the_rules_alone_report_the_demo_as_five_criticals_and_a_warning():
