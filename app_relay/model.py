@@ -149,6 +149,9 @@ class ModelClient:
             max_retries=self.config.max_retries,
             timeout=self.config.request_timeout_s,
             http_client=http,
+            # A reply that is not the shape the API documents is an error, never read
+            # loosely (the SDK builds its models unchecked otherwise).
+            _strict_response_validation=True,
         )
         try:
             message = client.messages.create(**request)
@@ -166,7 +169,10 @@ class ModelClient:
             raise failed("error", f"the reply could not be read ({type(exc).__name__})") from None
         finally:
             client.close()
-        return _reply(model, message, attempts)
+        try:
+            return _reply(model, message, attempts)
+        except ValueError as exc:  # a reply whose fields do not fit the record
+            raise failed("error", f"the reply could not be read ({type(exc).__name__})") from None
 
 
 def _reply(model: str, message: anthropic.types.Message, attempts: int) -> Reply:

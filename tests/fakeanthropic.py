@@ -180,6 +180,14 @@ class FakeAnthropic:
         for _ in range(times):
             self._push(_error(529, "overloaded_error", "Overloaded"))
 
+    def status(self, status: int, kind: str = "api_error", message: str = "failed") -> None:
+        """Script an error answer with HTTP ``status``."""
+        self._push(_error(status, kind, message))
+
+    def garbled(self) -> None:
+        """Script a 200 answer that is not a message at all."""
+        self._push(Answer(200, {"type": "message", "content": "not a list"}))
+
     def hang(self, times: int = 1) -> None:
         """Script answers withheld until ``release`` or ``close``."""
         for _ in range(times):

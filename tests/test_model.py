@@ -169,3 +169,42 @@ def test_an_ask_after_the_deadline_sends_nothing(api):
 )
 def test_cost_of_a_million_tokens_each_way(model, usd):
     assert cost_usd(model, 1_000_000, 1_000_000) == usd
+
+
+def test_an_error_the_sdk_does_not_retry_is_an_error_that_says_so(api):
+    api.status(400, "invalid_request_error", "tools: bad schema")
+    ask = client(api, max_retries=2)
+
+    with pytest.raises(ModelError) as caught:
+        ask.ask(model="claude-haiku-4-5", deadline=ask.deadline(), **ASK)
+
+    assert len(api.requests) == 1  # a 400 is not retried
+    assert (caught.value.use.outcome, caught.value.use.detail) == (
+        "error",
+        "the API answered HTTP 400",
+    )
+
+
+def test_a_reply_that_is_not_a_message_is_an_error(api):
+    api.garbled()
+    ask = client(api)
+
+    with pytest.raises(ModelError) as caught:
+        ask.ask(model="claude-haiku-4-5", deadline=ask.deadline(), **ASK)
+
+    assert caught.value.use.outcome == "error"
+    assert caught.value.use.detail.startswith("the reply could not be read")
+
+
+def test_an_api_that_cannot_be_reached_is_an_error():
+    with FakeAnthropic() as gone:
+        url = gone.url
+    ask = ModelClient("k", base_url=url, config=ModelConfig(max_retries=0))
+
+    with pytest.raises(ModelError) as caught:
+        ask.ask(model="claude-haiku-4-5", deadline=ask.deadline(), **ASK)
+
+    assert (caught.value.use.outcome, caught.value.use.detail) == (
+        "error",
+        "the API could not be reached",
+    )

@@ -324,6 +324,13 @@ class ClaudeJudge:
         return _model_verdict(rules, asked.accepted, asked.use, index)
 
 
+def judge_for(model: ModelPort | None, *, require_full_isolation: bool = False) -> Judge:
+    """Return the model judge when there is a model to ask, else the deterministic judge."""
+    if model is None:
+        return DeterministicJudge(require_full_isolation=require_full_isolation)
+    return ClaudeJudge(model, require_full_isolation=require_full_isolation)
+
+
 def judge_prompt(
     rules: Verdict,
     reports: Sequence[Report],

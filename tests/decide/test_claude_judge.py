@@ -14,7 +14,13 @@ import re
 import pytest
 from fakeanthropic import running, text, tool_use
 
-from app_relay.decide.judge import ClaudeJudge, DeterministicJudge, Judge, judge_prompt
+from app_relay.decide.judge import (
+    ClaudeJudge,
+    DeterministicJudge,
+    Judge,
+    judge_for,
+    judge_prompt,
+)
 from app_relay.decide.rules import RuleContext
 from app_relay.model import ModelClient, ModelConfig
 from app_relay.reviewtools import ADVISORY, BLOCKING
@@ -272,7 +278,6 @@ def test_invented_evidence_twice_leaves_the_decision_to_the_hard_rules(api, make
         ([tool_use(ADVISORY, {"findings": []})], "malformed at summary"),
         ([tool_use(ADVISORY, {"summary": "s", "findings": [], "verdict": "ok"})], "malformed"),
         ([tool_use(ADVISORY, review("s", ("t", "fatal", ["tests:obs:1"])))], "malformed"),
-        ([tool_use(ADVISORY, "not an object")], "malformed"),
         ([tool_use(BLOCKING, review("s"))], "at least one critical"),
         ([tool_use("approve", review())], "not offered"),
     ],
@@ -289,6 +294,19 @@ def test_an_answer_that_cannot_be_used_is_never_guessed(api, make, ctx, answer, 
     assert verdict.model_use.outcome == "rejected"
     assert why in verdict.model_use.detail
     assert len(api.requests) == 2
+
+
+def test_a_reply_not_shaped_as_the_api_documents_is_never_read(api, make, ctx):
+    # A tool input must be an object; the SDK's strict validation refuses the reply.
+    api.reply(tool_use(ADVISORY, "not an object"))
+
+    verdict = claude(api).decide(quiet(make), expected=ALL, ctx=ctx)
+
+    assert (verdict.state, verdict.judge) == ("clean", "deterministic-fallback")
+    assert verdict.model_use is not None
+    assert verdict.model_use.outcome == "error"
+    assert verdict.model_use.detail.startswith("the reply could not be read")
+    assert len(api.requests) == 1
 
 
 def test_a_timeout_leaves_the_block_to_the_hard_rules_and_says_so(api, make, ctx):
@@ -316,9 +334,11 @@ def test_an_overloaded_api_leaves_the_decision_to_the_hard_rules(api, make, ctx)
     assert verdict.findings == []
 
 
-def test_the_claude_judge_is_a_judge(api):
-    judge: Judge = claude(api)
-    assert judge.asks == 2
+def test_a_model_makes_the_claude_judge_and_none_the_deterministic_one(api):
+    judge: Judge = judge_for(None, require_full_isolation=True)
+    assert judge == DeterministicJudge(require_full_isolation=True)
+    client = ModelClient("k", base_url=api.url)
+    assert judge_for(client) == ClaudeJudge(client)
 
 
 # --------------------------------------------------------------------------- the prompt
@@ -362,3 +382,27 @@ def test_cited_evidence_comes_before_the_rest(make, ctx):
 
     ids = [json.loads(line)["id"] for line in fenced(prompt, "evidence").splitlines()]
     assert ids == [leak.id, *(c.id for c in quiet_calls)]
+
+
+def test_a_failed_commands_last_words_reach_the_judge_and_a_passing_ones_do_not(make, ctx):
+    failed = make.command("pip install .", phase="install", exit_code=1)
+    failed = failed.model_copy(update={"stderr_tail": "x" * 900 + "error: no such host"})
+    passed = make.command("pytest", exit_code=0).model_copy(update={"stdout_tail": "42 passed"})
+    reports = quiet(
+        make,
+        install=make.report("install", status="failed", commands=[failed]),
+        tests=make.report("tests", commands=[passed]),
+    )
+    rules = DeterministicJudge().decide(reports, expected=ALL, ctx=ctx)
+
+    _, prompt = judge_prompt(
+        rules, reports, expected=ALL, offered=[ADVISORY, BLOCKING], rubric="r",
+        fence=Fence.new(), budget_tokens=24_000,
+    )  # fmt: skip
+
+    shown = {json.loads(line)["check"]: json.loads(line) for line in fenced(prompt, "reports")
+             .splitlines()}  # fmt: skip
+    [install] = shown["install"]["commands"]
+    assert install["stderr_tail"].endswith("error: no such host")
+    assert len(install["stderr_tail"]) == 400
+    assert "stdout_tail" not in shown["tests"]["commands"][0]
