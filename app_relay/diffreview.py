@@ -23,8 +23,8 @@ from typing import Final, Literal
 
 from cujo_action.schema import Policy
 
+from .decide.judge import with_model_words
 from .decide.verdict import Finding, ModelUse, Severity, Verdict
-from .inert import code_span
 from .modelport import ModelPort
 from .reviewtools import ADVISORY, ToolName, ask_for_review, review_tool
 from .untrusted import ASCII_CHARS_PER_TOKEN, Fence, estimate_tokens, sanitise
@@ -735,11 +735,9 @@ def review_diff(
         f"Diff review by {asked.use.model} (advisory; a diff review never blocks): "
         f"{warn} warning(s), {len(findings) - warn} note(s); {account}."
     )
-    words = asked.accepted.call.summary.strip()
-    span = code_span(words, cap=600) if words else ""
     verdict = Verdict(
         state="clean",
-        summary=f"{lead} The model said: {span}" if span else lead,
+        summary=with_model_words(lead, "The model said:", asked.accepted.call.summary),
         findings=findings,
         judge="model",
         model_use=asked.use,

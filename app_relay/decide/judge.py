@@ -508,7 +508,7 @@ def _model_verdict(
         state = "unproven" if rules.unproven else "clean"
     return Verdict(
         state=state,
-        summary=_with_words(lead, f"The model judge ({model}) said:", accepted.call.summary),
+        summary=with_model_words(lead, f"The model judge ({model}) said:", accepted.call.summary),
         findings=findings,
         unproven=rules.unproven,
         judge="model",
@@ -516,7 +516,7 @@ def _model_verdict(
     )
 
 
-def _with_words(lead: str, intro: str, words: str) -> str:
+def with_model_words(lead: str, intro: str, words: str) -> str:
     """Return ``lead`` and the model's words, quoted whole or not at all (no cut spans)."""
     if not words.strip():
         return lead

@@ -13,6 +13,7 @@ import re
 
 import pytest
 from fakeanthropic import running, text, tool_use
+from markdownview import view
 
 from app_relay.decide.judge import (
     ClaudeJudge,
@@ -176,6 +177,18 @@ def test_the_models_words_are_quoted_inert(api, make, ctx):
 
     assert verdict.judge == "model"
     assert verdict.summary.endswith("said: `@octocat see [this](https://evil.example) <img src=x>`")
+
+
+def test_words_too_long_to_quote_whole_are_left_out_not_cut(api, make, ctx):
+    # A cut inside a code span would un-quote the rest: the words go whole, or not at all.
+    words = "`" * 700 + " @octocat [x](https://evil.example)"
+    api.call(ADVISORY, review(words))
+
+    verdict = claude(api).decide(quiet(make), expected=ALL, ctx=ctx)
+
+    seen = view(verdict.summary)
+    assert seen.active == []
+    assert "@octocat" not in seen.plain()
 
 
 # --------------------------------------------------------------------------- adversarial
