@@ -24,9 +24,18 @@ from app_relay.decide.judge import DeterministicJudge, error_verdict
 from app_relay.decide.rules import RuleContext
 from app_relay.decide.verdict import Verdict
 from app_relay.intake import Bundle, BundleError, read_bundle
+from app_relay.modelport import ModelPort
 from app_relay.runners import LocalRunner
 from app_relay.store import Store
-from cujo_action.schema import CHECK_NAMES, DecoyEvent, Egress, Observation, Report
+from cujo_action.schema import (
+    CHECK_NAMES,
+    DecoyEvent,
+    Egress,
+    Observation,
+    PolicyError,
+    Report,
+    load_policy,
+)
 
 EXIT = {"clean": 0, "unproven": 0, "blocked": 1, "error": 3}
 
@@ -113,6 +122,8 @@ def _evidence_index(reports: Sequence[Report]) -> dict[str, dict[str, Any]]:
 
 
 def _describe(item: dict[str, Any]) -> str:
+    if "where" in item:  # a hunk a diff review cites
+        return str(item["where"])
     if "host" in item:
         decoys = ", ".join(
             f"{n} ({w})" for n, w in zip(item["decoy_seen"], item["decoy_where"], strict=False)
@@ -167,6 +178,7 @@ def summary_object(
             {
                 "id": f.id,
                 "rule": f.rule,
+                "rules": f.rules,
                 "severity": f.severity,
                 "check": f.check,
                 "title": f.title,
@@ -222,15 +234,24 @@ def render(obj: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# Why a `--mode diff` review ran in the sandbox instead; the summary starts with it.
+NO_MODEL_KEY = (
+    "A diff review needs a model key (ANTHROPIC_API_KEY) and none is set, so this is the "
+    "sandbox review instead."
+)
+
+
 def review(args: argparse.Namespace) -> int:
     """Run a local review of head against base and record it."""
+    instead = ""
     if args.mode == "diff":
-        print(
-            "cujo review: --mode diff needs the model-backed diff review, which is not built "
-            "yet; use --mode sandbox (the default)",
-            file=sys.stderr,
-        )
-        return 2
+        from app_relay.model import model_client_from_env  # noqa: PLC0415
+
+        client = model_client_from_env(os.environ)
+        if client is not None:
+            return diff_review(args, client)
+        instead = NO_MODEL_KEY
+        print(f"cujo review: {instead}", file=sys.stderr)
     folder = data_dir(args.data_dir)
     run_id = f"local-{secrets.token_hex(6)}"
     repo = str(Path(args.repo).resolve()) if "://" not in args.repo else args.repo
@@ -280,6 +301,10 @@ def review(args: argparse.Namespace) -> int:
         store.mark_abandoned(run_id, "interrupted by the user")
         print("cujo: interrupted; the run is recorded as error", file=sys.stderr)
         return 3
+    if instead:
+        verdict = Verdict.model_validate(
+            {**verdict.model_dump(), "summary": f"{instead} {verdict.summary}"}
+        )
     plan_json = bundle.plan.model_dump_json(by_alias=True) if bundle and bundle.plan else None
     recorded = True
     try:
@@ -299,6 +324,104 @@ def review(args: argparse.Namespace) -> int:
     print(json.dumps(obj, indent=2) if args.json else render(obj))
     # A verdict that is not on the record is Cujo falling over, whatever the verdict says.
     return EXIT[verdict.state] if recorded else 3
+
+
+def git_text(repo: str, *args: str) -> str | None:
+    """Return what git prints in a local repository, or None when it fails."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", repo, *args],
+            capture_output=True,
+            timeout=60,
+            check=False,
+            env={
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_CEILING_DIRECTORIES": str(Path(repo).parent),
+            },
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.decode("utf-8", errors="replace")
+
+
+def diff_review(args: argparse.Namespace, client: ModelPort) -> int:
+    """Review head's diff against base with the diff model; record it; print the verdict."""
+    folder = data_dir(args.data_dir)
+    run_id = f"local-{secrets.token_hex(6)}"
+    repo = str(Path(args.repo).resolve()) if "://" not in args.repo else args.repo
+    base_sha, head_sha = resolve(repo, args.base), resolve(repo, args.head)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        store = Store(database_url(folder))
+        session = store.open_session(repo, None, "local")
+        store.start_run(session, run_id, base_sha, head_sha, "diff")
+    except (OSError, SQLAlchemyError) as exc:
+        print(f"cujo review: cannot open the record in {folder}: {_why(exc)}", file=sys.stderr)
+        return 3
+    record = f"{shown_url(store.url)} run {run_id}"
+    print(f"cujo: diff review of {repo}: {args.base} → {args.head} (run {run_id})", file=sys.stderr)
+    if UNKNOWN_SHA in (base_sha, head_sha):
+        verdict = error_verdict(f"{args.base} or {args.head} is not a commit of {repo}")
+        evidence: dict[str, str] = {}
+        ran: list[str] = []
+    else:
+        verdict, evidence, ran = _diff_verdict(client, repo, base_sha, head_sha)
+    recorded = True
+    try:
+        store.finish_run(run_id, verdict)
+    except SQLAlchemyError as exc:
+        recorded = False
+        record = f"not recorded: {_why(exc)} ({record})"
+        print(f"cujo review: the verdict could not be recorded: {_why(exc)}", file=sys.stderr)
+    obj = summary_object(
+        run_id=run_id, bundle=None, verdict=verdict, record=record, base_sha=base_sha,
+        head_sha=head_sha,
+    )  # fmt: skip
+    obj["mode"] = "diff"
+    obj["isolation"] = None
+    obj["notes"] = ran
+    for finding in obj["findings"]:
+        finding["evidence"] = [
+            {"id": e["id"], "where": evidence[e["id"]]} if e["id"] in evidence else e
+            for e in finding["evidence"]
+        ]
+    if verdict.model_use is not None:
+        obj["model_use"] = verdict.model_use.model_dump(mode="json")
+    print(json.dumps(obj, indent=2) if args.json else render(obj))
+    return EXIT[verdict.state] if recorded else 3
+
+
+def _diff_verdict(
+    client: ModelPort, repo: str, base_sha: str, head_sha: str
+) -> tuple[Verdict, dict[str, str], list[str]]:
+    """Return the diff review's verdict, where each hunk it cites is, and what ran."""
+    from app_relay.diffreview import read_standards, review_diff  # noqa: PLC0415
+
+    def read_at(path: str, ref: str) -> str | None:
+        return git_text(repo, "cat-file", "blob", f"{ref}:{path}")
+
+    # The policy and the standards are read at base, never head (DESIGN section 4).
+    try:
+        policy = load_policy(read_at(".cujo.yml", base_sha))
+    except PolicyError as exc:
+        return error_verdict(f"the policy at base is unusable: {exc}"), {}, []
+    # A pull request's diff is against the merge base, as GitHub shows it (three dots).
+    diff = git_text(repo, "diff", "--no-color", "--no-ext-diff", "-M", f"{base_sha}...{head_sha}")
+    if diff is None:
+        return error_verdict(f"git could not show the diff {base_sha}...{head_sha}"), {}, []
+    title, _, body = (git_text(repo, "log", "-1", "--format=%B", head_sha) or "").partition("\n")
+    done = review_diff(
+        client,
+        diff=diff,
+        standards=read_standards(read_at, base_sha),
+        policy=policy,
+        title=title,
+        body=body.strip(),
+    )
+    return done.verdict, done.evidence(), done.ran()
 
 
 @contextmanager

@@ -165,7 +165,9 @@ def bench_armed(rounds: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="make bench")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--only", choices=["review", "matcher", "armed", "webhook", "claim"])
+    parser.add_argument(
+        "--only", choices=["review", "matcher", "armed", "webhook", "claim", "diff"]
+    )
     args = parser.parse_args()
     if args.only in (None, "matcher"):
         bench_matcher(20)
@@ -181,6 +183,10 @@ def main() -> int:
         from bench.relay import bench_claim_latency
 
         bench_claim_latency(30)
+    if args.only in (None, "diff"):
+        from bench.diffreview import bench_diff
+
+        bench_diff(5)
     return 0
 
 

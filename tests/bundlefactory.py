@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from cujo_action.schema import Plan, Policy, Report, utcnow
+from pathlib import Path
+
+from cujo_action.schema import CHECK_NAMES, Plan, Policy, Report, parse_report, utcnow
+
+DEMO_EXFIL = Path(__file__).resolve().parent / "samples" / "demo-exfil"
 
 
 def make_plan(*, run_id: str, base_sha: str, head_sha: str, **over: object) -> Plan:
@@ -38,3 +42,17 @@ def make_report(check: str, *, run_id: str, base_sha: str, head_sha: str, **over
     }
     fields.update(over)
     return Report.model_validate(fields)
+
+
+def demo_exfil_reports() -> list[Report]:
+    """Return the five reports of a real run of the demo's exfiltration (samples/demo-exfil)."""
+    plan = Plan.model_validate_json((DEMO_EXFIL / "plan.json").read_text())
+    return [
+        parse_report(
+            (DEMO_EXFIL / f"{check}.json").read_bytes(),
+            run_id=plan.run_id,
+            head_sha=plan.head_sha,
+            base_sha=plan.base_sha,
+        )
+        for check in CHECK_NAMES
+    ]

@@ -169,12 +169,14 @@ def test_exfil_demo_is_blocked_by_the_decoy_it_sent(
     assert finding["severity"] == "critical"
     assert finding["id"] == "F1"  # the most severe finding comes first
     assert "collector.exfil.test" in finding["title"]
+    # One finding per behaviour: the posts from install, detonation and smoke are one.
+    assert [f for f in verdict["findings"] if "collector.exfil.test" in f["title"]] == [finding]
+    assert {"decoy-egress", "install-egress"} <= set(finding["rules"])
     evidence = finding["evidence"]
-    assert evidence
+    assert any(item["id"].startswith("install:egress:") for item in evidence)
     for item in evidence:
-        assert item["id"].startswith("install:egress:")
         assert item["host"] == "collector.exfil.test"
-        assert item["phase"] == "install"
+        assert item["phase"] in ("install", "smoke")
         assert "AWS_SECRET_ACCESS_KEY" in item["decoy_seen"]
         # The proxy answered the collector itself: the decoy never left the machine.
         assert item["action"] == "sunk"
@@ -519,10 +521,13 @@ def test_an_install_that_writes_a_shell_profile_is_blocked(
     install = [f for f in hits if f["check"] == "install"]
     assert install, hits
     assert install[0]["severity"] == "critical"
-    (evidence,) = install[0]["evidence"]
-    assert evidence["kind"] == "persistence_write"
-    assert evidence["path"] == "~/.bashrc"
-    assert "changed" in evidence["detail"]
+    # One finding per behaviour: the detonation's install writes the same profile.
+    evidence = install[0]["evidence"]
+    first = evidence[0]
+    assert first["id"].startswith("install:obs:")
+    assert first["kind"] == "persistence_write"
+    assert "changed" in first["detail"]
+    assert {item.get("path") for item in evidence} == {"~/.bashrc"}
     assert_recorded(review, "blocked")
 
 

@@ -1,21 +1,33 @@
 """Decide a run's verdict from its reports: hard rules first, then the judge.
 
 The deterministic judge is what runs without a model key: it blocks exactly when a hard
-rule found a critical. The model judge (a later change) implements the same ``Judge``
-protocol, so the relay takes either as a parameter.
+rule found a critical. The model judge (``ClaudeJudge``) implements the same ``Judge``
+protocol, so the relay takes either as a parameter. It runs the hard rules first, then
+asks the model, which must call one of two tools; which one it calls is the verdict.
+When a hard rule found a critical only the blocking tool is offered, so the model can
+add to a block but never lift one. A reply that cannot be used (no call, two calls, a
+tool not offered, malformed input, evidence that does not exist), asked again a bounded
+number of times, or no reply at all (a deadline, an overload), leaves the decision to
+the hard rules, and the verdict says so (``judge="deterministic-fallback"``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from typing import Protocol
 
 from app_relay.inert import code_span
+from app_relay.modelport import ModelPort
+from app_relay.reviewtools import ADVISORY, BLOCKING, Accepted, Asked, ToolName, ask_for_review
+from app_relay.untrusted import Fence, estimate_tokens, sanitise
 from cujo_action.schema import CheckName, Report, clip
 
+from .behaviour import Item, evidence_items, one_per_behaviour
 from .rules import RuleContext, apply_rules
-from .verdict import MAX_SUMMARY, Finding, Verdict
+from .verdict import MAX_SUMMARY, SEVERITIES, Finding, ModelUse, Severity, Verdict
 
 _MAX_CMD = 80
 # Error reasons quote what failed (file names, answers, bundle contents) at this length.
@@ -71,7 +83,7 @@ def decide(
     require_full_isolation: bool = False,
 ) -> Verdict:
     """Return blocked on any critical finding, else unproven on missing evidence, else clean."""
-    findings = apply_rules(reports, ctx)
+    findings = one_per_behaviour(apply_rules(reports, ctx), reports)
     unproven = unproven_lines(
         reports,
         expected=expected,
@@ -222,3 +234,292 @@ def _clean_summary(expected: Sequence[CheckName], findings: Sequence[Finding]) -
         f"Every expected check ({checks}) produced evidence and nothing critical was found."
         f"{_also(findings)}"
     )
+
+
+# --------------------------------------------------------------------------- the model judge
+
+JUDGE_RULE = "judge"
+# The first ask, and one more after an answer that was rejected.
+JUDGE_ASKS = 2
+ADVISORY_SEVERITIES: tuple[Severity, ...] = ("info", "warn")
+TOOL_DESCRIPTIONS: Mapping[ToolName, str] = {
+    ADVISORY: (
+        "Post an advisory review (a comment that does not hold the merge): the evidence "
+        "shows nothing dangerous. Findings are info or warn and cite evidence ids."
+    ),
+    BLOCKING: (
+        "Post a blocking review (request changes; the merge is held): the evidence shows "
+        "dangerous behaviour. At least one finding is critical; each cites evidence ids."
+    ),
+}
+# Room kept in the prompt budget for the tools' definitions and the reply's framing.
+_TOOLS_RESERVE = 1_500
+_MAX_TAIL = 400
+_MAX_COMMANDS = 10
+_MAX_WORDS = 600
+
+
+def load_rubric() -> str:
+    """Return the rubric kept beside this module (``rubric.md``)."""
+    return resources.files(__package__).joinpath("rubric.md").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class ClaudeJudge:
+    """The model judge: the hard rules, then one of two review tools called by the model."""
+
+    model: ModelPort
+    require_full_isolation: bool = False
+    asks: int = JUDGE_ASKS
+    # Empty: the rubric kept in the repository (``rubric.md``).
+    rubric: str = ""
+
+    def decide(
+        self,
+        reports: Sequence[Report],
+        *,
+        expected: Sequence[CheckName],
+        ctx: RuleContext,
+        plan_unproven: str = "",
+    ) -> Verdict:
+        """Return the verdict on these reports."""
+        rules = decide(
+            reports,
+            expected=expected,
+            ctx=ctx,
+            plan_unproven=plan_unproven,
+            require_full_isolation=self.require_full_isolation,
+        )
+        critical = any(f.severity == "critical" for f in rules.findings)
+        offered: dict[ToolName, Sequence[Severity]] = (
+            {BLOCKING: SEVERITIES}
+            if critical
+            else {ADVISORY: ADVISORY_SEVERITIES, BLOCKING: SEVERITIES}
+        )
+        index = evidence_items(reports)
+        system, prompt = judge_prompt(
+            rules,
+            reports,
+            expected=expected,
+            offered=list(offered),
+            rubric=self.rubric or load_rubric(),
+            fence=Fence.new(),
+            budget_tokens=ctx.policy.model.budget_tokens,
+        )
+        model = ctx.policy.model.judge
+        asked = ask_for_review(
+            self.model,
+            model=model,
+            system=system,
+            prompt=prompt,
+            offered=offered,
+            descriptions=TOOL_DESCRIPTIONS,
+            known=index.keys(),
+            asks=self.asks,
+            deadline=self.model.deadline(),
+        )
+        if asked.accepted is None or (critical and asked.accepted.tool != BLOCKING):
+            return _fallback(rules, asked, model)
+        assert asked.use is not None
+        return _model_verdict(rules, asked.accepted, asked.use, index)
+
+
+def judge_for(model: ModelPort | None, *, require_full_isolation: bool = False) -> Judge:
+    """Return the model judge when there is a model to ask, else the deterministic judge."""
+    if model is None:
+        return DeterministicJudge(require_full_isolation=require_full_isolation)
+    return ClaudeJudge(model, require_full_isolation=require_full_isolation)
+
+
+def judge_prompt(
+    rules: Verdict,
+    reports: Sequence[Report],
+    *,
+    expected: Sequence[CheckName],
+    offered: Sequence[ToolName],
+    rubric: str,
+    fence: Fence,
+    budget_tokens: int,
+) -> tuple[str, str]:
+    """Return the system text and the prompt: findings, gaps, reports and evidence, fenced.
+
+    Everything fits ``budget_tokens`` (by ``estimate_tokens``): the findings come first,
+    then the reports, then the evidence the findings cite, then the rest; what does not
+    fit is left out and the prompt says how much was.
+    """
+    if list(offered) == [BLOCKING]:
+        tools = (
+            "A hard rule found a critical finding, so the pull request is blocked whatever "
+            f"you conclude and only {BLOCKING} is offered: call it, adding what a "
+            "maintainer should know."
+        )
+    else:
+        tools = f"Call exactly one of {ADVISORY} and {BLOCKING}, once: the tool is the verdict."
+    system = f"{rubric.strip()}\n\n{fence.rule()}\n\n{tools}"
+    index = evidence_items(reports)
+    cited = list(dict.fromkeys(eid for f in rules.findings for eid in f.evidence))
+    order = [*(e for e in cited if e in index), *(e for e in index if e not in set(cited))]
+    # The section headings, fence markers and notes below take well under 400 tokens.
+    room = budget_tokens - _TOOLS_RESERVE - estimate_tokens(system) - 400
+    sections: list[str] = [
+        f"Checks expected to run: {', '.join(dict.fromkeys(expected)) or 'none'}."
+    ]
+    for title, label, lines in (
+        ("Hard-rule findings (they stand whatever you decide)", "hard-rule findings",
+         [_line(_finding_line(f)) for f in rules.findings]),
+        ("What could not be proven", "unproven", [_clean(line) for line in rules.unproven]),
+        ("The checks' reports", "reports", [_line(_report_line(r)) for r in reports]),
+        ("The evidence, one item per line with its id", "evidence",
+         [_line(_item_line(*index[eid])) for eid in order]),
+    ):  # fmt: skip
+        kept, room = _fit(lines, room)
+        left = len(lines) - len(kept)
+        sections += [
+            "",
+            f"{title} ({len(lines)}):",
+            fence.wrap(label, "\n".join(kept) or "(none)"),
+        ]
+        if left:
+            sections.append(
+                f"{left} of these were left out to keep this prompt within "
+                f"{budget_tokens:,} tokens."
+            )
+    return system, "\n".join(sections)
+
+
+def _fit(lines: Sequence[str], room: int) -> tuple[list[str], int]:
+    """Return the leading lines that fit ``room`` tokens, and the room left."""
+    kept: list[str] = []
+    for line in lines:
+        cost = estimate_tokens(line) + 1
+        if cost > room:
+            break
+        kept.append(line)
+        room -= cost
+    return kept, room
+
+
+def _finding_line(finding: Finding) -> dict[str, object]:
+    return {
+        "id": finding.id,
+        "severity": finding.severity,
+        "rules": finding.rules,
+        "check": finding.check,
+        "title": finding.title,
+        "evidence": finding.evidence,
+    }
+
+
+def _clean(value: str) -> str:
+    return sanitise(value)
+
+
+def _line(data: Mapping[str, object]) -> str:
+    """Return one JSON line, every string in it sanitised."""
+
+    def clean(value: object) -> object:
+        if isinstance(value, str):
+            return _clean(value)
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        return value
+
+    return json.dumps(clean(dict(data)), ensure_ascii=False)
+
+
+def _report_line(report: Report) -> dict[str, object]:
+    commands: list[dict[str, object]] = []
+    for c in report.commands[:_MAX_COMMANDS]:
+        command: dict[str, object] = {
+            "cmd": clip(c.cmd, _MAX_TAIL),
+            "phase": c.phase,
+            "exit_code": c.exit_code,
+            "timed_out": c.timed_out,
+        }
+        if c.exit_code != 0:
+            # What a command that failed said last is often why it failed.
+            command["stdout_tail"] = clip(c.stdout_tail, _MAX_TAIL, keep="tail")
+            command["stderr_tail"] = clip(c.stderr_tail, _MAX_TAIL, keep="tail")
+        commands.append(command)
+    return {
+        "check": report.check,
+        "status": report.status,
+        "summary": report.summary,
+        "isolation": report.isolation,
+        "evidence_complete": report.evidence_complete,
+        "commands": commands,
+        "commands_left_out": max(len(report.commands) - _MAX_COMMANDS, 0),
+    }
+
+
+def _item_line(report: Report, item: Item) -> dict[str, object]:
+    return {"check": report.check, **item.model_dump(mode="json", exclude_none=True)}
+
+
+def _fallback(rules: Verdict, asked: Asked, model: str) -> Verdict:
+    # The reason is Cujo's own words (a rejection or a failure), never the model's text.
+    use = asked.use or ModelUse(model=model, outcome="error", detail=asked.why_not)
+    why = asked.why_not.strip().rstrip(".") or "no reason was given"
+    return Verdict.model_validate(
+        {
+            **rules.model_dump(),
+            "judge": "deterministic-fallback",
+            "summary": (
+                f"{rules.summary} The model judge gave no usable answer ({why}), so the "
+                "hard rules decided alone."
+            ),
+            "model_use": use,
+        }
+    )
+
+
+def _model_verdict(
+    rules: Verdict, accepted: Accepted, use: ModelUse, index: Mapping[str, tuple[Report, Item]]
+) -> Verdict:
+    start = len(rules.findings) + 1
+    added = [
+        Finding(
+            id=f"F{n}",
+            rule=JUDGE_RULE,
+            severity=p.severity,
+            check=index[p.evidence[0]][0].check,
+            title=p.title,
+            evidence=list(dict.fromkeys(p.evidence)),
+        )
+        for n, p in enumerate(accepted.call.findings, start=start)
+    ]
+    findings = [*rules.findings, *added]
+    model = use.model
+    if accepted.tool == BLOCKING:
+        critical = [f for f in findings if f.severity == "critical"]
+        lead = (
+            rules.summary
+            if rules.state == "blocked"
+            else (
+                f"Blocked by the model judge: {_count(len(critical), 'critical finding')}, "
+                f"first {critical[0].id}: {code_span(critical[0].title)}."
+            )
+        )
+        state = "blocked"
+    else:
+        lead = rules.summary
+        state = "unproven" if rules.unproven else "clean"
+    return Verdict(
+        state=state,
+        summary=with_model_words(lead, f"The model judge ({model}) said:", accepted.call.summary),
+        findings=findings,
+        unproven=rules.unproven,
+        judge="model",
+        model_use=use,
+    )
+
+
+def with_model_words(lead: str, intro: str, words: str) -> str:
+    """Return ``lead`` and the model's words, quoted whole or not at all (no cut spans)."""
+    if not words.strip():
+        return lead
+    room = MAX_SUMMARY - len(lead) - len(intro) - 2
+    span = code_span(words, cap=min(_MAX_WORDS, max(room, 0)))
+    return f"{lead} {intro} {span}" if len(span) <= room else lead

@@ -128,8 +128,10 @@ def test_blocked_on_a_critical_finding(make, ctx):
     verdict = decide(reports, expected=ALL, ctx=ctx)
 
     assert verdict.state == "blocked"
-    assert {f.rule for f in verdict.findings} == {"decoy-egress", "install-egress"}
-    assert verdict.summary.startswith("Blocked by 2 critical findings, first F1")
+    # Two rules saw one request: one finding per behaviour, naming both.
+    [finding] = verdict.findings
+    assert finding.rules == ["decoy-egress", "install-egress"]
+    assert verdict.summary.startswith("Blocked by 1 critical finding, first F1")
     assert "evil.example" in verdict.summary
 
 
