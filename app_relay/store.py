@@ -58,9 +58,17 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, aliased, mapped_col
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.types import TypeDecorator
 
-from cujo_action.schema import CHECK_NAMES, MAX_TAIL, CheckName, clip, utcnow
+from cujo_action.schema import CHECK_NAMES, MAX_TAIL, clip, utcnow
 
-from .decide.verdict import SEVERITIES, Finding, JudgeKind, Severity, Verdict
+from .decide.verdict import (
+    SEVERITIES,
+    Finding,
+    FindingSource,
+    JudgeKind,
+    ModelUse,
+    Severity,
+    Verdict,
+)
 from .runstate import INITIAL, OPEN_STATES, VERDICT_STATES, RunState, may_move
 
 # Section 3 of DESIGN.md; runstate.py says which moves between them exist.
@@ -76,6 +84,8 @@ VERBS: tuple[Verb, ...] = get_args(Verb)
 CommandOutcome = Literal["pending", "applied", "refused"]
 COMMAND_OUTCOMES: tuple[CommandOutcome, ...] = get_args(CommandOutcome)
 JUDGE_KINDS: tuple[JudgeKind, ...] = get_args(JudgeKind)
+# A finding's evidence came from a sandbox check, or from the diff a diff review read.
+FINDING_SOURCES: tuple[str, ...] = (*CHECK_NAMES, "diff")
 # The outbox: each GitHub write of a run, recorded as intended before it is made.
 EffectKind = Literal["check", "review", "dismiss", "reaction", "comment", "cancel"]
 EFFECT_KINDS: tuple[EffectKind, ...] = get_args(EffectKind)
@@ -244,6 +254,8 @@ class RunRow(Base):
     mode: Mapped[Mode] = mapped_column(_choice("run_mode", MODES))
     state: Mapped[RunState] = mapped_column(_choice("run_state", RUN_STATES), index=True)
     judge: Mapped[JudgeKind | None] = mapped_column(_choice("judge_kind", JUDGE_KINDS))
+    # What the model judge or the diff review spent (tokens, cost), when one was asked.
+    model_use: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     summary: Mapped[str] = mapped_column(Text, default="")
     unproven: Mapped[list[str]] = mapped_column(JSON, default=list)
     plan_json: Mapped[str | None] = mapped_column(Text)
@@ -298,9 +310,13 @@ class FindingRow(Base):
     rule: Mapped[str] = mapped_column(String(64))
     severity: Mapped[Severity] = mapped_column(_choice("severity", SEVERITIES))
     # `check` is an SQL keyword; the column gets a plain name.
-    check: Mapped[CheckName] = mapped_column("check_name", _choice("check_name", CHECK_NAMES))
+    check: Mapped[FindingSource] = mapped_column(
+        "check_name", _choice("check_name", FINDING_SOURCES)
+    )
     title: Mapped[str] = mapped_column(Text)
     evidence: Mapped[list[str]] = mapped_column(JSON)
+    # Every rule that found this behaviour, the strongest first (NULL: only `rule`).
+    rules: Mapped[list[str] | None] = mapped_column(JSON)
 
     __table_args__ = (UniqueConstraint("run_id", "finding_id"),)
 
@@ -520,6 +536,7 @@ class RunRecord:
     lifted: RunState | None = None
     base_ref: str | None = None
     holds: str | None = None
+    model_use: ModelUse | None = None
 
 
 @dataclass(frozen=True)
@@ -1106,6 +1123,7 @@ class Store:
             if row.state not in OPEN_STATES or not self._move(session, row, verdict.state, now=now):
                 raise RunClosed(f"run {run_id!r} is already {row.state}")
             row.judge = verdict.judge
+            row.model_use = verdict.model_use.model_dump() if verdict.model_use else None
             row.summary = verdict.summary
             row.unproven = list(verdict.unproven)
             row.plan_json = plan_json
@@ -1119,6 +1137,7 @@ class Store:
                     check=f.check,
                     title=f.title,
                     evidence=list(f.evidence),
+                    rules=list(f.rules),
                 )
                 for f in verdict.findings
             )
@@ -1680,6 +1699,7 @@ class Store:
                     check=f.check,
                     title=f.title,
                     evidence=list(f.evidence),
+                    rules=list(f.rules or [f.rule]),
                 )
             )
         return [
@@ -1714,6 +1734,7 @@ class Store:
                 lifted=r.lifted,
                 base_ref=r.base_ref,
                 holds=r.holds,
+                model_use=ModelUse.model_validate(r.model_use) if r.model_use else None,
             )
             for r in runs
         ]

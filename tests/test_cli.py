@@ -101,11 +101,6 @@ def test_diff_mode_with_a_model_key_reviews_the_diff(
     assert (run.mode, run.state, run.judge) == ("diff", "clean", "model")
 
 
-@pytest.mark.xfail(
-    reason="the record's findings.check_name allows only sandbox checks: a diff review's "
-    "findings (check 'diff') need the store's migration (integration)",
-    strict=True,
-)
 def test_a_diff_review_with_findings_is_recorded(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
