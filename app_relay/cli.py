@@ -20,10 +20,10 @@ from typing import Any
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from app_relay.bundle import Bundle, BundleError, read_bundle
 from app_relay.decide.judge import DeterministicJudge, error_verdict
 from app_relay.decide.rules import RuleContext
 from app_relay.decide.verdict import Verdict
-from app_relay.intake import Bundle, BundleError, read_bundle
 from app_relay.modelport import ModelPort
 from app_relay.runners import LocalRunner
 from app_relay.store import Store

@@ -24,9 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
-from app_relay.artifacts import ArtifactError, unpack_bundle
+from app_relay.bundle import Bundle, BundleError, open_bundle
 from app_relay.github import Artifact, DispatchResult, GitHubError, WorkflowRun
-from app_relay.intake import Bundle, BundleError, read_bundle
 
 
 @dataclass(frozen=True)
@@ -66,7 +65,7 @@ class LocalRunner:
 
 WORKFLOW: Final = "cujo.yml"
 ARTIFACT: Final = "cujo-reports"
-# The zip is compressed; what it inflates to is capped again by unpack_bundle.
+# The zip is compressed; what it inflates to is capped again by bundle.unpack_bundle.
 MAX_ARTIFACT_BYTES: Final = 64 * 1024 * 1024
 _RUN_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")  # as `python -m cujo_action run` accepts
 _SHA = re.compile(r"[0-9a-f]{40}")
@@ -99,7 +98,7 @@ class RunnerError(Exception):
 
 
 # Everything ``fetch_bundle`` raises for a bundle it will not hand over.
-FETCH_ERRORS: Final = (RunnerError, BundleError, ArtifactError)
+FETCH_ERRORS: Final = (RunnerError, BundleError)
 
 
 class ActionsGateway(Protocol):
@@ -427,8 +426,8 @@ class ActionsRunner:
     ) -> Bundle:
         """Download, unpack and validate the bundle of a finished, successful workflow run.
 
-        ``dest`` (absent or empty) receives the bundle's files. Raise ``RunnerError``,
-        ``ArtifactError`` or ``BundleError`` (``FETCH_ERRORS``) saying why on anything else.
+        ``dest`` (absent or empty) receives the bundle's files. Raise ``RunnerError`` or
+        ``BundleError`` (``FETCH_ERRORS``) saying why on anything else.
         """
         gateway = self._gateways(repo)
         where = f"workflow run {workflow_run_id}"
@@ -476,5 +475,4 @@ class ActionsRunner:
                 raise RunnerError(
                     f"downloading the {ARTIFACT!r} artifact of {where}: {exc}"
                 ) from exc
-            unpack_bundle(archive, dest)
-        return read_bundle(dest, run_id=run_id, head_sha=head_sha, base_sha=base_sha)
+            return open_bundle(archive, dest, run_id=run_id, head_sha=head_sha, base_sha=base_sha)

@@ -39,7 +39,7 @@ from typing import Literal, Protocol
 from cujo_action.schema import CHECK_NAMES, Policy, PolicyError, Report, load_policy
 
 from . import mode as modes
-from .artifacts import ArtifactError
+from .bundle import Bundle, BundleError
 from .decide.judge import Judge, error_verdict
 from .decide.rules import RuleContext
 from .decide.verdict import Verdict
@@ -55,7 +55,6 @@ from .events import Event, MalformedEvent, ReviewRequested, record_request
 from .github import ChangedFiles, GitHubError, GitHubGateway
 from .guard import Hold, HoldCache
 from .inert import code_span
-from .intake import Bundle, BundleError
 from .runners import Dispatched, RunnerError, RunProgress
 from .runstate import (
     GUARD,
@@ -72,7 +71,7 @@ from .store import Intent, RunClosed, RunRecord, Store
 log = logging.getLogger(__name__)
 
 POLICY_FILE = ".cujo.yml"
-FAILURES = (GitHubError, RunnerError, BundleError, ArtifactError, ValueError, OSError)
+FAILURES = (GitHubError, RunnerError, BundleError, ValueError, OSError)
 # How long a relay holds a run while acting on it; one that dies mid-act lets go after it.
 RUN_LEASE_S = 300.0
 

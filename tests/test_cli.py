@@ -14,7 +14,7 @@ from fakeanthropic import running
 from gitrepo import GitRepo
 
 from app_relay import cli
-from app_relay.intake import Bundle
+from app_relay.bundle import Bundle
 from app_relay.store import Store
 from cujo_action.schema import Failure
 
