@@ -15,14 +15,13 @@ from itertools import pairwise
 from typing import Literal
 
 from app_relay.decide.verdict import Finding, Verdict
+from app_relay.github_vocab import CheckStatus, Conclusion, ReactionContent
 from app_relay.inert import code_span
 
 RunState = Literal[
     "running", "waiting", "clean", "unproven", "blocked", "dismissed", "error", "superseded"
 ]
 Review = Literal["advisory", "blocking"]
-CheckStatus = Literal["queued", "in_progress", "completed"]
-Conclusion = Literal["success", "failure", "neutral", "action_required", "skipped"]
 
 GUARD = "cujo/guard"
 # How a hold is lifted, and by whom: said on every held check and blocking review.
@@ -96,15 +95,16 @@ def review_for(state: RunState) -> Review | None:
     return None
 
 
-def reaction_for(state: RunState) -> str | None:
+def reaction_for(state: RunState) -> ReactionContent | None:
     """Return the reaction the pull request gets when a run enters ``state``."""
-    return {
+    reactions: dict[RunState, ReactionContent] = {
         "running": "eyes",
         "clean": "+1",
         "unproven": "+1",
         "blocked": "-1",
         "error": "confused",
-    }.get(state)
+    }
+    return reactions.get(state)
 
 
 @dataclass(frozen=True)

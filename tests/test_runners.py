@@ -597,7 +597,7 @@ JOB, RUN_SAMPLE = "workflow_job.in_progress", "workflow_run.completed"
             _broken(RUN_SAMPLE, lambda p: p["workflow_run"].update(run_attempt=0)),
             "run_attempt is not a positive integer",
         ),
-        ("workflow_run", lambda: [], "payload is not an object"),
+        ("workflow_run", lambda: [], "payload is not a JSON object"),
         ("check_run", lambda: sample(RUN_SAMPLE), "is not workflow_job or workflow_run"),
     ],
 )
