@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -21,23 +21,21 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from app_relay.bundle import Bundle, BundleError, read_bundle
+from app_relay.decide.behaviour import evidence_items
+from app_relay.decide.bundle_verdict import verdict_of
 from app_relay.decide.judge import DeterministicJudge, error_verdict
-from app_relay.decide.rules import RuleContext
 from app_relay.decide.verdict import Verdict
+from app_relay.mode import POLICY_FILE
 from app_relay.modelport import ModelPort
+from app_relay.reviewbody import evidence_lines
 from app_relay.runners import LocalRunner
 from app_relay.store import Store
-from cujo_action.schema import (
-    CHECK_NAMES,
-    DecoyEvent,
-    Egress,
-    Observation,
-    PolicyError,
-    Report,
-    load_policy,
-)
+from cujo_action.schema import PolicyError, Report, load_policy
 
 EXIT = {"clean": 0, "unproven": 0, "blocked": 1, "error": 3}
+# Evidence from a sandbox that could be dodged proves nothing: partial isolation can block
+# a pull request, but never call it clean.
+JUDGE = DeterministicJudge(require_full_isolation=True)
 
 
 def data_dir(explicit: Path | None) -> Path:
@@ -91,48 +89,8 @@ def resolve(repo: str, ref: str) -> str:
     return sha if done.returncode == 0 and len(sha) == 40 else UNKNOWN_SHA
 
 
-def verdict_of(bundle: Bundle) -> Verdict:
-    """Decide a validated bundle with the deterministic judge."""
-    if bundle.failure is not None:
-        # The summary ends the reason with its own full stop; the sandbox's often has one.
-        reason = bundle.failure.reason.strip().rstrip(".")
-        return error_verdict(f"{bundle.failure.stage}: {reason}")
-    assert bundle.plan is not None
-    # Evidence from a sandbox that could be dodged proves nothing: partial isolation can
-    # block a pull request, but never call it clean.
-    return DeterministicJudge(require_full_isolation=True).decide(
-        bundle.reports,
-        expected=CHECK_NAMES,
-        ctx=RuleContext(policy=bundle.plan.policy),
-        plan_unproven=bundle.plan.unproven_reason,
-    )
-
-
 def _evidence_index(reports: Sequence[Report]) -> dict[str, dict[str, Any]]:
-    index: dict[str, dict[str, Any]] = {}
-    for report in reports:
-        items: list[Egress | DecoyEvent | Observation] = [
-            *report.egress,
-            *report.decoy_events,
-            *report.observations,
-        ]
-        for item in items:
-            index[item.id] = item.model_dump(mode="json")
-    return index
-
-
-def _describe(item: dict[str, Any]) -> str:
-    if "where" in item:  # a hunk a diff review cites
-        return str(item["where"])
-    if "host" in item:
-        decoys = ", ".join(
-            f"{n} ({w})" for n, w in zip(item["decoy_seen"], item["decoy_where"], strict=False)
-        ) or ", ".join(item["decoy_seen"])
-        text = f"{item['method']} {item['url']} during {item['phase']} ({item['bytes_out']} bytes)"
-        return text + (f"; decoy {decoys}" if decoys else "")
-    if "event" in item:
-        return f"{item['event']} of {item['path']} during {item['phase']}"
-    return f"{item['kind']}: {item['detail']}"
+    return {eid: item.model_dump(mode="json") for eid, (_, item) in evidence_items(reports).items()}
 
 
 def summary_object(
@@ -194,8 +152,9 @@ def _known(sha: str | None) -> str | None:
     return sha if sha and sha != UNKNOWN_SHA else None
 
 
-def render(obj: dict[str, Any]) -> str:
-    """Return the human report of a review."""
+def render(obj: dict[str, Any], evidence: Mapping[str, str] | None = None) -> str:
+    """Return the human report of a review; ``evidence`` gives one line per evidence id."""
+    evidence = evidence or {}
     state = obj["state"]
     lines = [f"Cujo verdict: {state.upper()}  (run {obj['run_id']})", f"  {obj['summary']}"]
     if obj["plan"]:
@@ -227,9 +186,7 @@ def render(obj: dict[str, Any]) -> str:
             )
             shown = f["evidence"][:3]
             for item in shown:
-                lines.append(
-                    f"       evidence {item['id']}: {_describe(item) if len(item) > 1 else ''}"
-                )
+                lines.append(f"       evidence {item['id']}: {evidence.get(item['id'], '')}")
     lines.append(f"  record: {obj['record']}")
     return "\n".join(lines)
 
@@ -292,7 +249,9 @@ def review(args: argparse.Namespace) -> int:
             verdict = error_verdict(f"the sandbox exited {code} without a bundle")
         else:
             bundle = read_bundle(out, run_id=run_id, head_sha=known_head, base_sha=known_base)
-            verdict = verdict_of(bundle)
+            # Locally the sandbox read base's policy from the repository named here: there is
+            # no copy of the relay's to hold the plan to.
+            verdict = verdict_of(bundle, JUDGE, policy=None)
     except BundleError as exc:
         verdict = error_verdict(f"the sandbox bundle was rejected: {exc}")
     except OSError as exc:
@@ -321,7 +280,8 @@ def review(args: argparse.Namespace) -> int:
         base_sha=base_sha,
         head_sha=head_sha,
     )
-    print(json.dumps(obj, indent=2) if args.json else render(obj))
+    lines = evidence_lines(bundle.reports) if bundle else {}
+    print(json.dumps(obj, indent=2) if args.json else render(obj, lines))
     # A verdict that is not on the record is Cujo falling over, whatever the verdict says.
     return EXIT[verdict.state] if recorded else 3
 
@@ -390,7 +350,7 @@ def diff_review(args: argparse.Namespace, client: ModelPort) -> int:
         ]
     if verdict.model_use is not None:
         obj["model_use"] = verdict.model_use.model_dump(mode="json")
-    print(json.dumps(obj, indent=2) if args.json else render(obj))
+    print(json.dumps(obj, indent=2) if args.json else render(obj, evidence))
     return EXIT[verdict.state] if recorded else 3
 
 
@@ -405,7 +365,7 @@ def _diff_verdict(
 
     # The policy and the standards are read at base, never head (DESIGN section 4).
     try:
-        policy = load_policy(read_at(".cujo.yml", base_sha))
+        policy = load_policy(read_at(POLICY_FILE, base_sha))
     except PolicyError as exc:
         return error_verdict(f"the policy at base is unusable: {exc}"), {}, []
     # A pull request's diff is against the merge base, as GitHub shows it (three dots).
@@ -539,9 +499,7 @@ def relay_serve(args: argparse.Namespace) -> int:
         store,
         github.gateway,
         ActionsRunner(gateway_of_repo, workflow=settings.workflow),
-        # Evidence from a sandbox that could be dodged proves nothing: partial isolation
-        # can block a pull request, but never call it clean.
-        DeterministicJudge(require_full_isolation=True),
+        JUDGE,
         settings.workflow,
         bundles=data_dir(None) / "bundles",
         outbox=OutboxConfig(

@@ -29,19 +29,19 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal, Protocol
 
-from cujo_action.schema import CHECK_NAMES, Policy, PolicyError, Report, load_policy
+from cujo_action.schema import Policy, PolicyError, load_policy
 
 from . import mode as modes
 from .bundle import Bundle, BundleError
+from .decide.bundle_verdict import verdict_of
 from .decide.judge import Judge, error_verdict
-from .decide.rules import RuleContext
 from .decide.verdict import Verdict
 from .effects import (
     Outbox,
@@ -55,6 +55,8 @@ from .events import Event, MalformedEvent, ReviewRequested, record_request
 from .github import ChangedFiles, GitHubError, GitHubGateway
 from .guard import Hold, HoldCache
 from .inert import code_span
+from .mode import POLICY_FILE
+from .reviewbody import evidence_lines
 from .runners import Dispatched, RunnerError, RunProgress
 from .runstate import (
     GUARD,
@@ -70,7 +72,6 @@ from .store import Intent, RunClosed, RunRecord, Store
 
 log = logging.getLogger(__name__)
 
-POLICY_FILE = ".cujo.yml"
 FAILURES = (GitHubError, RunnerError, BundleError, ValueError, OSError)
 # How long a relay holds a run while acting on it; one that dies mid-act lets go after it.
 RUN_LEASE_S = 300.0
@@ -135,23 +136,6 @@ class Head:
     default_branch: str | None
     delivery_id: str
     base_ref: str | None = None
-
-
-def evidence_of(reports: Sequence[Report]) -> dict[str, str]:
-    """Return one line per evidence id, for the review's findings table."""
-    lines: dict[str, str] = {}
-    for report in reports:
-        for egress in report.egress:
-            decoys = f"; decoy {', '.join(egress.decoy_seen)}" if egress.decoy_seen else ""
-            lines[egress.id] = (
-                f"{egress.method} {egress.url} during {egress.phase} "
-                f"({egress.bytes_out} bytes){decoys}"
-            )
-        for decoy in report.decoy_events:
-            lines[decoy.id] = f"{decoy.event} of {decoy.path} during {decoy.phase}"
-        for seen in report.observations:
-            lines[seen.id] = f"{seen.kind}: {seen.detail}"
-    return lines
 
 
 def on_unproven_of(run: RunRecord) -> Literal["hold", "pass"]:
@@ -524,7 +508,7 @@ class RunCoordinator:
                     base_sha=run.base_sha,
                     dest=dest,
                 )
-                verdict = self._decide(bundle, self._policy_of(gh, run))
+                verdict = verdict_of(bundle, self.judge, policy=self._policy_of(gh, run))
             except FAILURES as exc:
                 log.warning("run %s: the bundle cannot be used: %s", run.run_id, exc)
                 verdict = error_verdict(f"the sandbox's reports cannot be used: {exc}")
@@ -547,31 +531,6 @@ class RunCoordinator:
             return load_policy(text, POLICY_FILE)
         except PolicyError as exc:
             raise ValueError(f"{POLICY_FILE} at base: {exc}") from None
-
-    def _decide(self, bundle: Bundle, policy: Policy) -> Verdict:
-        if bundle.failure is not None:
-            reason = bundle.failure.reason.strip().rstrip(".")
-            return error_verdict(f"{bundle.failure.stage}: {reason}")
-        if bundle.plan is None:
-            raise BundleError("the bundle holds neither a plan nor a failure")
-        if bundle.plan.policy != policy:
-            # Invariant 9: the bundle is evidence only; a plan that disagrees with what the
-            # relay read at base was run under another policy, or forged.
-            differ = sorted(
-                key
-                for key in Policy.model_fields
-                if getattr(bundle.plan.policy, key) != getattr(policy, key)
-            )
-            raise BundleError(
-                f"plan.json's policy differs from {POLICY_FILE} as the relay read it at base "
-                f"(in {', '.join(differ)})"
-            )
-        return self.judge.decide(
-            bundle.reports,
-            expected=CHECK_NAMES,
-            ctx=RuleContext(policy=policy),
-            plan_unproven=bundle.plan.unproven_reason,
-        )
 
     def _finish(
         self,
@@ -599,7 +558,7 @@ class RunCoordinator:
                     verdict,
                     head_sha=run.head_sha,
                     mode="sandbox",
-                    evidence=evidence_of(bundle.reports) if bundle else {},
+                    evidence=evidence_lines(bundle.reports) if bundle else {},
                     unproven=verdict.unproven,
                 )
                 effects.append(review_intent(run_id, kind, body, run.head_sha))
