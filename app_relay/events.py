@@ -1,8 +1,8 @@
 """Verify webhook signatures and route verified events to one small router per feature.
 
 Pure: nothing here does I/O of its own. A handler gets the parsed event and a
-``Context`` holding the ports it may use (the record, the reviewer, GitHub, a runner,
-a judge), so tests pass fakes. Each feature is a module-level ``Router``; ``ROUTER``
+``Context`` holding the ports it may use (the record, the reviewer, the runs, the
+installations), so tests pass fakes. Each feature is a module-level ``Router``; ``ROUTER``
 combines them in one place, as python/bedevere's ``Router(*routers)`` does. A feature
 that outgrows this file moves to a module of its own and keeps its router.
 """
@@ -15,10 +15,8 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
-from .decide.judge import Judge
 from .github_vocab import SHA1, WORKFLOW_JOB_ACTIONS, WORKFLOW_RUN_ACTIONS, Reader
 from .mode import ENTRY_ACTIONS
 from .store import Store
@@ -156,22 +154,6 @@ def _check_depth(payload: object) -> None:
 # --------------------------------------------------------------------------- ports
 
 
-class GitHubGateway(Protocol):
-    """GitHub as the relay sees it; ``github.py`` is the one implementation.
-
-    Empty for now: the routes of PART A talk to nobody. runs.py (PART C) names the
-    calls it makes here (check runs, reviews, reactions, dispatch), so fakes follow.
-    """
-
-
-class Runner(Protocol):
-    """Run the sandbox somewhere and hand back its exit code (``runners.py``)."""
-
-    def run(self, *, repo: str, base: str, head: str, run_id: str, out: Path) -> int:
-        """Run the sandbox on ``head`` against ``base`` and write its bundle into ``out``."""
-        ...
-
-
 @dataclass(frozen=True)
 class ReviewRequested:
     """A pull request head that asks for a review, as read from its webhook."""
@@ -259,9 +241,6 @@ class Context:
 
     store: Store
     reviewer: Reviewer
-    github: GitHubGateway | None = None
-    runner: Runner | None = None
-    judge: Judge | None = None
     runs: RunFollower | None = None
     installations: Installations | None = None
 
@@ -299,10 +278,6 @@ class Router:
         if action is not None:
             found += self._handlers.get((event, action), [])
         return found
-
-    def routes(self) -> set[tuple[str, str | None]]:
-        """Return every (event, action) a handler is registered for."""
-        return set(self._handlers)
 
     def dispatch(self, event: Event, context: Context) -> int:
         """Run every handler of ``event`` in order and return how many ran."""
