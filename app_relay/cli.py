@@ -423,20 +423,6 @@ def _why(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _seconds(name: str, default: float) -> float:
-    """Read a duration in seconds from the environment (tests shorten the relay's waits)."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SystemExit(f"cujo relay serve: {name}={raw!r} is not a number of seconds") from None
-    if not 0 <= value <= 86_400:
-        raise SystemExit(f"cujo relay serve: {name} must be between 0 and 86400 seconds")
-    return value
-
-
 def relay_serve(args: argparse.Namespace) -> int:
     """Serve the App: the webhook over HTTP and the worker pool, until SIGTERM or Ctrl-C."""
     # The relay's web stack is imported here, so `cujo review` starts without it.
@@ -503,15 +489,15 @@ def relay_serve(args: argparse.Namespace) -> int:
         settings.workflow,
         bundles=data_dir(None) / "bundles",
         outbox=OutboxConfig(
-            retry_s=_seconds("CUJO_EFFECT_RETRY_S", 2.0),
-            lease_s=_seconds("CUJO_EFFECT_LEASE_S", 60.0),
+            retry_s=settings.effect_retry_s,
+            lease_s=settings.effect_lease_s,
         ),
-        run_lease_s=_seconds("CUJO_RUN_LEASE_S", 300.0),
+        run_lease_s=settings.run_lease_s,
     )
     pool = WorkerPool(
         store,
         Context(store=store, reviewer=coordinator, runs=coordinator, installations=github),
-        config=PoolConfig(workers=args.workers, lease_s=_seconds("CUJO_DELIVERY_LEASE_S", 30.0)),
+        config=PoolConfig(workers=args.workers, lease_s=settings.delivery_lease_s),
     )
 
     def reconciled(moved: int) -> None:
@@ -525,7 +511,7 @@ def relay_serve(args: argparse.Namespace) -> int:
         target=coordinator.maintain,
         args=(maintaining,),
         kwargs={
-            "reconcile_every_s": _seconds("CUJO_RECONCILE_EVERY_S", 60.0),
+            "reconcile_every_s": settings.reconcile_every_s,
             "on_reconciled": reconciled,
         },
         name="cujo-maintain",
