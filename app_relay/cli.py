@@ -23,7 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from app_relay.bundle import Bundle, BundleError, read_bundle
 from app_relay.decide.behaviour import evidence_items
 from app_relay.decide.bundle_verdict import verdict_of
-from app_relay.decide.judge import DeterministicJudge, error_verdict
+from app_relay.decide.judge import DeterministicJudge, error_verdict, judge_for
 from app_relay.decide.verdict import Verdict
 from app_relay.mode import POLICY_FILE
 from app_relay.modelport import ModelPort
@@ -433,6 +433,7 @@ def relay_serve(args: argparse.Namespace) -> int:
     from app_relay.effects import OutboxConfig  # noqa: PLC0415
     from app_relay.events import Context  # noqa: PLC0415
     from app_relay.github import GitHubApp, GitHubGateway  # noqa: PLC0415
+    from app_relay.model import model_client_from_env  # noqa: PLC0415
     from app_relay.runners import ActionsRunner  # noqa: PLC0415
     from app_relay.runs import RunCoordinator  # noqa: PLC0415
     from app_relay.settings import SettingsError, load_settings  # noqa: PLC0415
@@ -481,12 +482,17 @@ def relay_serve(args: argparse.Namespace) -> int:
         # `installation` event says it changed.
         return github.gateway(github.repo_installation(repo))
 
+    # With a model key, Claude judges beside the hard rules (it can add a block, never
+    # lift one) and `mode: diff` pull requests get the diff review; without one, nothing
+    # else changes.
+    model = model_client_from_env(os.environ)
     coordinator = RunCoordinator(
         store,
         github.gateway,
         ActionsRunner(gateway_of_repo, workflow=settings.workflow),
-        JUDGE,
+        judge_for(model, require_full_isolation=True),
         settings.workflow,
+        model=model,
         bundles=data_dir(None) / "bundles",
         outbox=OutboxConfig(
             retry_s=settings.effect_retry_s,

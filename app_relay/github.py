@@ -107,10 +107,26 @@ class PullRequest:
 
 @dataclass(frozen=True, slots=True)
 class ChangedFiles:
-    """The paths a pull request changes; ``incomplete`` says why some may be missing."""
+    """The paths a pull request changes; ``incomplete`` says why some may be missing.
+
+    ``patches`` holds each listed file's unified-diff hunks as GitHub gives them (None
+    for a binary file or one too large for GitHub to show a patch of).
+    """
 
     paths: tuple[str, ...]
     incomplete: str = ""
+    patches: tuple[tuple[str, str | None], ...] = ()
+
+    def unified_diff(self) -> str:
+        """Return the listed files' changes as one unified diff (binary files named)."""
+        parts = []
+        for name, patch in self.patches:
+            head = f"diff --git a/{name} b/{name}\n"
+            if patch is None:
+                parts.append(f"{head}Binary files a/{name} and b/{name} differ\n")
+            else:
+                parts.append(f"{head}--- a/{name}\n+++ b/{name}\n{patch.rstrip()}\n")
+        return "".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -745,8 +761,10 @@ class GitHubGateway:
         path = f"{_repo_path(repo)}/pulls/{_positive('number', number)}/files"
         listed, more = self._first_pages(path, None, {}, MAX_PULL_FILES // _PER_PAGE)
         found: list[str] = []
+        patches: list[tuple[str, str | None]] = []
         for a in listed:
             found.append(a.text("filename"))
+            patches.append((found[-1], a.opt_text("patch") if "patch" in a.data else None))
             if "previous_filename" in a.data and a.data["previous_filename"] is not None:
                 found.append(a.text("previous_filename"))
         incomplete = (
@@ -755,7 +773,7 @@ class GitHubGateway:
             if more
             else ""
         )
-        return ChangedFiles(tuple(found), incomplete)
+        return ChangedFiles(tuple(found), incomplete, tuple(patches))
 
     def file_at(self, repo: str, path: str, ref: str, *, max_bytes: int = 1_000_000) -> str | None:
         """Read a text file at a ref; None when it does not exist there."""

@@ -29,7 +29,8 @@ from .effects import (
 from .events import Event, MalformedEvent, payload_reader
 from .github import GitHubError, GitHubGateway, OnComment
 from .inert import code_span
-from .runstate import guard_for, review_body
+from .reviewbody import render_review
+from .runstate import guard_for
 from .store import CommandRecord, Intent, RunRecord
 
 if TYPE_CHECKING:
@@ -187,7 +188,7 @@ class Unlock:
             unproven=list(run.unproven),
             judge=run.judge or "deterministic",
         )
-        body = review_body(verdict, head_sha=run.head_sha, mode=run.mode, unproven=run.unproven)
+        body = render_review(verdict, head_sha=run.head_sha, mode=run.mode)
         body += f"\n\nThe block was reinstated on this commit by a maintainer ({code_span(login)})."
         return review_intent(run.run_id, "blocking", body, run.head_sha, key=f"review:{command_id}")
 

@@ -70,7 +70,7 @@ def test_pull_request_text_is_inert_everywhere_in_the_body():
     assert "@octocat" not in seen.plain()
     assert "evil.example" not in seen.plain()
     # The one `</details>` that renders is Cujo's; the pull request's is inside a code span.
-    assert sum("</details>" in a for a in seen.active) == 1
+    assert seen.structure.count("</details>") == 1
     assert "Decided by the model (`claude-sonnet-4-5`: 1 ask(s)" in body
 
 
