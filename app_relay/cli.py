@@ -7,7 +7,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,7 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from app_relay.bundle import Bundle, BundleError, read_bundle
 from app_relay.decide.behaviour import evidence_items
 from app_relay.decide.bundle_verdict import verdict_of
-from app_relay.decide.judge import DeterministicJudge, error_verdict, judge_for
+from app_relay.decide.judge import DeterministicJudge, error_verdict
 from app_relay.decide.verdict import Verdict
 from app_relay.mode import POLICY_FILE
 from app_relay.modelport import ModelPort
@@ -423,153 +422,6 @@ def _why(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def relay_serve(args: argparse.Namespace) -> int:
-    """Serve the App: the webhook over HTTP and the worker pool, until SIGTERM or Ctrl-C."""
-    # The relay's web stack is imported here, so `cujo review` starts without it.
-    import logging  # noqa: PLC0415
-
-    import uvicorn  # noqa: PLC0415
-
-    from app_relay.effects import OutboxConfig  # noqa: PLC0415
-    from app_relay.events import Context  # noqa: PLC0415
-    from app_relay.github import GitHubApp, GitHubGateway  # noqa: PLC0415
-    from app_relay.model import model_client_from_env  # noqa: PLC0415
-    from app_relay.runners import ActionsRunner  # noqa: PLC0415
-    from app_relay.runs import RunCoordinator  # noqa: PLC0415
-    from app_relay.settings import SettingsError, load_settings  # noqa: PLC0415
-    from app_relay.web import create_app  # noqa: PLC0415
-    from app_relay.workers import PoolConfig, WorkerPool  # noqa: PLC0415
-
-    try:
-        settings = load_settings()
-    except SettingsError as exc:
-        print(f"cujo relay serve: {exc}", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    try:
-        store = Store(settings.database_url)
-    except (OSError, SQLAlchemyError) as exc:
-        print(
-            f"cujo relay serve: cannot open the record {shown_url(settings.database_url)}: "
-            f"{_why(exc)}; check CUJO_DATABASE_URL",
-            file=sys.stderr,
-        )
-        return 3
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    try:
-        listener = socket.create_server((args.host, args.port), family=family, backlog=2048)
-    except OSError as exc:
-        store.close()
-        print(
-            f"cujo relay serve: cannot listen on {args.host}:{args.port}: {_why(exc)}",
-            file=sys.stderr,
-        )
-        return 3
-    try:
-        github = GitHubApp(
-            app_id=settings.app_id,
-            private_key=settings.private_key.reveal(),
-            base_url=settings.github_api_url,
-        )
-    except ValueError as exc:
-        store.close()
-        listener.close()
-        print(f"cujo relay serve: {exc}; check CUJO_PRIVATE_KEY", file=sys.stderr)
-        return 2
-
-    def gateway_of_repo(repo: str) -> GitHubGateway:
-        # The runner acts on a repository; the App keeps its installation there until an
-        # `installation` event says it changed.
-        return github.gateway(github.repo_installation(repo))
-
-    # With a model key, Claude judges beside the hard rules (it can add a block, never
-    # lift one) and `mode: diff` pull requests get the diff review; without one, nothing
-    # else changes.
-    model = model_client_from_env(os.environ)
-    coordinator = RunCoordinator(
-        store,
-        github.gateway,
-        ActionsRunner(gateway_of_repo, workflow=settings.workflow),
-        judge_for(model, require_full_isolation=True),
-        settings.workflow,
-        model=model,
-        bundles=data_dir(None) / "bundles",
-        outbox=OutboxConfig(
-            retry_s=settings.effect_retry_s,
-            lease_s=settings.effect_lease_s,
-        ),
-        run_lease_s=settings.run_lease_s,
-    )
-    pool = WorkerPool(
-        store,
-        Context(store=store, reviewer=coordinator, runs=coordinator, installations=github),
-        config=PoolConfig(workers=args.workers, lease_s=settings.delivery_lease_s),
-    )
-
-    def reconciled(moved: int) -> None:
-        print(f"cujo relay: reconciled {moved} run(s)", file=sys.stderr, flush=True)
-
-    # In-flight runs a stopped relay left behind are settled against GitHub beside the
-    # webhooks that keep arriving (a run is finished once, whichever comes first), and
-    # effects GitHub did not take are made again with backoff.
-    maintaining = threading.Event()
-    maintainer = threading.Thread(
-        target=coordinator.maintain,
-        args=(maintaining,),
-        kwargs={
-            "reconcile_every_s": settings.reconcile_every_s,
-            "on_reconciled": reconciled,
-        },
-        name="cujo-maintain",
-        daemon=True,
-    )
-
-    app = create_app(settings, store, on_recorded=pool.notify)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=30
-        )
-    )
-    # uvicorn takes SIGTERM and SIGINT while it serves, then raises the signal again once
-    # it has stopped; handlers of ours make that second delivery harmless, so the pool
-    # below still drains and the process exits 0.
-    stopped = threading.Event()
-    previous = {
-        sig: signal.signal(sig, lambda signum, frame: stopped.set())
-        for sig in (signal.SIGTERM, signal.SIGINT)
-    }
-    pool.start()
-    maintainer.start()
-    host, port = listener.getsockname()[:2]
-    print(
-        f"cujo relay: listening on http://{host}:{port} (record {shown_url(store.url)})",
-        file=sys.stderr,
-        flush=True,
-    )
-    try:
-        server.run(sockets=[listener])
-    finally:
-        app.state.intake.close()
-        drained = pool.stop(timeout=60)
-        maintaining.set()
-        maintainer.join(30)
-        github.close()
-        store.close()
-        listener.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    print(
-        "cujo relay: stopped"
-        + (
-            ""
-            if drained
-            else " (a delivery was still in hand; it will be taken over when its lease runs out)"
-        ),
-        file=sys.stderr,
-    )
-    return 0 if drained else 3
-
-
 # The App's permissions a relay needs (app-manifest.json asks for them). Without
 # `administration: read` the guard still reads branch protection through the branch read.
 _PERMISSIONS_OPTIONAL = frozenset({"administration"})
@@ -674,7 +526,19 @@ def main(argv: list[str] | None = None) -> int:
     serve = relay_sub.add_parser("serve", help="receive webhooks and review pull requests")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on (0: any)")
-    serve.add_argument("--workers", type=int, default=4, help="deliveries worked at once")
+    serve.add_argument(
+        "--workers", type=int, default=4, help="deliveries worked at once, per worker process"
+    )
+    serve.add_argument(
+        "--worker-processes",
+        type=int,
+        default=1,
+        help="processes working deliveries beside the webhook's (0: threads of its own)",
+    )
+    work = relay_sub.add_parser(
+        "work", help="work recorded deliveries (started by `serve`; several may share a record)"
+    )
+    work.add_argument("--workers", type=int, default=4, help="deliveries worked at once")
     doc = sub.add_parser("doctor", help="check that Cujo can guard a repository on GitHub")
     doc.add_argument("--repo", required=True, help="OWNER/NAME on GitHub")
     doc.add_argument("--branch", help="the branch whose merges Cujo guards (default: default)")
@@ -683,8 +547,12 @@ def main(argv: list[str] | None = None) -> int:
         return doctor(args)
     if args.command == "review":
         return review(args)
-    if args.command == "relay" and args.relay_command == "serve":
-        return relay_serve(args)
+    if args.command == "relay":
+        from app_relay import serve as relay_process  # noqa: PLC0415  (loads the web stack)
+
+        if args.relay_command == "serve":
+            return relay_process.serve(args)
+        return relay_process.work(args)
     return 2  # pragma: no cover - argparse rejects unknown commands first
 
 
