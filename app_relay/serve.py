@@ -62,7 +62,9 @@ def _settings(command: str) -> RelaySettings:
 
 def _store(command: str, settings: RelaySettings) -> Store:
     try:
-        return Store(settings.database_url)
+        # The worker process never answers a webhook: its commits need not each wait for
+        # the disk (see Store), and the webhook's then do not wait behind them.
+        return Store(settings.database_url, sync_every_commit=command != "work")
     except (OSError, SQLAlchemyError) as exc:
         raise Refused(
             f"cujo relay {command}: cannot open the record {shown_url(settings.database_url)}: "

@@ -642,7 +642,7 @@ def _effect(row: EffectRow) -> Effect:
 # --------------------------------------------------------------------------- store
 
 
-def _engine_for(url: str) -> Engine:
+def _engine_for(url: str, *, sync_every_commit: bool = True) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True)
@@ -654,21 +654,33 @@ def _engine_for(url: str) -> Engine:
         if not database.startswith("file:"):
             Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
-    event.listen(engine, "connect", _sqlite_connect)
+    event.listen(
+        engine, "connect", _sqlite_connect if sync_every_commit else _sqlite_connect_unsynced
+    )
     event.listen(engine, "begin", _sqlite_begin)
     return engine
 
 
-def _sqlite_connect(dbapi_connection: Any, connection_record: object) -> None:
+def _sqlite_connect_unsynced(dbapi_connection: Any, connection_record: object) -> None:
+    _sqlite_connect(dbapi_connection, connection_record, synchronous="NORMAL")
+
+
+def _sqlite_connect(
+    dbapi_connection: Any, connection_record: object, *, synchronous: str = "FULL"
+) -> None:
     # Take BEGIN away from the sqlite3 driver, which skips it for SELECT; _sqlite_begin
     # issues it instead (SQLAlchemy's documented recipe for real transactions).
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
         # WAL lets the board read while a review writes; FULL syncs each commit, so a
-        # commit that returned survives a crash of the process or the machine.
+        # commit that returned survives a crash of the process or the machine. NORMAL
+        # (the workers') survives a crash of the process; the machine's may lose the
+        # newest commits, in order, and the work they recorded is redone: a delivery is
+        # marked done after what it did, and every effect is found again before it is
+        # made twice.
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
@@ -709,10 +721,22 @@ def _require(what: str, value: str, allowed: Sequence[str]) -> None:
 class Store:
     """The record of sessions and runs, over one database URL."""
 
-    def __init__(self, url: str, *, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        sync_every_commit: bool = True,
+    ) -> None:
+        """Open the record at ``url`` (migrating it to the newest revision).
+
+        ``sync_every_commit=False`` (SQLite only) is for processes that never answer a
+        webhook: their commits are ordered and atomic but not each synced to disk, so the
+        webhook's own syncs do not queue behind theirs.
+        """
         self.url = url
         self._clock = clock
-        self._engine = _engine_for(url)
+        self._engine = _engine_for(url, sync_every_commit=sync_every_commit)
         writer = self._engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
         self._reads = sessionmaker(bind=self._engine, expire_on_commit=False)
         self._writes = sessionmaker(bind=writer, expire_on_commit=False)
