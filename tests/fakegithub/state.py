@@ -175,6 +175,9 @@ class FakeState:
         self.unknown_requests: list[Unknown] = []
         self.faults: list[Fault] = []
         self.dispatch_returns_details = True
+        # GitHub Enterprise Server up to 3.20 answers this status (400, or 422) to a
+        # dispatch naming return_run_details, a field it does not know (ACTIONS.md).
+        self.dispatch_refuses_run_details: int | None = None
         self.token_lifetime_s = 3600.0
         self.blobs: dict[str, tuple[bytes, float]] = {}
         self.blob_declares_length = True  # False: stream the archive until the socket closes
