@@ -25,6 +25,7 @@ from app_relay.decide.rules import RuleContext
 from app_relay.decide.verdict import Verdict
 from app_relay.intake import Bundle, BundleError, read_bundle
 from app_relay.modelport import ModelPort
+from app_relay.register import add_register_parser, relay_register
 from app_relay.runners import LocalRunner
 from app_relay.store import Store
 from cujo_action.schema import (
@@ -725,6 +726,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on (0: any)")
     serve.add_argument("--workers", type=int, default=4, help="deliveries worked at once")
+    add_register_parser(relay_sub)
     doc = sub.add_parser("doctor", help="check that Cujo can guard a repository on GitHub")
     doc.add_argument("--repo", required=True, help="OWNER/NAME on GitHub")
     doc.add_argument("--branch", help="the branch whose merges Cujo guards (default: default)")
@@ -735,6 +737,8 @@ def main(argv: list[str] | None = None) -> int:
         return review(args)
     if args.command == "relay" and args.relay_command == "serve":
         return relay_serve(args)
+    if args.command == "relay" and args.relay_command == "register":
+        return relay_register(args, lambda: data_dir(None))
     return 2  # pragma: no cover - argparse rejects unknown commands first
 
 
