@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import secrets
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -176,3 +177,35 @@ def test_a_token_or_pull_request_that_cannot_be_used_safely_is_refused_before_an
     with pytest.raises(PrepareError, match=why):
         prepare(repo, "main", head, "r", tmp_path / "w", pull_request=pull_request, token=token)
     assert not (tmp_path / "w" / "head").exists()
+
+
+def test_the_entry_point_refuses_an_empty_token_on_stdin(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cujo_action",
+            "run",
+            "--repo",
+            "https://127.0.0.1:9/octo/app",
+            "--base",
+            "a" * 40,
+            "--head",
+            "b" * 40,
+            "--run-id",
+            "r",
+            "--out",
+            str(tmp_path / "out"),
+            "--pull-request",
+            "7",
+            "--token-stdin",
+        ],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "standard input held no token" in done.stderr
+    assert not (tmp_path / "out").exists()
