@@ -180,26 +180,10 @@ def test_a_token_or_pull_request_that_cannot_be_used_safely_is_refused_before_an
 
 
 def test_the_entry_point_refuses_an_empty_token_on_stdin(tmp_path: Path) -> None:
+    args = f"--repo https://127.0.0.1:9/octo/app --base {'a' * 40} --head {'b' * 40} --run-id r"
+    args += f" --token-stdin --pull-request 7 --out {tmp_path / 'out'}"
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cujo_action",
-            "run",
-            "--repo",
-            "https://127.0.0.1:9/octo/app",
-            "--base",
-            "a" * 40,
-            "--head",
-            "b" * 40,
-            "--run-id",
-            "r",
-            "--out",
-            str(tmp_path / "out"),
-            "--pull-request",
-            "7",
-            "--token-stdin",
-        ],
+        [sys.executable, "-m", "cujo_action", "run", *args.split()],
         input="",
         capture_output=True,
         text=True,
