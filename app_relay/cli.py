@@ -26,6 +26,7 @@ from app_relay.decide.judge import DeterministicJudge, error_verdict
 from app_relay.decide.verdict import Verdict
 from app_relay.mode import POLICY_FILE
 from app_relay.modelport import ModelPort
+from app_relay.register import add_register_parser, relay_register
 from app_relay.reviewbody import evidence_lines
 from app_relay.runners import LocalRunner
 from app_relay.store import Store
@@ -539,6 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         "work", help="work recorded deliveries (started by `serve`; several may share a record)"
     )
     work.add_argument("--workers", type=int, default=4, help="deliveries worked at once")
+    add_register_parser(relay_sub)
     doc = sub.add_parser("doctor", help="check that Cujo can guard a repository on GitHub")
     doc.add_argument("--repo", required=True, help="OWNER/NAME on GitHub")
     doc.add_argument("--branch", help="the branch whose merges Cujo guards (default: default)")
@@ -547,6 +549,8 @@ def main(argv: list[str] | None = None) -> int:
         return doctor(args)
     if args.command == "review":
         return review(args)
+    if args.command == "relay" and args.relay_command == "register":
+        return relay_register(args, lambda: data_dir(None))
     if args.command == "relay":
         from app_relay import serve as relay_process  # noqa: PLC0415  (loads the web stack)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import threading
 import time
 import urllib.parse
@@ -1318,6 +1319,23 @@ class GitHubGateway:
             raise
         return Workflow(id=a.integer("id"), path=a.text("path"), state=a.text("state"))
 
+    def dispatch_workflow_plain(
+        self, repo: str, workflow_file: str, ref: str, inputs: Mapping[str, str | bool]
+    ) -> DispatchResult:
+        """Dispatch a workflow without asking for run details (GHES up to 3.20 refuses that)."""
+        # https://docs.github.com/en/enterprise-server@3.20/rest/actions/workflows#create-a-workflow-dispatch-event
+        if len(inputs) > 10 or len(json.dumps(dict(inputs))) > 65_535:
+            raise ValueError("a dispatch takes at most 10 inputs and 65,535 characters")
+        workflow = self._github.get_repo(repo).get_workflow(workflow_file)
+        call = f"POST {_repo_path(repo)}/actions/workflows/{_segment(workflow_file)}/dispatches"
+
+        def send() -> DispatchResult:
+            workflow.create_dispatch(ref, inputs=dict(inputs), throw=True)
+            return DispatchResult(None, None)
+
+        # A repeated POST would start a second run: never retried.
+        return self._attempt(call, send, idempotent=False)
+
 
 def answer_message(exc: GitHubError) -> str | None:
     """Return the ``message`` GitHub's error answer held, when the error came from one."""
@@ -1364,4 +1382,67 @@ def _workflow_run(a: Reader) -> WorkflowRun:
         conclusion=a.opt_one_of("conclusion", CONCLUSIONS_SEEN),
         head_sha=a.text("head_sha", pattern=OBJECT_ID),
         run_attempt=a.integer("run_attempt"),
+    )
+
+
+# ---- the App manifest flow -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreatedApp:
+    """What GitHub hands back once for an App created from a manifest."""
+
+    id: int
+    slug: str
+    html_url: str
+    pem: str = field(repr=False)
+    webhook_secret: str = field(repr=False)
+
+
+def convert_app_manifest(api_url: str, code: str, *, timeout_s: float = 10) -> CreatedApp:
+    """Exchange a manifest flow's ``code`` for the new App's id, key and webhook secret."""
+    # https://docs.github.com/en/rest/apps/apps#create-a-github-app-from-a-manifest
+    # No authentication: the code (one use, valid for an hour) is the credential.
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,200}", code):
+        raise GitHubError("POST /app-manifests/{code}/conversions", "the code is malformed")
+    call = f"POST /app-manifests/{code[:6]}…/conversions"
+    try:
+        answer = requests.post(
+            f"{api_url.rstrip('/')}/app-manifests/{code}/conversions",
+            headers={"Accept": "application/vnd.github+json", "User-Agent": "cujo-relay"},
+            timeout=timeout_s,
+            allow_redirects=False,
+        )
+    except requests.RequestException as exc:
+        raise GitHubError(call, f"GitHub could not be reached: {type(exc).__name__}") from None
+    try:
+        data = answer.json()
+    except ValueError:
+        data = None
+    if answer.status_code != 201:
+        message = data.get("message") if isinstance(data, dict) else None
+        raise GitHubError(
+            call,
+            f"answered HTTP {answer.status_code}: {message or 'no message'}",
+            status=answer.status_code,
+        )
+    a = _Answer(call, data)
+    pem = a.text("pem")
+    if "PRIVATE KEY-----" not in pem:
+        raise GitHubError(call, "field 'pem' is not a PEM private key")
+    secret = a.text("webhook_secret")
+    if not secret or secret != secret.strip():
+        raise GitHubError(call, "field 'webhook_secret' is empty or padded")
+    html_url = a.text("html_url")
+    if not html_url.startswith(("https://", "http://")):
+        raise GitHubError(call, "field 'html_url' is not a URL")
+    app_id = a.integer("id")
+    if app_id < 1:
+        raise GitHubError(call, "field 'id' is not a positive integer")
+    return CreatedApp(
+        id=app_id,
+        slug=a.text("slug", pattern=APP_SLUG),
+        html_url=html_url,
+        pem=pem,
+        webhook_secret=secret,
     )

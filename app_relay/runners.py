@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
 from app_relay.bundle import Bundle, BundleError, open_bundle
-from app_relay.github import Artifact, DispatchResult, GitHubError, WorkflowRun
+from app_relay.github import Artifact, DispatchResult, GitHubError, WorkflowRun, answer_message
 from app_relay.github_vocab import (
     CONCLUSIONS_SEEN,
     REPO_NAME,
@@ -93,6 +93,10 @@ class ActionsGateway(Protocol):
     """The Actions calls ``ActionsRunner`` makes; ``github.GitHubGateway`` implements them."""
 
     def dispatch_workflow(
+        self, repo: str, workflow_file: str, ref: str, inputs: Mapping[str, str | bool]
+    ) -> DispatchResult: ...
+
+    def dispatch_workflow_plain(
         self, repo: str, workflow_file: str, ref: str, inputs: Mapping[str, str | bool]
     ) -> DispatchResult: ...
 
@@ -226,6 +230,17 @@ def fold_event(event_name: str, payload: object) -> RunProgress | None:
     return folded
 
 
+def refuses_run_details(exc: GitHubError) -> bool:
+    """Return whether a dispatch was refused for asking for run details, as GHES does.
+
+    GitHub Enterprise Server up to 3.20 answers 400 to the unknown ``return_run_details``
+    field (ACTIONS.md); a 422 counts too when GitHub's message names the field. Any other
+    refusal (a missing trigger, unexpected inputs) is not retried: it would fail again.
+    """
+    message = answer_message(exc) or exc.reason
+    return exc.status == 400 or (exc.status == 422 and "return_run_details" in message)
+
+
 class ActionsRunner:
     """Run the sandbox as a workflow on GitHub Actions and fetch its bundle, fail-closed.
 
@@ -295,7 +310,16 @@ class ActionsRunner:
         gateway = self._gateways(repo)
         since = datetime.fromtimestamp(self._clock() - self.clock_skew_s, UTC)
         try:
-            result = gateway.dispatch_workflow(repo, self.workflow, default_branch, inputs)
+            try:
+                result = gateway.dispatch_workflow(repo, self.workflow, default_branch, inputs)
+            except GitHubError as exc:
+                if not refuses_run_details(exc):
+                    raise
+                # Nothing was started (GitHub refused the request): one plain dispatch,
+                # then the run is found by its run-name.
+                result = gateway.dispatch_workflow_plain(
+                    repo, self.workflow, default_branch, inputs
+                )
         except (GitHubError, ValueError) as exc:
             raise RunnerError(f"dispatching {self.workflow} on {default_branch}: {exc}") from exc
         if result.workflow_run_id is not None:

@@ -80,16 +80,32 @@ def main() -> int:
     for head, obj in results.items():
         print(f"\nPull request `{head}`:")
         print(render(obj))
-    ok = results["benign"]["state"] == "clean" and results["exfil"]["state"] == "blocked"
-    print(
-        "\nDemo: benign → {}, exfil → {}{}".format(
-            results["benign"]["state"],
-            results["exfil"]["state"],
-            "" if ok else "  (expected clean and blocked)",
-        )
-    )
+    ok, verdict = outcome(results)
+    print(verdict)
     return 0 if ok else 1
 
+
+def outcome(results: dict) -> tuple[bool, str]:
+    """Return whether the demo showed what it should, and the closing lines saying so.
+
+    With full isolation that is clean and blocked. Without it (not root, a tool missing,
+    bubblewrap refused) a sandbox that could be dodged proves nothing clean: the benign
+    pull request is unproven, which is the honest outcome and not a failure of the demo.
+    """
+    benign, exfil = results["benign"], results["exfil"]
+    states = f"Demo: benign → {benign['state']}, exfil → {exfil['state']}"
+    if benign["isolation"] == "full":
+        ok = benign["state"] == "clean" and exfil["state"] == "blocked"
+        return ok, states + ("" if ok else "  (expected clean and blocked)")
+    ok = benign["state"] == "unproven" and exfil["state"] == "blocked"
+    why = "; ".join(benign.get("unproven") or []) or "isolation is partial"
+    lines = [
+        states + ("" if ok else "  (expected unproven and blocked with partial isolation)"),
+        f"benign is unproven, not clean, because the sandbox had partial isolation: {why}",
+        "Full isolation needs root and ip, nft, setpriv and bwrap: "
+        "sudo apt-get install iproute2 nftables util-linux bubblewrap && sudo make demo",
+    ]
+    return ok, "\n".join(lines)
 
 if __name__ == "__main__":
     raise SystemExit(main())
