@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 import yaml
 from actionsrunner import JobResult, Runner, calls
-from app_relay.intake import read_bundle
 from githttps import PrivateGitServer
 from gitrepo import GitRepo
 
+from app_relay.bundle import read_bundle
 from cujo_action.schema import CHECK_NAMES
 
 TOP = Path(__file__).resolve().parents[1]
