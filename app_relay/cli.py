@@ -32,7 +32,8 @@ from app_relay.runners import LocalRunner
 from app_relay.store import Store
 from cujo_action.schema import PolicyError, Report, load_policy
 
-EXIT = {"clean": 0, "unproven": 0, "blocked": 1, "error": 3}
+# Unproven holds the merge on GitHub; a script gets 4 so it holds too (DESIGN section 10).
+EXIT = {"clean": 0, "unproven": 4, "blocked": 1, "error": 3}
 # Evidence from a sandbox that could be dodged proves nothing: partial isolation can block
 # a pull request, but never call it clean.
 JUDGE = DeterministicJudge(require_full_isolation=True)

@@ -324,7 +324,7 @@ def test_nothing_recognisable_is_unproven_saying_why(
     )
     review = cujo.review(repo.path)
     verdict = review.verdict
-    assert review.code == 0, review
+    assert review.code == 4, review
     assert verdict["state"] == "unproven", review
     assert_bound(review, repo)
     assert verdict["plan"] | {"policy_from": ""} == {
@@ -356,7 +356,7 @@ def test_a_hang_is_cut_off_and_unproven(
     )
     review = cujo.review(repo.path)
     verdict = review.verdict
-    assert review.code == 0, review
+    assert review.code == 4, review
     assert verdict["state"] == "unproven", review
     check = "install" if phase == "install" else "tests"
     assert verdict["checks"][check]["status"] == "failed"
@@ -389,7 +389,7 @@ def test_an_output_flood_is_cut_off_and_unproven(
     repo = pr_repo("flood", {**TINY, ".cujo.yml": policy(test=FLOOD)}, {"calc.py": CALC + "\n"})
     review = cujo.review(repo.path)
     verdict = review.verdict
-    assert review.code == 0, review
+    assert review.code == 4, review
     assert verdict["state"] == "unproven", review
     assert verdict["plan"]["test"] == FLOOD
     assert verdict["checks"]["tests"]["status"] == "error"
@@ -445,7 +445,7 @@ def test_a_missing_build_tool_is_unproven_naming_it(
     repo = pr_repo("no-npm", NODE_FILES, NODE_HEAD)
     review = cujo.review(repo.path, path=str(tools))
     verdict = review.verdict
-    assert review.code == 0, review
+    assert review.code == 4, review
     assert verdict["state"] == "unproven", review
     assert_bound(review, repo)
     assert verdict["unproven"][0].startswith("plan: npm is not on PATH")
