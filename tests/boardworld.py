@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from app_relay.decide.judge import decide, error_verdict
 from app_relay.decide.rules import RuleContext
 from app_relay.decide.verdict import Finding, Verdict
+from app_relay.settings import RelaySettings, Secret
 from app_relay.store import Store
 from cujo_action.bundle import write_manifest
 from cujo_action.schema import CHECK_NAMES, Plan, parse_report
@@ -48,6 +49,21 @@ class Served:
         self.server.should_exit = True
         self.thread.join(DEADLINE_S)
         self.listener.close()
+
+
+def relay_settings(store: Store, api_url: str = "http://127.0.0.1:9") -> RelaySettings:
+    """Return the relay's settings over ``store``, talking to GitHub at ``api_url``."""
+    return RelaySettings(
+        app_id=1,
+        private_key=Secret(
+            "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n"
+        ),
+        webhook_secret=Secret("test-webhook-secret"),
+        github_api_url=api_url,
+        database_url=store.url,
+        workflow="cujo.yml",
+        anthropic_api_key=None,
+    )
 
 
 @dataclass(frozen=True)

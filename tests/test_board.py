@@ -24,13 +24,13 @@ from boardworld import (
     errored,
     local_run,
     pull_request_run,
+    relay_settings,
     sha,
 )
 from fakegithub import FakeGitHub, sign_ins
 
 from app_relay.board import access as board_access
 from app_relay.board import board_app, view
-from app_relay.settings import RelaySettings, Secret
 from app_relay.store import RunEvent, Store
 from app_relay.web import create_app
 
@@ -322,20 +322,6 @@ def test_the_list_stream_says_when_any_run_moved(store, board):
 
 
 # ---------------------------------------------------------------------- who may look
-
-
-def relay_settings(store: Store, api_url: str = "http://127.0.0.1:9") -> RelaySettings:
-    return RelaySettings(
-        app_id=1,
-        private_key=Secret(
-            "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n"
-        ),
-        webhook_secret=Secret("test-webhook-secret"),
-        github_api_url=api_url,
-        database_url=store.url,
-        workflow="cujo.yml",
-        anthropic_api_key=None,
-    )
 
 
 def test_a_relay_without_an_oauth_client_shows_nobody_a_run(store, monkeypatch):
