@@ -5,11 +5,13 @@ from __future__ import annotations
 import shutil
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import requests
 import uvicorn
+from fakegithub import FakeGitHub, SignIns, sign_ins
 from fastapi import FastAPI
 
 from app_relay.decide.judge import decide, error_verdict
@@ -176,3 +178,19 @@ def demo_exfil_run(store: Store, folder: Path, *, repo: str = "octo/tinycalc") -
     verdict = decide(reports, expected=CHECK_NAMES, ctx=RuleContext())
     store.finish_run(plan.run_id, verdict, plan.model_dump_json(by_alias=True), str(folder))
     return Recorded(plan.run_id, repo, plan.head_sha)
+
+
+def alice_signs_in(fake: FakeGitHub, setenv: Callable[[str, str], None]) -> SignIns:
+    """Make octo/open and octo/secret; alice reads only the first and is signed in to GitHub.
+
+    ``setenv`` points the relay's board at the fake's OAuth client.
+    """
+    fake.add_repo("octo/open")
+    fake.add_repo("octo/secret")
+    people = sign_ins(fake.state)
+    people.add_user("alice", {"octo/open"})
+    people.signed_in_as = "alice"
+    setenv("CUJO_OAUTH_CLIENT_ID", people.client_id)
+    setenv("CUJO_OAUTH_CLIENT_SECRET", people.client_secret)
+    setenv("CUJO_GITHUB_WEB_URL", fake.url)
+    return people

@@ -18,6 +18,7 @@ import pytest
 import requests
 from boardworld import (
     Served,
+    alice_signs_in,
     blocked_verdict,
     clean_verdict,
     demo_exfil_run,
@@ -348,14 +349,7 @@ def github_board(
     store: Store, fake_github: FakeGitHub, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[str, FakeGitHub]]:
     """The relay's board signing people in with the fake GitHub's OAuth client."""
-    fake_github.add_repo("octo/open")
-    fake_github.add_repo("octo/secret")
-    people = sign_ins(fake_github.state)
-    people.add_user("alice", {"octo/open"})
-    people.signed_in_as = "alice"
-    monkeypatch.setenv("CUJO_OAUTH_CLIENT_ID", people.client_id)
-    monkeypatch.setenv("CUJO_OAUTH_CLIENT_SECRET", people.client_secret)
-    monkeypatch.setenv("CUJO_GITHUB_WEB_URL", fake_github.url)
+    people = alice_signs_in(fake_github, monkeypatch.setenv)
     for n, repo in enumerate(("octo/open", "octo/secret")):
         pull_request_run(store, repo, n + 1, f"run-{repo.split('/')[1]}")
         store.finish_run(f"run-{repo.split('/')[1]}", blocked_verdict())

@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 from boardworld import (
     Served,
+    alice_signs_in,
     blocked_verdict,
     clean_verdict,
     errored,
     pull_request_run,
     relay_settings,
 )
-from fakegithub import FakeGitHub, sign_ins
+from fakegithub import FakeGitHub
 
 from app_relay.board import board_app
 from app_relay.store import Store
@@ -194,14 +195,7 @@ def test_a_signed_out_visitor_sees_no_run_until_github_signs_them_in(
 ) -> None:
     from selenium.webdriver.common.by import By
 
-    fake_github.add_repo("octo/open")
-    fake_github.add_repo("octo/secret")
-    people = sign_ins(fake_github.state)
-    people.add_user("alice", {"octo/open"})
-    people.signed_in_as = "alice"
-    monkeypatch.setenv("CUJO_OAUTH_CLIENT_ID", people.client_id)
-    monkeypatch.setenv("CUJO_OAUTH_CLIENT_SECRET", people.client_secret)
-    monkeypatch.setenv("CUJO_GITHUB_WEB_URL", fake_github.url)
+    alice_signs_in(fake_github, monkeypatch.setenv)
     pull_request_run(store, "octo/open", 1, "run-open")
     pull_request_run(store, "octo/secret", 2, "run-secret")
     store.finish_run("run-secret", blocked_verdict())
