@@ -150,7 +150,7 @@ def _checks(
 def gather(store: Store, bundles: _Bundles, run_id: str, web_url: str) -> RunPage:
     """Read one run's page from the record."""
     run = store.get_run(run_id)
-    events = store.events(run_id)
+    events = store.timeline(run_id)
     effects: list[Effect] = store.effects(run_id)
     commands = store.run_commands(run_id)
     bundle, problem = bundles.read(run)
@@ -177,6 +177,30 @@ def gather(store: Store, bundles: _Bundles, run_id: str, web_url: str) -> RunPag
             review_id=run.review_id,
         ),
         version=_version(run, commands),
+    )
+
+
+@dataclass(frozen=True)
+class News:
+    """What changed on a run since a stream last looked."""
+
+    entries: list[view.Entry]
+    last_event: int
+    version: str
+    steps: bool  # a sandbox step moved: the checks list changed too
+
+
+def news(store: Store, run_id: str, after: int, shown: frozenset[int]) -> News:
+    """Read a run's events above ``after`` and the writes made that ``shown`` lacks."""
+    run = store.get_run(run_id)
+    commands = store.run_commands(run_id)
+    events = store.timeline(run_id, after=after)
+    effects = [e for e in store.effects(run_id) if e.id not in shown]
+    return News(
+        entries=view.timeline(events, effects, earlier_state=after > 0),
+        last_event=events[-1].id if events else after,
+        version=_version(run, commands),
+        steps=any(e.kind == "step" for e in events),
     )
 
 
@@ -342,10 +366,14 @@ def board_router(
         request: Request, run_id: str, after: int = 0, v: str = "", fx: str = ""
     ) -> Response:
         """Stream a run's new timeline lines, and its body again whenever the run changes."""
-        viewer, page = await readable_run(request, run_id)
+        viewer = await access.viewer(request)
         if viewer is None:
             return signed_out(request)
-        if page is None:
+        try:
+            run = await anyio.to_thread.run_sync(store.get_run, run_id)
+        except UnknownRun:
+            run = None
+        if run is None or not viewer.may_see(run.repo):
             return Response("no such run", status_code=404, media_type="text/plain")
         resumed = request.headers.get("last-event-id", "")
         cursor = max(after, int(resumed) if resumed.isdigit() else 0)
@@ -355,37 +383,30 @@ def board_router(
             nonlocal cursor
             yield "retry: 1000\n\n"
             version = v
-            current: RunPage | None = page
+            item = env.get_template("_entry.html")
             with anyio.move_on_after(stream_s):
                 while True:
-                    if current is None:
-                        current = await anyio.to_thread.run_sync(
-                            gather, store, bundles, run_id, web_url
-                        )
+                    got = await anyio.to_thread.run_sync(
+                        news, store, run_id, cursor, frozenset(shown)
+                    )
                     sent = False
-                    fresh: list[view.Entry] = []
-                    for entry in current.entries:
-                        kind, number = entry.dom_id[:2], int(entry.dom_id[3:])
-                        if kind == "ev" and number > cursor:
-                            fresh.append(entry)
-                        elif kind == "fx" and number not in shown:
-                            fresh.append(entry)
-                            shown.add(number)
-                    if fresh:
-                        cursor = max(cursor, current.last_event)
-                        item = env.get_template("_entry.html")
-                        html = "".join(item.render(entry=entry) for entry in fresh)
+                    if got.entries:
+                        cursor = got.last_event
+                        shown.update(int(e.dom_id[3:]) for e in got.entries if e.dom_id[:2] == "fx")
+                        html = "".join(item.render(entry=entry) for entry in got.entries)
                         # One message per batch, so a resumed stream never skips a line.
                         yield _sse("timeline", html, cursor)
                         sent = True
-                    if current.version != version:
-                        version = current.version
-                        html = env.get_template("_run_body.html").render(page=current, now=clock())
-                        yield _sse("run", html)
+                    if got.version != version or got.steps:
+                        version = got.version
+                        page = await anyio.to_thread.run_sync(
+                            gather, store, bundles, run_id, web_url
+                        )
+                        body = env.get_template("_run_body.html")
+                        yield _sse("run", body.render(page=page, now=clock()))
                         sent = True
                     if not sent:
                         yield ": quiet\n\n"
-                    current = None
                     await anyio.sleep(poll_s)
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers=_HEADERS)

@@ -234,10 +234,15 @@ def effect_entry(effect: Effect) -> Entry | None:
     return Entry(f"fx-{effect.id}", effect.done_at, what[0], what[1], "posted")
 
 
-def timeline(events: Sequence[RunEvent], effects: Iterable[Effect]) -> list[Entry]:
-    """Return a run's whole timeline, oldest first: its events and the writes made."""
+def timeline(
+    events: Sequence[RunEvent], effects: Iterable[Effect], *, earlier_state: bool = False
+) -> list[Entry]:
+    """Return a run's timeline, oldest first: its events and the writes made.
+
+    ``earlier_state`` says the run's first state (its claim) was shown before.
+    """
     entries: list[Entry] = []
-    seen_state = False
+    seen_state = earlier_state
     for event in events:
         entries.append(event_entry(event, first_state=not seen_state and event.kind == "state"))
         seen_state = seen_state or event.kind == "state"
