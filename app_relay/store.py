@@ -1812,11 +1812,6 @@ class Store:
         with self._read() as session:
             return [RunEvent(i, r, at, k, d) for i, r, at, k, d in session.execute(query)]
 
-    def newest_event_id(self) -> int:
-        """Return the id of the newest run event in the record (0 when there is none)."""
-        with self._read() as session:
-            return int(session.scalar(select(func.max(RunEventRow.id))) or 0)
-
 
 @dataclass(frozen=True)
 class RunLine:

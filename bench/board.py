@@ -122,7 +122,9 @@ def timings(paths: dict[str, tuple[Any, str]], rounds: int) -> dict[str, list[fl
 
     async def run() -> None:
         clients = {
-            name: httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://b")
+            name: httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+            )
             for name, (app, _) in paths.items()
         }
         try:

@@ -209,6 +209,13 @@ def test_text_from_a_pull_request_is_inert_on_the_page(store, board):
     assert "unsafe-inline" not in csp
 
 
+def test_the_local_board_answers_only_to_its_loopback_name(board):
+    # A page elsewhere whose name is made to resolve to 127.0.0.1 (DNS rebinding) must not
+    # read the record through the browser.
+    assert get(f"{board}/", headers={"Host": "evil.example:8765"}).status_code == 400
+    assert get(f"{board}/", headers={"Host": "localhost:8765"}).status_code == 200
+
+
 def test_an_unknown_run_is_a_404(board):
     page = get(f"{board}/runs/nope")
     assert page.status_code == 404
@@ -262,6 +269,18 @@ class Stream:
                 name, data = "message", []
         raise AssertionError("the stream ended")
 
+    def events_for(self, seconds: float) -> list[str]:
+        """Return the names of the messages that came within ``seconds``."""
+        # The stream sends a comment every poll, so reading never waits long past it.
+        deadline = time.monotonic() + seconds
+        names = []
+        for line in self.lines:
+            if line.startswith("event: "):
+                names.append(line[7:])
+            if time.monotonic() > deadline:
+                return names
+        raise AssertionError("the stream ended")
+
     def close(self) -> None:
         self.answer.close()
 
@@ -310,14 +329,21 @@ def test_a_resumed_stream_sends_only_what_came_after_the_last_event_it_sent(stor
         stream.close()
 
 
-def test_the_list_stream_says_when_any_run_moved(store, board):
+def test_the_list_stream_says_when_the_rows_shown_changed(store, board):
     pull_request_run(store, "octo/app", 10, "run-1")
-    newest = store.newest_event_id()
-    stream = Stream(f"{board}/live?since={newest}")
+    pull_request_run(store, "octo/lib", 11, "run-2")
+    page = get(f"{board}/?repo=octo/app").text
+    found = re.search(r'data-list-live="([^"]+)"', page)
+    assert found is not None
+    stream = Stream(board + html.unescape(found.group(1)))
     try:
-        moved = store.add_event("run-1", "dispatched", "workflow run 1")
-        ident, data = stream.until("changed")
-        assert ident == data == str(moved)
+        store.finish_run("run-2", blocked_verdict())  # another list's row: nothing to say
+        store.add_event("run-1", "dispatched", "workflow run 1")  # no row of it changes
+        assert stream.events_for(0.5) == []
+        store.finish_run("run-1", clean_verdict())
+        stream.until("changed")
+        rows_now = get(f"{board}/?repo=octo/app&fragment=rows").text
+        assert [(s, r) for s, r, _ in rows(rows_now)] == [("clean", "run-1")]
     finally:
         stream.close()
 

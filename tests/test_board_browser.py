@@ -89,9 +89,14 @@ def shot(driver: object, name: str) -> Path:
 
 
 def wait_for(driver: object, condition: object) -> object:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, WAIT_S, poll_frequency=0.05).until(condition)  # type: ignore[arg-type]
+    # The run's body is replaced whole when the run changes: an element found just
+    # before is stale, and the condition is simply asked again.
+    return WebDriverWait(
+        driver, WAIT_S, poll_frequency=0.05, ignored_exceptions=(StaleElementReferenceException,)
+    ).until(condition)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -173,9 +178,13 @@ def test_a_run_page_grows_live_without_a_reload(store, browser):
             for li in browser.find_elements(By.CSS_SELECTOR, "#timeline li")  # type: ignore[attr-defined]
         ]
         same_page = browser.execute_script("return window.cujoSamePage;")  # type: ignore[attr-defined]
-        state = browser.find_element(By.ID, "state")  # type: ignore[attr-defined]
-        red = rgba(state.value_of_css_property("background-color"))
-        finding = browser.find_element(By.ID, "finding-F1").text  # type: ignore[attr-defined]
+        red, finding = wait_for(
+            browser,
+            lambda d: (
+                rgba(d.find_element(By.ID, "state").value_of_css_property("background-color")),
+                d.find_element(By.ID, "finding-F1").text,
+            ),
+        )  # type: ignore[misc]
         shot(browser, "run-live")
         browser.get("about:blank")  # type: ignore[attr-defined]
 

@@ -27,7 +27,15 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from app_relay.intake import Bundle, BundleError, read_bundle
 from app_relay.runs import evidence_of
 from app_relay.runstate import RunState
-from app_relay.store import CommandRecord, Effect, RunEvent, RunRecord, Store, UnknownRun
+from app_relay.store import (
+    CommandRecord,
+    Effect,
+    RunEvent,
+    RunLine,
+    RunRecord,
+    Store,
+    UnknownRun,
+)
 from cujo_action.schema import utcnow
 
 from . import view
@@ -273,7 +281,7 @@ def board_router(
         repo: str | None,
         states: list[RunState],
         before: tuple[datetime, str] | None,
-    ) -> tuple[list[Any], str | None]:
+    ) -> tuple[list[RunLine], str | None]:
         lines = store.run_lines(
             page_size + 1, repos=visible(viewer, repo), states=states or None, before=before
         )
@@ -283,6 +291,11 @@ def board_router(
             last = lines[-1]
             more = f"{last.started_at.isoformat()}~{last.run_id}"
         return lines, more
+
+    def fingerprint(lines: Sequence[RunLine]) -> str:
+        # What the list shows of each row that can change (its age is drawn from the time).
+        said = "|".join(f"{x.run_id}:{x.state}:{x.finished_at}:{x.holds}" for x in lines)
+        return hashlib.sha256(said.encode()).hexdigest()[:16]
 
     @router.get("/", response_class=HTMLResponse)
     async def runs(
@@ -303,9 +316,12 @@ def board_router(
         if fragment == "rows":
             return render("_rows.html", lines=lines)
         repos = [r for r in await anyio.to_thread.run_sync(store.run_repos) if viewer.may_see(r)]
-        newest = await anyio.to_thread.run_sync(store.newest_event_id)
-        kept = [(k, v) for k, v in request.query_params.multi_items() if k != "before"]
-        more_href = f"/?{urlencode([*kept, ('before', more)])}" if more else None
+        kept = [(k, v) for k, v in request.query_params.multi_items() if k != "fragment"]
+        more_href = (
+            f"/?{urlencode([*[(k, v) for k, v in kept if k != 'before'], ('before', more)])}"
+            if more
+            else None
+        )
         return render(
             "list.html",
             access=access,
@@ -315,25 +331,40 @@ def board_router(
             repos=repos,
             repo=repo or "",
             chosen=chosen,
-            newest=newest,
+            live_href=f"/live?{urlencode([*kept, ('v', fingerprint(lines))])}",
         )
 
     @router.get("/live")
-    async def runs_live(request: Request, since: int = 0) -> Response:
-        """Say, as a stream, when any run moved: the list fetches its rows again."""
-        if await access.viewer(request) is None:
+    async def runs_live(
+        request: Request,
+        repo: str | None = None,
+        state: list[str] = Query(default=[]),  # noqa: B008 (FastAPI's way to declare it)
+        before: str | None = None,
+        v: str = "",
+    ) -> Response:
+        """Say, as a stream, when the rows of this list changed: the page fetches them again.
+
+        Only the viewer's own rows are compared, so the stream says nothing of runs they
+        cannot see.
+        """
+        viewer = await access.viewer(request)
+        if viewer is None:
             return signed_out(request)
+        chosen: list[RunState] = [s for s in view.LOOKS if s in state]
+        cursor = _cursor(before)
 
         async def stream() -> AsyncIterator[str]:
             yield "retry: 1000\n\n"
-            resumed = request.headers.get("last-event-id", "")
-            seen = int(resumed) if resumed.isdigit() else since
+            seen = v
             with anyio.move_on_after(stream_s):
                 while True:
-                    newest = await anyio.to_thread.run_sync(store.newest_event_id)
-                    if newest != seen:
-                        seen = newest
-                        yield _sse("changed", str(newest), newest)
+                    lines, _ = await anyio.to_thread.run_sync(
+                        rows, viewer, repo or None, chosen, cursor
+                    )
+                    now = fingerprint(lines)
+                    if now != seen:
+                        seen = now
+                        yield _sse("changed", now)
                     else:
                         yield ": quiet\n\n"
                     await anyio.sleep(poll_s)
