@@ -299,7 +299,8 @@ def test_a_run_page_streams_new_events_and_the_run_as_it_changes(store, board):
         assert stream.answer.headers["content-type"].startswith("text/event-stream")
         event_id = store.add_event("run-1", "dispatched", "workflow run 77")
         ident, data = stream.until("timeline", "workflow run 77")
-        assert ident == str(event_id)
+        assert ident is not None
+        assert ident.startswith(f"{event_id}-")
         assert f'<li id="ev-{event_id}"' in data
 
         store.move_open("run-1", "running", "waiting", "the required reviewers of `sandbox`")
@@ -317,16 +318,26 @@ def test_a_run_page_streams_new_events_and_the_run_as_it_changes(store, board):
 
 def test_a_resumed_stream_sends_only_what_came_after_the_last_event_it_sent(store, board):
     pull_request_run(store, "octo/app", 9, "run-1")
+    page = get(f"{board}/runs/run-1").text
     first = store.add_event("run-1", "sandbox", "workflow_run requested")
+    stream = Stream(board + live_url(page))
+    ident, _ = stream.until("timeline", "workflow_run requested")
+    stream.close()
     store.add_event("run-1", "sandbox", "workflow_job queued")
-    stream = Stream(f"{board}/runs/run-1/live", **{"Last-Event-ID": str(first)})
+    version = re.search(r"v=(\w+)", live_url(page))
+    assert version is not None
+    assert ident == f"{first}-{version.group(1)}"
+
+    resumed = Stream(f"{board}/runs/run-1/live", **{"Last-Event-ID": ident})
     try:
-        _, data = stream.until("timeline")
+        _, data = resumed.until("timeline")
         assert "workflow_job queued" in data
         assert "workflow_run requested" not in data
         assert "claimed" not in data
+        # The run did not change since that id: its body is not sent again.
+        assert "run" not in resumed.events_for(0.3)
     finally:
-        stream.close()
+        resumed.close()
 
 
 def test_the_list_stream_says_when_the_rows_shown_changed(store, board):

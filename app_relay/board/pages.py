@@ -212,7 +212,7 @@ def news(store: Store, run_id: str, after: int, shown: frozenset[int]) -> News:
     )
 
 
-def _sse(event: str, html: str, event_id: int | None = None) -> str:
+def _sse(event: str, html: str, event_id: str | None = None) -> str:
     # Each line of the data gets its own `data:` field; the browser joins them with \n.
     # https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation
     head = f"id: {event_id}\n" if event_id is not None else ""
@@ -406,14 +406,16 @@ def board_router(
             run = None
         if run is None or not viewer.may_see(run.repo):
             return Response("no such run", status_code=404, media_type="text/plain")
-        resumed = request.headers.get("last-event-id", "")
-        cursor = max(after, int(resumed) if resumed.isdigit() else 0)
+        # A reconnecting browser sends the last id it saw: "<last event>-<run version>".
+        seen, _, seen_version = request.headers.get("last-event-id", "").partition("-")
+        cursor = max(after, int(seen) if seen.isdigit() else 0)
+        known = seen_version or v
         shown = {int(x) for x in fx.split(",") if x.isdigit()}
 
         async def stream() -> AsyncIterator[str]:
             nonlocal cursor
             yield "retry: 1000\n\n"
-            version = v
+            version = known
             item = env.get_template("_entry.html")
             with anyio.move_on_after(stream_s):
                 while True:
@@ -426,7 +428,7 @@ def board_router(
                         shown.update(int(e.dom_id[3:]) for e in got.entries if e.dom_id[:2] == "fx")
                         html = "".join(item.render(entry=entry) for entry in got.entries)
                         # One message per batch, so a resumed stream never skips a line.
-                        yield _sse("timeline", html, cursor)
+                        yield _sse("timeline", html, f"{cursor}-{version}")
                         sent = True
                     if got.version != version or got.steps:
                         version = got.version
@@ -434,7 +436,9 @@ def board_router(
                             gather, store, bundles, run_id, web_url
                         )
                         body = env.get_template("_run_body.html")
-                        yield _sse("run", body.render(page=page, now=clock()))
+                        yield _sse(
+                            "run", body.render(page=page, now=clock()), f"{cursor}-{version}"
+                        )
                         sent = True
                     if not sent:
                         yield ": quiet\n\n"
