@@ -418,6 +418,8 @@ def test_signing_in_with_github_shows_the_runs_of_readable_repositories_only(git
     hidden = browser.get(f"{url}/runs/run-secret", timeout=DEADLINE_S)
     assert hidden.status_code == 404
     assert "octo/secret" not in hidden.text
+    hidden_stream = browser.get(f"{url}/runs/run-secret/live", timeout=DEADLINE_S)
+    assert hidden_stream.status_code == 404
     assert browser.get(f"{url}/?repo=octo/secret", timeout=DEADLINE_S).text.count("data-run=") == 0
     # What the fake was asked: the code traded with the client's secret, then the user's
     # installations and their repositories with the user's token.

@@ -371,23 +371,29 @@ def board_router(
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers=_HEADERS)
 
-    async def readable_run(request: Request, run_id: str) -> tuple[Viewer | None, RunPage | None]:
-        viewer = await access.viewer(request)
-        if viewer is None:
-            return None, None
+    def seen_run(viewer: Viewer, run_id: str) -> RunRecord | None:
         try:
-            page = await anyio.to_thread.run_sync(gather, store, bundles, run_id, web_url)
+            run = store.get_run(run_id)
         except UnknownRun:
-            return viewer, None
+            return None
         # A run of a repository the viewer cannot read does not exist for them.
-        return viewer, page if viewer.may_see(page.run.repo) else None
+        return run if viewer.may_see(run.repo) else None
+
+    def readable_page(viewer: Viewer, run_id: str) -> RunPage | None:
+        if seen_run(viewer, run_id) is None:
+            return None
+        try:
+            return gather(store, bundles, run_id, web_url)
+        except UnknownRun:
+            return None
 
     @router.get("/runs/{run_id}", response_class=HTMLResponse)
     async def run_page(request: Request, run_id: str) -> Response:
         """Show one run: its timeline as it grows, checks, findings, verdict and hold."""
-        viewer, page = await readable_run(request, run_id)
+        viewer = await access.viewer(request)
         if viewer is None:
             return signed_out(request)
+        page = await anyio.to_thread.run_sync(readable_page, viewer, run_id)
         if page is None:
             return render("missing.html", 404, access=access, viewer=viewer, run_id=run_id)
         return render("run.html", access=access, viewer=viewer, page=page)
@@ -400,11 +406,7 @@ def board_router(
         viewer = await access.viewer(request)
         if viewer is None:
             return signed_out(request)
-        try:
-            run = await anyio.to_thread.run_sync(store.get_run, run_id)
-        except UnknownRun:
-            run = None
-        if run is None or not viewer.may_see(run.repo):
+        if await anyio.to_thread.run_sync(seen_run, viewer, run_id) is None:
             return Response("no such run", status_code=404, media_type="text/plain")
         # A reconnecting browser sends the last id it saw: "<last event>-<run version>".
         seen, _, seen_version = request.headers.get("last-event-id", "").partition("-")
