@@ -1473,16 +1473,15 @@ class GitHubSignIn:
         self.api_url = api_url.rstrip("/")
         self.timeout_s = timeout_s
         self.clock = clock
-        self._http = requests.Session()
-        self._http.headers.update({"User-Agent": user_agent, "Accept": "application/json"})
-
-    def close(self) -> None:
-        """Close the connections."""
-        self._http.close()
+        self._headers = {"User-Agent": user_agent, "Accept": "application/json"}
 
     def _send(self, call: str, method: str, url: str, **kw: Any) -> Any:
+        # A connection per call: a person is asked about at most once a minute, and no pool
+        # is left open for the app to close.
+        headers = {**self._headers, **kw.pop("headers", {})}
         try:
-            answer = self._http.request(method, url, timeout=self.timeout_s, **kw)
+            with requests.Session() as http:
+                answer = http.request(method, url, timeout=self.timeout_s, headers=headers, **kw)
         except requests.Timeout as exc:
             raise GitHubError(call, f"deadline of {self.timeout_s}s passed") from exc
         except requests.RequestException as exc:

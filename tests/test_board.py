@@ -504,7 +504,6 @@ def test_a_revoked_token_signs_the_person_out(store, fake_github, monkeypatch):
         assert "run-open" in browser.get(f"{served.url}/signin", timeout=DEADLINE_S).text
         people.revoke("alice")
         after = browser.get(f"{served.url}/", timeout=DEADLINE_S)
-    github.close()
     assert after.status_code == 401
     assert "run-open" not in after.text
 
