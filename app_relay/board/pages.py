@@ -24,8 +24,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from app_relay.intake import Bundle, BundleError, read_bundle
-from app_relay.runs import evidence_of
+from app_relay.bundle import Bundle, BundleError, read_bundle
+from app_relay.reviewbody import evidence_lines
 from app_relay.runstate import RunState
 from app_relay.store import (
     CommandRecord,
@@ -173,7 +173,7 @@ def gather(store: Store, bundles: _Bundles, run_id: str, web_url: str) -> RunPag
         dismissal=view.dismissal(commands),
         checks=checks,
         checks_note=note,
-        evidence=evidence_of(bundle.reports) if bundle is not None else {},
+        evidence=evidence_lines(bundle.reports) if bundle is not None else {},
         links=view.links(
             web_url,
             repo=run.repo,
