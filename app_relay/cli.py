@@ -508,6 +508,55 @@ def doctor(args: argparse.Namespace) -> int:
     return 0 if all(passed for passed, _ in results) else 1
 
 
+def board(args: argparse.Namespace) -> int:
+    """Serve the board over the local record, on 127.0.0.1 only, until Ctrl-C."""
+    import socket  # noqa: PLC0415
+
+    import uvicorn  # noqa: PLC0415
+
+    from app_relay.board import board_app  # noqa: PLC0415
+
+    folder = data_dir(args.data_dir)
+    try:
+        store = Store(database_url(folder))
+    except (OSError, SQLAlchemyError) as exc:
+        print(f"cujo board: cannot open the record in {folder}: {_why(exc)}", file=sys.stderr)
+        return 3
+    try:
+        # Loopback only: the local board shows every run of the record to whoever connects.
+        listener = socket.create_server(("127.0.0.1", args.port))
+    except OSError as exc:
+        store.close()
+        print(f"cujo board: cannot listen on 127.0.0.1:{args.port}: {_why(exc)}", file=sys.stderr)
+        return 3
+    server = uvicorn.Server(
+        uvicorn.Config(
+            board_app(store),
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            # Open pages hold a stream each; they reconnect to a board started again.
+            timeout_graceful_shutdown=2,
+        )
+    )
+    port = listener.getsockname()[1]
+    print(f"cujo board: http://127.0.0.1:{port}/  (record {shown_url(store.url)})", flush=True)
+    # uvicorn raises the signal that stopped it again once it has; as in `relay serve`,
+    # handlers of ours make that second delivery harmless, so Ctrl-C exits 0.
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: None)
+        for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        server.run(sockets=[listener])
+    finally:
+        store.close()
+        listener.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``cujo`` command."""
     parser = argparse.ArgumentParser(
@@ -542,6 +591,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     work.add_argument("--workers", type=int, default=4, help="deliveries worked at once")
     add_register_parser(relay_sub)
+    brd = sub.add_parser("board", help="watch the local record's runs in a browser")
+    brd.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (0: any)")
+    brd.add_argument("--data-dir", type=Path, help="the record (default ~/.local/share/cujo)")
     doc = sub.add_parser("doctor", help="check that Cujo can guard a repository on GitHub")
     doc.add_argument("--repo", required=True, help="OWNER/NAME on GitHub")
     doc.add_argument("--branch", help="the branch whose merges Cujo guards (default: default)")
@@ -552,6 +604,8 @@ def main(argv: list[str] | None = None) -> int:
         return review(args)
     if args.command == "relay" and args.relay_command == "register":
         return relay_register(args, lambda: data_dir(None))
+    if args.command == "board":
+        return board(args)
     if args.command == "relay":
         from app_relay import serve as relay_process  # noqa: PLC0415  (loads the web stack)
 

@@ -166,7 +166,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="make bench")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument(
-        "--only", choices=["review", "matcher", "armed", "webhook", "claim", "diff"]
+        "--only", choices=["review", "matcher", "armed", "webhook", "claim", "diff", "board"]
     )
     args = parser.parse_args()
     if args.only in (None, "matcher"):
@@ -188,6 +188,10 @@ def main() -> int:
         from bench.diffreview import bench_diff
 
         bench_diff(5)
+    if args.only in (None, "board"):
+        from bench.board import bench_board
+
+        bench_board(20)
     return 0
 
 

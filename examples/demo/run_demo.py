@@ -82,6 +82,7 @@ def main() -> int:
         print(render(obj))
     ok, verdict = outcome(results)
     print(verdict)
+    show_board(data)
     return 0 if ok else 1
 
 
@@ -106,6 +107,35 @@ def outcome(results: dict) -> tuple[bool, str]:
         "sudo apt-get install iproute2 nftables util-linux bubblewrap && sudo make demo",
     ]
     return ok, "\n".join(lines)
+
+
+BOARD_PORT = int(os.environ.get("CUJO_DEMO_BOARD_PORT", "8765"))
+
+
+def show_board(data: Path) -> None:
+    """End with the local board's address; serve it too when a person is at the terminal."""
+    cujo = Path(sys.executable).with_name("cujo")
+    try:
+        shown = cujo.relative_to(Path.cwd())
+    except ValueError:
+        shown = cujo
+    print(f"\nBoth runs are on the local board: {shown} board --data-dir {data} "
+          f"--port {BOARD_PORT}")
+    url = f"http://127.0.0.1:{BOARD_PORT}/"
+    if sys.stdin.isatty() and sys.stdout.isatty() and os.environ.get("CUJO_DEMO_BOARD") != "0":
+        print(f"Serving it now at {url} (Ctrl-C to stop).", flush=True)
+        try:
+            subprocess.run(
+                [sys.executable, "-m", "app_relay.cli", "board", "--data-dir", str(data),
+                 "--port", str(BOARD_PORT)],
+                stdout=subprocess.DEVNULL,
+                check=False,
+            )
+        except KeyboardInterrupt:
+            print()
+        return
+    print(f"The board: {url}")
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

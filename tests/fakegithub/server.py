@@ -828,6 +828,10 @@ class ApiHandler(_Handler):
             if str(claims["iss"]) != str(state.app_id) or claims["exp"] - claims["iat"] > 660:
                 return "bad-jwt"
             return "jwt"
+        user = getattr(state, "sign_ins", None)
+        held = user.tokens.get(cred) if user is not None else None
+        if scheme.lower() in ("token", "bearer") and held is not None:  # oauth.py's users
+            return f"user:{held[0]}" if held[1] > state.clock() else "expired-token"
         token = state.tokens.get(cred)
         if scheme.lower() in ("token", "bearer") and token is not None:
             if token.expires_at <= state.clock():
@@ -846,6 +850,8 @@ class ApiHandler(_Handler):
             if need == "jwt" and auth != "jwt":
                 raise refuse(401, "A JSON web token could not be decoded")
             if need == "installation" and not auth.startswith("installation:"):
+                raise refuse(401, "Bad credentials")
+            if need == "user" and not auth.startswith("user:"):
                 raise refuse(401, "Bad credentials")
             req = Request(self.command, path, query, body, m.groupdict(), auth)
             with state.lock:
