@@ -590,6 +590,9 @@ def main(argv: list[str] | None = None) -> int:
         "work", help="work recorded deliveries (started by `serve`; several may share a record)"
     )
     work.add_argument("--workers", type=int, default=4, help="deliveries worked at once")
+    relay_sub.add_parser(
+        "migrate", help="bring the record (CUJO_DATABASE_URL) to the newest revision and exit"
+    )
     add_register_parser(relay_sub)
     brd = sub.add_parser("board", help="watch the local record's runs in a browser")
     brd.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (0: any)")
@@ -609,6 +612,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "relay":
         from app_relay import serve as relay_process  # noqa: PLC0415  (loads the web stack)
 
+        if args.relay_command == "migrate":
+            return relay_process.migrate()
         if args.relay_command == "serve":
             return relay_process.serve(args)
         return relay_process.work(args)

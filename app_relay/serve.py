@@ -167,6 +167,19 @@ def _signals_set(stopped: threading.Event) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def migrate() -> int:
+    """Bring the record to the newest revision (what every relay does as it starts)."""
+    try:
+        settings = _settings("migrate")
+        store = _store("migrate", settings)
+    except Refused as exc:
+        print(exc, file=sys.stderr)
+        return exc.code
+    store.close()
+    print(f"cujo relay: the record {shown_url(settings.database_url)} is at the newest revision")
+    return 0
+
+
 # ------------------------------------------------------------------ the worker processes
 
 
