@@ -188,6 +188,52 @@ class WorkflowRun:
 
 
 @dataclass(frozen=True, slots=True)
+class JobStep:
+    """One step of a workflow job, as GitHub shows its progress."""
+
+    name: str
+    status: str
+    conclusion: str | None
+
+    def line(self) -> str:
+        """Return the step as one line of a run's timeline."""
+        return f"{self.name}: {self.status}" + (f" ({self.conclusion})" if self.conclusion else "")
+
+
+def read_steps(data: object) -> tuple[JobStep, ...]:
+    """Read a job's ``steps`` for the timeline; an entry that is not a step is left out.
+
+    Steps are shown, never decided on, so one malformed entry does not hide the others.
+    """
+    steps: list[JobStep] = []
+    for item in data if isinstance(data, list) else []:
+        if not isinstance(item, dict):
+            continue
+        name, status = item.get("name"), item.get("status")
+        conclusion = item.get("conclusion")
+        if not isinstance(name, str) or not isinstance(status, str) or not name.strip():
+            continue
+        steps.append(
+            JobStep(
+                name=name.strip()[:100],
+                status=status[:20],
+                conclusion=conclusion[:20] if isinstance(conclusion, str) else None,
+            )
+        )
+    return tuple(steps)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job of a workflow run, with its steps."""
+
+    id: int
+    name: str
+    status: str
+    steps: tuple[JobStep, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Artifact:
     """An artifact of a workflow run."""
 
@@ -1113,6 +1159,20 @@ class GitHubGateway:
         if run.id != run_id:
             raise GitHubError(f"GET run {run_id}", f"answered run {run.id}")
         return run
+
+    def workflow_jobs(self, repo: str, run_id: int) -> list[Job]:
+        """List the jobs of a workflow run, each with its steps."""
+        # https://docs.github.com/en/rest/actions/workflow-jobs#list-jobs-for-a-workflow-run
+        path = f"{_repo_path(repo)}/actions/runs/{_positive('run_id', run_id)}/jobs"
+        return [
+            Job(
+                id=a.integer("id"),
+                name=a.text("name"),
+                status=a.text("status"),
+                steps=read_steps(a.data.get("steps")),
+            )
+            for a in self._pages(path, "jobs", {})
+        ]
 
     def cancel_workflow_run(self, repo: str, run_id: int) -> bool:
         """Cancel a workflow run; False when it had already finished."""

@@ -25,7 +25,15 @@ from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
 from app_relay.bundle import Bundle, BundleError, open_bundle
-from app_relay.github import Artifact, DispatchResult, GitHubError, WorkflowRun, answer_message
+from app_relay.github import (
+    Artifact,
+    DispatchResult,
+    GitHubError,
+    JobStep,
+    WorkflowRun,
+    answer_message,
+    read_steps,
+)
 from app_relay.github_vocab import (
     CONCLUSIONS_SEEN,
     REPO_NAME,
@@ -144,6 +152,7 @@ class RunProgress:
     head_sha: str
     workflow_path: str | None  # workflow_run only, e.g. ".github/workflows/cujo.yml"
     job_name: str | None  # workflow_job only
+    steps: tuple[JobStep, ...] = ()  # workflow_job only: each step's progress
 
     @property
     def cujo_run_id(self) -> str | None:
@@ -210,6 +219,7 @@ def _fold(event_name: str, body: object) -> RunProgress:
         head_sha=obj.text("head_sha", pattern=SHA1),
         workflow_path=path,
         job_name=job,
+        steps=read_steps(obj.data.get("steps")) if event_name == "workflow_job" else (),
     )
 
 

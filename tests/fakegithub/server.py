@@ -615,6 +615,16 @@ def _get_run(api: Api, req: Request) -> Any:
     return _public(run)
 
 
+@route("GET", "/repos/{owner}/{repo}/actions/runs/{run_id}/jobs")
+def _run_jobs(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/actions/workflow-jobs#list-jobs-for-a-workflow-run
+    run = api.repo(req).runs.get(int(req.params["run_id"]))
+    if run is None:
+        raise refuse(404, "Not Found")
+    jobs = run.get("_jobs", [])
+    return {"total_count": len(jobs), "jobs": _page(req, jobs)}
+
+
 @route("POST", "/repos/{owner}/{repo}/actions/runs/{run_id}/cancel")
 def _cancel_run(api: Api, req: Request) -> Any:
     # https://docs.github.com/en/rest/actions/workflow-runs#cancel-a-workflow-run

@@ -368,6 +368,24 @@ class FakeState:
             run["conclusion"] = conclusion
             return run
 
+    def set_jobs(self, repo: str, run_id: int, steps: list[tuple[str, str, str | None]]) -> None:
+        """Give a workflow run one job whose steps are (name, status, conclusion)."""
+        with self.lock:
+            run = self.repos[repo].runs[run_id]
+            run["_jobs"] = [
+                {
+                    "id": run_id * 10 + 1,
+                    "run_id": run_id,
+                    "name": "sandbox",
+                    "status": run["status"],
+                    "conclusion": run.get("conclusion"),
+                    "steps": [
+                        {"name": n, "status": st, "conclusion": c, "number": i + 1}
+                        for i, (n, st, c) in enumerate(steps)
+                    ],
+                }
+            ]
+
     def add_artifact(
         self,
         repo: str,
