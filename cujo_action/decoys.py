@@ -1,14 +1,34 @@
-"""Make decoy secrets in real formats, lay them out as files, and find them in bytes."""
+"""Make decoy secrets in real formats, lay them out as files, and find them in bytes.
+
+Decoys sit wherever a real Actions job keeps secrets, each under a name that says where:
+
+=============================  =============================================================
+name                           where the sandbox keeps it
+=============================  =============================================================
+AWS_*, NPM_TOKEN, GITHUB_TOKEN  the environment (and ``~/.aws/credentials``, ``~/.npmrc``)
+ACTIONS_RUNTIME_TOKEN,         the environment, as a JavaScript action's step sees them
+ACTIONS_ID_TOKEN_REQUEST_TOKEN
+CHECKOUT_TOKEN                 the checkout's ``.git/config``, in the ``http.…extraheader``
+                               ``actions/checkout`` leaves there (``actionsjob.py``)
+RUNNER_WORKER_GITHUB_TOKEN,    the memory of the decoy ``Runner.Worker`` process, in the
+RUNNER_WORKER_RUNTIME_TOKEN,   job message format the runner keeps (``actionsjob.py``)
+RUNNER_WORKER_NPM_TOKEN
+PYPI_TOKEN, SSH_PRIVATE_KEY,   files under HOME (``decoy_files``)
+GH_OAUTH_TOKEN, DATABASE_…
+=============================  =============================================================
+"""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import functools
+import json
 import secrets
 import string
 import struct
 import textwrap
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, quote_plus
@@ -92,6 +112,62 @@ def _openssh_ed25519_body() -> str:
     return base64.b64encode(blob).decode()
 
 
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _uuid() -> str:
+    raw = secrets.token_hex(16)
+    return f"{raw[:8]}-{raw[8:12]}-4{raw[13:16]}-{raw[16:20]}-{raw[20:]}"
+
+
+def _actions_jwt(issuer: str, claims: dict[str, object]) -> str:
+    """Return an RS256 JWT shaped as the Actions service signs them (random signature)."""
+    # The header and claim names follow the tokens a hosted runner hands its jobs
+    # (vstoken.actions.githubusercontent.com); nothing but the issuer's key can tell the
+    # signature is not real.
+    now = int(time.time()) - secrets.randbelow(120)
+    header = {
+        "typ": "JWT",
+        "alg": "RS256",
+        "x5t": _b64url(secrets.token_bytes(20)),
+        "kid": secrets.token_hex(20).upper(),
+    }
+    payload = {**claims, "iss": issuer, "aud": issuer, "nbf": now, "exp": now + 6 * 3600}
+    parts = [json.dumps(part, separators=(",", ":")).encode() for part in (header, payload)]
+    return ".".join([*(_b64url(p) for p in parts), _b64url(secrets.token_bytes(256))])
+
+
+def _runtime_token() -> str:
+    """Return an ``ACTIONS_RUNTIME_TOKEN``-shaped JWT (cache write, artifact upload)."""
+    plan = _uuid()
+    return _actions_jwt(
+        "vstoken.actions.githubusercontent.com",
+        {
+            "nameid": "dddddddd-dddd-dddd-dddd-dddddddddddd",
+            "scp": f"Actions.ExampleScope Actions.Results:{plan}:{_uuid()} "
+            f"Actions.UploadArtifacts:00000000-0000-0000-0000-000000000000/1:{plan}",
+            "IdentityTypeClaim": "System:ServiceIdentity",
+            "ac": '[{"Scope":"refs/pull/1/merge","Permission":3}]',
+            "acsl": "10",
+            "orchid": f"{plan}.build.__default",
+        },
+    )
+
+
+def _id_token_request_token() -> str:
+    """Return an ``ACTIONS_ID_TOKEN_REQUEST_TOKEN``-shaped JWT (asks for an OIDC token)."""
+    return _actions_jwt(
+        "vstoken.actions.githubusercontent.com",
+        {
+            "nameid": "dddddddd-dddd-dddd-dddd-dddddddddddd",
+            "scp": f"Actions.GenerateIdToken:{_uuid()}:{_uuid()}",
+            "IdentityTypeClaim": "System:ServiceIdentity",
+            "orchid": f"{_uuid()}.build.__default",
+        },
+    )
+
+
 def make_decoys() -> tuple[Decoy, ...]:
     """Return a fresh set of decoy secrets in the formats real tools and scanners expect."""
     pypi_body = base64.urlsafe_b64encode(secrets.token_bytes(132)).decode().rstrip("=")
@@ -108,12 +184,25 @@ def make_decoys() -> tuple[Decoy, ...]:
             "AWS_SECRET_ACCESS_KEY",
             ".aws/credentials",
         ),
-        Decoy("GITHUB_TOKEN", _checksummed_token("ghp_"), "GITHUB_TOKEN", None),
+        # A job's GITHUB_TOKEN is an installation token: ghs_, with the same checksum.
+        Decoy("GITHUB_TOKEN", _checksummed_token("ghs_"), "GITHUB_TOKEN", None),
         Decoy("NPM_TOKEN", _checksummed_token("npm_"), "NPM_TOKEN", ".npmrc"),
         Decoy("PYPI_TOKEN", _PYPI_PREFIX + pypi_body, None, ".pypirc"),
         Decoy("SSH_PRIVATE_KEY", _openssh_ed25519_body(), None, ".ssh/id_ed25519"),
         Decoy("GH_OAUTH_TOKEN", _checksummed_token("gho_"), None, ".config/gh/hosts.yml"),
         Decoy("DATABASE_PASSWORD", _pick(_ALNUM, 24), None, ".env"),
+        Decoy("ACTIONS_RUNTIME_TOKEN", _runtime_token(), "ACTIONS_RUNTIME_TOKEN", None),
+        Decoy(
+            "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+            _id_token_request_token(),
+            "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+            None,
+        ),
+        # Kept by arm where a real job keeps them, not in the environment or HOME.
+        Decoy("CHECKOUT_TOKEN", _checksummed_token("ghs_"), None, None),
+        Decoy("RUNNER_WORKER_GITHUB_TOKEN", _checksummed_token("ghs_"), None, None),
+        Decoy("RUNNER_WORKER_RUNTIME_TOKEN", _runtime_token(), None, None),
+        Decoy("RUNNER_WORKER_NPM_TOKEN", _checksummed_token("npm_"), None, None),
     )
 
 
