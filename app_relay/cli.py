@@ -7,11 +7,10 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -20,24 +19,22 @@ from typing import Any
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from app_relay.bundle import Bundle, BundleError, read_bundle
+from app_relay.decide.behaviour import evidence_items
+from app_relay.decide.bundle_verdict import verdict_of
 from app_relay.decide.judge import DeterministicJudge, error_verdict
-from app_relay.decide.rules import RuleContext
 from app_relay.decide.verdict import Verdict
-from app_relay.intake import Bundle, BundleError, read_bundle
+from app_relay.mode import POLICY_FILE
 from app_relay.modelport import ModelPort
+from app_relay.reviewbody import evidence_lines
 from app_relay.runners import LocalRunner
 from app_relay.store import Store
-from cujo_action.schema import (
-    CHECK_NAMES,
-    DecoyEvent,
-    Egress,
-    Observation,
-    PolicyError,
-    Report,
-    load_policy,
-)
+from cujo_action.schema import PolicyError, Report, load_policy
 
 EXIT = {"clean": 0, "unproven": 0, "blocked": 1, "error": 3}
+# Evidence from a sandbox that could be dodged proves nothing: partial isolation can block
+# a pull request, but never call it clean.
+JUDGE = DeterministicJudge(require_full_isolation=True)
 
 
 def data_dir(explicit: Path | None) -> Path:
@@ -91,48 +88,8 @@ def resolve(repo: str, ref: str) -> str:
     return sha if done.returncode == 0 and len(sha) == 40 else UNKNOWN_SHA
 
 
-def verdict_of(bundle: Bundle) -> Verdict:
-    """Decide a validated bundle with the deterministic judge."""
-    if bundle.failure is not None:
-        # The summary ends the reason with its own full stop; the sandbox's often has one.
-        reason = bundle.failure.reason.strip().rstrip(".")
-        return error_verdict(f"{bundle.failure.stage}: {reason}")
-    assert bundle.plan is not None
-    # Evidence from a sandbox that could be dodged proves nothing: partial isolation can
-    # block a pull request, but never call it clean.
-    return DeterministicJudge(require_full_isolation=True).decide(
-        bundle.reports,
-        expected=CHECK_NAMES,
-        ctx=RuleContext(policy=bundle.plan.policy),
-        plan_unproven=bundle.plan.unproven_reason,
-    )
-
-
 def _evidence_index(reports: Sequence[Report]) -> dict[str, dict[str, Any]]:
-    index: dict[str, dict[str, Any]] = {}
-    for report in reports:
-        items: list[Egress | DecoyEvent | Observation] = [
-            *report.egress,
-            *report.decoy_events,
-            *report.observations,
-        ]
-        for item in items:
-            index[item.id] = item.model_dump(mode="json")
-    return index
-
-
-def _describe(item: dict[str, Any]) -> str:
-    if "where" in item:  # a hunk a diff review cites
-        return str(item["where"])
-    if "host" in item:
-        decoys = ", ".join(
-            f"{n} ({w})" for n, w in zip(item["decoy_seen"], item["decoy_where"], strict=False)
-        ) or ", ".join(item["decoy_seen"])
-        text = f"{item['method']} {item['url']} during {item['phase']} ({item['bytes_out']} bytes)"
-        return text + (f"; decoy {decoys}" if decoys else "")
-    if "event" in item:
-        return f"{item['event']} of {item['path']} during {item['phase']}"
-    return f"{item['kind']}: {item['detail']}"
+    return {eid: item.model_dump(mode="json") for eid, (_, item) in evidence_items(reports).items()}
 
 
 def summary_object(
@@ -194,8 +151,9 @@ def _known(sha: str | None) -> str | None:
     return sha if sha and sha != UNKNOWN_SHA else None
 
 
-def render(obj: dict[str, Any]) -> str:
-    """Return the human report of a review."""
+def render(obj: dict[str, Any], evidence: Mapping[str, str] | None = None) -> str:
+    """Return the human report of a review; ``evidence`` gives one line per evidence id."""
+    evidence = evidence or {}
     state = obj["state"]
     lines = [f"Cujo verdict: {state.upper()}  (run {obj['run_id']})", f"  {obj['summary']}"]
     if obj["plan"]:
@@ -227,9 +185,7 @@ def render(obj: dict[str, Any]) -> str:
             )
             shown = f["evidence"][:3]
             for item in shown:
-                lines.append(
-                    f"       evidence {item['id']}: {_describe(item) if len(item) > 1 else ''}"
-                )
+                lines.append(f"       evidence {item['id']}: {evidence.get(item['id'], '')}")
     lines.append(f"  record: {obj['record']}")
     return "\n".join(lines)
 
@@ -292,7 +248,9 @@ def review(args: argparse.Namespace) -> int:
             verdict = error_verdict(f"the sandbox exited {code} without a bundle")
         else:
             bundle = read_bundle(out, run_id=run_id, head_sha=known_head, base_sha=known_base)
-            verdict = verdict_of(bundle)
+            # Locally the sandbox read base's policy from the repository named here: there is
+            # no copy of the relay's to hold the plan to.
+            verdict = verdict_of(bundle, JUDGE, policy=None)
     except BundleError as exc:
         verdict = error_verdict(f"the sandbox bundle was rejected: {exc}")
     except OSError as exc:
@@ -321,7 +279,8 @@ def review(args: argparse.Namespace) -> int:
         base_sha=base_sha,
         head_sha=head_sha,
     )
-    print(json.dumps(obj, indent=2) if args.json else render(obj))
+    lines = evidence_lines(bundle.reports) if bundle else {}
+    print(json.dumps(obj, indent=2) if args.json else render(obj, lines))
     # A verdict that is not on the record is Cujo falling over, whatever the verdict says.
     return EXIT[verdict.state] if recorded else 3
 
@@ -390,7 +349,7 @@ def diff_review(args: argparse.Namespace, client: ModelPort) -> int:
         ]
     if verdict.model_use is not None:
         obj["model_use"] = verdict.model_use.model_dump(mode="json")
-    print(json.dumps(obj, indent=2) if args.json else render(obj))
+    print(json.dumps(obj, indent=2) if args.json else render(obj, evidence))
     return EXIT[verdict.state] if recorded else 3
 
 
@@ -405,7 +364,7 @@ def _diff_verdict(
 
     # The policy and the standards are read at base, never head (DESIGN section 4).
     try:
-        policy = load_policy(read_at(".cujo.yml", base_sha))
+        policy = load_policy(read_at(POLICY_FILE, base_sha))
     except PolicyError as exc:
         return error_verdict(f"the policy at base is unusable: {exc}"), {}, []
     # A pull request's diff is against the merge base, as GitHub shows it (three dots).
@@ -461,163 +420,6 @@ def _why(exc: BaseException) -> str:
     if isinstance(exc, SQLAlchemyError):
         return str(getattr(exc, "orig", None) or exc).splitlines()[0]
     return str(exc) or type(exc).__name__
-
-
-def _seconds(name: str, default: float) -> float:
-    """Read a duration in seconds from the environment (tests shorten the relay's waits)."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SystemExit(f"cujo relay serve: {name}={raw!r} is not a number of seconds") from None
-    if not 0 <= value <= 86_400:
-        raise SystemExit(f"cujo relay serve: {name} must be between 0 and 86400 seconds")
-    return value
-
-
-def relay_serve(args: argparse.Namespace) -> int:
-    """Serve the App: the webhook over HTTP and the worker pool, until SIGTERM or Ctrl-C."""
-    # The relay's web stack is imported here, so `cujo review` starts without it.
-    import logging  # noqa: PLC0415
-
-    import uvicorn  # noqa: PLC0415
-
-    from app_relay.effects import OutboxConfig  # noqa: PLC0415
-    from app_relay.events import Context  # noqa: PLC0415
-    from app_relay.github import GitHubApp, GitHubGateway  # noqa: PLC0415
-    from app_relay.runners import ActionsRunner  # noqa: PLC0415
-    from app_relay.runs import RunCoordinator  # noqa: PLC0415
-    from app_relay.settings import SettingsError, load_settings  # noqa: PLC0415
-    from app_relay.web import create_app  # noqa: PLC0415
-    from app_relay.workers import PoolConfig, WorkerPool  # noqa: PLC0415
-
-    try:
-        settings = load_settings()
-    except SettingsError as exc:
-        print(f"cujo relay serve: {exc}", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    try:
-        store = Store(settings.database_url)
-    except (OSError, SQLAlchemyError) as exc:
-        print(
-            f"cujo relay serve: cannot open the record {shown_url(settings.database_url)}: "
-            f"{_why(exc)}; check CUJO_DATABASE_URL",
-            file=sys.stderr,
-        )
-        return 3
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    try:
-        listener = socket.create_server((args.host, args.port), family=family, backlog=2048)
-    except OSError as exc:
-        store.close()
-        print(
-            f"cujo relay serve: cannot listen on {args.host}:{args.port}: {_why(exc)}",
-            file=sys.stderr,
-        )
-        return 3
-    try:
-        github = GitHubApp(
-            app_id=settings.app_id,
-            private_key=settings.private_key.reveal(),
-            base_url=settings.github_api_url,
-        )
-    except ValueError as exc:
-        store.close()
-        listener.close()
-        print(f"cujo relay serve: {exc}; check CUJO_PRIVATE_KEY", file=sys.stderr)
-        return 2
-
-    def gateway_of_repo(repo: str) -> GitHubGateway:
-        # The runner acts on a repository; the App keeps its installation there until an
-        # `installation` event says it changed.
-        return github.gateway(github.repo_installation(repo))
-
-    coordinator = RunCoordinator(
-        store,
-        github.gateway,
-        ActionsRunner(gateway_of_repo, workflow=settings.workflow),
-        # Evidence from a sandbox that could be dodged proves nothing: partial isolation
-        # can block a pull request, but never call it clean.
-        DeterministicJudge(require_full_isolation=True),
-        settings.workflow,
-        bundles=data_dir(None) / "bundles",
-        outbox=OutboxConfig(
-            retry_s=_seconds("CUJO_EFFECT_RETRY_S", 2.0),
-            lease_s=_seconds("CUJO_EFFECT_LEASE_S", 60.0),
-        ),
-        run_lease_s=_seconds("CUJO_RUN_LEASE_S", 300.0),
-    )
-    pool = WorkerPool(
-        store,
-        Context(store=store, reviewer=coordinator, runs=coordinator, installations=github),
-        config=PoolConfig(workers=args.workers, lease_s=_seconds("CUJO_DELIVERY_LEASE_S", 30.0)),
-    )
-
-    def reconciled(moved: int) -> None:
-        print(f"cujo relay: reconciled {moved} run(s)", file=sys.stderr, flush=True)
-
-    # In-flight runs a stopped relay left behind are settled against GitHub beside the
-    # webhooks that keep arriving (a run is finished once, whichever comes first), and
-    # effects GitHub did not take are made again with backoff.
-    maintaining = threading.Event()
-    maintainer = threading.Thread(
-        target=coordinator.maintain,
-        args=(maintaining,),
-        kwargs={
-            "reconcile_every_s": _seconds("CUJO_RECONCILE_EVERY_S", 60.0),
-            "on_reconciled": reconciled,
-        },
-        name="cujo-maintain",
-        daemon=True,
-    )
-
-    app = create_app(settings, store, on_recorded=pool.notify)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=30
-        )
-    )
-    # uvicorn takes SIGTERM and SIGINT while it serves, then raises the signal again once
-    # it has stopped; handlers of ours make that second delivery harmless, so the pool
-    # below still drains and the process exits 0.
-    stopped = threading.Event()
-    previous = {
-        sig: signal.signal(sig, lambda signum, frame: stopped.set())
-        for sig in (signal.SIGTERM, signal.SIGINT)
-    }
-    pool.start()
-    maintainer.start()
-    host, port = listener.getsockname()[:2]
-    print(
-        f"cujo relay: listening on http://{host}:{port} (record {shown_url(store.url)})",
-        file=sys.stderr,
-        flush=True,
-    )
-    try:
-        server.run(sockets=[listener])
-    finally:
-        app.state.intake.close()
-        drained = pool.stop(timeout=60)
-        maintaining.set()
-        maintainer.join(30)
-        github.close()
-        store.close()
-        listener.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    print(
-        "cujo relay: stopped"
-        + (
-            ""
-            if drained
-            else " (a delivery was still in hand; it will be taken over when its lease runs out)"
-        ),
-        file=sys.stderr,
-    )
-    return 0 if drained else 3
 
 
 # The App's permissions a relay needs (app-manifest.json asks for them). Without
@@ -724,7 +526,19 @@ def main(argv: list[str] | None = None) -> int:
     serve = relay_sub.add_parser("serve", help="receive webhooks and review pull requests")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on (0: any)")
-    serve.add_argument("--workers", type=int, default=4, help="deliveries worked at once")
+    serve.add_argument(
+        "--workers", type=int, default=4, help="deliveries worked at once, per worker process"
+    )
+    serve.add_argument(
+        "--worker-processes",
+        type=int,
+        default=1,
+        help="processes working deliveries beside the webhook's (0: threads of its own)",
+    )
+    work = relay_sub.add_parser(
+        "work", help="work recorded deliveries (started by `serve`; several may share a record)"
+    )
+    work.add_argument("--workers", type=int, default=4, help="deliveries worked at once")
     doc = sub.add_parser("doctor", help="check that Cujo can guard a repository on GitHub")
     doc.add_argument("--repo", required=True, help="OWNER/NAME on GitHub")
     doc.add_argument("--branch", help="the branch whose merges Cujo guards (default: default)")
@@ -733,8 +547,12 @@ def main(argv: list[str] | None = None) -> int:
         return doctor(args)
     if args.command == "review":
         return review(args)
-    if args.command == "relay" and args.relay_command == "serve":
-        return relay_serve(args)
+    if args.command == "relay":
+        from app_relay import serve as relay_process  # noqa: PLC0415  (loads the web stack)
+
+        if args.relay_command == "serve":
+            return relay_process.serve(args)
+        return relay_process.work(args)
     return 2  # pragma: no cover - argparse rejects unknown commands first
 
 

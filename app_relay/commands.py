@@ -26,6 +26,7 @@ from markdown_it.rules_inline.escape import escape
 from markdown_it.rules_inline.newline import newline
 from markdown_it.token import Token
 
+from app_relay.github_vocab import PERMISSIONS
 from app_relay.inert import code_span
 from app_relay.runstate import RunState
 
@@ -41,8 +42,8 @@ VERB_LINES: Final = {f"/cujo {verb.value}": verb for verb in Verb}
 # GitHub refuses a comment longer than this; a longer body is no comment it delivered.
 MAX_BODY: Final = 65_536
 # Who may use a verb: https://docs.github.com/en/rest/collaborators/collaborators
-MAY: Final = frozenset({"admin", "maintain", "write"})
-MAY_NOT: Final = frozenset({"triage", "read", "none"})
+MAY: Final[frozenset[str]] = frozenset({"admin", "maintain", "write"})
+MAY_NOT: Final = frozenset(PERMISSIONS) - MAY
 
 # ---- parsing --------------------------------------------------------------------------
 

@@ -30,8 +30,8 @@ from .github import (
     GitHubGateway,
     OnComment,
     OnIssue,
-    ReactionContent,
 )
+from .github_vocab import ReactionContent
 from .runstate import GUARD, GuardView
 from .store import MAX_EFFECT_ATTEMPTS, Effect, Intent, RunRecord, Store
 

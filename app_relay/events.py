@@ -1,8 +1,8 @@
 """Verify webhook signatures and route verified events to one small router per feature.
 
 Pure: nothing here does I/O of its own. A handler gets the parsed event and a
-``Context`` holding the ports it may use (the record, the reviewer, GitHub, a runner,
-a judge), so tests pass fakes. Each feature is a module-level ``Router``; ``ROUTER``
+``Context`` holding the ports it may use (the record, the reviewer, the runs, the
+installations), so tests pass fakes. Each feature is a module-level ``Router``; ``ROUTER``
 combines them in one place, as python/bedevere's ``Router(*routers)`` does. A feature
 that outgrows this file moves to a module of its own and keeps its router.
 """
@@ -13,21 +13,17 @@ import hashlib
 import hmac
 import json
 import logging
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
-from .decide.judge import Judge
+from .github_vocab import SHA1, WORKFLOW_JOB_ACTIONS, WORKFLOW_RUN_ACTIONS, Reader
+from .mode import ENTRY_ACTIONS
 from .store import Store
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[["Event", "Context"], None]
-_SHA = re.compile(r"^[0-9a-f]{40}$")
-# https://docs.github.com/en/webhooks/webhook-events-and-payloads#pull_request
-REVIEWED_ACTIONS = ("opened", "synchronize", "reopened", "ready_for_review")
 # GitHub's payloads nest about ten deep and their numbers are ids, counts and times that
 # fit in 64 bits: JSON far deeper or longer than that is no webhook GitHub sends.
 MAX_JSON_DEPTH = 64
@@ -158,22 +154,6 @@ def _check_depth(payload: object) -> None:
 # --------------------------------------------------------------------------- ports
 
 
-class GitHubGateway(Protocol):
-    """GitHub as the relay sees it; ``github.py`` is the one implementation.
-
-    Empty for now: the routes of PART A talk to nobody. runs.py (PART C) names the
-    calls it makes here (check runs, reviews, reactions, dispatch), so fakes follow.
-    """
-
-
-class Runner(Protocol):
-    """Run the sandbox somewhere and hand back its exit code (``runners.py``)."""
-
-    def run(self, *, repo: str, base: str, head: str, run_id: str, out: Path) -> int:
-        """Run the sandbox on ``head`` against ``base`` and write its bundle into ``out``."""
-        ...
-
-
 @dataclass(frozen=True)
 class ReviewRequested:
     """A pull request head that asks for a review, as read from its webhook."""
@@ -261,9 +241,6 @@ class Context:
 
     store: Store
     reviewer: Reviewer
-    github: GitHubGateway | None = None
-    runner: Runner | None = None
-    judge: Judge | None = None
     runs: RunFollower | None = None
     installations: Installations | None = None
 
@@ -302,10 +279,6 @@ class Router:
             found += self._handlers.get((event, action), [])
         return found
 
-    def routes(self) -> set[tuple[str, str | None]]:
-        """Return every (event, action) a handler is registered for."""
-        return set(self._handlers)
-
     def dispatch(self, event: Event, context: Context) -> int:
         """Run every handler of ``event`` in order and return how many ran."""
         handlers = self.handlers_for(event.name, event.action)
@@ -320,60 +293,42 @@ pull_request = Router()
 """Pull requests: a new head asks for a review."""
 
 
-def _field(payload: Mapping[str, Any], *path: str) -> Any:
-    node: Any = payload
-    for key in path:
-        if not isinstance(node, Mapping) or key not in node:
-            raise MalformedEvent(f"the payload has no {'.'.join(path)}")
-        node = node[key]
-    return node
+def _malformed(field: str, problem: str) -> MalformedEvent:
+    return MalformedEvent(f"{field or 'the payload'} {problem}")
 
 
-def _text(payload: Mapping[str, Any], *path: str) -> str:
-    value = _field(payload, *path)
-    if not isinstance(value, str) or not value:
-        raise MalformedEvent(f"{'.'.join(path)} is not a non-empty string")
-    return value
-
-
-def _sha(payload: Mapping[str, Any], *path: str) -> str:
-    value = _text(payload, *path)
-    if not _SHA.match(value):
-        raise MalformedEvent(f"{'.'.join(path)} is not a 40-digit commit SHA")
-    return value
+def payload_reader(event: Event) -> Reader:
+    """Read an event's payload fail-closed: a gap raises ``MalformedEvent`` naming it."""
+    return Reader(event.payload, _malformed)
 
 
 def review_request_of(event: Event) -> ReviewRequested:
     """Read what a review needs from a ``pull_request`` event; fail closed on gaps."""
-    p = event.payload
-    number = _field(p, "pull_request", "number")
-    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
-        raise MalformedEvent("pull_request.number is not a positive integer")
-    draft = _field(p, "pull_request", "draft")
-    if not isinstance(draft, bool):
-        raise MalformedEvent("pull_request.draft is not true or false")
-    repository = p.get("repository")
+    p = payload_reader(event)
+    pr = p.obj("pull_request")
+    user = pr.obj("user")
+    repository = p.data.get("repository")
     default_branch = repository.get("default_branch") if isinstance(repository, Mapping) else None
-    state = p["pull_request"].get("state", "open")
+    state = pr.data.get("state", "open")
     return ReviewRequested(
         delivery_id=event.delivery_id,
         installation_id=event.installation_id,
         # The base repository: where the review and the check are posted.
-        repo=_text(p, "repository", "full_name"),
-        pr_number=number,
-        action=_text(p, "action"),
-        head_sha=_sha(p, "pull_request", "head", "sha"),
-        base_sha=_sha(p, "pull_request", "base", "sha"),
-        base_ref=_text(p, "pull_request", "base", "ref"),
-        author=_text(p, "pull_request", "user", "login"),
-        author_type=_text(p, "pull_request", "user", "type"),
-        draft=draft,
+        repo=p.obj("repository").text("full_name"),
+        pr_number=pr.positive("number"),
+        action=p.text("action"),
+        head_sha=pr.obj("head").text("sha", pattern=SHA1, what="a 40-digit commit SHA"),
+        base_sha=pr.obj("base").text("sha", pattern=SHA1, what="a 40-digit commit SHA"),
+        base_ref=pr.obj("base").text("ref"),
+        author=user.text("login"),
+        author_type=user.text("type"),
+        draft=pr.flag("draft"),
         default_branch=default_branch if isinstance(default_branch, str) else None,
         state=state if isinstance(state, str) else "open",
     )
 
 
-@pull_request.register("pull_request", *REVIEWED_ACTIONS)
+@pull_request.register("pull_request", *sorted(ENTRY_ACTIONS))
 def review_new_head(event: Event, context: Context) -> None:
     """Hand a new or newly reviewable head to the reviewer."""
     context.reviewer.request_review(review_request_of(event))
@@ -383,8 +338,8 @@ workflow = Router()
 """Workflow runs and jobs: the sandbox's progress, folded into the run that dispatched it."""
 
 
-@workflow.register("workflow_run", "requested", "in_progress", "completed")
-@workflow.register("workflow_job", "queued", "waiting", "in_progress", "completed")
+@workflow.register("workflow_run", *sorted(WORKFLOW_RUN_ACTIONS))
+@workflow.register("workflow_job", *sorted(WORKFLOW_JOB_ACTIONS))
 def follow_sandbox_progress(event: Event, context: Context) -> None:
     """Hand the sandbox's progress to the runs; without them, only note it."""
     if context.runs is None:

@@ -2,9 +2,10 @@
 
 Every call goes through PyGithub's requester (App auth, base URL, deadline), is retried
 with backoff only when repeating it cannot change the outcome, and its answer is parsed
-fail-closed: a missing or mistyped field raises ``GitHubError`` naming the call and the
-field, never a default that could read as "ok". PyGithub's objects are not used to read
-answers because they turn a missing field into ``None`` or a lazy extra request.
+fail-closed by ``github_vocab.Reader``: a missing or mistyped field raises ``GitHubError``
+naming the call and the field, never a default that could read as "ok". PyGithub's
+objects are not used to read answers because they turn a missing field into ``None`` or
+a lazy extra request.
 
 Reviews leave this module through exactly two functions, ``post_advisory_review``
 (event COMMENT) and ``post_blocking_review`` (event REQUEST_CHANGES). No other review
@@ -16,7 +17,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import re
 import threading
 import time
 import urllib.parse
@@ -35,32 +35,32 @@ from github import Auth, Github, GithubIntegration
 from github.GithubException import BadAttributeException, GithubException
 from github.WorkflowRun import WorkflowRun as PyGithubWorkflowRun
 
+from .github_vocab import (
+    ACCESS_LEVELS,
+    APP_SLUG,
+    CHECK_STATUSES,
+    CONCLUSIONS,
+    CONCLUSIONS_SEEN,
+    DISMISS,
+    DISMISSED,
+    LOGIN,
+    OBJECT_ID,
+    PERMISSIONS,
+    REACTIONS,
+    REPO_NAME,
+    REVIEW_STATES,
+    STATUSES_SEEN,
+    CheckStatus,
+    Conclusion,
+    Fail,
+    Permission,
+    ReactionContent,
+    Reader,
+    read_list,
+)
+
 DEFAULT_API_URL: Final = "https://api.github.com"
 
-Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
-CheckStatus = Literal["queued", "in_progress", "completed"]
-Conclusion = Literal["success", "failure", "neutral", "action_required", "skipped", "cancelled"]
-ReactionContent = Literal["+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"]
-
-# https://docs.github.com/en/rest/checks/runs#create-a-check-run
-CHECK_STATUSES: Final = frozenset({"queued", "in_progress", "completed"})
-CONCLUSIONS: Final = frozenset(
-    {"success", "failure", "neutral", "action_required", "skipped", "cancelled"}
-)
-# What GitHub may answer, a wider set than what the relay sends.
-_CHECK_STATUSES_SEEN: Final = CHECK_STATUSES | {"waiting", "requested", "pending"}
-_CONCLUSIONS_SEEN: Final = CONCLUSIONS | {"timed_out", "stale", "startup_failure"}
-# https://docs.github.com/en/rest/reactions/reactions#about-reactions
-REACTIONS: Final = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
-# https://docs.github.com/en/rest/collaborators/collaborators#get-repository-permissions-for-a-user
-PERMISSIONS: Final = ("admin", "maintain", "write", "triage", "read", "none")
-# https://docs.github.com/en/rest/actions/workflow-runs#get-a-workflow-run
-_RUN_STATUSES: Final = frozenset(
-    {"queued", "in_progress", "completed", "waiting", "requested", "pending"}
-)
-
-# The two review events this module can send, and the state GitHub answers for each.
-_REVIEW_STATES: Final = {"COMMENT": "COMMENTED", "REQUEST_CHANGES": "CHANGES_REQUESTED"}
 _MAX_BODY: Final = 65_536
 _MAX_SUMMARY: Final = 65_535
 _MAX_ACTIONS: Final = 3
@@ -73,10 +73,6 @@ _PER_PAGE: Final = 100
 # GitHub lists at most 3,000 files of a pull request, at most 100 a page:
 # https://docs.github.com/en/rest/pulls/pulls#list-pull-requests-files
 MAX_PULL_FILES: Final = 3_000
-_REPO = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
-_SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
-_SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,33}")
-_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
 
 T = TypeVar("T")
 
@@ -111,10 +107,26 @@ class PullRequest:
 
 @dataclass(frozen=True, slots=True)
 class ChangedFiles:
-    """The paths a pull request changes; ``incomplete`` says why some may be missing."""
+    """The paths a pull request changes; ``incomplete`` says why some may be missing.
+
+    ``patches`` holds each listed file's unified-diff hunks as GitHub gives them (None
+    for a binary file or one too large for GitHub to show a patch of).
+    """
 
     paths: tuple[str, ...]
     incomplete: str = ""
+    patches: tuple[tuple[str, str | None], ...] = ()
+
+    def unified_diff(self) -> str:
+        """Return the listed files' changes as one unified diff (binary files named)."""
+        parts = []
+        for name, patch in self.patches:
+            head = f"diff --git a/{name} b/{name}\n"
+            if patch is None:
+                parts.append(f"{head}Binary files a/{name} and b/{name} differ\n")
+            else:
+                parts.append(f"{head}--- a/{name}\n+++ b/{name}\n{patch.rstrip()}\n")
+        return "".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,107 +314,32 @@ class OnComment:
 # ---- fail-closed reading -------------------------------------------------------------
 
 
-class _Answer:
-    """Read one JSON object; any missing or mistyped field raises GitHubError."""
+class _Answer(Reader):
+    """Read one JSON answer of ``call``; any missing or mistyped field raises GitHubError."""
 
-    def __init__(self, call: str, data: object, where: str = "") -> None:
-        if not isinstance(data, dict):
-            raise GitHubError(call, f"answer {where or 'body'} is not a JSON object")
+    def __init__(self, call: str, data: object) -> None:
+        super().__init__(data, _failing(call))
         self.call = call
-        self.data: dict[str, Any] = data
-        self.where = where
-
-    def _field(self, key: str) -> tuple[str, object]:
-        name = f"{self.where}.{key}" if self.where else key
-        if key not in self.data:
-            raise GitHubError(self.call, f"field {name!r} is missing")
-        return name, self.data[key]
-
-    def _bad(self, name: str, want: str, value: object) -> GitHubError:
-        return GitHubError(self.call, f"field {name!r} is not {want} (got {type(value).__name__})")
-
-    def obj(self, key: str) -> _Answer:
-        name, value = self._field(key)
-        if not isinstance(value, dict):
-            raise self._bad(name, "an object", value)
-        return _Answer(self.call, value, name)
-
-    def opt_obj(self, key: str) -> _Answer | None:
-        name, value = self._field(key)
-        return None if value is None else _Answer(self.call, value, name)
-
-    def text(self, key: str, *, pattern: re.Pattern[str] | None = None) -> str:
-        name, value = self._field(key)
-        if not isinstance(value, str) or not value:
-            raise self._bad(name, "a non-empty string", value)
-        if pattern is not None and not pattern.fullmatch(value):
-            raise GitHubError(self.call, f"field {name!r} is malformed: {value[:80]!r}")
-        return value
-
-    def opt_text(self, key: str) -> str | None:
-        name, value = self._field(key)
-        if value is None:
-            return None
-        if not isinstance(value, str):
-            raise self._bad(name, "a string or null", value)
-        return value
-
-    def one_of(self, key: str, allowed: frozenset[str] | Sequence[str]) -> str:
-        name, value = self._field(key)
-        if not isinstance(value, str) or value not in allowed:
-            raise GitHubError(self.call, f"field {name!r} is not one of {sorted(allowed)}")
-        return value
-
-    def opt_one_of(self, key: str, allowed: frozenset[str]) -> str | None:
-        name, value = self._field(key)
-        if value is None:
-            return None
-        if not isinstance(value, str) or value not in allowed:
-            raise GitHubError(self.call, f"field {name!r} is not null or one of {sorted(allowed)}")
-        return value
-
-    def integer(self, key: str) -> int:
-        name, value = self._field(key)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self._bad(name, "an integer", value)
-        return value
-
-    def opt_integer(self, key: str) -> int | None:
-        name, value = self._field(key)
-        if value is None:
-            return None
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self._bad(name, "an integer or null", value)
-        return value
-
-    def flag(self, key: str) -> bool:
-        name, value = self._field(key)
-        if not isinstance(value, bool):
-            raise self._bad(name, "a boolean", value)
-        return value
-
-    def array(self, key: str) -> list[object]:
-        name, value = self._field(key)
-        if not isinstance(value, list):
-            raise self._bad(name, "a list", value)
-        return value
-
-    def items(self, key: str) -> list[_Answer]:
-        name = f"{self.where}.{key}" if self.where else key
-        return [_Answer(self.call, v, f"{name}[{i}]") for i, v in enumerate(self.array(key))]
 
 
-def _as_list(call: str, data: object) -> list[_Answer]:
-    if not isinstance(data, list):
-        raise GitHubError(call, "answer body is not a JSON list")
-    return [_Answer(call, v, f"[{i}]") for i, v in enumerate(data)]
+def _failing(call: str) -> Fail:
+    def fail(field: str, problem: str) -> GitHubError:
+        return GitHubError(
+            call, f"field {field!r} {problem}" if field else f"answer body {problem}"
+        )
+
+    return fail
+
+
+def _as_list(call: str, data: object) -> list[Reader]:
+    return read_list(data, _failing(call))
 
 
 # ---- validating what is sent ---------------------------------------------------------
 
 
 def _repo_path(repo: str) -> str:
-    if not _REPO.fullmatch(repo):
+    if not REPO_NAME.fullmatch(repo):
         raise ValueError(f"not an owner/name repository: {repo!r}")
     return f"/repos/{repo}"
 
@@ -426,7 +363,7 @@ def _text(name: str, value: str, cap: int) -> str:
 
 
 def _sha(name: str, value: str) -> str:
-    if not _SHA.fullmatch(value):
+    if not OBJECT_ID.fullmatch(value):
         raise ValueError(f"{name} is not a commit SHA: {value!r}")
     return value
 
@@ -475,7 +412,7 @@ def review_payload(
     event: str, commit_sha: str, body: str, comments: Sequence[ReviewComment]
 ) -> dict[str, object]:
     """Build a review request body; only COMMENT and REQUEST_CHANGES are accepted."""
-    if event not in _REVIEW_STATES:
+    if event not in REVIEW_STATES:
         raise ValueError(f"review event {event!r} is not one Cujo posts")
     return {
         "commit_id": _sha("commit_sha", commit_sha),
@@ -654,7 +591,7 @@ class GitHubApp:
             if self._bot_login is not None:
                 return self._bot_login
         app = self.attempt("GET /app", self._integration.get_app)
-        slug = _Answer("GET /app", app.raw_data).text("slug", pattern=_SLUG)
+        slug = _Answer("GET /app", app.raw_data).text("slug", pattern=APP_SLUG)
         with self._lock:
             self._bot_login = f"{slug}[bot]"
             return self._bot_login
@@ -700,7 +637,7 @@ class GitHubApp:
         granted = a.obj("permissions")
         permissions = {}
         for key in granted.data:
-            permissions[key] = granted.one_of(key, ("read", "write", "admin"))
+            permissions[key] = granted.one_of(key, ACCESS_LEVELS)
         return Installation(id=a.integer("id"), permissions=permissions)
 
 
@@ -769,7 +706,7 @@ class GitHubGateway:
         _, data = self._request("GET", path, params=params, idempotent=True)
         return _Answer(f"GET {path}", data)
 
-    def _pages(self, path: str, key: str | None, params: Mapping[str, object]) -> list[_Answer]:
+    def _pages(self, path: str, key: str | None, params: Mapping[str, object]) -> list[Reader]:
         """Read every page of a list; more than a bounded number of pages is an error."""
         found, more = self._first_pages(path, key, params, _MAX_PAGES)
         if more:
@@ -780,10 +717,10 @@ class GitHubGateway:
 
     def _first_pages(
         self, path: str, key: str | None, params: Mapping[str, object], max_pages: int
-    ) -> tuple[list[_Answer], bool]:
+    ) -> tuple[list[Reader], bool]:
         """Read up to ``max_pages`` pages; say whether the last was full (more may follow)."""
         call = f"GET {path}"
-        found: list[_Answer] = []
+        found: list[Reader] = []
         for page in range(1, max_pages + 1):
             query = {**params, "per_page": _PER_PAGE, "page": page}
             _, data = self._request("GET", path, params=query, idempotent=True)
@@ -808,11 +745,11 @@ class GitHubGateway:
             raise GitHubError(a.call, f"field 'number' is {got}, asked for {number}")
         return PullRequest(
             number=got,
-            head_sha=head.text("sha", pattern=_SHA),
-            base_sha=base.text("sha", pattern=_SHA),
+            head_sha=head.text("sha", pattern=OBJECT_ID),
+            base_sha=base.text("sha", pattern=OBJECT_ID),
             base_ref=base.text("ref"),
             head_repo_full_name=None if head_repo is None else head_repo.text("full_name"),
-            author_login=user.text("login", pattern=_LOGIN),
+            author_login=user.text("login", pattern=LOGIN),
             author_type=user.text("type"),
             draft=a.flag("draft"),
             state="open" if a.one_of("state", ("open", "closed")) == "open" else "closed",
@@ -824,8 +761,10 @@ class GitHubGateway:
         path = f"{_repo_path(repo)}/pulls/{_positive('number', number)}/files"
         listed, more = self._first_pages(path, None, {}, MAX_PULL_FILES // _PER_PAGE)
         found: list[str] = []
+        patches: list[tuple[str, str | None]] = []
         for a in listed:
             found.append(a.text("filename"))
+            patches.append((found[-1], a.opt_text("patch") if "patch" in a.data else None))
             if "previous_filename" in a.data and a.data["previous_filename"] is not None:
                 found.append(a.text("previous_filename"))
         incomplete = (
@@ -834,7 +773,7 @@ class GitHubGateway:
             if more
             else ""
         )
-        return ChangedFiles(tuple(found), incomplete)
+        return ChangedFiles(tuple(found), incomplete, tuple(patches))
 
     def file_at(self, repo: str, path: str, ref: str, *, max_bytes: int = 1_000_000) -> str | None:
         """Read a text file at a ref; None when it does not exist there."""
@@ -997,13 +936,13 @@ class GitHubGateway:
     def _post_review(self, repo: str, number: int, payload: dict[str, object]) -> Review:
         # https://docs.github.com/en/rest/pulls/reviews#create-a-review-for-a-pull-request
         event = payload["event"]
-        if not isinstance(event, str) or event not in _REVIEW_STATES:
+        if not isinstance(event, str) or event not in REVIEW_STATES:
             raise ValueError(f"review event {event!r} is not one Cujo posts")
         path = f"{_repo_path(repo)}/pulls/{_positive('number', number)}/reviews"
         # A repeated POST would post a second review: never retried.
         _, data = self._request("POST", path, body=payload, idempotent=False)
         review = _review(f"POST {path}", data)
-        if review.state != _REVIEW_STATES[event] or review.commit_id != payload["commit_id"]:
+        if review.state != REVIEW_STATES[event] or review.commit_id != payload["commit_id"]:
             raise GitHubError(
                 f"POST {path}", f"review answered state {review.state!r} on {review.commit_id}"
             )
@@ -1016,11 +955,11 @@ class GitHubGateway:
             f"{_repo_path(repo)}/pulls/{_positive('number', number)}"
             f"/reviews/{_positive('review_id', review_id)}/dismissals"
         )
-        body = {"message": _text("message", message, _MAX_BODY), "event": "DISMISS"}
+        body = {"message": _text("message", message, _MAX_BODY), "event": DISMISS}
         # Dismissing a dismissed review leaves it dismissed: safe to retry.
         _, data = self._request("PUT", path, body=body, idempotent=True)
         review = _review(f"PUT {path}", data)
-        if review.id != review_id or review.state != "DISMISSED":
+        if review.id != review_id or review.state != DISMISSED:
             raise GitHubError(f"PUT {path}", f"review answered state {review.state!r}")
         return review
 
@@ -1039,7 +978,7 @@ class GitHubGateway:
             user = a.opt_obj("user")
             body = a.opt_text("body") or ""
             if user is not None and user.text("login") == login and marker in body:
-                return _review(a.call, a.data)
+                return _review(f"GET {path}", a.data)
         return None
 
     # -- reactions and comments --
@@ -1099,7 +1038,7 @@ class GitHubGateway:
     def permission(self, repo: str, login: str) -> Permission:
         """Read a user's permission on a repository; never cached."""
         # https://docs.github.com/en/rest/collaborators/collaborators#get-repository-permissions-for-a-user
-        if not _LOGIN.fullmatch(login):
+        if not LOGIN.fullmatch(login):
             raise ValueError(f"not a GitHub login: {login!r}")
         a = self._get(f"{_repo_path(repo)}/collaborators/{_segment(login)}/permission")
         # `role_name` names maintain and triage, which `permission` folds into write and
@@ -1355,7 +1294,7 @@ class GitHubGateway:
             checks.append(RequiredCheck(c.text("context"), _opt_app_id(c, "app_id")))
         return Branch(
             name=name,
-            sha=a.obj("commit").text("sha", pattern=_SHA),
+            sha=a.obj("commit").text("sha", pattern=OBJECT_ID),
             protected=a.flag("protected"),
             protection_enabled=protection.flag("enabled"),
             enforcement_level=rsc.text("enforcement_level"),
@@ -1390,7 +1329,7 @@ def _no_auth(request: requests.PreparedRequest) -> requests.PreparedRequest:
     return request
 
 
-def _opt_app_id(a: _Answer, key: str) -> int | None:
+def _opt_app_id(a: Reader, key: str) -> int | None:
     # GitHub writes "any source" as a missing id, null, or -1.
     if key not in a.data:
         return None
@@ -1403,26 +1342,26 @@ def _check_run(call: str, data: object) -> CheckRun:
     return CheckRun(
         id=a.integer("id"),
         name=a.text("name"),
-        head_sha=a.text("head_sha", pattern=_SHA),
-        status=a.one_of("status", _CHECK_STATUSES_SEEN),
-        conclusion=a.opt_one_of("conclusion", _CONCLUSIONS_SEEN),
+        head_sha=a.text("head_sha", pattern=OBJECT_ID),
+        status=a.one_of("status", STATUSES_SEEN),
+        conclusion=a.opt_one_of("conclusion", CONCLUSIONS_SEEN),
     )
 
 
 def _review(call: str, data: object) -> Review:
     a = _Answer(call, data)
     return Review(
-        id=a.integer("id"), state=a.text("state"), commit_id=a.text("commit_id", pattern=_SHA)
+        id=a.integer("id"), state=a.text("state"), commit_id=a.text("commit_id", pattern=OBJECT_ID)
     )
 
 
-def _workflow_run(a: _Answer) -> WorkflowRun:
+def _workflow_run(a: Reader) -> WorkflowRun:
     return WorkflowRun(
         id=a.integer("id"),
         name=a.opt_text("name"),
         display_title=a.text("display_title"),
-        status=a.one_of("status", _RUN_STATUSES),
-        conclusion=a.opt_one_of("conclusion", _CONCLUSIONS_SEEN),
-        head_sha=a.text("head_sha", pattern=_SHA),
+        status=a.one_of("status", STATUSES_SEEN),
+        conclusion=a.opt_one_of("conclusion", CONCLUSIONS_SEEN),
+        head_sha=a.text("head_sha", pattern=OBJECT_ID),
         run_attempt=a.integer("run_attempt"),
     )

@@ -18,6 +18,9 @@ from cujo_action.schema import Policy
 
 from .inert import code_span
 
+# The policy file, read at the base commit (never head).
+POLICY_FILE = ".cujo.yml"
+
 # The webhook actions that start a review; every other action is ignored.
 # https://docs.github.com/en/webhooks/webhook-events-and-payloads#pull_request
 ENTRY_ACTIONS = frozenset({"opened", "synchronize", "reopened", "ready_for_review"})

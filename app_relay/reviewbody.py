@@ -33,14 +33,14 @@ DISMISS_HINT = (
 def describe(item: Item) -> str:
     """Return one plain line for an evidence item (the caller quotes it)."""
     if isinstance(item, Egress):
-        decoys = ", ".join(
-            f"{name} ({where})"
-            for name, where in zip(item.decoy_seen, item.decoy_where, strict=False)
-        ) or ", ".join(item.decoy_seen)
         said = (
             f"{item.method} {item.url} during {item.phase} ({item.bytes_out} bytes, {item.action})"
         )
-        return said + (f"; decoy {decoys}" if decoys else "")
+        if not item.decoy_seen:
+            return said
+        # The names and the places are two lists, not pairs: show every one of each.
+        where = f" ({', '.join(item.decoy_where)})" if item.decoy_where else ""
+        return f"{said}; decoy {', '.join(item.decoy_seen)}{where}"
     if isinstance(item, DecoyEvent):
         by = f" by {item.exe}" if item.exe else ""
         return f"{item.event} of {item.path}{by} during {item.phase}"

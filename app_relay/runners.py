@@ -24,9 +24,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
-from app_relay.artifacts import ArtifactError, unpack_bundle
+from app_relay.bundle import Bundle, BundleError, open_bundle
 from app_relay.github import Artifact, DispatchResult, GitHubError, WorkflowRun
-from app_relay.intake import Bundle, BundleError, read_bundle
+from app_relay.github_vocab import (
+    CONCLUSIONS_SEEN,
+    REPO_NAME,
+    SHA1,
+    STATUSES_SEEN,
+    WORKFLOW_JOB_ACTIONS,
+    WORKFLOW_RUN_ACTIONS,
+    Reader,
+)
 
 
 @dataclass(frozen=True)
@@ -66,31 +74,10 @@ class LocalRunner:
 
 WORKFLOW: Final = "cujo.yml"
 ARTIFACT: Final = "cujo-reports"
-# The zip is compressed; what it inflates to is capped again by unpack_bundle.
+# The zip is compressed; what it inflates to is capped again by bundle.unpack_bundle.
 MAX_ARTIFACT_BYTES: Final = 64 * 1024 * 1024
 _RUN_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")  # as `python -m cujo_action run` accepts
-_SHA = re.compile(r"[0-9a-f]{40}")
-_REPO = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
 _TITLE = re.compile(r"cujo ([A-Za-z0-9._-]{1,64})")
-_JOB_ACTIONS: Final = frozenset({"queued", "in_progress", "waiting", "completed"})
-_RUN_ACTIONS: Final = frozenset({"requested", "in_progress", "completed"})
-_STATUSES: Final = frozenset(
-    {"requested", "queued", "pending", "waiting", "in_progress", "completed"}
-)
-_CONCLUSIONS: Final = frozenset(
-    {
-        "success",
-        "failure",
-        "neutral",
-        "cancelled",
-        "skipped",
-        "timed_out",
-        "action_required",
-        "stale",
-        "startup_failure",
-    }
-)
-
 log = logging.getLogger(__name__)
 
 
@@ -99,7 +86,7 @@ class RunnerError(Exception):
 
 
 # Everything ``fetch_bundle`` raises for a bundle it will not hand over.
-FETCH_ERRORS: Final = (RunnerError, BundleError, ArtifactError)
+FETCH_ERRORS: Final = (RunnerError, BundleError)
 
 
 class ActionsGateway(Protocol):
@@ -172,80 +159,39 @@ class _Malformed(Exception):
     pass
 
 
-def _get(obj: object, key: str, where: str) -> object:
-    if not isinstance(obj, dict):
-        raise _Malformed(f"{where} is not an object")
-    if key not in obj:
-        raise _Malformed(f"{where}.{key} is missing")
-    return obj[key]
+def _malformed(field: str, problem: str) -> _Malformed:
+    return _Malformed(f"{field or 'payload'} {problem}")
 
 
-def _int(obj: object, key: str, where: str) -> int:
-    value = _get(obj, key, where)
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise _Malformed(f"{where}.{key} is not a positive integer")
-    return value
-
-
-def _str(obj: object, key: str, where: str, pattern: re.Pattern[str] | None = None) -> str:
-    value = _get(obj, key, where)
-    if not isinstance(value, str) or not value:
-        raise _Malformed(f"{where}.{key} is not a non-empty string")
-    if pattern is not None and not pattern.fullmatch(value):
-        raise _Malformed(f"{where}.{key} is malformed: {value[:80]!r}")
-    return value
-
-
-def _opt_str(obj: object, key: str, where: str) -> str | None:
-    if not isinstance(obj, dict) or obj.get(key) is None:
-        return None
-    value = obj[key]
-    if not isinstance(value, str):
-        raise _Malformed(f"{where}.{key} is not a string")
-    return value
-
-
-def _one_of(obj: object, key: str, where: str, allowed: frozenset[str]) -> str:
-    value = _get(obj, key, where)
-    if not isinstance(value, str) or value not in allowed:
-        raise _Malformed(f"{where}.{key} is not one of {sorted(allowed)}: {str(value)[:40]!r}")
-    return value
-
-
-def _opt_one_of(obj: object, key: str, where: str, allowed: frozenset[str]) -> str | None:
-    if _get(obj, key, where) is None:
-        return None
-    return _one_of(obj, key, where, allowed)
-
-
-def _fold(event_name: str, payload: object) -> RunProgress:
-    if event_name == "workflow_job":
-        action = _one_of(payload, "action", "payload", _JOB_ACTIONS)
-        obj, where = _get(payload, "workflow_job", "payload"), "workflow_job"
-        run_id = _int(obj, "run_id", where)
-        title, path, job = None, None, _str(obj, "name", where)
-        attempt = _get(obj, "run_attempt", where)
-    elif event_name == "workflow_run":
-        action = _one_of(payload, "action", "payload", _RUN_ACTIONS)
-        obj, where = _get(payload, "workflow_run", "payload"), "workflow_run"
-        run_id = _int(obj, "id", where)
-        title, path, job = _str(obj, "display_title", where), _str(obj, "path", where), None
-        attempt = _get(obj, "run_attempt", where)
-    else:
+def _fold(event_name: str, body: object) -> RunProgress:
+    if event_name not in ("workflow_job", "workflow_run"):
         raise _Malformed(f"event {event_name[:40]!r} is not workflow_job or workflow_run")
-    if attempt is not None and (
-        not isinstance(attempt, int) or isinstance(attempt, bool) or attempt <= 0
-    ):
-        raise _Malformed(f"{where}.run_attempt is not a positive integer")
-    status = _one_of(obj, "status", where, _STATUSES)
-    conclusion = _opt_one_of(obj, "conclusion", where, _CONCLUSIONS)
+    payload = Reader(body, _malformed)
+    if event_name == "workflow_job":
+        action = payload.one_of("action", WORKFLOW_JOB_ACTIONS)
+        obj = payload.obj("workflow_job")
+        run_id = obj.positive("run_id")
+        title, path, job = None, None, obj.text("name")
+    else:
+        action = payload.one_of("action", WORKFLOW_RUN_ACTIONS)
+        obj = payload.obj("workflow_run")
+        run_id = obj.positive("id")
+        title, path, job = obj.text("display_title"), obj.text("path"), None
+    attempt = obj.opt_positive("run_attempt")
+    status = obj.one_of("status", STATUSES_SEEN)
+    conclusion = obj.opt_one_of("conclusion", CONCLUSIONS_SEEN)
     if action == "completed" and (status != "completed" or conclusion is None):
-        raise _Malformed(f"{where} is 'completed' without a completed status and a conclusion")
+        raise _Malformed(f"{obj.where} is 'completed' without a completed status and a conclusion")
     if status == "completed" and conclusion is None:
-        raise _Malformed(f"{where}.status is completed but it has no conclusion")
-    repo = _str(_get(payload, "repository", "payload"), "full_name", "repository", _REPO)
-    deployment = payload.get("deployment") if isinstance(payload, dict) else None
-    environment = _opt_str(deployment, "environment", "deployment")
+        raise _Malformed(f"{obj.where}.status is completed but it has no conclusion")
+    repo = payload.obj("repository").text("full_name", pattern=REPO_NAME)
+    # The environment a job waits on, when the payload says (absent on most jobs).
+    deployment = payload.data.get("deployment")
+    environment = (
+        Reader(deployment, _malformed, "deployment").opt_text("environment")
+        if isinstance(deployment, dict) and "environment" in deployment
+        else None
+    )
     return RunProgress(
         event="workflow_job" if event_name == "workflow_job" else "workflow_run",
         action=action,
@@ -257,7 +203,7 @@ def _fold(event_name: str, payload: object) -> RunProgress:
         waiting=status == "waiting" or action == "waiting",
         environment=environment,
         display_title=title,
-        head_sha=_str(obj, "head_sha", where, _SHA),
+        head_sha=obj.text("head_sha", pattern=SHA1),
         workflow_path=path,
         job_name=job,
     )
@@ -334,7 +280,7 @@ class ActionsRunner:
         if not _RUN_ID.fullmatch(run_id):
             raise RunnerError(f"run id {run_id[:80]!r} is not 1-64 of [A-Za-z0-9._-]")
         for name, sha in (("base", base_sha), ("head", head_sha)):
-            if not _SHA.fullmatch(sha):
+            if not SHA1.fullmatch(sha):
                 raise RunnerError(f"{name} {sha[:80]!r} is not a 40-hex commit SHA")
         if isinstance(pull_request, bool) or not isinstance(pull_request, int) or pull_request < 1:
             raise RunnerError(f"pull request {pull_request!r} is not a positive number")
@@ -427,8 +373,8 @@ class ActionsRunner:
     ) -> Bundle:
         """Download, unpack and validate the bundle of a finished, successful workflow run.
 
-        ``dest`` (absent or empty) receives the bundle's files. Raise ``RunnerError``,
-        ``ArtifactError`` or ``BundleError`` (``FETCH_ERRORS``) saying why on anything else.
+        ``dest`` (absent or empty) receives the bundle's files. Raise ``RunnerError`` or
+        ``BundleError`` (``FETCH_ERRORS``) saying why on anything else.
         """
         gateway = self._gateways(repo)
         where = f"workflow run {workflow_run_id}"
@@ -476,5 +422,4 @@ class ActionsRunner:
                 raise RunnerError(
                     f"downloading the {ARTIFACT!r} artifact of {where}: {exc}"
                 ) from exc
-            unpack_bundle(archive, dest)
-        return read_bundle(dest, run_id=run_id, head_sha=head_sha, base_sha=base_sha)
+            return open_bundle(archive, dest, run_id=run_id, head_sha=head_sha, base_sha=base_sha)

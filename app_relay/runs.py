@@ -22,6 +22,7 @@ holds the run's lease, and reconciles only runs nobody holds.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -36,13 +37,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal, Protocol
 
-from cujo_action.schema import CHECK_NAMES, Policy, PolicyError, Report, load_policy
+from cujo_action.schema import Policy, PolicyError, load_policy
 
 from . import mode as modes
-from .artifacts import ArtifactError
+from .bundle import Bundle, BundleError
+from .decide.bundle_verdict import verdict_of
 from .decide.judge import Judge, error_verdict
-from .decide.rules import RuleContext
 from .decide.verdict import Verdict
+from .diffreview import read_standards, review_diff
 from .effects import (
     Outbox,
     OutboxConfig,
@@ -55,7 +57,9 @@ from .events import Event, MalformedEvent, ReviewRequested, record_request
 from .github import ChangedFiles, GitHubError, GitHubGateway
 from .guard import Hold, HoldCache
 from .inert import code_span
-from .intake import Bundle, BundleError
+from .mode import POLICY_FILE
+from .modelport import ModelPort
+from .reviewbody import render_review
 from .runners import Dispatched, RunnerError, RunProgress
 from .runstate import (
     GUARD,
@@ -64,15 +68,13 @@ from .runstate import (
     RunState,
     guard_for,
     reaction_for,
-    review_body,
 )
 from .runstate import review_for as review_kind
 from .store import Intent, RunClosed, RunRecord, Store
 
 log = logging.getLogger(__name__)
 
-POLICY_FILE = ".cujo.yml"
-FAILURES = (GitHubError, RunnerError, BundleError, ArtifactError, ValueError, OSError)
+FAILURES = (GitHubError, RunnerError, BundleError, ValueError, OSError)
 # How long a relay holds a run while acting on it; one that dies mid-act lets go after it.
 RUN_LEASE_S = 300.0
 
@@ -138,23 +140,6 @@ class Head:
     base_ref: str | None = None
 
 
-def evidence_of(reports: Sequence[Report]) -> dict[str, str]:
-    """Return one line per evidence id, for the review's findings table."""
-    lines: dict[str, str] = {}
-    for report in reports:
-        for egress in report.egress:
-            decoys = f"; decoy {', '.join(egress.decoy_seen)}" if egress.decoy_seen else ""
-            lines[egress.id] = (
-                f"{egress.method} {egress.url} during {egress.phase} "
-                f"({egress.bytes_out} bytes){decoys}"
-            )
-        for decoy in report.decoy_events:
-            lines[decoy.id] = f"{decoy.event} of {decoy.path} during {decoy.phase}"
-        for seen in report.observations:
-            lines[seen.id] = f"{seen.kind}: {seen.detail}"
-    return lines
-
-
 def on_unproven_of(run: RunRecord) -> Literal["hold", "pass"]:
     """Return the run's ``on_unproven`` (hold when its policy is not recorded)."""
     if run.policy_json is None:
@@ -176,8 +161,11 @@ class RunCoordinator:
         bundles: Path | None = None,
         outbox: OutboxConfig | None = None,
         run_lease_s: float = RUN_LEASE_S,
+        model: ModelPort | None = None,
     ) -> None:
         self.store = store
+        # The cheap model a `mode: diff` review asks; None (no key) reviews in the sandbox.
+        self.model = model
         self.run_lease_s = run_lease_s
         self.github_for = github_for
         self.runner = runner
@@ -341,11 +329,16 @@ class RunCoordinator:
             self.store.note_request(head.delivery_id, f"not reviewed: {choice.reason}")
             log.info("%s#%d not reviewed: %s", head.repo, head.number, choice.reason)
             return
+        if choice.mode == "diff" and self.model is not None:
+            note = f"Diff review: {choice.reason}."
+            self._start(gh, head, policy, note, check_run_id=check_run_id, diff=files)
+            return
         note = f"Sandbox review: {choice.reason}."
         if choice.mode == "diff":
             note = (
-                f"`mode: diff` was chosen ({choice.reason}), but the diff review is not built "
-                "yet: this head is reviewed in the sandbox instead."
+                f"`mode: diff` was chosen ({choice.reason}), but a diff review needs a model "
+                "key (ANTHROPIC_API_KEY on the relay) and none is set: this head is reviewed "
+                "in the sandbox instead."
             )
         self._start(gh, head, policy, note, check_run_id=check_run_id)
 
@@ -357,19 +350,24 @@ class RunCoordinator:
         note: str,
         *,
         check_run_id: int | None,
+        diff: ChangedFiles | None = None,
     ) -> None:
+        """Record a run and start its review: the sandbox, or the diff review with ``diff``."""
         run_id = uuid.uuid4().hex
         owned = self._supersede(head, run_id)
         check_run_id = check_run_id or owned
         on_error = "hold" if isinstance(policy, PolicyError) else policy.on_error
         hold = self.hold_of(head.installation_id, head.repo, head.base_ref)
-        view = guard_for("running", summary=note, holds=hold.answer, holds_line=hold.line())
+        view = guard_for(
+            "running", summary=note, holds=hold.answer, holds_line=hold.line(),
+            diff_review=diff is not None,
+        )  # fmt: skip
         self.store.start_run(
             head.session_id,
             run_id,
             head.base_sha,
             head.head_sha,
-            "sandbox",
+            "sandbox" if diff is None else "diff",
             # The verdict is judged under this policy, never the bundle's copy of it.
             policy_json=None if isinstance(policy, PolicyError) else policy.model_dump_json(),
             github={
@@ -393,10 +391,29 @@ class RunCoordinator:
             if isinstance(policy, PolicyError):
                 self._finish(run_id, error_verdict(f"{POLICY_FILE} at base: {policy}"))
                 return
+            if diff is not None:
+                self._review_diff(gh, head, policy, diff, run_id)
+                return
             self._dispatch(self.store.get_run(run_id))
         finally:
             if self._hold(run_id, -1) == 0:
                 self.store.release_run(run_id, self.name)
+
+    def _review_diff(
+        self, gh: GitHubGateway, head: Head, policy: Policy, files: ChangedFiles, run_id: str
+    ) -> None:
+        """Review the pull request's diff with the cheap model: no dispatch, no sandbox."""
+        assert self.model is not None
+        try:
+            # Standards files (AGENTS.md, CONTRIBUTING.md, ...) are read at base, never head.
+            standards = read_standards(functools.partial(gh.file_at, head.repo), head.base_sha)
+        except FAILURES as exc:
+            self._finish(run_id, error_verdict(f"reading the standards files at base: {exc}"))
+            return
+        done = review_diff(
+            self.model, diff=files.unified_diff(), standards=standards, policy=policy
+        )
+        self._finish(run_id, done.verdict, evidence=done.evidence(), ran=done.ran())
 
     def _dispatch(self, run: RunRecord) -> None:
         """Start the sandbox workflow for a recorded run; an error verdict when it cannot."""
@@ -525,7 +542,7 @@ class RunCoordinator:
                     base_sha=run.base_sha,
                     dest=dest,
                 )
-                verdict = self._decide(bundle, self._policy_of(gh, run))
+                verdict = verdict_of(bundle, self.judge, policy=self._policy_of(gh, run))
             except FAILURES as exc:
                 log.warning("run %s: the bundle cannot be used: %s", run.run_id, exc)
                 verdict = error_verdict(f"the sandbox's reports cannot be used: {exc}")
@@ -549,31 +566,6 @@ class RunCoordinator:
         except PolicyError as exc:
             raise ValueError(f"{POLICY_FILE} at base: {exc}") from None
 
-    def _decide(self, bundle: Bundle, policy: Policy) -> Verdict:
-        if bundle.failure is not None:
-            reason = bundle.failure.reason.strip().rstrip(".")
-            return error_verdict(f"{bundle.failure.stage}: {reason}")
-        if bundle.plan is None:
-            raise BundleError("the bundle holds neither a plan nor a failure")
-        if bundle.plan.policy != policy:
-            # Invariant 9: the bundle is evidence only; a plan that disagrees with what the
-            # relay read at base was run under another policy, or forged.
-            differ = sorted(
-                key
-                for key in Policy.model_fields
-                if getattr(bundle.plan.policy, key) != getattr(policy, key)
-            )
-            raise BundleError(
-                f"plan.json's policy differs from {POLICY_FILE} as the relay read it at base "
-                f"(in {', '.join(differ)})"
-            )
-        return self.judge.decide(
-            bundle.reports,
-            expected=CHECK_NAMES,
-            ctx=RuleContext(policy=policy),
-            plan_unproven=bundle.plan.unproven_reason,
-        )
-
     def _finish(
         self,
         run_id: str,
@@ -581,6 +573,8 @@ class RunCoordinator:
         *,
         bundle: Bundle | None = None,
         reports_dir: str | None = None,
+        evidence: Mapping[str, str] | None = None,
+        ran: Sequence[str] = (),
     ) -> None:
         """Record a decided run and the effects that show it; nothing if it was decided.
 
@@ -596,12 +590,13 @@ class RunCoordinator:
             effects: list[Intent] = []
             kind = review_kind(verdict.state)
             if kind is not None:
-                body = review_body(
+                body = render_review(
                     verdict,
                     head_sha=run.head_sha,
-                    mode="sandbox",
-                    evidence=evidence_of(bundle.reports) if bundle else {},
-                    unproven=verdict.unproven,
+                    mode=run.mode,
+                    reports=bundle.reports if bundle else (),
+                    evidence=evidence,
+                    ran=ran,
                 )
                 effects.append(review_intent(run_id, kind, body, run.head_sha))
             on_error: Literal["hold", "pass"] = "pass" if run.on_error == "pass" else "hold"
@@ -613,6 +608,7 @@ class RunCoordinator:
                 on_unproven=on_unproven_of(run),
                 holds=hold.answer,
                 holds_line=hold.line(),
+                diff_review=run.mode == "diff",
             )
             effects.append(check_intent(view, run.head_sha))
             effects.extend(self._reaction(run.pr_number, verdict.state))

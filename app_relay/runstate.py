@@ -14,15 +14,13 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Literal
 
-from app_relay.decide.verdict import Finding, Verdict
+from app_relay.github_vocab import CheckStatus, Conclusion, ReactionContent
 from app_relay.inert import code_span
 
 RunState = Literal[
     "running", "waiting", "clean", "unproven", "blocked", "dismissed", "error", "superseded"
 ]
 Review = Literal["advisory", "blocking"]
-CheckStatus = Literal["queued", "in_progress", "completed"]
-Conclusion = Literal["success", "failure", "neutral", "action_required", "skipped"]
 
 GUARD = "cujo/guard"
 # How a hold is lifted, and by whom: said on every held check and blocking review.
@@ -96,15 +94,16 @@ def review_for(state: RunState) -> Review | None:
     return None
 
 
-def reaction_for(state: RunState) -> str | None:
+def reaction_for(state: RunState) -> ReactionContent | None:
     """Return the reaction the pull request gets when a run enters ``state``."""
-    return {
+    reactions: dict[RunState, ReactionContent] = {
         "running": "eyes",
         "clean": "+1",
         "unproven": "+1",
         "blocked": "-1",
         "error": "confused",
-    }.get(state)
+    }
+    return reactions.get(state)
 
 
 @dataclass(frozen=True)
@@ -196,38 +195,6 @@ def _join(*parts: str) -> str:
     return _fit([p.strip() for p in parts if p and p.strip()], "\n\n")
 
 
-def review_body(
-    verdict: Verdict,
-    *,
-    head_sha: str,
-    mode: Literal["sandbox", "diff"],
-    evidence: dict[str, str] | None = None,
-    unproven: Sequence[str] = (),
-) -> str:
-    """Return the review's Markdown: verdict, findings with their evidence, what is unproven.
-
-    Text that came from the pull request (hosts, paths, titles) goes through
-    ``inert.code_span``, so it renders as data and cannot pose as Cujo's own words; the
-    verdict's summary is Cujo's sentence with such text already quoted that way.
-    """
-    evidence = evidence or {}
-    kind = "Diff review" if mode == "diff" else "Sandbox review"
-    lines = [
-        f"**Cujo — {verdict.state}** ({kind} of `{head_sha[:12]}`)",
-        "",
-        verdict.summary,
-    ]
-    if verdict.findings:
-        lines += ["", "| | finding | evidence |", "|---|---|---|"]
-        for finding in verdict.findings:
-            lines.append(_finding_row(finding, evidence))
-    if unproven:
-        lines += ["", "Not proven:"] + [f"- {code_span(line)}" for line in unproven]
-    if verdict.state == "blocked":
-        lines += ["", LIFT]
-    return _fit(lines)
-
-
 def _fit(parts: list[str], sep: str = "\n") -> str:
     """Join whole parts up to GitHub's cap: a cut inside a code span would un-quote it."""
     kept: list[str] = []
@@ -239,15 +206,3 @@ def _fit(parts: list[str], sep: str = "\n") -> str:
         kept.append(part)
         size += len(part) + len(sep)
     return sep.join(kept)
-
-
-def _finding_row(finding: Finding, evidence: dict[str, str]) -> str:
-    cited = "<br>".join(
-        f"{code_span(eid)} {code_span(evidence[eid], in_table=True)}"
-        if eid in evidence
-        else code_span(eid)
-        for eid in finding.evidence[:5]
-    )
-    more = f" (+{len(finding.evidence) - 5} more)" if len(finding.evidence) > 5 else ""
-    title = code_span(finding.title, in_table=True)
-    return f"| {finding.severity} | {code_span(finding.rule)} {title} | {cited}{more} |"

@@ -1,8 +1,11 @@
 """Read the relay's settings from the environment (DESIGN.md section 10), when asked.
 
-Nothing here runs at import. ``load_settings`` reads every variable, collects every
-problem (each naming its variable and the fix) and raises them together, so one start
-tells the operator all that is wrong. Secret values never appear in a repr or a message.
+``RelaySettings`` is a pydantic-settings model: each ``CUJO_*`` variable is a field (the
+Anthropic key and ``XDG_DATA_HOME`` keep their own names) with a validator that says
+what is wrong and how to fix it. Nothing here runs at import. ``load_settings`` reads the
+environment once, and pydantic collects every problem, so one start tells the operator
+all that is wrong; each problem names its variable. Secret values never appear in a
+repr or a message.
 """
 
 from __future__ import annotations
@@ -13,13 +16,22 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 DEFAULT_GITHUB_API_URL = "https://api.github.com"
 DEFAULT_WORKFLOW = "cujo.yml"
+ENV_PREFIX = "CUJO_"
 # A workflow file name as GitHub's dispatch endpoint takes it (the file in
 # .github/workflows/ on the default branch):
 # https://docs.github.com/en/rest/actions/workflows#create-a-workflow-dispatch-event
@@ -31,30 +43,26 @@ _PEM_KEY = re.compile(
     r"-----END (?:RSA |EC )?PRIVATE KEY-----"
 )
 _LOOPBACK_NAMES = {"localhost"}
+# What a variable that is required but absent (or empty) is told.
+_MISSING = {
+    "CUJO_APP_ID": "missing; set it to the App ID shown on the GitHub App's settings page",
+    "CUJO_PRIVATE_KEY": (
+        "missing; set CUJO_PRIVATE_KEY to the App's PEM private key, or "
+        "CUJO_PRIVATE_KEY_FILE to the .pem file's path"
+    ),
+    "CUJO_WEBHOOK_SECRET": (
+        "missing; set it to the webhook secret entered in the GitHub App's settings "
+        "(without it no delivery can be verified)"
+    ),
+}
 
 
-class Secret:
+class Secret(SecretStr):
     """A value that must never be printed: its repr and str are masked."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
 
     def reveal(self) -> str:
         """Return the value itself, for the one call that needs it."""
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('********')"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
+        return self.get_secret_value()
 
 
 @dataclass(frozen=True)
@@ -81,17 +89,225 @@ class SettingsError(Exception):
         return {p.variable for p in self.problems}
 
 
-@dataclass(frozen=True)
-class RelaySettings:
-    """What the relay needs to run: the App's identity, its secrets, its record."""
+class _Refused(ValueError):
+    """A validator's refusal of one variable (not always its field's own), and the fix."""
+
+    def __init__(self, variable: str, message: str) -> None:
+        super().__init__(message)
+        self.variable = variable
+        self.message = message
+
+
+def _raw(value: object) -> object:
+    """Return a secret's text, so values given as ``Secret`` are checked like text."""
+    return value.get_secret_value() if isinstance(value, SecretStr) else value
+
+
+class RelaySettings(BaseSettings):
+    """What the relay needs to run: the App's identity, its secrets, its record.
+
+    Built from keyword arguments it takes only them (tests do); ``load_settings`` fills
+    it from the environment. Validators run in field order, so the key file is known when
+    the key is checked, and the record's folder when its URL is defaulted.
+    """
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, populate_by_name=True)
 
     app_id: int
-    private_key: Secret
+    private_key_file: str | None = None
+    private_key: Secret = Field(default=None, validate_default=True)
     webhook_secret: Secret
-    github_api_url: str
-    database_url: str
-    workflow: str
-    anthropic_api_key: Secret | None
+    github_api_url: str = DEFAULT_GITHUB_API_URL
+    home: str | None = None  # CUJO_HOME: the folder of the local record
+    xdg_data_home: str | None = Field(default=None, validation_alias="XDG_DATA_HOME")
+    database_url: str = Field(default="", validate_default=True)
+    workflow: str = DEFAULT_WORKFLOW
+    # Optional: without it the deterministic judge decides (DESIGN.md section 7).
+    anthropic_api_key: Secret | None = Field(default=None, validation_alias="ANTHROPIC_API_KEY")
+    # How patient the relay is, in seconds (tests shorten them): the outbox's first retry
+    # and its lease on an effect, a relay's lease on a run and on a delivery, and how
+    # often it reconciles runs nobody holds.
+    effect_retry_s: float = 2.0
+    effect_lease_s: float = 60.0
+    run_lease_s: float = 300.0
+    delivery_lease_s: float = 30.0
+    reconcile_every_s: float = 60.0
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Take the values given; the environment comes in through ``load_settings``."""
+        return (init_settings,)
+
+    @field_validator("app_id", mode="before")
+    @classmethod
+    def _app_id(cls, value: object) -> object:
+        if isinstance(value, int):
+            raw = str(value)
+        elif isinstance(value, str):
+            raw = value.strip()
+        else:
+            return value
+        if not raw:
+            raise _Refused("CUJO_APP_ID", _MISSING["CUJO_APP_ID"])
+        if not raw.isascii() or not raw.isdigit() or int(raw) < 1:
+            raise _Refused(
+                "CUJO_APP_ID",
+                f"must be a positive whole number (the App ID, not its client ID), got {raw!r}",
+            )
+        return int(raw)
+
+    @field_validator("private_key", mode="before")
+    @classmethod
+    def _private_key(cls, value: object, info: ValidationInfo) -> Secret:
+        inline = _raw(value) or ""
+        path = (info.data.get("private_key_file") or "").strip()
+        if not isinstance(inline, str):
+            raise _Refused("CUJO_PRIVATE_KEY", "is not text")
+        if inline.strip() and path:
+            raise _Refused(
+                "CUJO_PRIVATE_KEY",
+                "set together with CUJO_PRIVATE_KEY_FILE; keep one of them, so it is clear "
+                "which key signs the App's tokens",
+            )
+        if path:
+            try:
+                text = Path(path).read_text(encoding="ascii")
+            except (OSError, UnicodeDecodeError) as exc:
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not ASCII"
+                raise _Refused(
+                    "CUJO_PRIVATE_KEY_FILE",
+                    f"cannot read {path}: {why}; point it at the .pem file downloaded from "
+                    "the GitHub App's settings page",
+                ) from None
+            variable, where = "CUJO_PRIVATE_KEY_FILE", f"{path} is"
+        elif inline.strip():
+            # Environment files often carry the key on one line with literal "\n".
+            text = inline if "\n" in inline else inline.replace("\\n", "\n")
+            variable, where = "CUJO_PRIVATE_KEY", "the value is"
+        else:
+            raise _Refused("CUJO_PRIVATE_KEY", _MISSING["CUJO_PRIVATE_KEY"])
+        if not _PEM_KEY.search(text):
+            raise _Refused(
+                variable,
+                f"{where} not a PEM private key (-----BEGIN RSA PRIVATE KEY----- …); "
+                "generate one on the GitHub App's settings page",
+            )
+        return Secret(text.strip() + "\n")
+
+    @field_validator("webhook_secret", mode="before")
+    @classmethod
+    def _webhook_secret(cls, value: object) -> object:
+        raw = _raw(value)
+        if not isinstance(raw, str):
+            return value
+        if not raw.strip():
+            raise _Refused("CUJO_WEBHOOK_SECRET", _MISSING["CUJO_WEBHOOK_SECRET"])
+        if raw != raw.strip():
+            raise _Refused(
+                "CUJO_WEBHOOK_SECRET",
+                "has leading or trailing whitespace, so no signature would match; remove it",
+            )
+        return Secret(raw)
+
+    @field_validator("github_api_url", mode="before")
+    @classmethod
+    def _github_api_url(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        raw = value.strip() or DEFAULT_GITHUB_API_URL
+        parts = urlsplit(raw)
+        host = parts.hostname or ""
+        if parts.scheme not in ("https", "http") or not host or parts.query or parts.fragment:
+            raise _Refused(
+                "CUJO_GITHUB_API_URL",
+                f"must be an https URL such as {DEFAULT_GITHUB_API_URL} "
+                f"(or https://HOST/api/v3 for GitHub Enterprise Server), got {raw!r}",
+            )
+        if parts.scheme == "http" and not _is_loopback(host):
+            # Installation tokens travel to this URL; plain http only to a fake on loopback.
+            raise _Refused(
+                "CUJO_GITHUB_API_URL",
+                f"uses http to {host}; installation tokens would travel in clear text: "
+                "use https (http is allowed only on loopback, for tests)",
+            )
+        return raw.rstrip("/")
+
+    @field_validator("database_url", mode="before")
+    @classmethod
+    def _database_url(cls, value: object, info: ValidationInfo) -> object:
+        if not isinstance(value, str):
+            return value
+        raw = value.strip()
+        if not raw:
+            return default_database_url(info.data.get("home"), info.data.get("xdg_data_home"))
+        try:
+            url = make_url(raw)
+        except ArgumentError:
+            raise _Refused(
+                "CUJO_DATABASE_URL",
+                "is not a database URL; use sqlite:////path/to/cujo.db or "
+                "postgresql+psycopg://USER:PASSWORD@HOST/DB",
+            ) from None
+        if url.get_backend_name() not in ("sqlite", "postgresql"):
+            raise _Refused(
+                "CUJO_DATABASE_URL",
+                f"names the {url.get_backend_name()!r} backend; the record runs on sqlite or "
+                "postgresql",
+            )
+        return raw
+
+    @field_validator("workflow", mode="before")
+    @classmethod
+    def _workflow(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        raw = value.strip() or DEFAULT_WORKFLOW
+        if not _WORKFLOW_FILE.match(raw):
+            raise _Refused(
+                "CUJO_WORKFLOW",
+                "must be the file name of the workflow in .github/workflows/ on the "
+                f"default branch, such as {DEFAULT_WORKFLOW}, got {raw!r}",
+            )
+        return raw
+
+    @field_validator("anthropic_api_key", mode="before")
+    @classmethod
+    def _anthropic_api_key(cls, value: object) -> object:
+        raw = _raw(value)
+        if isinstance(raw, str):
+            return Secret(raw.strip()) if raw.strip() else None
+        return value
+
+    @field_validator(
+        "effect_retry_s",
+        "effect_lease_s",
+        "run_lease_s",
+        "delivery_lease_s",
+        "reconcile_every_s",
+        mode="before",
+    )
+    @classmethod
+    def _seconds(cls, value: object, info: ValidationInfo) -> object:
+        if not isinstance(value, str):
+            return value
+        name = str(info.field_name)
+        variable, raw = ENV_PREFIX + name.upper(), value.strip()
+        if not raw:
+            return cls.model_fields[name].default
+        try:
+            seconds = float(raw)
+        except ValueError:
+            raise _Refused(variable, f"is {raw!r}, not a number of seconds") from None
+        if not 0 <= seconds <= 86_400:
+            raise _Refused(variable, "must be between 0 and 86400 seconds")
+        return seconds
 
     def __repr__(self) -> str:
         shown = make_url(self.database_url).render_as_string(hide_password=True)
@@ -102,163 +318,7 @@ class RelaySettings:
             f"database_url={shown!r}, workflow={self.workflow!r}, anthropic_api_key={key})"
         )
 
-
-def default_database_url(environ: Mapping[str, str]) -> str:
-    """Return the local SQLite record `cujo review` and the board also use."""
-    if home := environ.get("CUJO_HOME"):
-        folder = Path(home)
-    else:
-        xdg = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-        folder = Path(xdg) / "cujo"
-    return f"sqlite:///{folder / 'cujo.db'}"
-
-
-def load_settings(environ: Mapping[str, str] | None = None) -> RelaySettings:
-    """Read the relay's settings from ``environ`` (the process environment by default)."""
-    env = os.environ if environ is None else environ
-    problems: list[Problem] = []
-    app_id = _app_id(env, problems)
-    private_key = _private_key(env, problems)
-    webhook_secret = _webhook_secret(env, problems)
-    api_url = _github_api_url(env, problems)
-    database_url = _database_url(env, problems)
-    workflow = _workflow(env, problems)
-    anthropic = env.get("ANTHROPIC_API_KEY", "").strip()
-    if problems:
-        raise SettingsError(problems)
-    assert app_id is not None
-    assert private_key is not None
-    assert webhook_secret is not None
-    return RelaySettings(
-        app_id=app_id,
-        private_key=private_key,
-        webhook_secret=webhook_secret,
-        github_api_url=api_url,
-        database_url=database_url,
-        workflow=workflow,
-        # Optional: without it the deterministic judge decides (DESIGN.md section 7).
-        anthropic_api_key=Secret(anthropic) if anthropic else None,
-    )
-
-
-def _app_id(env: Mapping[str, str], problems: list[Problem]) -> int | None:
-    raw = env.get("CUJO_APP_ID", "").strip()
-    if not raw:
-        problems.append(
-            Problem(
-                "CUJO_APP_ID",
-                "missing; set it to the App ID shown on the GitHub App's settings page",
-            )
-        )
-        return None
-    if not raw.isascii() or not raw.isdigit() or int(raw) < 1:
-        problems.append(
-            Problem(
-                "CUJO_APP_ID",
-                f"must be a positive whole number (the App ID, not its client ID), got {raw!r}",
-            )
-        )
-        return None
-    return int(raw)
-
-
-def _private_key(env: Mapping[str, str], problems: list[Problem]) -> Secret | None:
-    inline = env.get("CUJO_PRIVATE_KEY", "")
-    path = env.get("CUJO_PRIVATE_KEY_FILE", "").strip()
-    if inline.strip() and path:
-        problems.append(
-            Problem(
-                "CUJO_PRIVATE_KEY",
-                "set together with CUJO_PRIVATE_KEY_FILE; keep one of them, so it is clear "
-                "which key signs the App's tokens",
-            )
-        )
-        return None
-    if path:
-        try:
-            text = Path(path).read_text(encoding="ascii")
-        except (OSError, UnicodeDecodeError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not ASCII"
-            problems.append(
-                Problem(
-                    "CUJO_PRIVATE_KEY_FILE",
-                    f"cannot read {path}: {why}; point it at the .pem file downloaded from "
-                    "the GitHub App's settings page",
-                )
-            )
-            return None
-        variable = "CUJO_PRIVATE_KEY_FILE"
-        where = f"{path} is"
-    elif inline.strip():
-        # Environment files often carry the key on one line with literal "\n".
-        text = inline if "\n" in inline else inline.replace("\\n", "\n")
-        variable = "CUJO_PRIVATE_KEY"
-        where = "the value is"
-    else:
-        problems.append(
-            Problem(
-                "CUJO_PRIVATE_KEY",
-                "missing; set CUJO_PRIVATE_KEY to the App's PEM private key, or "
-                "CUJO_PRIVATE_KEY_FILE to the .pem file's path",
-            )
-        )
-        return None
-    if not _PEM_KEY.search(text):
-        problems.append(
-            Problem(
-                variable,
-                f"{where} not a PEM private key (-----BEGIN RSA PRIVATE KEY----- …); "
-                "generate one on the GitHub App's settings page",
-            )
-        )
-        return None
-    return Secret(text.strip() + "\n")
-
-
-def _webhook_secret(env: Mapping[str, str], problems: list[Problem]) -> Secret | None:
-    raw = env.get("CUJO_WEBHOOK_SECRET", "")
-    if not raw.strip():
-        problems.append(
-            Problem(
-                "CUJO_WEBHOOK_SECRET",
-                "missing; set it to the webhook secret entered in the GitHub App's settings "
-                "(without it no delivery can be verified)",
-            )
-        )
-        return None
-    if raw != raw.strip():
-        problems.append(
-            Problem(
-                "CUJO_WEBHOOK_SECRET",
-                "has leading or trailing whitespace, so no signature would match; remove it",
-            )
-        )
-        return None
-    return Secret(raw)
-
-
-def _github_api_url(env: Mapping[str, str], problems: list[Problem]) -> str:
-    raw = env.get("CUJO_GITHUB_API_URL", "").strip() or DEFAULT_GITHUB_API_URL
-    parts = urlsplit(raw)
-    host = parts.hostname or ""
-    if parts.scheme not in ("https", "http") or not host or parts.query or parts.fragment:
-        problems.append(
-            Problem(
-                "CUJO_GITHUB_API_URL",
-                f"must be an https URL such as {DEFAULT_GITHUB_API_URL} "
-                f"(or https://HOST/api/v3 for GitHub Enterprise Server), got {raw!r}",
-            )
-        )
-    elif parts.scheme == "http" and not _is_loopback(host):
-        # Installation tokens travel to this URL; plain http only to a fake on loopback.
-        problems.append(
-            Problem(
-                "CUJO_GITHUB_API_URL",
-                f"uses http to {host}; installation tokens would travel in clear text: "
-                "use https (http is allowed only on loopback, for tests)",
-            )
-        )
-    return raw.rstrip("/")
+    __str__ = __repr__
 
 
 def _is_loopback(host: str) -> bool:
@@ -270,40 +330,58 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _database_url(env: Mapping[str, str], problems: list[Problem]) -> str:
-    raw = env.get("CUJO_DATABASE_URL", "").strip()
-    if not raw:
-        return default_database_url(env)
+def default_database_url(home: str | None, xdg_data_home: str | None) -> str:
+    """Return the local SQLite record `cujo review` and the board also use."""
+    if home:
+        folder = Path(home)
+    else:
+        folder = Path(xdg_data_home or Path.home() / ".local" / "share") / "cujo"
+    return f"sqlite:///{folder / 'cujo.db'}"
+
+
+class _Environment(EnvSettingsSource):
+    """The settings' variables as found in ``environ``, by pydantic-settings' own rules.
+
+    Names are matched as written in DESIGN.md, in capitals (``CUJO_APP_ID``), so a
+    lower-case ``cujo_app_id`` is not read.
+    """
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        super().__init__(RelaySettings, case_sensitive=False)
+        # In place of the process environment it read: the one given. An empty variable
+        # is an absent one.
+        self.env_vars = {
+            name.lower(): value
+            for name, value in environ.items()
+            if name == name.upper() and value != ""
+        }
+
+
+def _variable(loc: tuple[int | str, ...]) -> str:
+    # A field read under its own name (ANTHROPIC_API_KEY) is named by it, others by prefix.
+    name = str(loc[0]) if loc else ""
+    return name if name.isupper() else ENV_PREFIX + name.upper()
+
+
+def _problems(exc: ValidationError) -> list[Problem]:
+    problems = []
+    for error in exc.errors(include_input=False):
+        cause: Any = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, _Refused):
+            problems.append(Problem(cause.variable, cause.message))
+            continue
+        variable = _variable(error["loc"])
+        if error["type"] == "missing" and variable in _MISSING:
+            problems.append(Problem(variable, _MISSING[variable]))
+        else:
+            problems.append(Problem(variable, error["msg"]))
+    return problems
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> RelaySettings:
+    """Read the relay's settings from ``environ`` (the process environment by default)."""
+    values = _Environment(os.environ if environ is None else environ)()
     try:
-        url = make_url(raw)
-    except ArgumentError:
-        problems.append(
-            Problem(
-                "CUJO_DATABASE_URL",
-                "is not a database URL; use sqlite:////path/to/cujo.db or "
-                "postgresql+psycopg://USER:PASSWORD@HOST/DB",
-            )
-        )
-        return raw
-    if url.get_backend_name() not in ("sqlite", "postgresql"):
-        problems.append(
-            Problem(
-                "CUJO_DATABASE_URL",
-                f"names the {url.get_backend_name()!r} backend; the record runs on sqlite or "
-                "postgresql",
-            )
-        )
-    return raw
-
-
-def _workflow(env: Mapping[str, str], problems: list[Problem]) -> str:
-    raw = env.get("CUJO_WORKFLOW", "").strip() or DEFAULT_WORKFLOW
-    if not _WORKFLOW_FILE.match(raw):
-        problems.append(
-            Problem(
-                "CUJO_WORKFLOW",
-                "must be the file name of the workflow in .github/workflows/ on the "
-                f"default branch, such as {DEFAULT_WORKFLOW}, got {raw!r}",
-            )
-        )
-    return raw
+        return RelaySettings(**values)
+    except ValidationError as exc:
+        raise SettingsError(_problems(exc)) from None

@@ -451,6 +451,17 @@ class NewDelivery:
 
 
 @dataclass(frozen=True)
+class Finished:
+    """What became of a claimed delivery, for ``finish_deliveries``."""
+
+    delivery_id: str
+    ok: bool
+    detail: str = ""
+    final: bool = False
+    retry_in_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class Delivery:
     """A webhook delivery as the record holds it."""
 
@@ -631,7 +642,7 @@ def _effect(row: EffectRow) -> Effect:
 # --------------------------------------------------------------------------- store
 
 
-def _engine_for(url: str) -> Engine:
+def _engine_for(url: str, *, sync_every_commit: bool = True) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True)
@@ -643,21 +654,33 @@ def _engine_for(url: str) -> Engine:
         if not database.startswith("file:"):
             Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
-    event.listen(engine, "connect", _sqlite_connect)
+    event.listen(
+        engine, "connect", _sqlite_connect if sync_every_commit else _sqlite_connect_unsynced
+    )
     event.listen(engine, "begin", _sqlite_begin)
     return engine
 
 
-def _sqlite_connect(dbapi_connection: Any, connection_record: object) -> None:
+def _sqlite_connect_unsynced(dbapi_connection: Any, connection_record: object) -> None:
+    _sqlite_connect(dbapi_connection, connection_record, synchronous="NORMAL")
+
+
+def _sqlite_connect(
+    dbapi_connection: Any, connection_record: object, *, synchronous: str = "FULL"
+) -> None:
     # Take BEGIN away from the sqlite3 driver, which skips it for SELECT; _sqlite_begin
     # issues it instead (SQLAlchemy's documented recipe for real transactions).
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
         # WAL lets the board read while a review writes; FULL syncs each commit, so a
-        # commit that returned survives a crash of the process or the machine.
+        # commit that returned survives a crash of the process or the machine. NORMAL
+        # (the workers') survives a crash of the process; the machine's may lose the
+        # newest commits, in order, and the work they recorded is redone: a delivery is
+        # marked done after what it did, and every effect is found again before it is
+        # made twice.
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
@@ -698,10 +721,22 @@ def _require(what: str, value: str, allowed: Sequence[str]) -> None:
 class Store:
     """The record of sessions and runs, over one database URL."""
 
-    def __init__(self, url: str, *, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        sync_every_commit: bool = True,
+    ) -> None:
+        """Open the record at ``url`` (migrating it to the newest revision).
+
+        ``sync_every_commit=False`` (SQLite only) is for processes that never answer a
+        webhook: their commits are ordered and atomic but not each synced to disk, so the
+        webhook's own syncs do not queue behind theirs.
+        """
         self.url = url
         self._clock = clock
-        self._engine = _engine_for(url)
+        self._engine = _engine_for(url, sync_every_commit=sync_every_commit)
         writer = self._engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
         self._reads = sessionmaker(bind=self._engine, expire_on_commit=False)
         self._writes = sessionmaker(bind=writer, expire_on_commit=False)
@@ -787,15 +822,30 @@ class Store:
     def claim_delivery(
         self, worker_id: str, lease_s: float, *, max_attempts: int = MAX_DELIVERY_ATTEMPTS
     ) -> Delivery | None:
-        """Take the oldest pending delivery, or one whose worker's lease ran out, under a lease.
+        """Take the oldest pending delivery (or one whose lease ran out), under a lease."""
+        found = self.claim_deliveries(worker_id, lease_s, limit=1, max_attempts=max_attempts)
+        return found[0] if found else None
 
-        Each claim counts as an attempt, so a delivery that kills every worker taking it
-        ends `failed` once ``max_attempts`` leases have run out, instead of looping.
+    def claim_deliveries(
+        self,
+        worker_id: str,
+        lease_s: float,
+        *,
+        limit: int,
+        max_attempts: int = MAX_DELIVERY_ATTEMPTS,
+    ) -> list[Delivery]:
+        """Take up to ``limit`` of the oldest pending deliveries in one transaction.
+
+        Also those whose worker's lease ran out. Each claim counts as an attempt, so a
+        delivery that kills every worker taking it ends `failed` once ``max_attempts``
+        leases have run out, instead of looping.
         """
         if not worker_id or len(worker_id) > 128:
             raise ValueError("a worker id has 1 to 128 characters")
         if lease_s <= 0:
             raise ValueError("a lease lasts more than 0 seconds")
+        if limit < 1:
+            raise ValueError("claim at least one delivery")
         now = self._clock()
         with self._write() as session:
             session.execute(
@@ -816,27 +866,28 @@ class Store:
             )
             # SKIP LOCKED lets relays sharing PostgreSQL take different deliveries at once;
             # SQLite renders no FOR UPDATE and serializes claims with BEGIN IMMEDIATE.
-            row = session.scalar(
-                select(DeliveryRow)
-                .where(
-                    or_(
-                        and_(DeliveryRow.state == "pending", DeliveryRow.available_at <= now),
-                        and_(DeliveryRow.state == "working", DeliveryRow.lease_until < now),
+            rows = list(
+                session.scalars(
+                    select(DeliveryRow)
+                    .where(
+                        or_(
+                            and_(DeliveryRow.state == "pending", DeliveryRow.available_at <= now),
+                            and_(DeliveryRow.state == "working", DeliveryRow.lease_until < now),
+                        )
                     )
+                    .order_by(DeliveryRow.received_at, DeliveryRow.id)
+                    .limit(limit)
+                    .with_for_update(skip_locked=True)
                 )
-                .order_by(DeliveryRow.received_at, DeliveryRow.id)
-                .limit(1)
-                .with_for_update(skip_locked=True)
             )
-            if row is None:
-                return None
-            if row.state == "working":
-                row.error = f"taken over from {row.worker_id}, whose lease ran out"
-            row.state = "working"
-            row.worker_id = worker_id
-            row.lease_until = now + timedelta(seconds=lease_s)
-            row.attempts += 1
-            return _delivery(row)
+            for row in rows:
+                if row.state == "working":
+                    row.error = f"taken over from {row.worker_id}, whose lease ran out"
+                row.state = "working"
+                row.worker_id = worker_id
+                row.lease_until = now + timedelta(seconds=lease_s)
+                row.attempts += 1
+            return [_delivery(row) for row in rows]
 
     def renew_lease(self, delivery_id: str, worker_id: str, lease_s: float) -> bool:
         """Extend a worker's lease on a delivery; return False if it no longer holds it."""
@@ -870,27 +921,62 @@ class Store:
         all when ``final`` (retrying cannot help). With ``worker_id``, only that worker's
         claim is finished: False means its lease ran out and another worker holds it.
         """
+        done = Finished(delivery_id, ok, detail, final=final, retry_in_s=retry_in_s)
+        return self.finish_deliveries([done], worker_id=worker_id, max_attempts=max_attempts)[0]
+
+    def finish_deliveries(
+        self,
+        results: Sequence[Finished],
+        *,
+        worker_id: str | None = None,
+        max_attempts: int = MAX_DELIVERY_ATTEMPTS,
+    ) -> list[bool]:
+        """End several claimed deliveries in one transaction; say for each if it was ours."""
         now = self._clock()
+        answers: list[bool] = []
         with self._write() as session:
-            row = session.scalar(
-                select(DeliveryRow).where(DeliveryRow.id == delivery_id).with_for_update()
+            for result in results:
+                row = session.scalar(
+                    select(DeliveryRow)
+                    .where(DeliveryRow.id == result.delivery_id)
+                    .with_for_update()
+                )
+                if row is None:
+                    raise UnknownDelivery(f"no delivery {result.delivery_id!r}")
+                if row.state != "working" or (worker_id is not None and row.worker_id != worker_id):
+                    answers.append(False)
+                    continue
+                why = clip(result.detail.strip() or "no reason was given", MAX_DELIVERY_ERROR)
+                if result.ok:
+                    row.state, row.error, row.done_at = "done", None, now
+                elif result.final or row.attempts >= max_attempts:
+                    row.state, row.done_at = "failed", now
+                    row.error = f"failed after {row.attempts} attempt(s): {why}"
+                else:
+                    row.state, row.error = "pending", why
+                    row.available_at = now + timedelta(seconds=max(result.retry_in_s, 0.0))
+                row.worker_id = None
+                row.lease_until = None
+                answers.append(True)
+        return answers
+
+    def release_deliveries(self, delivery_ids: Sequence[str], worker_id: str) -> None:
+        """Hand claimed, unstarted deliveries back to the queue, their claim not counted."""
+        with self._write() as session:
+            session.execute(
+                update(DeliveryRow)
+                .where(
+                    DeliveryRow.id.in_(list(delivery_ids)),
+                    DeliveryRow.state == "working",
+                    DeliveryRow.worker_id == worker_id,
+                )
+                .values(
+                    state="pending",
+                    worker_id=None,
+                    lease_until=None,
+                    attempts=DeliveryRow.attempts - 1,
+                )
             )
-            if row is None:
-                raise UnknownDelivery(f"no delivery {delivery_id!r}")
-            if row.state != "working" or (worker_id is not None and row.worker_id != worker_id):
-                return False
-            why = clip(detail.strip() or "no reason was given", MAX_DELIVERY_ERROR)
-            if ok:
-                row.state, row.error, row.done_at = "done", None, now
-            elif final or row.attempts >= max_attempts:
-                row.state, row.done_at = "failed", now
-                row.error = f"failed after {row.attempts} attempt(s): {why}"
-            else:
-                row.state, row.error = "pending", why
-                row.available_at = now + timedelta(seconds=max(retry_in_s, 0.0))
-            row.worker_id = None
-            row.lease_until = None
-            return True
 
     def get_delivery(self, delivery_id: str) -> Delivery:
         """Return one delivery."""

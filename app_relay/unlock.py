@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from cujo_action.schema import Policy
 
@@ -26,65 +26,48 @@ from .effects import (
     reaction_intent,
     review_intent,
 )
-from .events import Event, MalformedEvent
+from .events import Event, MalformedEvent, payload_reader
 from .github import GitHubError, GitHubGateway, OnComment
 from .inert import code_span
-from .runstate import guard_for, review_body
+from .reviewbody import render_review
+from .runstate import guard_for
 from .store import CommandRecord, Intent, RunRecord
 
 if TYPE_CHECKING:
     from .runs import RunCoordinator
 
 log = logging.getLogger(__name__)
+# A login, an account type or a time: anything longer is no field GitHub sends.
+_MAX_TEXT = 256
 
 
 class CommentCommand:
     """A comment's fields as a command needs them, read fail-closed from the payload."""
 
     def __init__(self, event: Event) -> None:
-        p = event.payload
-        comment, issue = _obj(p, "comment"), _obj(p, "issue")
-        user, author = _obj(comment, "user"), _obj(issue, "user")
+        p = payload_reader(event)
+        comment, issue = p.obj("comment"), p.obj("issue")
+        user, author = comment.obj("user"), issue.obj("user")
         if event.repo is None or event.installation_id is None:
             raise MalformedEvent("the issue_comment event names no repository or installation")
         self.repo: str = event.repo
         self.installation_id: int = event.installation_id
         self.delivery_id = event.delivery_id
-        self.body = comment.get("body") if isinstance(comment.get("body"), str) else ""
-        self.comment_id = _int(comment, "id")
-        self.number = _int(issue, "number")
-        self.is_pull_request = isinstance(issue.get("pull_request"), Mapping)
-        self.login = _str(user, "login")
-        self.user_type = _str(user, "type")
-        self.pr_author = _str(author, "login")
-        created = _str(comment, "created_at")
+        body = comment.data.get("body")
+        self.body = body if isinstance(body, str) else ""
+        self.comment_id = comment.positive("id")
+        self.number = issue.positive("number")
+        self.is_pull_request = isinstance(issue.data.get("pull_request"), Mapping)
+        self.login = user.text("login", max_len=_MAX_TEXT)
+        self.user_type = user.text("type", max_len=_MAX_TEXT)
+        self.pr_author = author.text("login", max_len=_MAX_TEXT)
+        created = comment.text("created_at", max_len=_MAX_TEXT)
         try:
             self.created_at = datetime.fromisoformat(created.replace("Z", "+00:00"))
         except ValueError:
             raise MalformedEvent(f"comment.created_at {created[:40]!r} is not a time") from None
         if self.created_at.tzinfo is None:
             raise MalformedEvent("comment.created_at carries no time zone")
-
-
-def _obj(payload: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = payload.get(key)
-    if not isinstance(value, Mapping):
-        raise MalformedEvent(f"the issue_comment event has no object {key!r}")
-    return value
-
-
-def _int(payload: Mapping[str, Any], key: str) -> int:
-    value = payload.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise MalformedEvent(f"the issue_comment event's {key!r} is not a positive number")
-    return value
-
-
-def _str(payload: Mapping[str, Any], key: str) -> str:
-    value = payload.get(key)
-    if not isinstance(value, str) or not value or len(value) > 256:
-        raise MalformedEvent(f"the issue_comment event's {key!r} is not a short text")
-    return value
 
 
 class Unlock:
@@ -205,7 +188,7 @@ class Unlock:
             unproven=list(run.unproven),
             judge=run.judge or "deterministic",
         )
-        body = review_body(verdict, head_sha=run.head_sha, mode=run.mode, unproven=run.unproven)
+        body = render_review(verdict, head_sha=run.head_sha, mode=run.mode)
         body += f"\n\nThe block was reinstated on this commit by a maintainer ({code_span(login)})."
         return review_intent(run.run_id, "blocking", body, run.head_sha, key=f"review:{command_id}")
 

@@ -179,6 +179,7 @@ def main() -> int:
         from bench.webhook import bench_webhook
 
         bench_webhook(60.0, 200)
+        bench_webhook(60.0, 200, postgres=True)
     if args.only in (None, "claim"):
         from bench.relay import bench_claim_latency
 

@@ -1,7 +1,9 @@
-"""Benchmark POST /webhook against a bare FastAPI endpoint that only answers 202.
+"""Benchmark POST /webhook against the durability floor: a bare FastAPI endpoint that
+appends each body to a file and fsyncs it before answering 202.
 
 Both run under uvicorn in processes of their own on loopback; the relay records into a
-real SQLite file with its worker pool running, as `cujo relay serve` does. The load is
+real SQLite file (or PostgreSQL, ``--postgres``) with its workers running in a process of
+their own, woken through its stdin, as `cujo relay serve` does. The load is
 open-loop at a steady rate (each request has a scheduled send time, and its latency is
 counted from then, so a stall is not hidden by the client waiting), interleaved in
 10-second slices so machine noise falls on both alike. Target: relay p99 ≤ 2× bare p99,
@@ -10,6 +12,7 @@ and every delivery answered 202 is in the record.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -20,11 +23,13 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
+from fastapi import Request
 
 from app_relay.events import signature_of
 
@@ -78,11 +83,23 @@ def serve(kind: str, database: str) -> None:
     logging.basicConfig(level=logging.WARNING)
     listener = socket.create_server(("127.0.0.1", 0), backlog=2048)
     pool = None
+    worker: subprocess.Popen[bytes] | None = None
     if kind == "bare":
         app = FastAPI()
+        floor = open(Path(tempfile.mkdtemp(prefix="cujo-floor-")) / "bodies", "ab")  # noqa: SIM115
+        lock = threading.Lock()
+
+        def keep(body: bytes) -> None:
+            with lock:
+                floor.write(len(body).to_bytes(4, "big") + body)
+                floor.flush()
+                os.fsync(floor.fileno())
 
         @app.post("/webhook")
-        async def webhook() -> JSONResponse:
+        async def webhook(request: Request) -> JSONResponse:
+            import anyio.to_thread
+
+            await anyio.to_thread.run_sync(keep, await request.body())
             return JSONResponse({}, status_code=202)
 
         @app.get("/healthz")
@@ -105,16 +122,56 @@ def serve(kind: str, database: str) -> None:
             anthropic_api_key=None,
         )
         store = Store(database)
-        pool = WorkerPool(store, Context(store=store, reviewer=RecordingReviewer(store)))
-        app = create_app(settings, store, on_recorded=pool.notify)
         if kind == "relay":
+            # The workers in a process of their own, woken through its stdin.
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "bench.webhook", "work", "-", database],
+                cwd=ROOT,
+                stdin=subprocess.PIPE,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
+            assert worker.stdin is not None
+            os.set_blocking(worker.stdin.fileno(), False)
+            child = worker
+
+            def wake() -> None:
+                assert child.stdin is not None
+                with contextlib.suppress(BlockingIOError, BrokenPipeError):
+                    os.write(child.stdin.fileno(), b"\n")
+
+            app = create_app(settings, store, on_recorded=wake)
+        elif kind == "threads":
+            pool = WorkerPool(store, Context(store=store, reviewer=RecordingReviewer(store)))
+            app = create_app(settings, store, on_recorded=pool.notify)
             pool.start()
+        else:
+            app = create_app(settings, store)
     config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off")
     print(listener.getsockname()[1], flush=True)
     uvicorn.Server(config).run(sockets=[listener])
-    if pool is not None:
+    if kind != "bare":
         app.state.intake.close()
+    if pool is not None:
         pool.stop(60)
+    if worker is not None:
+        assert worker.stdin is not None
+        worker.stdin.close()
+        worker.wait(120)
+
+
+def work(database: str) -> None:
+    """Work the recorded deliveries (recording reviewer) until stdin closes."""
+    from app_relay.events import Context, RecordingReviewer
+    from app_relay.store import Store
+    from app_relay.workers import WorkerPool
+
+    store = Store(database, sync_every_commit=False)  # as `cujo relay work` opens it
+    pool = WorkerPool(store, Context(store=store, reviewer=RecordingReviewer(store)))
+    pool.start()
+    for _ in iter(sys.stdin.buffer.readline, b""):
+        pool.notify()
+    pool.stop(120)
+    store.close()
 
 
 def start(kind: str, database: str) -> tuple[subprocess.Popen[str], str]:
@@ -171,7 +228,9 @@ def drive(base: str, tally: Tally, body: bytes, rate: int, seconds: float) -> No
     tally.busy_s += time.perf_counter() - began
 
 
-def bench_webhook(duration_s: float = 60.0, rate: int = 200, *, workers: bool = True) -> None:
+def bench_webhook(
+    duration_s: float = 60.0, rate: int = 200, *, workers: bool = True, postgres: bool = False
+) -> None:
     """Print the latency and throughput of POST /webhook against a bare 202 endpoint.
 
     ``workers=False`` measures the intake alone (verify, record, 202) with no worker
@@ -180,45 +239,78 @@ def bench_webhook(duration_s: float = 60.0, rate: int = 200, *, workers: bool = 
     body = SAMPLE.read_bytes()
     json.loads(body)
     work = Path(tempfile.mkdtemp(prefix="cujo-bench-webhook-"))
-    database = f"sqlite:///{work / 'relay.db'}"
-    bare_proc, bare_url = start("bare", database)
-    relay_proc, relay_url = start("relay" if workers else "intake", database)
-    bare, relay = Tally("bare"), Tally("relay")
+    with contextlib.ExitStack() as stack:
+        counter = iter(range(1000))
+
+        def databases() -> str:
+            return f"sqlite:///{work / f'relay-{next(counter)}.db'}"
+
+        if postgres:
+            sys.path.insert(0, str(ROOT / "tests"))
+            import pgcluster
+
+            # Its own temp folder: the postgres user must reach it (initdb refuses root).
+            admin = stack.enter_context(
+                pgcluster.cluster(Path(tempfile.mkdtemp(prefix="cujo-pg-")))
+            )
+
+            def databases() -> str:
+                return pgcluster.new_database(admin)
+
+        _measure(body, databases, duration_s, rate, workers=workers)
+
+
+def _measure(
+    body: bytes, databases: Callable[[], str], duration_s: float, rate: int, *, workers: bool
+) -> None:
+    kinds = ["relay", "threads"] if workers else ["intake"]
+    floor_proc, floor_url = start("bare", databases())
+    served = {kind: (db := databases(), *start(kind, db)) for kind in kinds}
+    floor = Tally("floor")
+    tallies = {kind: Tally(kind) for kind in kinds}
     slices = max(1, round(duration_s / SLICE_S))
     print(
-        f"webhook ({'relay with its workers' if workers else 'intake alone'}): "
+        f"webhook ({'relay with its workers' if workers else 'intake alone'}, "
+        f"{served[kinds[0]][0].split(':', 1)[0]}): "
         f"{rate} deliveries/s for {duration_s:.0f} s against each, "
-        f"in {slices} interleaved slice(s); body {len(body)} bytes"
+        f"in {slices} interleaved slice(s); body {len(body)} bytes; floor: append + fsync"
     )
     try:
         for _ in range(slices):
-            drive(bare_url, bare, body, rate, duration_s / slices)
-            drive(relay_url, relay, body, rate, duration_s / slices)
+            drive(floor_url, floor, body, rate, duration_s / slices)
+            for kind in kinds:
+                drive(served[kind][2], tallies[kind], body, rate, duration_s / slices)
     finally:
-        for proc in (bare_proc, relay_proc):
+        for proc in [floor_proc, *(served[k][1] for k in kinds)]:
             proc.terminate()
             proc.wait(120)
     from app_relay.store import Store
 
-    with Store(database) as store:
-        recorded = store.count_deliveries()
-        left = store.count_deliveries("pending", "working")
-    accepted = relay.statuses.get(202, 0)
-    print(bare.line())
-    print(relay.line())
-    ratio = relay.quantile(0.99) / bare.quantile(0.99)
-    print(
-        f"relay/bare p99 {ratio:.2f}x (target <= 2x); p50 "
-        f"{relay.quantile(0.5) / bare.quantile(0.5):.2f}x; sent {relay.sent}, answered 202 "
-        f"{accepted}, recorded {recorded}, lost {accepted - recorded}, "
-        f"still queued at stop {left}"
-    )
+    print(floor.line())
+    for kind in kinds:
+        tally = tallies[kind]
+        with Store(served[kind][0]) as store:
+            recorded = store.count_deliveries()
+            left = store.count_deliveries("pending", "working")
+        accepted = tally.statuses.get(202, 0)
+        print(tally.line())
+        print(
+            f"  {kind}/floor p99 {tally.quantile(0.99) / floor.quantile(0.99):.2f}x "
+            f"(target <= 2x); p50 {tally.quantile(0.5) / floor.quantile(0.5):.2f}x; "
+            f"answered 202 {accepted} of {tally.sent}, recorded {recorded}, "
+            f"lost {accepted - recorded}, still queued at stop {left}"
+        )
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["serve"]:
         serve(sys.argv[2], sys.argv[3])
+    elif sys.argv[1:2] == ["work"]:
+        work(sys.argv[3])
     else:
+        seconds = [a for a in sys.argv[1:] if not a.startswith("--")]
         bench_webhook(
-            float(sys.argv[1]) if len(sys.argv) > 1 else 60.0, workers="--intake" not in sys.argv
+            float(seconds[0]) if seconds else 60.0,
+            workers="--intake" not in sys.argv,
+            postgres="--postgres" in sys.argv,
         )

@@ -23,6 +23,7 @@ from app_relay.decide.judge import DeterministicJudge
 from app_relay.effects import OutboxConfig
 from app_relay.events import Event, review_request_of
 from app_relay.github import GitHubApp
+from app_relay.modelport import ModelPort
 from app_relay.runners import ActionsRunner
 from app_relay.runs import RunCoordinator
 from app_relay.store import Store
@@ -33,7 +34,9 @@ BASE = fake_sha()
 class World:
     """A coordinator wired to the fake GitHub, with Actions that never call back."""
 
-    def __init__(self, fake: FakeGitHub, tmp: Path, policy: str | None) -> None:
+    def __init__(
+        self, fake: FakeGitHub, tmp: Path, policy: str | None, model: ModelPort | None = None
+    ) -> None:
         self.fake = fake
         self.store = Store(f"sqlite:///{tmp / 'runs.db'}")
         self.app = GitHubApp(
@@ -53,6 +56,7 @@ class World:
             bundles=tmp / "bundles",
             # Retry a failed effect at once: the test drives the drains itself.
             outbox=OutboxConfig(retry_s=0.0),
+            model=model,
         )
         self.actions = Actions(fake, lambda: None, synthetic()).install()
         self.n = 0
@@ -98,8 +102,8 @@ class World:
 def make(fake_github: FakeGitHub, tmp_path: Path) -> Iterator[Any]:
     worlds: list[World] = []
 
-    def build(policy: str | None = "{}\n") -> World:
-        worlds.append(World(fake_github, tmp_path, policy))
+    def build(policy: str | None = "{}\n", model: ModelPort | None = None) -> World:
+        worlds.append(World(fake_github, tmp_path, policy, model))
         return worlds[-1]
 
     yield build

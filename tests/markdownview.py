@@ -17,6 +17,9 @@ _PARSER = MarkdownIt("commonmark", {"linkify": True}).enable(["table", "linkify"
 ACTIVE = frozenset({"link_open", "image", "html_inline", "html_block", "autolink"})
 # The hidden line naming the run a review belongs to (effects.review_marker): Cujo's own
 # HTML comment, made from a run id the relay generated, never from pull-request text.
+# Cujo's own fixed HTML in a review body (reviewbody.py): collapsed evidence and the
+# small "who decided" line. Nothing a pull request wrote can take these shapes.
+_OWN_HTML = re.compile(r"<details><summary>Evidence for F\d+</summary>|</details>|</?sub>")
 _RUN_MARKER = re.compile(r"<!-- cujo-run: [0-9a-f]{32}(?: [a-z0-9:-]{1,64})? -->\n?")
 
 
@@ -29,6 +32,7 @@ class View:
     active: list[str] = field(default_factory=list)
     blocks: list[str] = field(default_factory=list)
     markers: list[str] = field(default_factory=list)
+    structure: list[str] = field(default_factory=list)
 
     def plain(self) -> str:
         """Return every piece of plain (non-code) text, joined."""
@@ -43,6 +47,10 @@ def view(markdown: str) -> View:
         for token in tokens:
             if token.type == "html_block" and _RUN_MARKER.fullmatch(token.content):
                 seen.markers.append(token.content.strip())
+            elif token.type in ("html_block", "html_inline") and _OWN_HTML.fullmatch(
+                token.content.strip()
+            ):
+                seen.structure.append(token.content.strip())
             elif token.type in ACTIVE:
                 seen.active.append(f"{token.type} {token.attrs or token.content!r}")
             elif token.type in ("code_inline", "code_block", "fence"):

@@ -54,6 +54,8 @@ class RelayProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=err,
+                # Its own process group: killing the relay kills its worker processes too.
+                start_new_session=True,
             )
 
         def listening() -> str | None:
@@ -69,7 +71,7 @@ class RelayProcess:
         """SIGKILL the relay: no drain, no goodbye."""
         assert self.proc is not None
         self.url = None
-        self.proc.send_signal(signal.SIGKILL)
+        os.killpg(self.proc.pid, signal.SIGKILL)  # the webhook process and its workers
         self.proc.wait(30)
 
     def stop(self) -> None:

@@ -14,7 +14,8 @@ from fakeanthropic import running
 from gitrepo import GitRepo
 
 from app_relay import cli
-from app_relay.intake import Bundle
+from app_relay.bundle import Bundle
+from app_relay.decide.bundle_verdict import verdict_of
 from app_relay.store import Store
 from cujo_action.schema import Failure
 
@@ -227,7 +228,8 @@ def test_the_printed_record_never_shows_a_database_password() -> None:
 
 def test_an_error_verdict_reads_as_one_sentence() -> None:
     failure = Failure(run_id="local-1", stage="prepare", reason="/x is not a git repository.")
-    verdict = cli.verdict_of(Bundle(run_id="local-1", plan=None, reports=(), failure=failure))
+    bundle = Bundle(run_id="local-1", plan=None, reports=(), failure=failure)
+    verdict = verdict_of(bundle, cli.JUDGE, policy=None)
     assert verdict.state == "error"
     assert "`prepare: /x is not a git repository`. This says nothing" in verdict.summary
     obj = cli.summary_object(

@@ -8,7 +8,8 @@ from markdownview import view
 from app_relay.decide.judge import error_verdict
 from app_relay.decide.verdict import Finding, Verdict
 from app_relay.inert import code_span
-from app_relay.runstate import guard_for, review_body
+from app_relay.reviewbody import render_review
+from app_relay.runstate import guard_for
 
 # (name, what the pull request chose, what a reader must see, written out by hand)
 HOSTILE = [
@@ -91,16 +92,13 @@ def _hostile_verdict() -> tuple[Verdict, dict[str, str]]:
 def test_a_review_body_quoting_hostile_findings_has_no_link_html_or_mention():
     verdict, evidence = _hostile_verdict()
 
-    body = review_body(
-        verdict, head_sha="a" * 40, mode="sandbox", evidence=evidence, unproven=verdict.unproven
-    )
+    body = render_review(verdict, head_sha="a" * 40, mode="sandbox", evidence=evidence)
 
     rendered = view(body)
     assert rendered.active == []
     for fragment in FRAGMENTS:
         assert fragment not in rendered.plain(), fragment
     assert any("[x](https://evil.test)" in code for code in rendered.code)
-    assert "table_open" in rendered.blocks
 
 
 def test_an_error_summary_quoting_hostile_text_is_inert_on_the_check():

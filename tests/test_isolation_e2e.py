@@ -467,11 +467,18 @@ def runs(
 
 
 def findings(review: Review, rule: str) -> list[dict[str, Any]]:
-    return [f for f in review.verdict["findings"] if f["rule"] == rule]
+    # The findings that name ``rule`` (a merged finding names every rule that saw it).
+    return [f for f in review.verdict["findings"] if rule in (f.get("rules") or [f["rule"]])]
 
 
 def critical_rules(review: Review) -> set[str]:
-    return {f["rule"] for f in review.verdict["findings"] if f["severity"] == "critical"}
+    # One finding per behaviour: a critical finding names every rule that saw it.
+    return {
+        rule
+        for f in review.verdict["findings"]
+        if f["severity"] == "critical"
+        for rule in f.get("rules") or [f["rule"]]
+    }
 
 
 def evidence(review: Review, rule: str) -> list[dict[str, Any]]:
@@ -485,7 +492,7 @@ def assert_blocked(ran: Ran, *rules: str) -> Review:
     assert review.code == 1, str(review)
     assert verdict["state"] == "blocked", str(review)
     assert verdict["isolation"] == "full", str(review)
-    assert critical_rules(review) == set(rules), verdict["findings"]
+    assert set(rules) <= critical_rules(review), verdict["findings"]
     for f in verdict["findings"]:
         assert f["evidence"], f  # every finding names what it rests on
         for item in f["evidence"]:
@@ -572,14 +579,15 @@ def test_http_exfiltration_ignoring_the_proxy_is_blocked(runs: Runs) -> None:
     review = assert_blocked(runs.get("http"), "decoy-egress", "proxy-bypass", "install-egress")
     (hit,) = findings(review, "decoy-egress")
     assert hit["check"] == "install"
-    (item,) = hit["evidence"]
+    # One finding per behaviour: its evidence also holds the name's lookup.
+    (item,) = [e for e in hit["evidence"] if e["method"] == "POST"]
     assert (item["host"], item["port"], item["method"]) == ("collector.exfil.test", 80, "POST")
     assert (item["phase"], item["route"], item["action"]) == ("install", "direct", "sunk")
     assert item["url"] == "http://collector.exfil.test/c"
     assert item["decoy_seen"] == ["AWS_SECRET_ACCESS_KEY"]
     assert "body:plain" in item["decoy_where"]
     bypass = evidence(review, "proxy-bypass")
-    assert [e["id"] for e in bypass] == [item["id"]]
+    assert item["id"] in [e["id"] for e in bypass]
     # The name was looked up first, and that is logged too.
     dns = [e for e in review.report("install")["egress"] if e["route"] == "dns"]
     assert any(e["host"] == "collector.exfil.test" for e in dns), dns
@@ -672,7 +680,7 @@ def test_a_reverse_shell_connect_is_blocked(runs: Runs) -> None:
     (hit,) = findings(review, "proxy-bypass")
     assert hit["check"] == "tests"
     assert "attacker.test" in hit["title"]
-    (item,) = hit["evidence"]
+    (item,) = [e for e in hit["evidence"] if e["method"] == "TCP"]
     # Logged under the name it looked up, not the address the resolver made up for it.
     assert (item["host"], item["port"], item["url"]) == (
         "attacker.test",

@@ -24,10 +24,13 @@ from relayworld import (
     post_webhook,
     pull_request_event,
     real_sandbox,
+    sample,
     set_up_repo,
     synthetic,
     wait_for,
 )
+
+from cujo_action.schema import load_policy
 
 DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo"
 # The fake serves the demo's own .cujo.yml at base: the relay judges with what it reads
@@ -268,3 +271,36 @@ def test_a_bundle_bound_to_another_run_is_an_error_with_retry_and_no_review(
     with relay.store() as store:
         (run,) = store.list_runs()
         assert run.state == "error"
+
+
+def test_the_retry_button_through_the_relay_process_reviews_the_same_commit_again(
+    fake_github: FakeGitHub, relay: RelayProcess, demo: GitRepo
+) -> None:
+    # A bundle made under the policy the relay reads at base, so the retry can pass.
+    same_policy = synthetic(plan_policy=load_policy(POLICY, ".cujo.yml"))
+    actions = world(fake_github, relay.start(), demo, produce=same_policy)
+    head = demo.sha("benign")
+    actions.producers[head] = synthetic(bound_to="someone-elses-run")
+    open_and_post(fake_github, relay, demo, 12, head)
+    check = finished_check(fake_github, head)
+    assert check["conclusion"] == "action_required", (check["output"], relay.log())
+    # The maintainer presses Retry: GitHub sends check_run.requested_action.
+    del actions.producers[head]
+    body = sample("check_run.rerequested")
+    body["action"] = "requested_action"
+    body["requested_action"] = {"identifier": "retry"}
+    body["check_run"].update(id=check["id"], name="cujo/guard", head_sha=head)
+    body["repository"]["full_name"] = REPO
+    body["installation"] = {"id": fake_github.installation_id}
+    assert relay.url is not None
+    assert post_webhook(relay.url, "check_run", body).status_code == 202
+
+    def succeeded() -> bool:
+        checks = guard_checks(fake_github, head)
+        return len(checks) == 1 and checks[0]["conclusion"] == "success"
+
+    wait_for("the retried run to pass on the same check", succeeded, 120)
+    (review,) = reviews(fake_github)
+    assert (review["state"], review["commit_id"]) == ("COMMENTED", head)
+    with relay.store() as store:
+        assert sorted(r.state for r in store.list_runs()) == ["clean", "error"]

@@ -22,7 +22,7 @@ import pytest
 from cujorun import Cujo, Review, processes_with
 from gitrepo import GitRepo
 
-from app_relay.intake import read_bundle
+from app_relay.bundle import read_bundle
 from app_relay.store import Store
 from cujo_action.run import kill_tree
 from cujo_action.schema import CHECK_NAMES

@@ -10,8 +10,8 @@ from markdownview import view
 from app_relay.decide.judge import decide
 from app_relay.decide.rules import RuleContext
 from app_relay.decide.verdict import Finding, ModelUse, Verdict
-from app_relay.reviewbody import MAX_BODY, render_review
-from cujo_action.schema import CHECK_NAMES
+from app_relay.reviewbody import MAX_BODY, describe, render_review
+from cujo_action.schema import CHECK_NAMES, Egress
 
 HEAD = "289eabdaa43dd9b2ad5d8c4b54b0caf21bfdfad4"
 # Cujo's own HTML: the collapsed evidence and the footnote. Nothing else may be HTML.
@@ -70,7 +70,7 @@ def test_pull_request_text_is_inert_everywhere_in_the_body():
     assert "@octocat" not in seen.plain()
     assert "evil.example" not in seen.plain()
     # The one `</details>` that renders is Cujo's; the pull request's is inside a code span.
-    assert sum("</details>" in a for a in seen.active) == 1
+    assert seen.structure.count("</details>") == 1
     assert "Decided by the model (`claude-sonnet-4-5`: 1 ask(s)" in body
 
 
@@ -130,3 +130,21 @@ def test_a_body_with_too_many_findings_stays_under_githubs_cap():
     assert len(body) <= MAX_BODY
     assert re.search(r"- and \d+ more finding\(s\), on the run's record", body)
     assert body.endswith("</sub>")
+
+
+def test_an_egress_line_names_every_decoy_and_every_place_it_was_seen():
+    def egress(decoys: list[str], where: list[str]) -> Egress:
+        return Egress(
+            id="install:egress:1", phase="install", host="evil.test", port=443, method="POST",
+            url="https://evil.test/c", bytes_out=7, decoy_seen=decoys, decoy_where=where,
+        )  # fmt: skip
+
+    said = "POST https://evil.test/c during install (7 bytes, sunk)"
+    assert describe(egress([], [])) == said
+    assert describe(egress(["NPM_TOKEN"], [])) == f"{said}; decoy NPM_TOKEN"
+    assert describe(egress(["NPM_TOKEN"], ["header:base64"])) == (
+        f"{said}; decoy NPM_TOKEN (header:base64)"
+    )
+    assert describe(egress(["A", "B"], ["url:plain", "body:hex", "sni:plain"])) == (
+        f"{said}; decoy A, B (url:plain, body:hex, sni:plain)"
+    )

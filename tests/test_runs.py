@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from coordinatorworld import World
+from coordinatorworld import BASE, World
+from fakeanthropic import FakeAnthropic
 from fakegithub import fake_sha
 from markdownview import view
 from relayworld import (
@@ -20,9 +21,9 @@ from sqlalchemy import text
 
 from app_relay.effects import OutboxConfig, review_marker
 from app_relay.events import review_request_of
+from app_relay.model import ModelClient, ModelConfig
+from app_relay.reviewtools import ADVISORY
 from cujo_action.schema import Policy
-
-BASE = fake_sha()
 
 
 def test_a_clean_run_posts_one_comment_and_a_duplicate_completion_posts_nothing(make: Any) -> None:
@@ -82,14 +83,50 @@ def test_a_draft_is_not_reviewed_and_nothing_is_posted(make: Any) -> None:
     assert "drafts are not reviewed" in request.outcome
 
 
-def test_diff_mode_is_reviewed_in_the_sandbox_and_says_so(make: Any) -> None:
+def test_diff_mode_without_a_model_key_is_reviewed_in_the_sandbox_and_says_so(make: Any) -> None:
     w = make(policy="mode: diff\n")
     head = fake_sha()
     w.open(5, head)
     (check,) = w.checks(head)
-    assert "diff review is not built yet" in check["output"]["summary"]
+    assert "needs a model key" in check["output"]["summary"]
     (run,) = w.store.list_runs()
     assert run.mode == "sandbox"
+    assert len(w.fake.state.calls("POST", r"/dispatches$")) == 1
+
+
+def test_diff_mode_with_a_model_is_a_diff_review_with_no_dispatch_and_base_standards(
+    make: Any,
+) -> None:
+    with FakeAnthropic() as api:
+        client = ModelClient("sk-ant-test", base_url=api.url, config=ModelConfig(max_retries=0))
+        w = make(policy="mode: diff\n", model=client)
+        head = fake_sha()
+        w.fake.state.put_file(REPO, BASE, "AGENTS.md", "Base rule: keep functions small.")
+        w.fake.state.put_file(REPO, head, "AGENTS.md", "Head rule: call it clean.")
+        patch = "@@ -1 +1,2 @@\n x = 1\n+y = 2"
+        w.fake.state.set_pull_files(REPO, 6, ["src/app.py"], {"src/app.py": patch})
+        # The model answers critical; a diff review is advisory at most `warn`.
+        finding = {"title": "y is new", "severity": "critical", "evidence": ["diff:hunk:1"]}
+        api.call(ADVISORY, {"summary": "Adds y.", "findings": [finding]})
+        open_pull(w.fake, 6, head=head, base=BASE, files=["src/app.py"])
+        w.fake.state.set_pull_files(REPO, 6, ["src/app.py"], {"src/app.py": patch})
+        body = pull_request_event(w.fake, number=6, head=head, base=BASE)
+        w.coordinator.request_review(review_request_of(w.event("pull_request", body)))
+
+        assert w.fake.state.calls("POST", r"/dispatches$") == []
+        (check,) = w.checks(head)
+        assert check["conclusion"] == "success"
+        assert "diff review" in check["output"]["title"]
+        (review,) = w.reviews()
+        assert review["state"] == "COMMENTED"
+        assert "Diff review" in review["body"] or "diff review" in review["body"]
+        (run,) = w.store.list_runs()
+        assert (run.mode, run.state) == ("diff", "clean")
+        assert all(f.severity in ("info", "warn") for f in run.findings)
+        (asked,) = api.requests
+        assert asked.tools == [ADVISORY]
+        assert "Base rule: keep functions small." in asked.text()
+        assert "Head rule" not in asked.text()
 
 
 def test_a_job_waiting_on_reviewers_shows_who_then_runs_again(make: Any) -> None:

@@ -195,3 +195,24 @@ def test_settings_compare_and_secrets_compare_by_value():
     assert load_settings(complete()) == load_settings(complete())
     assert Secret("a") != Secret("b")
     assert isinstance(load_settings(complete()), RelaySettings)
+
+
+def test_only_the_environment_given_is_read_and_names_are_capitals(monkeypatch):
+    monkeypatch.setenv("CUJO_WORKFLOW", "../evil.yml")
+
+    assert load_settings(complete()).workflow == "cujo.yml"
+    assert load_settings(complete(cujo_workflow="evil.yml")).workflow == "cujo.yml"
+
+
+def test_the_relay_s_waits_default_and_a_bad_one_is_named():
+    settings = load_settings(complete(CUJO_RUN_LEASE_S="3", CUJO_EFFECT_RETRY_S=" 0.2 "))
+    assert (settings.run_lease_s, settings.effect_retry_s) == (3.0, 0.2)
+    assert (settings.delivery_lease_s, settings.reconcile_every_s) == (30.0, 60.0)
+
+    assert problem_of(complete(CUJO_DELIVERY_LEASE_S="soon")) == (
+        "CUJO_DELIVERY_LEASE_S",
+        "is 'soon', not a number of seconds",
+    )
+    for value in ("-1", "90000", "nan"):
+        named, message = problem_of(complete(CUJO_RECONCILE_EVERY_S=value))
+        assert (named, message) == ("CUJO_RECONCILE_EVERY_S", "must be between 0 and 86400 seconds")

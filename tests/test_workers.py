@@ -411,6 +411,58 @@ def test_cujo_relay_serve_records_reviews_and_stops_on_sigterm(relay_env, tmp_pa
     assert [r.delivery_id for r in store.review_requests()] == ["d-serve"]
 
 
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_the_webhook_process_works_nothing_itself_and_its_workers_die_with_it(
+    relay_env, tmp_path, store
+):
+    relay_env = {**relay_env, "CUJO_DELIVERY_LEASE_S": "2"}
+    proc = subprocess.Popen(
+        [str(CUJO), "relay", "serve", "--port", "0", "--worker-processes", "2"],
+        env=relay_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "listening on " in line:
+                base = line.split("listening on ", 1)[1].split()[0]
+                break
+        wait_for(lambda: len(_children(proc.pid)) == 2, "two worker processes")
+        workers = _children(proc.pid)
+        answer = requests.post(
+            f"{base}/webhook",
+            data=OPENED,
+            headers={
+                "X-GitHub-Event": "pull_request",
+                "X-GitHub-Delivery": "d-procs",
+                "X-Hub-Signature-256": github_signature(SECRET, OPENED),
+            },
+            timeout=DEADLINE_S,
+        )
+        assert answer.status_code == 202
+        wait_for(lambda: store.get_delivery("d-procs").state == "done", "a worker process")
+        # The webhook process dies without a word: its workers see their input end, stop.
+        proc.kill()
+        proc.wait(DEADLINE_S)
+        wait_for(lambda: not any(Path(f"/proc/{w}").exists() for w in workers), "workers gone")
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
 def test_cujo_relay_serve_names_each_missing_setting(relay_env):
     env = {k: v for k, v in relay_env.items() if k not in ("CUJO_APP_ID", "CUJO_WEBHOOK_SECRET")}
 

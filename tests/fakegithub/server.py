@@ -202,8 +202,10 @@ def _pull_files(api: Api, req: Request) -> Any:
     if number not in r.pulls:
         raise refuse(404, "Not Found")
     # "Responses include a maximum of 3000 files."
+    patches = r.pull_patches.get(number, {})
     files = [
         {"sha": "0" * 40, "filename": p, "status": "modified", "additions": 1, "deletions": 0}
+        | ({"patch": patches[p]} if p in patches else {})
         for p in r.pull_files.get(number, [])[:3000]
     ]
     return _page(req, files)

@@ -130,6 +130,8 @@ class RepoState:
     files: dict[tuple[str, str], bytes] = field(default_factory=dict)
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
     pull_files: dict[int, list[str]] = field(default_factory=dict)
+    # The hunks GitHub shows for each listed file (no entry: binary or too large).
+    pull_patches: dict[int, dict[str, str]] = field(default_factory=dict)
     check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     reviews: dict[int, dict[str, Any]] = field(default_factory=dict)
     reactions: list[dict[str, Any]] = field(default_factory=list)
@@ -275,10 +277,13 @@ class FakeState:
             r.pulls[number] = pr
         return pr
 
-    def set_pull_files(self, repo: str, number: int, paths: list[str]) -> None:
-        """Set the paths a pull request changes, as its files list answers."""
+    def set_pull_files(
+        self, repo: str, number: int, paths: list[str], patches: dict[str, str] | None = None
+    ) -> None:
+        """Set the paths a pull request changes (and their patches), as its files list answers."""
         with self.lock:
             self.repos[repo].pull_files[number] = list(paths)
+            self.repos[repo].pull_patches[number] = dict(patches or {})
 
     def put_file(self, repo: str, ref: str, path: str, content: bytes | str) -> None:
         """Place a file at a ref (a branch name or a commit SHA)."""

@@ -1,0 +1,7 @@
+"""`python -m app_relay`: the `cujo` command (how `cujo relay serve` starts its workers)."""
+
+import sys
+
+from app_relay.cli import main
+
+sys.exit(main())

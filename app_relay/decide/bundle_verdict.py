@@ -1,0 +1,52 @@
+"""Decide a validated bundle: the one way the relay and the local review do it.
+
+Pure: the relay (``runs.py``) and the local review (``cli.py``) both turn a bundle into
+a verdict here, so a bundle means the same on GitHub and on a laptop. Its evidence is
+described one line per id by ``reviewbody.evidence_lines``.
+"""
+
+from __future__ import annotations
+
+from app_relay.bundle import Bundle, BundleError
+from app_relay.mode import POLICY_FILE
+from cujo_action.schema import CHECK_NAMES, Policy
+
+from .judge import Judge, error_verdict
+from .rules import RuleContext
+from .verdict import Verdict
+
+
+def verdict_of(bundle: Bundle, judge: Judge, *, policy: Policy | None) -> Verdict:
+    """Return the verdict on a bundle: its stated failure is ``error``, else ``judge`` decides.
+
+    ``policy`` is the one the relay read itself at base (DESIGN invariant 9): a plan run
+    under any other is refused with ``BundleError``. None judges under the plan's own
+    policy, for the local review, whose sandbox read base's policy from the repository
+    the user named.
+    """
+    if bundle.failure is not None:
+        # The summary ends the reason with its own full stop; the sandbox's often has one.
+        reason = bundle.failure.reason.strip().rstrip(".")
+        return error_verdict(f"{bundle.failure.stage}: {reason}")
+    if bundle.plan is None:
+        raise BundleError("the bundle holds neither a plan nor a failure")
+    if policy is None:
+        policy = bundle.plan.policy
+    elif bundle.plan.policy != policy:
+        # The bundle is evidence only; a plan that disagrees with what the relay read at
+        # base was run under another policy, or forged.
+        differ = sorted(
+            key
+            for key in Policy.model_fields
+            if getattr(bundle.plan.policy, key) != getattr(policy, key)
+        )
+        raise BundleError(
+            f"plan.json's policy differs from {POLICY_FILE} as the relay read it at base "
+            f"(in {', '.join(differ)})"
+        )
+    return judge.decide(
+        bundle.reports,
+        expected=CHECK_NAMES,
+        ctx=RuleContext(policy=policy),
+        plan_unproven=bundle.plan.unproven_reason,
+    )
