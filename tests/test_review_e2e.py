@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cujorun import Cujo, Review, processes_with
+from cujorun import Cujo, Review, processes_with, running_with
 from gitrepo import GitRepo
 
 from app_relay.bundle import read_bundle
@@ -579,7 +579,7 @@ def test_interrupting_a_review_leaves_no_process_of_the_pull_request(
     pending = cujo.start(repo.path)
     said = pending.wait_for("tests: test: $")
     run_id = said.split("(run ", 1)[1].split(")", 1)[0]
-    assert processes_with(marker), "the hanging test should be running before Ctrl-C"
+    assert running_with(marker), "the hanging test should be running before Ctrl-C"
     pending.interrupt()
     review = pending.wait()
     assert review.code == 3, review
@@ -607,7 +607,7 @@ def test_a_cancelled_sandbox_stops_its_checks_and_says_so(
     out = tmp_path / "bundle"
     pending = cujo.start_sandbox(repo.path, "cancel-1", out)
     pending.wait_for("tests: test: $")
-    assert processes_with(marker)
+    assert running_with(marker)
     pending.terminate()
     done = pending.wait()
     assert done.code == 3, done
