@@ -45,52 +45,11 @@ def fresh_dir(path: Path, mode: int, owner: tuple[int, int] | None = None) -> Pa
     return path
 
 
-def copy_pristine(
-    src: Path, dest: Path, *, ignore: Iterable[str] = (), skip: Iterable[str] = ()
-) -> None:
-    """Copy a root-held tree that no pull-request code has touched (symlinks kept as links).
-
-    ``ignore`` names are left out wherever they are; ``skip`` paths (relative to ``src``)
-    only where they are.
-    """
-    names = shutil.ignore_patterns(*ignore)
-    skipped = {os.path.join(src, rel) for rel in skip}
-
-    def left_out(folder: str, entries: list[str]) -> set[str]:
-        here = {e for e in entries if os.path.join(folder, e) in skipped}
-        return set(names(folder, entries)) | here
-
-    shutil.copytree(src, dest, symlinks=True, ignore=left_out, dirs_exist_ok=False)
-
-
-def write_below(base: Path, rel: str, text: str, mode: int) -> None:
-    """Write ``text`` to ``rel`` below ``base`` (a tree root made), following no symlink.
-
-    Every folder is opened relative to the one above it with ``O_NOFOLLOW``, and the file
-    too: a link anywhere on the way (or at the file) stops with ``BoundaryError``.
-    """
-    try:
-        top = os.open(base, _DIR_FLAGS)
-    except OSError as exc:
-        raise BoundaryError(f"{base} is not a folder root made: {exc.strerror}") from exc
-    try:
-        opened = _open_under(top, rel)
-        if opened is None:
-            raise BoundaryError(f"{base}/{rel}: a folder on the way is missing or a link")
-        parent, leaf = opened
-        try:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-            try:
-                fd = os.open(leaf, flags, mode, dir_fd=parent)
-            except OSError as exc:
-                raise BoundaryError(f"{base}/{rel} cannot be written: {exc.strerror}") from exc
-            os.fchmod(fd, mode)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-        finally:
-            os.close(parent)
-    finally:
-        os.close(top)
+def copy_pristine(src: Path, dest: Path, *, ignore: Iterable[str] = ()) -> None:
+    """Copy a root-held tree that no pull-request code has touched (symlinks kept as links)."""
+    shutil.copytree(
+        src, dest, symlinks=True, ignore=shutil.ignore_patterns(*ignore), dirs_exist_ok=False
+    )
 
 
 def hand_over(path: Path, uid: int, gid: int) -> None:

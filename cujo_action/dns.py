@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import ipaddress
 import json
@@ -13,14 +14,14 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cujo_action.decoys import Decoy, DecoyMatcher
+from cujo_action.decoys import MIN_NEEDLE, Decoy, DecoyMatcher, make_decoys
 from cujo_action.egress import Action, decide, egress_record, normalize_host, split_label
 from cujo_action.harnessproc import HarnessProcess, read_ready, spawn
 from cujo_action.proxy import SINK_NETWORK, DecoySpec
@@ -152,32 +153,108 @@ def answer_for(query: Query, sink: str) -> tuple[str | None, int]:
 # --------------------------------------------------------------------------- decoys in names
 
 
+def _base32_needles(raw: bytes) -> list[tuple[bytes, str]]:
+    """Return upper-case base32 needles (both alphabets) that find ``raw`` at any offset."""
+    out: list[tuple[bytes, str]] = []
+    for encode in (base64.b32encode, base64.b32hexencode):
+        for offset in range(5):
+            # As with base64: groups of 5 bytes that mix in unknown neighbours are dropped.
+            padded = b"\0" * offset + raw
+            full = len(padded) - len(padded) % 5
+            encoded = encode(padded[:full])
+            out.append((encoded[8:] if offset else encoded, "base32"))
+    return out
+
+
+# A label holds 63 bytes and a name 255, so a decoy often leaves in pieces: 30 bytes of a
+# 40-byte secret hex-encoded in one query, the rest in the next. A name counts as carrying
+# a decoy when it holds this many consecutive characters of one of its encodings.
+FRAGMENT = 20
+_URLSAFE_TO_STD = bytes.maketrans(b"-_", b"+/")
+# How a name is compared with an encoding's fragments: names lose case on the way
+# (0x20 randomisation, lower-casing resolvers), except where case is the encoding.
+_CASES: dict[str, Callable[[bytes], bytes]] = {
+    "plain": bytes.lower,
+    "hex": bytes.lower,
+    "base32": bytes.upper,
+    "base64": lambda data: data.translate(_URLSAFE_TO_STD),
+}
+
+
+def _encoded_forms(value: str) -> list[tuple[bytes, str]]:
+    """Return each encoding of ``value`` (at every alignment) a name could carry it in."""
+    raw = value.encode()
+    forms = [(raw, "plain"), (raw.hex().encode(), "hex")]
+    forms += _base32_needles(raw)
+    for offset in range(3):
+        padded = b"\0" * offset + raw
+        full = len(padded) - len(padded) % 3
+        encoded = base64.b64encode(padded[:full])
+        forms.append((encoded[4:] if offset else encoded, "base64"))
+    return forms
+
+
+def _fragments(decoy: Decoy) -> dict[bytes, str]:
+    """Return every FRAGMENT-long piece of the decoy's encodings → the encoding's name."""
+    out: dict[bytes, str] = {}
+    for form, encoding in _encoded_forms(decoy.value):
+        text = _CASES[encoding](form)
+        for i in range(len(text) - FRAGMENT + 1):
+            out.setdefault(text[i : i + FRAGMENT], encoding)
+    return out
+
+
+def _structural(names: set[str]) -> dict[str, set[bytes]]:
+    """Return, per decoy name, the fragments every decoy of that kind holds (its format)."""
+    # A PyPI token always starts "pypi-AgEIcHlwaS5vcmc", an OpenSSH key body with the
+    # same header: pieces of those say nothing. Another draw of the same kinds shows them.
+    return {d.name: set(_fragments(d)) for d in make_decoys() if d.name in names}
+
+
 class NameScanner:
     """Find decoys in query names: plain, hex, base64 or base32, split over labels or not.
 
-    A label holds 63 bytes and a name 255, so a decoy often leaves in pieces (30 bytes of
-    a 40-byte secret hex-encoded in one query, the rest in the next): the matcher counts
-    a long enough slice (``decoys.SLICE``), and names are searched with their labels
-    joined, their case folded where the encoding allows (0x20 randomisation,
-    lower-casing resolvers).
+    Whole values are found as in any request; pieces of FRAGMENT characters or more of
+    one encoding are found too, since a name is too short to carry most secrets whole.
     """
 
     def __init__(self, decoys: Iterable[Decoy]) -> None:
-        """Build the matcher once."""
+        """Build the matcher, the base32 needles and the fragment tables once."""
         self.decoys = tuple(decoys)
         self.matcher = DecoyMatcher(self.decoys)
+        self._b32: list[tuple[bytes, str]] = []
+        for decoy in self.decoys:
+            for needle, _ in _base32_needles(decoy.value.encode()):
+                if len(needle) >= MIN_NEEDLE:
+                    self._b32.append((needle, decoy.name))
+        structural = _structural({d.name for d in self.decoys})
+        self._pieces: dict[str, dict[bytes, str]] = {encoding: {} for encoding in _CASES}
+        for decoy in self.decoys:
+            common = structural.get(decoy.name, set())
+            for piece, encoding in _fragments(decoy).items():
+                if piece not in common:
+                    self._pieces[encoding].setdefault(piece, decoy.name)
 
     def scan(self, labels: Sequence[bytes]) -> tuple[list[str], list[str]]:
         """Return (decoy names, "dns:encoding" places) found in a query name."""
-        # Joined, and joined without the zone's labels (exfil.test): the zone would run on
-        # from the data's last label and change the encoding's case or alphabet.
-        hits: list[tuple[str, str]] = []
-        for keep in sorted({len(labels), max(len(labels) - 1, 1), max(len(labels) - 2, 1)}):
-            hits += self.matcher.find(b"".join(labels[:keep]), fold_case=True)
+        # A value longer than a label (63 bytes) must be split over labels; resolvers
+        # may also change the case of letters (0x20 randomisation).
+        dotted = b".".join(labels)
+        joined = b"".join(labels)
+        hits: set[tuple[str, str]] = set()
+        for data in (dotted, joined, joined.lower()):
+            hits.update(self.matcher.find(data))
+        upper = joined.upper()
+        hits.update((name, "base32") for needle, name in self._b32 if needle in upper)
+        for encoding, pieces in self._pieces.items():
+            text = _CASES[encoding](joined)
+            for i in range(len(text) - FRAGMENT + 1):
+                if (name := pieces.get(text[i : i + FRAGMENT])) is not None:
+                    hits.add((name, encoding))
         order = {d.name: i for i, d in enumerate(self.decoys)}
-        hits.sort(key=lambda hit: order.get(hit[0], len(order)))
-        seen = list(dict.fromkeys(name for name, _ in hits))
-        where = list(dict.fromkeys(f"dns:{encoding}" for _, encoding in hits))
+        ranked = sorted(hits, key=lambda h: (order[h[0]], h[1]))
+        seen = list(dict.fromkeys(name for name, _ in ranked))
+        where = list(dict.fromkeys(f"dns:{encoding}" for _, encoding in ranked))
         return seen, where
 
 

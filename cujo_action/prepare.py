@@ -71,7 +71,7 @@ FIX_HINT = "Set install, test and smoke in .cujo.yml on the base branch to choos
 
 PYTEST = "python -m pytest -q -p no:cacheprovider"
 UNITTEST = "python -m unittest discover -v"
-WHEEL = 'python -m pip wheel --no-deps -w "$RUNNER_TEMP/wheel" .'
+WHEEL = 'python -m pip wheel --no-deps -w "$CUJO_SCRATCH/wheel" .'
 COMPILEALL = "python -m compileall -q ."
 NPM_CI = "npm ci --no-audit --no-fund"
 NPM_INSTALL = "npm install --no-audit --no-fund"

@@ -36,7 +36,6 @@ from cujo_action.schema import (
     REGISTRY_HOSTS,
     clip,
 )
-from cujo_action.unwrap import decode_content
 
 # The proxy is mitmproxy used as a library, in a process of its own
 # (``python -m cujo_action.proxy --config CONFIG.json``). It listens on one port per
@@ -77,10 +76,8 @@ from cujo_action.unwrap import decode_content
 # ``action``: "forwarded" (sent upstream), "sunk" (answered by the proxy), "refused"
 # (closed unanswered: tunnels without a request, raw TCP, requests cut short),
 # "registry-write" (a write to a registry, answered by the proxy with a 403).
-# ``decoy_where`` parts: url, header, body (also with its Content-Encoding undone), sni,
-# tcp (the bytes a tunnel carried when it produced no request); each with the encodings
-# undone to find the decoy (``unwrap.py``: "body:gzip+base64"), or "unsearched" when the
-# part's search ran out of budget. A CONNECT whose own request carries a
+# ``decoy_where`` parts: url, header, body (also gunzipped etc.), sni, tcp (the bytes a
+# tunnel carried when it produced no request). A CONNECT whose own request carries a
 # decoy (say in Proxy-Authorization) is logged at once, as "sunk".
 #
 # Importing this module does not import mitmproxy; only the proxy process pays for that.
@@ -219,11 +216,6 @@ def header_block(headers: Iterable[tuple[bytes, bytes]]) -> bytes:
     return b"\r\n".join(k + b": " + v for k, v in headers)
 
 
-# In ``decoy_where``, a part whose search ran out of budget (``unwrap.BUDGET``) before
-# every layer was looked at: what is deeper in it was not seen.
-UNSEARCHED = "unsearched"
-
-
 def scan(matcher: DecoyMatcher, parts: Iterable[tuple[str, bytes]]) -> tuple[list[str], list[str]]:
     """Return (decoy names, "part:encoding" places) found in the named parts of a request."""
     seen: list[str] = []
@@ -237,8 +229,6 @@ def scan(matcher: DecoyMatcher, parts: Iterable[tuple[str, bytes]]) -> tuple[lis
             place = f"{part}:{encoding}"
             if place not in where:
                 where.append(place)
-        if matcher.exhausted and f"{part}:{UNSEARCHED}" not in where:
-            where.append(f"{part}:{UNSEARCHED}")
     return seen, where
 
 
@@ -487,12 +477,11 @@ class EgressAddon:
         tunnel = self.tunnels.get(flow.client_conn.id)
         raw = req.raw_content or b""
         parts = [("url", req.url.encode()), ("header", header_block(req.headers.fields))]
-        # The body as its Content-Encoding says to read it: undone here, capped (mitmproxy
-        # would inflate without a cap); as sent when that fails (the search then unwraps
-        # whatever compression it recognises).
-        coding = req.headers.get("content-encoding")
-        decoded = decode_content(raw, coding) if coding else None
-        parts.append(("body", raw if decoded is None else decoded))
+        parts.append(("body", raw))
+        if req.headers.get("content-encoding"):
+            decoded = req.get_content(strict=False) or b""
+            if decoded != raw:
+                parts.append(("body", decoded))
         seen, where = scan(self.matcher, parts)
         # Inside a tunnel the request line carried the path; a plain proxied request
         # carried the absolute URL.

@@ -306,31 +306,6 @@ def test_plain_http_gzip_body_is_decoded_before_scanning(proxy: Proxy) -> None:
     assert rec["decoy_where"] == ["body:plain"]
 
 
-@pytest.mark.parametrize("coding", ["br", "zstd", "gzip, br"])
-def test_brotli_and_zstd_bodies_are_decoded_capped_before_scanning(
-    proxy: Proxy, coding: str
-) -> None:
-    import brotli
-    import zstandard
-
-    npm = proxy.decoy("NPM_TOKEN")
-    path = f"/{tag()}"
-    raw = json.dumps({"npmrc": npm.value}).encode()
-    for token in [t.strip() for t in coding.split(",")]:  # in the order they were applied
-        raw = {"br": brotli.compress, "gzip": gzip.compress,
-               "zstd": zstandard.ZstdCompressor().compress}[token](raw)  # fmt: skip
-    with session() as s:
-        s.post(
-            f"http://{SINK}{path}",
-            data=raw,
-            headers={"Content-Encoding": coding},
-            proxies=proxy.proxies(),
-            timeout=10,
-        )
-    (rec,) = proxy.records(lambda r: path in r["url"])
-    assert (rec["decoy_seen"], rec["decoy_where"]) == (["NPM_TOKEN"], ["body:plain"])
-
-
 def test_base64_of_a_json_dump_is_found_in_the_body(proxy: Proxy) -> None:
     decoys = proxy.decoys
     path = f"/{tag()}"

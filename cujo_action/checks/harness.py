@@ -74,6 +74,7 @@ _HOME_PERSISTENCE = (
     ".config/git",
     ".gitconfig",
     ".git-templates",
+    "work/src/.git/hooks",  # the check's own copy of the head: a hook runs at the next git
 )
 _SYSTEM_PERSISTENCE = (
     "/etc/profile.d",
@@ -83,6 +84,8 @@ _SYSTEM_PERSISTENCE = (
     "/etc/sudoers.d",
 )
 _SNAPSHOT_LIMIT = 2_000
+# The install's results (the head as installed, and its venv) as the later checks get them.
+_INSTALLED = ("src", "venv")
 _HANDOFF_TIMEOUT = 600.0
 _VENV_TIMEOUT = 300.0
 
@@ -102,12 +105,7 @@ class CheckRun:
         self.home = Path(self.area.home)
         inside = armed.home_inside(check)
         self.work = f"{inside}/work"  # as the commands see it
-        self.src = armed.workspace(check)  # work/<repo>/<repo>, as a hosted runner has it
-        # The check's own copy of the head: a hook there runs at the next git command.
-        self._persistence = (
-            *_HOME_PERSISTENCE,
-            f"work/{armed.job.repo}/{armed.job.repo}/.git/hooks",
-        )
+        self.src = f"{self.work}/src"
         # Under bubblewrap each command gets an empty /tmp; without, a folder staged in HOME.
         self.scratch = "/tmp" if armed.bwrap else f"{inside}/.cache/tmp"  # noqa: S108
         self.started_at = utcnow()
@@ -138,7 +136,7 @@ class CheckRun:
         """Fingerprint the persistence places, never following the sandbox's symlinks."""
         prints = {
             f"~/{rel}": fp
-            for rel, fp in fingerprints(self.home, self._persistence, _SNAPSHOT_LIMIT).items()
+            for rel, fp in fingerprints(self.home, _HOME_PERSISTENCE, _SNAPSHOT_LIMIT).items()
         }
         system = [p.lstrip("/") for p in _SYSTEM_PERSISTENCE]
         prints.update({f"/{rel}": fp for rel, fp in fingerprints(Path("/"), system).items()})
@@ -211,8 +209,7 @@ class CheckRun:
         )
         try:
             inside = self.armed.home_inside("install")
-            # The head as installed (work/<repo>), and its venv.
-            names = " ".join(shlex.quote(n) for n in (self.armed.job.repo, "venv"))
+            names = " ".join(_INSTALLED)
             packed = run_confined(
                 f"cd {shlex.quote(inside)}/work && tar -cf - --ignore-failed-read {names}",
                 cwd=Path(inside),
