@@ -166,7 +166,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="make bench")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument(
-        "--only", choices=["review", "matcher", "armed", "webhook", "claim", "diff", "board"]
+        "--only",
+        choices=["review", "matcher", "armed", "webhook", "claim", "replicas", "diff", "board"],
     )
     args = parser.parse_args()
     if args.only in (None, "matcher"):
@@ -184,6 +185,10 @@ def main() -> int:
         from bench.relay import bench_claim_latency
 
         bench_claim_latency(30)
+    if args.only in (None, "replicas"):
+        from bench.relay import bench_replicas
+
+        bench_replicas(40)
     if args.only in (None, "diff"):
         from bench.diffreview import bench_diff
 
