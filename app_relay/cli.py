@@ -70,24 +70,8 @@ def resolve(repo: str, ref: str) -> str:
     """
     if "://" in repo or ref.startswith("-"):
         return UNKNOWN_SHA
-    try:
-        done = subprocess.run(
-            ["git", "-C", repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-            env={
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                "GIT_CONFIG_NOSYSTEM": "1",
-                # As prepare does: a folder inside another repository is not that repository.
-                "GIT_CEILING_DIRECTORIES": str(Path(repo).parent),
-            },
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return UNKNOWN_SHA
-    sha = done.stdout.strip()
-    return sha if done.returncode == 0 and len(sha) == 40 else UNKNOWN_SHA
+    sha = (git_text(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}") or "").strip()
+    return sha if len(sha) == 40 else UNKNOWN_SHA
 
 
 def _evidence_index(reports: Sequence[Report]) -> dict[str, dict[str, Any]]:
@@ -298,6 +282,7 @@ def git_text(repo: str, *args: str) -> str | None:
             env={
                 "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                 "GIT_CONFIG_NOSYSTEM": "1",
+                # As prepare does: a folder inside another repository is not that repository.
                 "GIT_CEILING_DIRECTORIES": str(Path(repo).parent),
             },
         )

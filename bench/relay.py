@@ -44,8 +44,8 @@ def _in_progress(state: FakeState, head: str) -> bool:
         )
 
 
-def bench_claim_latency(n: int) -> dict[str, float]:
-    """Open ``n`` pull requests one by one; print and return p50/p95 webhook → in_progress."""
+def _fake_world() -> tuple[FakeState, FakeGitHubServer, FakeGitHub, str]:
+    """Serve a fake GitHub with the App installed on the test repository; return its base."""
     key = make_key()
     state = FakeState(app_id=APP_ID, public_key_pem=key.public_pem)
     state.add_installation(INSTALLATION_ID)
@@ -53,17 +53,27 @@ def bench_claim_latency(n: int) -> dict[str, float]:
     fake = FakeGitHub(state, server.url, APP_ID, INSTALLATION_ID, key.private_pem)
     base = fake_sha()
     set_up_repo(fake, base_sha=base, policy="{}\n")
+    return state, server, fake, base
+
+
+def _relay_env(fake: FakeGitHub, database: str, home: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "CUJO_APP_ID": str(APP_ID),
+        "CUJO_PRIVATE_KEY": fake.private_key_pem,
+        "CUJO_WEBHOOK_SECRET": SECRET,
+        "CUJO_GITHUB_API_URL": fake.url,
+        "CUJO_DATABASE_URL": database,
+        "CUJO_HOME": home,
+    }
+
+
+def bench_claim_latency(n: int) -> dict[str, float]:
+    """Open ``n`` pull requests one by one; print and return p50/p95 webhook → in_progress."""
+    state, server, fake, base = _fake_world()
     with tempfile.TemporaryDirectory(prefix="cujo-bench-relay-") as tmp:
         log = Path(tmp) / "relay.log"
-        env = {
-            **os.environ,
-            "CUJO_APP_ID": str(APP_ID),
-            "CUJO_PRIVATE_KEY": key.private_pem,
-            "CUJO_WEBHOOK_SECRET": SECRET,
-            "CUJO_GITHUB_API_URL": server.url,
-            "CUJO_DATABASE_URL": f"sqlite:///{tmp}/relay.db",
-            "CUJO_HOME": tmp,
-        }
+        env = _relay_env(fake, f"sqlite:///{tmp}/relay.db", tmp)
         with log.open("wb") as err:
             relay = subprocess.Popen(
                 [str(CUJO), "relay", "serve", "--port", "0"],
@@ -129,24 +139,10 @@ def bench_replicas(n: int = 40, counts: tuple[int, ...] = (1, 2, 3)) -> dict[int
 
 
 def _replica_round(n: int, count: int, database: str) -> float:
-    key = make_key()
-    state = FakeState(app_id=APP_ID, public_key_pem=key.public_pem)
-    state.add_installation(INSTALLATION_ID)
-    server = FakeGitHubServer(state).start()
-    fake = FakeGitHub(state, server.url, APP_ID, INSTALLATION_ID, key.private_pem)
-    base = fake_sha()
-    set_up_repo(fake, base_sha=base, policy="{}\n")
+    state, server, fake, base = _fake_world()
     relays: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory(prefix="cujo-bench-replicas-") as tmp:
-        env = {
-            **os.environ,
-            "CUJO_APP_ID": str(APP_ID),
-            "CUJO_PRIVATE_KEY": key.private_pem,
-            "CUJO_WEBHOOK_SECRET": SECRET,
-            "CUJO_GITHUB_API_URL": server.url,
-            "CUJO_DATABASE_URL": database,
-            "CUJO_HOME": tmp,
-        }
+        env = _relay_env(fake, database, tmp)
         try:
             urls = []
             for k in range(count):

@@ -387,17 +387,7 @@ def serve(env: dict[str, str], tmp_path: Path) -> tuple[subprocess.Popen[str], s
 def test_cujo_relay_serve_records_reviews_and_stops_on_sigterm(relay_env, tmp_path, store):
     proc, base = serve(relay_env, tmp_path)
     try:
-        answer = requests.post(
-            f"{base}/webhook",
-            data=OPENED,
-            headers={
-                "X-GitHub-Event": "pull_request",
-                "X-GitHub-Delivery": "d-serve",
-                "X-Hub-Signature-256": github_signature(SECRET, OPENED),
-            },
-            timeout=DEADLINE_S,
-        )
-        assert answer.status_code == 202
+        assert post_opened(base, "d-serve").status_code == 202
         wait_for(lambda: store.get_delivery("d-serve").state == "done", "the relay's workers")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(DEADLINE_S) == 0
@@ -409,6 +399,20 @@ def test_cujo_relay_serve_records_reviews_and_stops_on_sigterm(relay_env, tmp_pa
     assert "cujo relay: stopped" in said
     assert SECRET not in said
     assert [r.delivery_id for r in store.review_requests()] == ["d-serve"]
+
+
+def post_opened(base: str, delivery: str) -> requests.Response:
+    """Post the sample `pull_request.opened`, signed, to a served relay."""
+    return requests.post(
+        f"{base}/webhook",
+        data=OPENED,
+        headers={
+            "X-GitHub-Event": "pull_request",
+            "X-GitHub-Delivery": delivery,
+            "X-Hub-Signature-256": github_signature(SECRET, OPENED),
+        },
+        timeout=DEADLINE_S,
+    )
 
 
 def _children(pid: int) -> list[int]:
@@ -449,17 +453,7 @@ def test_the_webhook_process_works_nothing_itself_and_its_workers_die_with_it(
                 break
         wait_for(lambda: len(_children(proc.pid)) == 2, "two worker processes")
         workers = _children(proc.pid)
-        answer = requests.post(
-            f"{base}/webhook",
-            data=OPENED,
-            headers={
-                "X-GitHub-Event": "pull_request",
-                "X-GitHub-Delivery": "d-procs",
-                "X-Hub-Signature-256": github_signature(SECRET, OPENED),
-            },
-            timeout=DEADLINE_S,
-        )
-        assert answer.status_code == 202
+        assert post_opened(base, "d-procs").status_code == 202
         wait_for(lambda: store.get_delivery("d-procs").state == "done", "a worker process")
         # The webhook process dies without a word: its workers see their input end, stop.
         proc.kill()
