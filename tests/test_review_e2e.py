@@ -516,7 +516,7 @@ def test_an_install_that_writes_a_shell_profile_is_blocked(
     verdict = review.verdict
     assert review.code == 1, review
     assert verdict["state"] == "blocked", review
-    hits = findings(review, "persistence-write")
+    hits = findings(review, "shell-profile-write")
     assert hits, verdict["findings"]
     install = [f for f in hits if f["check"] == "install"]
     assert install, hits
@@ -525,7 +525,7 @@ def test_an_install_that_writes_a_shell_profile_is_blocked(
     evidence = install[0]["evidence"]
     first = evidence[0]
     assert first["id"].startswith("install:obs:")
-    assert first["kind"] == "persistence_write"
+    assert first["kind"] == "shell_profile_write"
     assert "changed" in first["detail"]
     assert {item.get("path") for item in evidence} == {"~/.bashrc"}
     assert_recorded(review, "blocked")
