@@ -224,6 +224,8 @@ class Plan(_Strict):
     unproven_reason: Text = ""
     # Choices the plan made that a maintainer should know (e.g. which ecosystem ran).
     notes: list[Text] = Field(default_factory=list, max_length=20)
+    # Where the test environment was settled from (dependency groups, extras, tox, CI…).
+    test_sources: list[Short] = Field(default_factory=list, max_length=20)
     changed_files: list[Text] = Field(default_factory=list, max_length=2_000)
     head_dir: Text
     base_dir: Text

