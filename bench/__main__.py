@@ -185,7 +185,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="make bench")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument(
-        "--only", choices=["review", "matcher", "armed", "webhook", "claim", "diff"]
+        "--only", choices=["review", "matcher", "armed", "base", "webhook", "claim", "diff"]
     )
     args = parser.parse_args()
     if args.only in (None, "matcher"):
@@ -194,6 +194,10 @@ def main() -> int:
         bench_armed(args.rounds)
     if args.only in (None, "review"):
         bench_review(args.rounds)
+    if args.only in (None, "base"):
+        from bench.base import bench_base
+
+        bench_base(args.rounds)
     if args.only in (None, "webhook"):
         from bench.webhook import bench_webhook
 

@@ -68,7 +68,7 @@ from cujo_action.proxy import (
     start_proxy,
     write_ca_bundle,
 )
-from cujo_action.schema import CHECK_NAMES, REGISTRY_HOSTS, CheckName, Isolation, Phase, Plan
+from cujo_action.schema import ALL_CHECKS, REGISTRY_HOSTS, CheckName, Isolation, Phase, Plan
 
 # One proxy port per (check, phase): the port a request arrives on names who sent it.
 LABELS: tuple[tuple[CheckName, Phase], ...] = (
@@ -78,7 +78,12 @@ LABELS: tuple[tuple[CheckName, Phase], ...] = (
     ("tests", "test"),
     ("probes", "probe"),
     ("smoke", "smoke"),
+    ("base", "install"),
+    ("base", "test"),
 )
+
+
+BASE_NICE = 10
 
 
 def label(check: str, phase: str) -> str:
@@ -191,6 +196,8 @@ class Armed(BaseModel):
             gid=area.gid,
             view=self.view(check),
             limits=area.limits,
+            # The base runs beside the head, off its critical path: it yields the CPU.
+            nice=BASE_NICE if check == "base" else 0,
         )
 
 
@@ -390,16 +397,19 @@ def stage(
     """
     corners = fresh_dir(run_dir / "checks", 0o711)
     areas: dict[str, CheckArea] = {}
-    for check in CHECK_NAMES:
+    for check in ALL_CHECKS:
         corner = fresh_dir(corners / check, 0o711)  # root's: the uid cannot swap its HOME
         home = fresh_dir(corner / "home", 0o700)
         seed_home(home, decoys, job, plan)
-        if check in ("install", "detonation"):
+        if check in ("install", "detonation", "base"):
             checkout = fresh_dir(home / "work" / job.repo, 0o755) / job.repo
-            # The base worktree and the clone's reflog name the harness's own folders.
-            skip = (".git/worktrees", ".git/logs")
             ignore = ("node_modules",) if check == "detonation" else ()
-            copy_pristine(Path(plan.head_dir), checkout, ignore=ignore, skip=skip)
+            if check == "base":
+                stage_base(plan, checkout)
+            else:
+                # The base worktree and the clone's reflog name the harness's own folders.
+                skip = (".git/worktrees", ".git/logs")
+                copy_pristine(Path(plan.head_dir), checkout, ignore=ignore, skip=skip)
             # As actions/checkout leaves it: the origin on GitHub, the token's extraheader.
             write_below(checkout, ".git/config", checkout_config(job, decoys), 0o644)
         uid, gid = owners[check]
@@ -407,6 +417,23 @@ def stage(
             hand_over(home, uid, gid)
         areas[check] = CheckArea(home=str(home), uid=uid, gid=gid, limits=limits[check])
     return areas
+
+
+def stage_base(plan: Plan, checkout: Path) -> None:
+    """Copy the base as a checkout of its own: its files, the clone's git, HEAD at base.
+
+    The base worktree's ``.git`` is a file naming the harness's clone; the copy gets the
+    clone's object store and the worktree's own index instead, with HEAD at base, so git
+    (and a version taken from git) sees an ordinary checkout of the base commit. All of
+    it is root's pristine checkout, copied before any pull-request code runs.
+    """
+    head, base = Path(plan.head_dir), Path(plan.base_dir)
+    copy_pristine(base, checkout, skip=(".git",))
+    copy_pristine(head / ".git", checkout / ".git", skip=("worktrees", "logs", "index"))
+    index = head / ".git" / "worktrees" / base.name / "index"
+    if index.is_file() and not index.is_symlink():
+        shutil.copyfile(index, checkout / ".git" / "index", follow_symlinks=False)
+    write_below(checkout, ".git/HEAD", plan.base_sha + "\n", 0o644)
 
 
 def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed, Harness]:
@@ -465,14 +492,14 @@ def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed,
         hosts: dict[str, str] = {}
         # No pull-request command ever runs as root: as root, each check gets a uid of
         # its own for this run, whatever the isolation.
-        owners: dict[str, tuple[int | None, int | None]] = dict.fromkeys(CHECK_NAMES, (None, None))
+        owners: dict[str, tuple[int | None, int | None]] = dict.fromkeys(ALL_CHECKS, (None, None))
         if os.geteuid() == 0:
             if not Path(system_tool("setpriv")).is_absolute():
                 raise JailError("`setpriv` (util-linux) is needed to drop root; install it")
             block = allocate_uids()
             harness.releases.append(block.release)
-            owners = {c: (block.uid(i), block.uid(i)) for i, c in enumerate(CHECK_NAMES)}
-        first_uid, first_gid = owners[CHECK_NAMES[0]]
+            owners = {c: (block.uid(i), block.uid(i)) for i, c in enumerate(ALL_CHECKS)}
+        first_uid, first_gid = owners[ALL_CHECKS[0]]
         job = new_identity(plan.repo)
         # A worker that starts proves bubblewrap works too: one probe in the usual case.
         bwrap_tool = system_tool("bwrap")
@@ -486,7 +513,7 @@ def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed,
             why_partial = f"bubblewrap is needed for full isolation: {bwrap_why}"
         limits: dict[str, Limits] = {}
         tag = secrets.token_hex(4)
-        for check in CHECK_NAMES:
+        for check in ALL_CHECKS:
             limits[check] = made = make_limits(f"cujo-{tag}-{check}", NPROC_LIMIT)
             harness.releases.append(made.remove)
         if why_partial is None:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal, NamedTuple, get_args
 
 from cujo_action.schema import (
-    CHECK_NAMES,
+    ALL_CHECKS,
     MAX_SHORT,
     MAX_TEXT,
     REGISTRY_HOSTS,
@@ -29,10 +29,9 @@ Action = Literal["forwarded", "sunk", "refused", "registry-write"]
 def split_label(label: str) -> tuple[str, str]:
     """Return (check, phase) from a "check/phase" label, or raise ValueError."""
     check, sep, phase = label.partition("/")
-    if not sep or check not in CHECK_NAMES or phase not in _PHASES:
+    if not sep or check not in ALL_CHECKS or phase not in _PHASES:
         raise ValueError(
-            f"label {label!r} must be check/phase with check in {CHECK_NAMES} "
-            f"and phase in {_PHASES}"
+            f"label {label!r} must be check/phase with check in {ALL_CHECKS} and phase in {_PHASES}"
         )
     return check, phase
 

@@ -793,13 +793,16 @@ def prepare(
         cwd=head_dir,
         what=f"add a worktree at {base_sha}",
     )
+    ci = _base_workflows(git, head_dir, base_sha)
     settled = settle(
-        _Checkout(head_dir, _tracked_files(git, head_dir, head_sha)),
-        policy,
-        which=which,
-        ci=_base_workflows(git, head_dir, base_sha),
+        _Checkout(head_dir, _tracked_files(git, head_dir, head_sha)), policy, which=which, ci=ci
     )
     changed = _changed_files(git, head_dir, base_sha, head_sha)
+    # The base as it builds and tests itself, under the same policy and CI, from its own
+    # build files: run beside the head, so what the base already does is told apart.
+    at_base = settle(
+        _Checkout(base_dir, _tracked_files(git, head_dir, base_sha)), policy, which=which, ci=ci
+    )
 
     plan = Plan(
         run_id=run_id,
@@ -816,6 +819,9 @@ def prepare(
         unproven_reason=settled.unproven_reason,
         notes=list(settled.notes),
         test_sources=list(settled.test_sources[: _max_items("test_sources")]),
+        base_ecosystem=at_base.ecosystem,
+        base_install=clip(at_base.install, MAX_TEXT),
+        base_test=clip(at_base.test, MAX_TEXT),
         changed_files=[clip(p, MAX_TEXT) for p in changed[: _max_items("changed_files")]],
         head_dir=str(head_dir),
         base_dir=str(base_dir),

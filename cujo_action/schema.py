@@ -61,8 +61,13 @@ SSH_ACCESS_WRITE: Final = "ssh_access_write"
 PACKAGE_INDEX_WRITE: Final = "package_index_write"
 WORKFLOW_COMMAND_WRITE: Final = "workflow_command_write"
 
-CheckName = Literal["install", "detonation", "tests", "probes", "smoke"]
+CheckName = Literal["install", "detonation", "tests", "probes", "smoke", "base"]
+# The checks of the head, each expected to report: what the verdict is on.
 CHECK_NAMES: tuple[CheckName, ...] = ("install", "detonation", "tests", "probes", "smoke")
+# The base, installed and tested beside the head under the same arming: what it does is
+# what the pull request did not add (app_relay/decide/differential.py).
+BASE_CHECK: Final = "base"
+ALL_CHECKS: tuple[CheckName, ...] = (*CHECK_NAMES, "base")
 Phase = Literal["install", "import", "test", "probe", "smoke"]
 Status = Literal["ok", "failed", "skipped", "error"]
 Isolation = Literal["full", "partial"]
@@ -226,6 +231,11 @@ class Plan(_Strict):
     notes: list[Text] = Field(default_factory=list, max_length=20)
     # Where the test environment was settled from (dependency groups, extras, tox, CI…).
     test_sources: list[Short] = Field(default_factory=list, max_length=20)
+    # The base's own install and tests, settled from base's build files (empty: the base
+    # run is skipped, and nothing is "also at base").
+    base_ecosystem: Literal["python", "node", "unknown"] = "unknown"
+    base_install: Text = ""
+    base_test: Text = ""
     changed_files: list[Text] = Field(default_factory=list, max_length=2_000)
     head_dir: Text
     base_dir: Text

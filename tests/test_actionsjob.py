@@ -28,7 +28,7 @@ from cujo_action.boundary import BoundaryError, write_below
 from cujo_action.decoys import make_decoys
 from cujo_action.limits import make_limits
 from cujo_action.prepare import prepare
-from cujo_action.schema import CHECK_NAMES, Plan
+from cujo_action.schema import ALL_CHECKS, Plan
 
 DECOYS = make_decoys()
 VALUES = {d.name: d.value for d in DECOYS}
@@ -158,17 +158,19 @@ def test_nothing_the_worker_keeps_in_memory_names_what_it_is() -> None:
 def test_each_check_gets_a_hosted_runners_layout(tmp_path: Path) -> None:
     repo = GitRepo(tmp_path / "octo" / "app")
     repo.write({"app.py": "x = 1\n"}).commit("one")
-    plan = plan_for(repo, tmp_path / "work")
+    repo.branch("pr").checkout("pr")
+    repo.write({"app.py": "x = 2\n", "new.py": ""}).commit("two")
+    plan = prepare(str(repo.path), "main", "pr", "run-1", tmp_path / "work")
     job = new_identity(plan.repo)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    limits = {c: make_limits(f"cujo-test-{c}-{job.plan_id[:8]}", 64) for c in CHECK_NAMES}
+    limits = {c: make_limits(f"cujo-test-{c}-{job.plan_id[:8]}", 64) for c in ALL_CHECKS}
     try:
-        areas = stage(plan, run_dir, DECOYS, dict.fromkeys(CHECK_NAMES, (None, None)), limits, job)
+        areas = stage(plan, run_dir, DECOYS, dict.fromkeys(ALL_CHECKS, (None, None)), limits, job)
     finally:
         for made in limits.values():
             made.remove()
-    for check in CHECK_NAMES:
+    for check in ALL_CHECKS:
         home = Path(areas[check].home)
         assert (home / "runners").is_dir()
         event = json.loads((home / "work/_temp/_github_workflow/event.json").read_text())
@@ -176,9 +178,11 @@ def test_each_check_gets_a_hosted_runners_layout(tmp_path: Path) -> None:
         for _, kind in FILE_COMMANDS:
             assert (home / f"work/_temp/_runner_file_commands/{kind}_{job.file_commands}").exists()
         checkout = home / "work" / "app" / "app"
-        assert checkout.exists() == (check in ("install", "detonation")), check
+        assert checkout.exists() == (check in ("install", "detonation", "base")), check
         if checkout.exists():
-            assert (checkout / "app.py").read_text() == "x = 1\n"
+            assert (checkout / "app.py").read_text() == (
+                "x = 1\n" if check == "base" else "x = 2\n"
+            )
             # The origin is on GitHub and the token is where actions/checkout puts it; the
             # harness's own folders (the base worktree, the clone's reflog) are not there.
             config = (checkout / ".git" / "config").read_text()
@@ -190,7 +194,14 @@ def test_each_check_gets_a_hosted_runners_layout(tmp_path: Path) -> None:
                 ["git", "-C", str(checkout), "rev-parse", "HEAD"],
                 capture_output=True, text=True, check=True,
             )  # fmt: skip
-            assert head.stdout.strip() == plan.head_sha
+            # The base's own copy is a checkout of the base commit, with its own index.
+            want = plan.base_sha if check == "base" else plan.head_sha
+            assert head.stdout.strip() == want
+            status = subprocess.run(
+                ["git", "-C", str(checkout), "status", "--porcelain"],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            assert status.stdout == "", (check, status.stdout)
 
 
 def test_writing_below_a_tree_follows_no_planted_link(tmp_path: Path) -> None:

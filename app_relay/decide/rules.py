@@ -37,6 +37,8 @@ from cujo_action.schema import (
     Report,
 )
 
+from .behaviour import evidence_items
+from .differential import at_base, behaviours, split, title_at_base
 from .verdict import MAX_EVIDENCE, SEVERITIES, Finding, Severity
 
 RUNTIME_PHASES: tuple[Phase, ...] = ("test", "probe", "smoke")
@@ -497,21 +499,34 @@ RULES: tuple[Rule, ...] = (
 
 
 def apply_rules(reports: Sequence[Report], ctx: RuleContext) -> list[Finding]:
-    """Run every rule and number the findings F1.., most severe first, in a stable order."""
-    ranked: list[tuple[int, int, int, Rule, Hit]] = []
+    """Run every rule and number the findings F1.., most severe first, in a stable order.
+
+    Rules run on the head's reports. What the base did too (its report, ``base``) is
+    ``info``, "also at base", citing the base's evidence as well (``differential.py``).
+    """
+    head, base = split(reports)
+    seen_at_base = behaviours(base)
+    index = {eid: item for eid, (_, item) in evidence_items(head).items()}
+    ranked: list[tuple[int, int, int, Rule, Hit, Severity]] = []
     for rule_index, rule in enumerate(RULES):
-        for hit_index, hit in enumerate(rule.find(reports, ctx)):
-            rank = -SEVERITIES.index(rule.severity)
-            ranked.append((rank, rule_index, hit_index, rule, hit))
+        for hit_index, hit in enumerate(rule.find(head, ctx)):
+            severity: Severity = rule.severity
+            shown = at_base(hit.evidence, index, seen_at_base) if seen_at_base else None
+            if shown is not None:
+                severity = "info"
+                title = title_at_base(hit.title, suite_fails=rule.id == "tests-fail")
+                hit = Hit(hit.check, title, (*hit.evidence, *shown))  # noqa: PLW2901
+            rank = -SEVERITIES.index(severity)
+            ranked.append((rank, rule_index, hit_index, rule, hit, severity))
     ranked.sort(key=lambda item: item[:3])
     return [
         Finding(
             id=f"F{n}",
             rule=rule.id,
-            severity=rule.severity,
+            severity=severity,
             check=hit.check,
             title=hit.title,
             evidence=list(hit.evidence[:MAX_EVIDENCE]),
         )
-        for n, (_, _, _, rule, hit) in enumerate(ranked, start=1)
+        for n, (_, _, _, rule, hit, severity) in enumerate(ranked, start=1)
     ]
