@@ -18,6 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+import dns.exception
+import dns.flags
+import dns.message
+import dns.name
+import dns.rcode
+import dns.rdatatype
+import dns.rrset
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cujo_action.decoys import Decoy, DecoyMatcher
@@ -55,10 +62,9 @@ DNS_PORT = 53
 TTL = 1  # short, so a client asks again and every lookup is seen
 MAX_TCP_MESSAGE = 65535
 
-QTYPES = {1: "A", 2: "NS", 5: "CNAME", 6: "SOA", 12: "PTR", 15: "MX", 16: "TXT", 28: "AAAA"}
-QTYPES.update({33: "SRV", 64: "SVCB", 65: "HTTPS", 255: "ANY"})
 _TYPE_A, _TYPE_ANY, _CLASS_IN = 1, 255, 1
 RCODE_OK, RCODE_FORMERR, RCODE_NOTIMP = 0, 1, 4
+MAX_NAME = 255
 
 
 class DnsFormatError(ValueError):
@@ -66,18 +72,23 @@ class DnsFormatError(ValueError):
 
 
 # --------------------------------------------------------------------------- wire format
+# Parsed and built by dnspython (https://www.dnspython.org/): only what the resolver
+# decides is written here.
 
 
 @dataclass(frozen=True)
 class Query:
-    """The parts of a DNS query the resolver acts on."""
+    """The parts of a DNS query the resolver acts on, and the message they came from."""
 
-    ident: int
-    flags: int
-    labels: tuple[bytes, ...]
+    message: dns.message.Message
+    labels: tuple[bytes, ...]  # as sent, case kept (a decoy may be cased)
     qtype: int
     qclass: int
-    question: bytes  # the question section as sent, echoed in the answer
+
+    @property
+    def ident(self) -> int:
+        """Return the query's id."""
+        return int(self.message.id)
 
     @property
     def name(self) -> str:
@@ -87,49 +98,42 @@ class Query:
     @property
     def opcode(self) -> int:
         """Return the query's opcode (0 is a standard query)."""
-        return (self.flags >> 11) & 0xF
+        return int(self.message.opcode())
+
+    @property
+    def question(self) -> bytes:
+        """Return the question section as it goes on the wire (echoed in the answer)."""
+        wire = dns.name.Name([*self.labels, b""]).to_wire() or b""
+        return wire + struct.pack("!HH", self.qtype, self.qclass)
 
 
 def parse_query(data: bytes) -> Query:
     """Return the query in a DNS message, or raise DnsFormatError."""
     if len(data) < 12:
         raise DnsFormatError("shorter than a DNS header")
-    ident, flags, qdcount = struct.unpack("!HHH", data[:6])
-    if flags & 0x8000:
+    try:
+        message = dns.message.from_wire(data, question_only=True, ignore_trailing=False)
+    except (dns.exception.DNSException, ValueError, IndexError) as exc:
+        raise DnsFormatError(f"{type(exc).__name__}: {exc}") from None
+    if message.flags & dns.flags.QR:
         raise DnsFormatError("a response, not a query")
-    if qdcount != 1:
-        raise DnsFormatError(f"{qdcount} questions")
-    labels: list[bytes] = []
-    pos = 12
-    while True:
-        if pos >= len(data):
-            raise DnsFormatError("name runs past the message")
-        length = data[pos]
-        if length & 0xC0:
-            # Queries never need compression; a pointer here is malformed or hostile.
-            raise DnsFormatError("compressed or extended label in a question")
-        pos += 1
-        if length == 0:
-            break
-        labels.append(data[pos : pos + length])
-        pos += length
-    if pos + 4 > len(data) or sum(len(lb) + 1 for lb in labels) + 1 > 255:
-        raise DnsFormatError("truncated question or name longer than 255 bytes")
-    qtype, qclass = struct.unpack("!HH", data[pos : pos + 4])
-    return Query(ident, flags, tuple(labels), qtype, qclass, data[12 : pos + 4])
+    if len(message.question) != 1:
+        raise DnsFormatError(f"{len(message.question)} questions")
+    rrset = message.question[0]
+    labels = tuple(label for label in rrset.name.labels if label)
+    if sum(len(label) + 1 for label in labels) + 1 > MAX_NAME:
+        raise DnsFormatError("name longer than 255 bytes")
+    return Query(message, labels, int(rrset.rdtype), int(rrset.rdclass))
 
 
 def build_response(query: Query, answer: str | None, rcode: int = RCODE_OK) -> bytes:
     """Return the response to ``query``: one A record for ``answer``, or none."""
-    # QR, the query's opcode and RD, RA; no EDNS (a server may answer without it).
-    flags = 0x8000 | (query.flags & 0x7900) | 0x0080 | rcode
-    answers = b""
+    response = dns.message.make_response(query.message, recursion_available=True)
+    response.set_rcode(dns.rcode.Rcode(rcode))
     if answer is not None and rcode == RCODE_OK:
-        # Name: a pointer to the question's name at offset 12.
-        answers = struct.pack("!HHHIH", 0xC00C, _TYPE_A, _CLASS_IN, TTL, 4)
-        answers += ipaddress.IPv4Address(answer).packed
-    header = struct.pack("!HHHHHH", query.ident, flags, 1, 1 if answers else 0, 0, 0)
-    return header + query.question + answers
+        rrset = dns.rrset.from_text(query.message.question[0].name, TTL, "IN", "A", answer)
+        response.answer.append(rrset)
+    return response.to_wire()
 
 
 def error_response(data: bytes, rcode: int) -> bytes | None:
@@ -137,7 +141,10 @@ def error_response(data: bytes, rcode: int) -> bytes | None:
     if len(data) < 12 or data[2] & 0x80:
         return None
     ident, flags = struct.unpack("!HH", data[:4])
-    return struct.pack("!HHHHHH", ident, 0x8000 | (flags & 0x7900) | 0x0080 | rcode, 0, 0, 0, 0)
+    reply = dns.message.Message(id=ident)
+    reply.flags = dns.flags.QR | dns.flags.RA | (flags & (dns.flags.RD | 0x7800))
+    reply.set_rcode(dns.rcode.Rcode(rcode))
+    return reply.to_wire()
 
 
 def answer_for(query: Query, sink: str) -> tuple[str | None, int]:
@@ -147,6 +154,11 @@ def answer_for(query: Query, sink: str) -> tuple[str | None, int]:
     if query.qclass == _CLASS_IN and query.qtype in (_TYPE_A, _TYPE_ANY):
         return sink, RCODE_OK
     return None, RCODE_OK
+
+
+def qtype_text(qtype: int) -> str:
+    """Return a query type as DNS names it (A, AAAA, TXT, TYPE65534…)."""
+    return dns.rdatatype.to_text(dns.rdatatype.RdataType.make(qtype))
 
 
 # --------------------------------------------------------------------------- decoys in names
@@ -209,7 +221,7 @@ def dns_record(
             route="dns",
         )
     name = query.name
-    qtype = QTYPES.get(query.qtype, f"TYPE{query.qtype}")
+    qtype = qtype_text(query.qtype)
     action: Action = decide(name, allow_hosts) if name else "sunk"
     seen, where = scanner.scan(query.labels)
     return egress_record(

@@ -96,6 +96,8 @@ def egress_rank(record: dict[str, Any], expected_hosts: Iterable[str]) -> int:
     if record.get("decoy_seen"):
         return RANK_DECOY
     early = record.get("phase") in _EARLY_PHASES
+    if record.get("dns_name") and early:
+        return RANK_BYPASS  # dns-over-https: a lookup around the resolver
     if record.get("action") == "registry-write":
         return RANK_REGISTRY_WRITE if early else RANK_RUNTIME_REGISTRY_WRITE
     if host_allowed(str(record.get("host", "")), expected_hosts):
@@ -129,9 +131,11 @@ def egress_record(
     decoy_seen: Sequence[str] = (),
     decoy_where: Sequence[str] = (),
     route: str = "proxy",
+    dns_name: str = "",
 ) -> dict[str, Any]:
-    """Return the log line for one request or tunnel."""
+    """Return the log line for one request or tunnel (``dns_name``: a DoH request's name)."""
     check, phase = split_label(label)
+    extra = {"dns_name": clip(dns_name, MAX_SHORT)} if dns_name else {}
     return {
         "ts": round(ts, 6),
         "label": label,
@@ -146,6 +150,7 @@ def egress_record(
         "decoy_seen": list(decoy_seen),
         "decoy_where": list(decoy_where),
         "route": route,
+        **extra,
     }
 
 
@@ -205,4 +210,5 @@ def egress_from_record(record: dict[str, Any], evidence_id: str) -> Egress:
         decoy_seen=[clip(n, MAX_SHORT) for n in record["decoy_seen"][:20]],
         decoy_where=[clip(w, MAX_SHORT) for w in record["decoy_where"][:20]],
         route=record.get("route", "proxy"),
+        dns_name=clip(str(record.get("dns_name", "")), MAX_SHORT),
     )

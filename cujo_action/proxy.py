@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cujo_action.decoys import Decoy, DecoyMatcher
+from cujo_action.doh import doh_query
 from cujo_action.egress import (
     Action,
     decide,
@@ -420,6 +421,11 @@ class EgressAddon:
         self.allow_hosts = list(config.allow_hosts)
         self.registry_hosts = list(config.registry_hosts)
         self.matcher = DecoyMatcher(Decoy(d.name, d.value, None, None) for d in config.decoys)
+        # The resolver's own scanner, for names asked over DNS-over-HTTPS (imported here:
+        # the resolver's module imports this one).
+        from cujo_action.dns import NameScanner  # noqa: PLC0415
+
+        self.names = NameScanner(self.matcher.decoys)
         self.tunnels: dict[str, _Tunnel] = {}
         self._names = NameBook(config.names_path) if config.names_path is not None else None
         # One write() per line on an O_APPEND descriptor: a killed proxy leaves whole
@@ -494,6 +500,19 @@ class EgressAddon:
         decoded = decode_content(raw, coding) if coding else None
         parts.append(("body", raw if decoded is None else decoded))
         seen, where = scan(self.matcher, parts)
+        # A DNS-over-HTTPS lookup is named as one, and its name searched as the resolver
+        # searches names (labels joined, case folded where the encoding allows).
+        doh = doh_query(
+            req.host,
+            req.path.partition("?")[0],
+            dict(req.query.items()),
+            {k.lower(): v for k, v in req.headers.items()},
+            raw if decoded is None else decoded,
+        )
+        if doh is not None and doh.labels:
+            names, places = self.names.scan(doh.labels)
+            seen += [n for n in names if n not in seen]
+            where += [p.replace("dns:", "doh:", 1) for p in places if p not in where]
         # Inside a tunnel the request line carried the path; a plain proxied request
         # carried the absolute URL.
         target = req.path if tunnel is not None or req.is_http2 else req.url
@@ -512,6 +531,7 @@ class EgressAddon:
                 decoy_seen=seen,
                 decoy_where=where,
                 route="direct" if tunnel is not None and tunnel.transparent else "proxy",
+                dns_name=doh.name if doh is not None else "",
             )
         )
         flow.metadata["cujo_logged"] = True

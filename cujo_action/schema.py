@@ -275,6 +275,8 @@ class Egress(_Strict):
     route: Literal["proxy", "direct", "dns"] = "proxy"
     decoy_seen: list[Short] = Field(default_factory=list, max_length=20)  # decoy names
     decoy_where: list[Short] = Field(default_factory=list, max_length=20)  # e.g. body:base64
+    # A DNS-over-HTTPS request: the name it asked for (empty for any other request).
+    dns_name: Short = ""
 
 
 class DecoyEvent(_Strict):

