@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, get_args
 
 from cujo_action.schema import (
@@ -132,10 +132,17 @@ def egress_record(
     decoy_where: Sequence[str] = (),
     route: str = "proxy",
     dns_name: str = "",
+    process: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Return the log line for one request or tunnel (``dns_name``: a DoH request's name)."""
+    """Return the log line for one request or tunnel.
+
+    ``dns_name``: a DoH request's name; ``process``: who held the channel (``pid``,
+    ``exe``, ``cmdline``, ``parents``), when the harness could tell.
+    """
     check, phase = split_label(label)
-    extra = {"dns_name": clip(dns_name, MAX_SHORT)} if dns_name else {}
+    extra: dict[str, Any] = {"dns_name": clip(dns_name, MAX_SHORT)} if dns_name else {}
+    if process:
+        extra["process"] = dict(process)
     return {
         "ts": round(ts, 6),
         "label": label,
@@ -211,4 +218,21 @@ def egress_from_record(record: dict[str, Any], evidence_id: str) -> Egress:
         decoy_where=[clip(w, MAX_SHORT) for w in record["decoy_where"][:20]],
         route=record.get("route", "proxy"),
         dns_name=clip(str(record.get("dns_name", "")), MAX_SHORT),
+        ts=float(record["ts"]) if isinstance(record.get("ts"), int | float) else None,
+        **_process_fields(record.get("process")),
     )
+
+
+def _process_fields(process: object) -> dict[str, Any]:
+    """Return the Egress fields naming a channel's process, from a log line (untrusted)."""
+    if not isinstance(process, dict) or not isinstance(process.get("pid"), int):
+        return {}
+    parents = process.get("parents")
+    return {
+        "pid": process["pid"],
+        "exe": clip(str(process["exe"]), MAX_TEXT) if process.get("exe") else None,
+        "cmdline": clip(str(process.get("cmdline") or ""), MAX_TEXT) or None,
+        "parents": [clip(str(p), MAX_SHORT) for p in parents[:8]]
+        if isinstance(parents, list)
+        else [],
+    }

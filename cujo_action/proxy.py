@@ -32,6 +32,7 @@ from cujo_action.egress import (
     split_label,
 )
 from cujo_action.harnessproc import HarnessProcess, read_ready, spawn
+from cujo_action.procinfo import socket_owner
 from cujo_action.schema import (
     MAX_SHORT,
     REGISTRY_HOSTS,
@@ -401,6 +402,10 @@ class _Tunnel:
     # the host the resolver gave that address out for (None: the client had an address).
     transparent: bool = False
     name: str | None = None
+    # The client's address and port as the proxy sees them, and, once looked up (while
+    # the client is alive: at its TLS hello, or when a raw channel is refused), its process.
+    peer: tuple[str, int] | None = None
+    process: dict[str, Any] | None = None
 
 
 class EgressAddon:
@@ -484,6 +489,8 @@ class EgressAddon:
                 decoy_seen=seen,
                 decoy_where=where,
                 route="direct" if tunnel.transparent else "proxy",
+                # Only for what the proxy could not see into: a request names itself.
+                process=tunnel.process if action == "refused" else None,
             )
         )
         tunnel.logged = True
@@ -591,6 +598,7 @@ class EgressAddon:
             connect_parts=[],
             transparent=True,
             name=self._name_of(host),
+            peer=_peer(client),
         )
 
     def http_connect(self, flow: Any) -> None:
@@ -607,6 +615,7 @@ class EgressAddon:
                 ("url", f"{req.host}:{req.port}".encode()),
                 ("header", header_block(req.headers.fields)),
             ],
+            peer=_peer(flow.client_conn),
         )
         self.tunnels[flow.client_conn.id] = tunnel
         if scan(self.matcher, tunnel.connect_parts)[0]:
@@ -617,10 +626,26 @@ class EgressAddon:
         return not host_allowed(host, self.allow_hosts)
 
     def tls_clienthello(self, data: Any) -> None:
-        """Remember the SNI a tunnel's client asked for."""
+        """Remember the SNI a tunnel's client asked for, and which process asks."""
         tunnel = self.tunnels.get(data.context.client.id)
         if tunnel is not None and data.client_hello.sni:
             tunnel.sni = data.client_hello.sni
+        if tunnel is not None:
+            # Now, while it waits for the handshake: a client that refuses the run's CA
+            # closes its socket, and then no process holds it.
+            self._who(tunnel)
+
+    def _who(self, tunnel: _Tunnel) -> None:
+        """Name the sandbox process holding a tunnel, once."""
+        if tunnel.process is None and tunnel.peer is not None:
+            found = socket_owner(*tunnel.peer)
+            if found is not None:
+                tunnel.process = {
+                    "pid": found.pid,
+                    "exe": found.exe,
+                    "cmdline": found.cmdline,
+                    "parents": list(found.parents),
+                }
 
     def next_layer(self, nextlayer: Any) -> None:
         """Keep a tunnel's first bytes; replace any layer but TLS or HTTP with a refusal."""
@@ -653,6 +678,7 @@ class EgressAddon:
         # Raw TCP, DNS or anything else through the tunnel: log what it sent, then let
         # an ignoring TCP layer try to connect, which server_connect refuses, closing it.
         tunnel.refused = True
+        self._who(tunnel)
         self._log_tunnel(tunnel, "refused")
         nextlayer.layer = TCPLayer(nextlayer.context, ignore=True)
 
@@ -708,6 +734,14 @@ class EgressAddon:
         tunnel = self.tunnels.pop(client.id, None)
         if tunnel is not None and not tunnel.logged:
             self._log_tunnel(tunnel, "refused")
+
+
+def _peer(client: Any) -> tuple[str, int] | None:
+    """Return a client connection's address and port (IPv4), if mitmproxy knows it."""
+    peer = getattr(client, "peername", None)
+    if isinstance(peer, tuple) and len(peer) >= 2 and isinstance(peer[1], int):
+        return str(peer[0]).removeprefix("::ffff:"), peer[1]
+    return None
 
 
 def _free_ports(host: str, count: int) -> list[int]:

