@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from cujo_action.decoys import Decoy, DecoyMatcher
 from cujo_action.egress import Action, decide, egress_record, normalize_host, split_label
 from cujo_action.harnessproc import HarnessProcess, read_ready, spawn
+from cujo_action.procinfo import socket_owner
 from cujo_action.proxy import SINK_NETWORK, DecoySpec
 from cujo_action.schema import REGISTRY_HOSTS, clip
 
@@ -373,12 +374,19 @@ class Resolver:
             os.write(self._names_fd, (line + "\n").encode())
         return address
 
-    def handle(self, label: str, data: bytes) -> bytes | None:
-        """Log one query message and return the reply to send, if any."""
+    def handle(
+        self, label: str, data: bytes, client: tuple[str, int] | None = None, protocol: str = "udp"
+    ) -> bytes | None:
+        """Log one query message and return the reply to send, if any.
+
+        ``client`` is the asker's address and port: while it waits for the answer, its
+        socket names the sandbox process that asked (procinfo.py).
+        """
         try:
             query: Query | None = parse_query(data)
         except DnsFormatError:
             query = None
+        asker = socket_owner(*client, protocol) if client is not None else None
         record = dns_record(
             ts=time.time(),
             label=label,
@@ -388,6 +396,8 @@ class Resolver:
             scanner=self.scanner,
             raw=data,
         )
+        if asker is not None:
+            record["process"] = asker.fields()
         line = json.dumps(record, separators=(",", ":")) + "\n"
         os.write(self._log_fd, line.encode())
         if query is None:
@@ -415,7 +425,7 @@ class _Udp(asyncio.DatagramProtocol):
         self.transport = cast(asyncio.DatagramTransport, transport)
 
     def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
-        reply = self.resolver.handle(self.label, data)
+        reply = self.resolver.handle(self.label, data, (str(addr[0]), int(addr[1])), "udp")
         if reply is not None and self.transport is not None:
             self.transport.sendto(reply, addr)
 
@@ -423,10 +433,12 @@ class _Udp(asyncio.DatagramProtocol):
 async def _serve_tcp(
     resolver: Resolver, label: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
+    peer = writer.get_extra_info("peername")
+    client = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else None
     try:
         while True:
             (length,) = struct.unpack("!H", await reader.readexactly(2))
-            reply = resolver.handle(label, await reader.readexactly(length))
+            reply = resolver.handle(label, await reader.readexactly(length), client, "tcp")
             if reply is None:
                 break
             writer.write(struct.pack("!H", len(reply)) + reply)

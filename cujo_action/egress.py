@@ -235,4 +235,5 @@ def _process_fields(process: object) -> dict[str, Any]:
         "parents": [clip(str(p), MAX_SHORT) for p in parents[:8]]
         if isinstance(parents, list)
         else [],
+        "origin": clip(str(process.get("origin") or ""), MAX_SHORT),
     }

@@ -28,6 +28,14 @@ class Proc:
     cmdline: str = ""
     # Its parents, nearest first, as "pid executable" (the sandbox's pid 1 ends them).
     parents: tuple[str, ...] = field(default_factory=tuple)
+    # What started it, where the harness can tell (an npm script, a package's build, the
+    # test suite, an import): read from its and its parents' command lines and settings.
+    origin: str = ""
+
+    def fields(self) -> dict[str, object]:
+        """Return it as the evidence records it (egress and decoy events)."""
+        return {"pid": self.pid, "exe": self.exe, "cmdline": self.cmdline,
+                "parents": list(self.parents), "origin": self.origin}  # fmt: skip
 
     @property
     def lineage(self) -> tuple[int, ...]:
@@ -74,9 +82,9 @@ def _sandbox_uid(uid: int) -> bool:
 
 def describe(pid: int) -> Proc:
     """Return what the kernel shows of ``pid`` and its parents (up to the sandbox's)."""
-    raw = _read(f"/proc/{pid}/cmdline", _CMDLINE_CAP)
-    cmdline = raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+    cmdline = _cmdline(pid)
     parents: list[str] = []
+    origin = origin_of(pid, _cmdline(pid, 1 << 16))
     current = pid
     for _ in range(MAX_PARENTS):
         current = _parent(current)
@@ -84,7 +92,52 @@ def describe(pid: int) -> Proc:
         if current <= 1 or not _sandbox_uid(_uid(current)):
             break
         parents.append(f"{current} {_exe(current) or '?'}")
-    return Proc(pid, _exe(pid), cmdline, tuple(parents))
+        origin = origin or origin_of(current, _cmdline(current, 1 << 16))
+    return Proc(pid, _exe(pid), cmdline, tuple(parents), origin)
+
+
+def _cmdline(pid: int, cap: int = _CMDLINE_CAP) -> str:
+    raw = _read(f"/proc/{pid}/cmdline", cap)
+    return raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+
+
+def _environ(pid: int) -> dict[str, str]:
+    found = {}
+    for entry in _read(f"/proc/{pid}/environ", 1 << 20).split(b"\0"):
+        key, sep, value = entry.partition(b"=")
+        if sep and key in _ORIGIN_VARIABLES:
+            found[key.decode()] = value.decode("utf-8", "replace")[:100]
+    return found
+
+
+def _cwd(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return ""
+
+
+_ORIGIN_VARIABLES = frozenset({b"npm_lifecycle_event", b"npm_package_name", b"PYTEST_CURRENT_TEST"})
+
+
+def origin_of(pid: int, cmdline: str) -> str:
+    """Return what started one process, when its command line or settings say (else '')."""
+    env = _environ(pid)
+    if "npm_lifecycle_event" in env:
+        package = env.get("npm_package_name") or os.path.basename(_cwd(pid)) or "a package"
+        return f"the npm {env['npm_lifecycle_event']} script of {package}"
+    if "PYTEST_CURRENT_TEST" in env:
+        return f"the test {env['PYTEST_CURRENT_TEST'].removesuffix(' (call)')}"
+    words = cmdline.split()
+    if any(mark in cmdline for mark in ("_in_process.py", "setup.py", "pip-setuptools-caller")):
+        # pip's build hooks (PEP 517) and setup.py run in the package's folder.
+        where = os.path.basename(_cwd(pid).rstrip("/"))
+        return f"the build of {where} (setup.py or its build backend)" if where else "a build"
+    if "pytest" in words or ("-m" in words and "pytest" in words[words.index("-m") + 1 :][:1]):
+        return "the test suite (pytest)"
+    if len(words) >= 3 and words[1] == "-c" and words[2].startswith("import "):
+        return f"importing {words[3] if len(words) > 3 else words[2].split()[-1]}"
+    return ""
 
 
 def _sockets(pid: int) -> set[int]:
@@ -98,19 +151,20 @@ def _sockets(pid: int) -> set[int]:
     return inodes
 
 
-def _tcp_inodes(pid: int, address: str, port: int) -> set[int]:
-    """Return the inodes of TCP sockets bound to ``address:port`` in ``pid``'s namespace."""
+def _inodes(pid: int, address: str, port: int, protocol: str) -> set[int]:
+    """Return the inodes of sockets bound to ``address:port`` in ``pid``'s namespace."""
     want = f"{socket.inet_aton(address)[::-1].hex().upper()}:{port:04X}"
     found = set()
-    for line in _read(f"/proc/{pid}/net/tcp", 1 << 20).decode("ascii", "replace").splitlines()[1:]:
+    table = _read(f"/proc/{pid}/net/{protocol}", 1 << 20).decode("ascii", "replace")
+    for line in table.splitlines()[1:]:
         fields = line.split()
         if len(fields) > 9 and fields[1] == want:
             found.add(int(fields[9]))
     return found
 
 
-def socket_owner(address: str, port: int) -> Proc | None:
-    """Return the sandbox process holding the TCP connection from ``address:port``."""
+def socket_owner(address: str, port: int, protocol: str = "tcp") -> Proc | None:
+    """Return the sandbox process holding the socket ``address:port`` (``tcp``, ``udp``)."""
     try:
         socket.inet_aton(address)
     except OSError:
@@ -125,7 +179,7 @@ def socket_owner(address: str, port: int) -> Proc | None:
         except OSError:
             continue
         if namespace not in by_namespace:
-            by_namespace[namespace] = _tcp_inodes(pid, address, port)
+            by_namespace[namespace] = _inodes(pid, address, port, protocol)
         if by_namespace[namespace] & _sockets(pid):
             return describe(pid)
     return None

@@ -431,6 +431,8 @@ class EgressAddon:
         from cujo_action.dns import NameScanner  # noqa: PLC0415
 
         self.names = NameScanner(self.matcher.decoys)
+        # Who holds each plain client connection (by its id), looked up while it waits.
+        self._processes: dict[str, dict[str, Any] | None] = {}
         self.tunnels: dict[str, _Tunnel] = {}
         self._names = NameBook(config.names_path) if config.names_path is not None else None
         # One write() per line on an O_APPEND descriptor: a killed proxy leaves whole
@@ -489,8 +491,7 @@ class EgressAddon:
                 decoy_seen=seen,
                 decoy_where=where,
                 route="direct" if tunnel.transparent else "proxy",
-                # Only for what the proxy could not see into: a request names itself.
-                process=tunnel.process if action == "refused" else None,
+                process=tunnel.process,
             )
         )
         tunnel.logged = True
@@ -539,6 +540,9 @@ class EgressAddon:
                 decoy_where=where,
                 route="direct" if tunnel is not None and tunnel.transparent else "proxy",
                 dns_name=doh.name if doh is not None else "",
+                process=tunnel.process
+                if tunnel is not None
+                else self._process(_peer(flow.client_conn)),
             )
         )
         flow.metadata["cujo_logged"] = True
@@ -600,6 +604,7 @@ class EgressAddon:
             name=self._name_of(host),
             peer=_peer(client),
         )
+        self._who(self.tunnels[client.id])
 
     def http_connect(self, flow: Any) -> None:
         """Remember a CONNECT; log it now only if the CONNECT itself carries a decoy."""
@@ -618,6 +623,7 @@ class EgressAddon:
             peer=_peer(flow.client_conn),
         )
         self.tunnels[flow.client_conn.id] = tunnel
+        self._who(tunnel)  # the client waits for the proxy's answer: it is alive
         if scan(self.matcher, tunnel.connect_parts)[0]:
             # A CONNECT is answered here and never sent upstream, whatever its host.
             self._log_tunnel(tunnel, "sunk")
@@ -638,14 +644,25 @@ class EgressAddon:
     def _who(self, tunnel: _Tunnel) -> None:
         """Name the sandbox process holding a tunnel, once."""
         if tunnel.process is None and tunnel.peer is not None:
-            found = socket_owner(*tunnel.peer)
-            if found is not None:
-                tunnel.process = {
-                    "pid": found.pid,
-                    "exe": found.exe,
-                    "cmdline": found.cmdline,
-                    "parents": list(found.parents),
-                }
+            tunnel.process = self._process(tunnel.peer)
+
+    def _process(self, peer: tuple[str, int] | None, conn: str = "") -> dict[str, Any] | None:
+        """Return the sandbox process holding the client socket ``peer``.
+
+        ``conn`` (a client connection's id) keeps the answer for that connection's later
+        requests: a port is reused by other processes once its connection is closed.
+        """
+        if peer is None:
+            return None
+        if conn and conn in self._processes:
+            return self._processes[conn]
+        found = socket_owner(*peer)
+        fields = found.fields() if found is not None else None
+        if conn:
+            if len(self._processes) > _PROCESS_CACHE:
+                self._processes.clear()
+            self._processes[conn] = fields
+        return fields
 
     def next_layer(self, nextlayer: Any) -> None:
         """Keep a tunnel's first bytes; replace any layer but TLS or HTTP with a refusal."""
@@ -731,9 +748,13 @@ class EgressAddon:
 
     def client_disconnected(self, client: Any) -> None:
         """Log a tunnel that closes without having carried a request."""
+        self._processes.pop(client.id, None)
         tunnel = self.tunnels.pop(client.id, None)
         if tunnel is not None and not tunnel.logged:
             self._log_tunnel(tunnel, "refused")
+
+
+_PROCESS_CACHE = 4096
 
 
 def _peer(client: Any) -> tuple[str, int] | None:

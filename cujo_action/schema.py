@@ -277,13 +277,14 @@ class Egress(_Strict):
     decoy_where: list[Short] = Field(default_factory=list, max_length=20)  # e.g. body:base64
     # A DNS-over-HTTPS request: the name it asked for (empty for any other request).
     dns_name: Short = ""
-    # When it was made (seconds since the epoch), and, for a channel the proxy could not
-    # see into (a refused tunnel, raw TCP), the sandbox process that held it.
+    # When it was made (seconds since the epoch), and the sandbox process that made it,
+    # where the harness could tell (its socket looked up while it waited on the harness).
     ts: float | None = None
     pid: int | None = None
     exe: Text | None = None
     cmdline: Text | None = None
     parents: list[Short] = Field(default_factory=list, max_length=8)  # "pid executable"
+    origin: Short = ""  # what started that process, where the harness could tell
 
 
 class DecoyEvent(_Strict):
@@ -297,6 +298,7 @@ class DecoyEvent(_Strict):
     ts: float | None = None
     cmdline: Text | None = None
     parents: list[Short] = Field(default_factory=list, max_length=8)
+    origin: Short = ""  # what started that process (an npm script, a build, the tests)
 
 
 class Observation(_Strict):

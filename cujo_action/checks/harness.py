@@ -382,6 +382,7 @@ class CheckRun:
                 ts=round(ev.ts, 6),
                 cmdline=clip(ev.cmdline, MAX_TEXT) if ev.cmdline else None,
                 parents=[clip(p, MAX_SHORT) for p in ev.parents[:8]],
+                origin=clip(ev.origin, MAX_SHORT),
             )
             for n, ev in enumerate(events[:MAX_DECOY_EVENTS], start=1)
         ]
