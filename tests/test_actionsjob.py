@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import subprocess
 import types
@@ -157,6 +158,10 @@ def test_nothing_the_worker_keeps_in_memory_names_what_it_is() -> None:
 
 def test_each_check_gets_a_hosted_runners_layout(tmp_path: Path) -> None:
     repo = GitRepo(tmp_path / "octo" / "app")
+    canary = tmp_path / "canary"
+    canary.write_text("root's\n")
+    # The base's tree holds a link to a root file: copied as a link, never followed.
+    (repo.path / "leak").symlink_to(canary)
     repo.write({"app.py": "x = 1\n"}).commit("one")
     repo.branch("pr").checkout("pr")
     repo.write({"app.py": "x = 2\n", "new.py": ""}).commit("two")
@@ -180,6 +185,9 @@ def test_each_check_gets_a_hosted_runners_layout(tmp_path: Path) -> None:
         checkout = home / "work" / "app" / "app"
         assert checkout.exists() == (check in ("install", "detonation", "base")), check
         if checkout.exists():
+            assert (checkout / "leak").is_symlink(), check
+            assert os.readlink(checkout / "leak") == str(canary)
+            assert canary.read_text() == "root's\n"
             assert (checkout / "app.py").read_text() == (
                 "x = 1\n" if check == "base" else "x = 2\n"
             )
