@@ -135,8 +135,9 @@ def test_benign_demo_is_clean_with_the_documented_json(
     assert set(verdict["plan"]) >= {"install", "test", "smoke", "policy_from"}
     assert "pip install" in verdict["plan"]["install"]
     assert "unittest" in verdict["plan"]["test"]
-    # Every check ran and produced evidence; the benign change has nothing to report.
-    assert set(verdict["checks"]) == set(CHECK_NAMES)
+    # Every check ran and produced evidence, the base's beside the head's; the benign
+    # change has nothing to report.
+    assert set(verdict["checks"]) == {*CHECK_NAMES, "base"}
     for name, check in verdict["checks"].items():
         assert set(check) >= {"status", "summary"}
         assert check["status"] == "ok", (name, check)
