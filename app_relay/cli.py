@@ -26,12 +26,14 @@ from app_relay.decide.judge import DeterministicJudge, error_verdict
 from app_relay.decide.verdict import Verdict
 from app_relay.mode import POLICY_FILE
 from app_relay.modelport import ModelPort
+from app_relay.register import add_register_parser, relay_register
 from app_relay.reviewbody import evidence_lines
 from app_relay.runners import LocalRunner
 from app_relay.store import Store
 from cujo_action.schema import PolicyError, Report, load_policy
 
-EXIT = {"clean": 0, "unproven": 0, "blocked": 1, "error": 3}
+# Unproven holds the merge on GitHub; a script gets 4 so it holds too (DESIGN section 10).
+EXIT = {"clean": 0, "unproven": 4, "blocked": 1, "error": 3}
 # Evidence from a sandbox that could be dodged proves nothing: partial isolation can block
 # a pull request, but never call it clean.
 JUDGE = DeterministicJudge(require_full_isolation=True)
@@ -506,6 +508,55 @@ def doctor(args: argparse.Namespace) -> int:
     return 0 if all(passed for passed, _ in results) else 1
 
 
+def board(args: argparse.Namespace) -> int:
+    """Serve the board over the local record, on 127.0.0.1 only, until Ctrl-C."""
+    import socket  # noqa: PLC0415
+
+    import uvicorn  # noqa: PLC0415
+
+    from app_relay.board import board_app  # noqa: PLC0415
+
+    folder = data_dir(args.data_dir)
+    try:
+        store = Store(database_url(folder))
+    except (OSError, SQLAlchemyError) as exc:
+        print(f"cujo board: cannot open the record in {folder}: {_why(exc)}", file=sys.stderr)
+        return 3
+    try:
+        # Loopback only: the local board shows every run of the record to whoever connects.
+        listener = socket.create_server(("127.0.0.1", args.port))
+    except OSError as exc:
+        store.close()
+        print(f"cujo board: cannot listen on 127.0.0.1:{args.port}: {_why(exc)}", file=sys.stderr)
+        return 3
+    server = uvicorn.Server(
+        uvicorn.Config(
+            board_app(store),
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            # Open pages hold a stream each; they reconnect to a board started again.
+            timeout_graceful_shutdown=2,
+        )
+    )
+    port = listener.getsockname()[1]
+    print(f"cujo board: http://127.0.0.1:{port}/  (record {shown_url(store.url)})", flush=True)
+    # uvicorn raises the signal that stopped it again once it has; as in `relay serve`,
+    # handlers of ours make that second delivery harmless, so Ctrl-C exits 0.
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: None)
+        for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        server.run(sockets=[listener])
+    finally:
+        store.close()
+        listener.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``cujo`` command."""
     parser = argparse.ArgumentParser(
@@ -539,6 +590,13 @@ def main(argv: list[str] | None = None) -> int:
         "work", help="work recorded deliveries (started by `serve`; several may share a record)"
     )
     work.add_argument("--workers", type=int, default=4, help="deliveries worked at once")
+    relay_sub.add_parser(
+        "migrate", help="bring the record (CUJO_DATABASE_URL) to the newest revision and exit"
+    )
+    add_register_parser(relay_sub)
+    brd = sub.add_parser("board", help="watch the local record's runs in a browser")
+    brd.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (0: any)")
+    brd.add_argument("--data-dir", type=Path, help="the record (default ~/.local/share/cujo)")
     doc = sub.add_parser("doctor", help="check that Cujo can guard a repository on GitHub")
     doc.add_argument("--repo", required=True, help="OWNER/NAME on GitHub")
     doc.add_argument("--branch", help="the branch whose merges Cujo guards (default: default)")
@@ -547,9 +605,15 @@ def main(argv: list[str] | None = None) -> int:
         return doctor(args)
     if args.command == "review":
         return review(args)
+    if args.command == "relay" and args.relay_command == "register":
+        return relay_register(args, lambda: data_dir(None))
+    if args.command == "board":
+        return board(args)
     if args.command == "relay":
         from app_relay import serve as relay_process  # noqa: PLC0415  (loads the web stack)
 
+        if args.relay_command == "migrate":
+            return relay_process.migrate()
         if args.relay_command == "serve":
             return relay_process.serve(args)
         return relay_process.work(args)

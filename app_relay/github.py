@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import threading
 import time
 import urllib.parse
@@ -184,6 +185,52 @@ class WorkflowRun:
     conclusion: str | None
     head_sha: str
     run_attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobStep:
+    """One step of a workflow job, as GitHub shows its progress."""
+
+    name: str
+    status: str
+    conclusion: str | None
+
+    def line(self) -> str:
+        """Return the step as one line of a run's timeline."""
+        return f"{self.name}: {self.status}" + (f" ({self.conclusion})" if self.conclusion else "")
+
+
+def read_steps(data: object) -> tuple[JobStep, ...]:
+    """Read a job's ``steps`` for the timeline; an entry that is not a step is left out.
+
+    Steps are shown, never decided on, so one malformed entry does not hide the others.
+    """
+    steps: list[JobStep] = []
+    for item in data if isinstance(data, list) else []:
+        if not isinstance(item, dict):
+            continue
+        name, status = item.get("name"), item.get("status")
+        conclusion = item.get("conclusion")
+        if not isinstance(name, str) or not isinstance(status, str) or not name.strip():
+            continue
+        steps.append(
+            JobStep(
+                name=name.strip()[:100],
+                status=status[:20],
+                conclusion=conclusion[:20] if isinstance(conclusion, str) else None,
+            )
+        )
+    return tuple(steps)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job of a workflow run, with its steps."""
+
+    id: int
+    name: str
+    status: str
+    steps: tuple[JobStep, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,7 +517,10 @@ class GitHubApp:
         timeout_s: int = 10,
         attempts: int = 3,
         backoff_s: float = 0.5,
-        seconds_between_requests: float | None = 0.25,
+        # GitHub asks for a second between writes (POST, PATCH, PUT, DELETE), not between
+        # reads: reads go at once, which is most of a claim's latency.
+        # https://docs.github.com/en/rest/using-the-rest-api/best-practices-for-using-the-rest-api
+        seconds_between_requests: float | None = None,
         seconds_between_writes: float | None = 1.0,
         download_deadline_s: float = 120.0,
         clock: Callable[[], float] = time.time,
@@ -1113,6 +1163,20 @@ class GitHubGateway:
             raise GitHubError(f"GET run {run_id}", f"answered run {run.id}")
         return run
 
+    def workflow_jobs(self, repo: str, run_id: int) -> list[Job]:
+        """List the jobs of a workflow run, each with its steps."""
+        # https://docs.github.com/en/rest/actions/workflow-jobs#list-jobs-for-a-workflow-run
+        path = f"{_repo_path(repo)}/actions/runs/{_positive('run_id', run_id)}/jobs"
+        return [
+            Job(
+                id=a.integer("id"),
+                name=a.text("name"),
+                status=a.text("status"),
+                steps=read_steps(a.data.get("steps")),
+            )
+            for a in self._pages(path, "jobs", {})
+        ]
+
     def cancel_workflow_run(self, repo: str, run_id: int) -> bool:
         """Cancel a workflow run; False when it had already finished."""
         # https://docs.github.com/en/rest/actions/workflow-runs#cancel-a-workflow-run
@@ -1318,6 +1382,23 @@ class GitHubGateway:
             raise
         return Workflow(id=a.integer("id"), path=a.text("path"), state=a.text("state"))
 
+    def dispatch_workflow_plain(
+        self, repo: str, workflow_file: str, ref: str, inputs: Mapping[str, str | bool]
+    ) -> DispatchResult:
+        """Dispatch a workflow without asking for run details (GHES up to 3.20 refuses that)."""
+        # https://docs.github.com/en/enterprise-server@3.20/rest/actions/workflows#create-a-workflow-dispatch-event
+        if len(inputs) > 10 or len(json.dumps(dict(inputs))) > 65_535:
+            raise ValueError("a dispatch takes at most 10 inputs and 65,535 characters")
+        workflow = self._github.get_repo(repo).get_workflow(workflow_file)
+        call = f"POST {_repo_path(repo)}/actions/workflows/{_segment(workflow_file)}/dispatches"
+
+        def send() -> DispatchResult:
+            workflow.create_dispatch(ref, inputs=dict(inputs), throw=True)
+            return DispatchResult(None, None)
+
+        # A repeated POST would start a second run: never retried.
+        return self._attempt(call, send, idempotent=False)
+
 
 def answer_message(exc: GitHubError) -> str | None:
     """Return the ``message`` GitHub's error answer held, when the error came from one."""
@@ -1365,3 +1446,205 @@ def _workflow_run(a: Reader) -> WorkflowRun:
         head_sha=a.text("head_sha", pattern=OBJECT_ID),
         run_attempt=a.integer("run_attempt"),
     )
+
+
+# ---- the App manifest flow -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreatedApp:
+    """What GitHub hands back once for an App created from a manifest."""
+
+    id: int
+    slug: str
+    html_url: str
+    pem: str = field(repr=False)
+    webhook_secret: str = field(repr=False)
+
+
+def convert_app_manifest(api_url: str, code: str, *, timeout_s: float = 10) -> CreatedApp:
+    """Exchange a manifest flow's ``code`` for the new App's id, key and webhook secret."""
+    # https://docs.github.com/en/rest/apps/apps#create-a-github-app-from-a-manifest
+    # No authentication: the code (one use, valid for an hour) is the credential.
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,200}", code):
+        raise GitHubError("POST /app-manifests/{code}/conversions", "the code is malformed")
+    call = f"POST /app-manifests/{code[:6]}…/conversions"
+    try:
+        answer = requests.post(
+            f"{api_url.rstrip('/')}/app-manifests/{code}/conversions",
+            headers={"Accept": "application/vnd.github+json", "User-Agent": "cujo-relay"},
+            timeout=timeout_s,
+            allow_redirects=False,
+        )
+    except requests.RequestException as exc:
+        raise GitHubError(call, f"GitHub could not be reached: {type(exc).__name__}") from None
+    try:
+        data = answer.json()
+    except ValueError:
+        data = None
+    if answer.status_code != 201:
+        message = data.get("message") if isinstance(data, dict) else None
+        raise GitHubError(
+            call,
+            f"answered HTTP {answer.status_code}: {message or 'no message'}",
+            status=answer.status_code,
+        )
+    a = _Answer(call, data)
+    pem = a.text("pem")
+    if "PRIVATE KEY-----" not in pem:
+        raise GitHubError(call, "field 'pem' is not a PEM private key")
+    secret = a.text("webhook_secret")
+    if not secret or secret != secret.strip():
+        raise GitHubError(call, "field 'webhook_secret' is empty or padded")
+    html_url = a.text("html_url")
+    if not html_url.startswith(("https://", "http://")):
+        raise GitHubError(call, "field 'html_url' is not a URL")
+    app_id = a.integer("id")
+    if app_id < 1:
+        raise GitHubError(call, "field 'id' is not a positive integer")
+    return CreatedApp(
+        id=app_id,
+        slug=a.text("slug", pattern=APP_SLUG),
+        html_url=html_url,
+        pem=pem,
+        webhook_secret=secret,
+    )
+
+
+# ---- a person signed in with GitHub (the board) ----------------------------------------
+# The App's OAuth client turns a sign-in into a user access token; with it, GitHub says
+# which repositories of the App's installations that person can read.
+# https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/generating-a-user-access-token-for-a-github-app
+
+
+@dataclass(frozen=True, slots=True)
+class UserToken:
+    """A user access token, and when GitHub said it expires (None: it does not)."""
+
+    value: str = field(repr=False)
+    expires_at: float | None
+
+
+def authorize_url(web_url: str, *, client_id: str, redirect_uri: str, state: str) -> str:
+    """Return the page where GitHub asks the person to let the App sign them in."""
+    # https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/generating-a-user-access-token-for-a-github-app#using-the-web-application-flow-to-generate-a-user-access-token
+    query = urllib.parse.urlencode(
+        {"client_id": client_id, "redirect_uri": redirect_uri, "state": state}
+    )
+    return f"{web_url.rstrip('/')}/login/oauth/authorize?{query}"
+
+
+class GitHubSignIn:
+    """Exchange a sign-in code for a user token, and read what that person may see."""
+
+    def __init__(
+        self,
+        *,
+        client_id: str,
+        client_secret: str,
+        web_url: str = "https://github.com",
+        api_url: str = DEFAULT_API_URL,
+        timeout_s: float = 10.0,
+        clock: Callable[[], float] = time.time,
+        user_agent: str = "cujo-board",
+    ) -> None:
+        if not client_id or not client_secret:
+            raise ValueError("signing in with GitHub needs the App's client id and secret")
+        self.client_id = client_id
+        self._secret = client_secret
+        self.web_url = web_url.rstrip("/")
+        self.api_url = api_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.clock = clock
+        self._headers = {"User-Agent": user_agent, "Accept": "application/json"}
+
+    def _send(self, call: str, method: str, url: str, **kw: Any) -> Any:
+        # A connection per call: a person is asked about at most once a minute, and no pool
+        # is left open for the app to close.
+        headers = {**self._headers, **kw.pop("headers", {})}
+        try:
+            with requests.Session() as http:
+                answer = http.request(method, url, timeout=self.timeout_s, headers=headers, **kw)
+        except requests.Timeout as exc:
+            raise GitHubError(call, f"deadline of {self.timeout_s}s passed") from exc
+        except requests.RequestException as exc:
+            raise GitHubError(call, f"request failed: {exc}") from exc
+        if answer.status_code != 200:
+            raise GitHubError(
+                call, f"answered HTTP {answer.status_code}", status=answer.status_code
+            )
+        try:
+            return answer.json()
+        except ValueError as exc:
+            raise GitHubError(call, f"answer is not valid JSON: {exc}") from exc
+
+    def exchange(self, code: str, redirect_uri: str) -> UserToken:
+        """Trade the code GitHub sent back for a user access token (once: codes are single-use)."""
+        call = "POST /login/oauth/access_token"
+        data = self._send(
+            call,
+            "POST",
+            f"{self.web_url}/login/oauth/access_token",
+            data={
+                "client_id": self.client_id,
+                "client_secret": self._secret,
+                "code": code,
+                "redirect_uri": redirect_uri,
+            },
+        )
+        a = _Answer(call, data)
+        if "error" in a.data:
+            # GitHub answers 200 with an error field: bad_verification_code, and so on.
+            # https://docs.github.com/en/apps/oauth-apps/maintaining-oauth-apps/troubleshooting-oauth-app-access-token-request-errors
+            raise GitHubError(call, f"GitHub refused the code: {a.text('error')[:80]}")
+        if a.text("token_type").lower() != "bearer":
+            raise GitHubError(call, "field 'token_type' is not bearer")
+        lasts = a.opt_integer("expires_in") if "expires_in" in a.data else None
+        return UserToken(a.text("access_token"), None if lasts is None else self.clock() + lasts)
+
+    def _user_get(self, token: UserToken, path: str, params: Mapping[str, object]) -> Any:
+        call = f"GET {path}"
+        if token.expires_at is not None and token.expires_at <= self.clock():
+            raise GitHubError(call, "the user access token expired", status=401)
+        return self._send(
+            call,
+            "GET",
+            f"{self.api_url}{path}",
+            params=params,
+            headers={
+                "Authorization": f"Bearer {token.value}",
+                "Accept": "application/vnd.github+json",
+                "X-GitHub-Api-Version": "2022-11-28",
+            },
+        )
+
+    def login(self, token: UserToken) -> str:
+        """Return the login of the person the token belongs to."""
+        # https://docs.github.com/en/rest/users/users#get-the-authenticated-user
+        return _Answer("GET /user", self._user_get(token, "/user", {})).text("login", pattern=LOGIN)
+
+    def _listed(self, token: UserToken, path: str, key: str) -> list[Reader]:
+        found: list[Reader] = []
+        for page in range(1, _MAX_PAGES + 1):
+            data = self._user_get(token, path, {"per_page": _PER_PAGE, "page": page})
+            items = _Answer(f"GET {path}", data).items(key)
+            found += items
+            if len(items) < _PER_PAGE:
+                return found
+        raise GitHubError(f"GET {path}", f"more than {_MAX_PAGES * _PER_PAGE} {key}; refusing")
+
+    def readable_repos(self, token: UserToken) -> frozenset[str]:
+        """Return the repositories of the App's installations this person can read.
+
+        GitHub answers for a user access token of the App with the repositories both the
+        person and the installation can reach.
+        """
+        # https://docs.github.com/en/rest/apps/installations#list-app-installations-accessible-to-the-user-access-token
+        # https://docs.github.com/en/rest/apps/installations#list-repositories-accessible-to-the-user-access-token
+        repos: set[str] = set()
+        for installation in self._listed(token, "/user/installations", "installations"):
+            number = installation.integer("id")
+            path = f"/user/installations/{number}/repositories"
+            for repo in self._listed(token, path, "repositories"):
+                repos.add(repo.text("full_name", pattern=REPO_NAME))
+        return frozenset(repos)

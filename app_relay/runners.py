@@ -25,7 +25,15 @@ from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
 from app_relay.bundle import Bundle, BundleError, open_bundle
-from app_relay.github import Artifact, DispatchResult, GitHubError, WorkflowRun
+from app_relay.github import (
+    Artifact,
+    DispatchResult,
+    GitHubError,
+    JobStep,
+    WorkflowRun,
+    answer_message,
+    read_steps,
+)
 from app_relay.github_vocab import (
     CONCLUSIONS_SEEN,
     REPO_NAME,
@@ -96,6 +104,10 @@ class ActionsGateway(Protocol):
         self, repo: str, workflow_file: str, ref: str, inputs: Mapping[str, str | bool]
     ) -> DispatchResult: ...
 
+    def dispatch_workflow_plain(
+        self, repo: str, workflow_file: str, ref: str, inputs: Mapping[str, str | bool]
+    ) -> DispatchResult: ...
+
     def list_workflow_runs(
         self, repo: str, workflow_file: str, created_after: datetime | None = None
     ) -> list[WorkflowRun]: ...
@@ -140,6 +152,7 @@ class RunProgress:
     head_sha: str
     workflow_path: str | None  # workflow_run only, e.g. ".github/workflows/cujo.yml"
     job_name: str | None  # workflow_job only
+    steps: tuple[JobStep, ...] = ()  # workflow_job only: each step's progress
 
     @property
     def cujo_run_id(self) -> str | None:
@@ -206,6 +219,7 @@ def _fold(event_name: str, body: object) -> RunProgress:
         head_sha=obj.text("head_sha", pattern=SHA1),
         workflow_path=path,
         job_name=job,
+        steps=read_steps(obj.data.get("steps")) if event_name == "workflow_job" else (),
     )
 
 
@@ -224,6 +238,17 @@ def fold_event(event_name: str, payload: object) -> RunProgress | None:
         log.info("webhook not folded into run progress: %s", folded.reason)
         return None
     return folded
+
+
+def refuses_run_details(exc: GitHubError) -> bool:
+    """Return whether a dispatch was refused for asking for run details, as GHES does.
+
+    GitHub Enterprise Server up to 3.20 answers 400 to the unknown ``return_run_details``
+    field (ACTIONS.md); a 422 counts too when GitHub's message names the field. Any other
+    refusal (a missing trigger, unexpected inputs) is not retried: it would fail again.
+    """
+    message = answer_message(exc) or exc.reason
+    return exc.status == 400 or (exc.status == 422 and "return_run_details" in message)
 
 
 class ActionsRunner:
@@ -295,7 +320,16 @@ class ActionsRunner:
         gateway = self._gateways(repo)
         since = datetime.fromtimestamp(self._clock() - self.clock_skew_s, UTC)
         try:
-            result = gateway.dispatch_workflow(repo, self.workflow, default_branch, inputs)
+            try:
+                result = gateway.dispatch_workflow(repo, self.workflow, default_branch, inputs)
+            except GitHubError as exc:
+                if not refuses_run_details(exc):
+                    raise
+                # Nothing was started (GitHub refused the request): one plain dispatch,
+                # then the run is found by its run-name.
+                result = gateway.dispatch_workflow_plain(
+                    repo, self.workflow, default_branch, inputs
+                )
         except (GitHubError, ValueError) as exc:
             raise RunnerError(f"dispatching {self.workflow} on {default_branch}: {exc}") from exc
         if result.workflow_run_id is not None:

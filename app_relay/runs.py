@@ -54,7 +54,7 @@ from .effects import (
     review_intent,
 )
 from .events import Event, MalformedEvent, ReviewRequested, record_request
-from .github import ChangedFiles, GitHubError, GitHubGateway
+from .github import ChangedFiles, GitHubError, GitHubGateway, JobStep
 from .guard import Hold, HoldCache
 from .inert import code_span
 from .mode import POLICY_FILE
@@ -498,7 +498,42 @@ class RunCoordinator:
             return None
         return run if run.repo == progress.repo else None
 
+    def _note_steps(self, run_id: str, steps: Sequence[JobStep]) -> None:
+        """Add a ``step`` event for each step whose progress changed since the last one."""
+        if not steps:
+            return
+        shown = [e.detail for e in self.store.events(run_id) if e.kind == "step"]
+        for step in steps:
+            last = next((d for d in reversed(shown) if d.startswith(f"{step.name}: ")), None)
+            if last != step.line():
+                self.store.add_event(run_id, "step", step.line())
+
+    def poll_jobs(self) -> int:
+        """Read the jobs of sandbox runs in progress and note their steps; return how many.
+
+        Between webhooks GitHub says nothing of a job's steps; the run page shows them
+        as they go (prepare, arm, each check, bundle) from this poll, every few seconds.
+        """
+        polled = 0
+        for run in self.store.open_runs():
+            if run.state != "running" or run.workflow_run_id is None:
+                continue
+            if run.installation_id is None:
+                continue
+            try:
+                with self._session(run.session_id), self._acting(run.run_id):
+                    gh = self.github_for(run.installation_id)
+                    for job in gh.workflow_jobs(run.repo, run.workflow_run_id):
+                        self._note_steps(run.run_id, job.steps)
+                    polled += 1
+            except RunBusy:
+                continue
+            except FAILURES as exc:
+                log.info("run %s: its job's steps could not be read: %s", run.run_id, exc)
+        return polled
+
     def _follow_job(self, run: RunRecord, progress: RunProgress) -> None:
+        self._note_steps(run.run_id, progress.steps)
         if progress.waiting and run.state == "running":
             who = (
                 f"the required reviewers of environment {code_span(progress.environment)}"
@@ -542,9 +577,17 @@ class RunCoordinator:
                     base_sha=run.base_sha,
                     dest=dest,
                 )
+                self.store.add_event(
+                    run.run_id,
+                    "reports",
+                    f"{len(bundle.reports)} reports from workflow run {run.workflow_run_id}"
+                    if bundle.failure is None
+                    else f"the sandbox failed at {bundle.failure.stage}",
+                )
                 verdict = verdict_of(bundle, self.judge, policy=self._policy_of(gh, run))
             except FAILURES as exc:
                 log.warning("run %s: the bundle cannot be used: %s", run.run_id, exc)
+                self.store.add_event(run.run_id, "reports", f"unusable: {exc}")
                 verdict = error_verdict(f"the sandbox's reports cannot be used: {exc}")
                 bundle = None
             self._finish(
@@ -687,6 +730,7 @@ class RunCoordinator:
         *,
         tick_s: float = 1.0,
         reconcile_every_s: float = 60.0,
+        poll_every_s: float = 5.0,
         on_reconciled: Callable[[int], None] | None = None,
     ) -> None:
         """Until ``stop``: make due effects every tick, reconcile now and again.
@@ -699,9 +743,12 @@ class RunCoordinator:
             target=self._heartbeat, args=(stop,), name="cujo-run-leases", daemon=True
         )
         heartbeat.start()
-        next_reconcile = 0.0
+        next_reconcile = next_poll = 0.0
         while not stop.is_set():
             try:
+                if time.monotonic() >= next_poll:
+                    next_poll = time.monotonic() + poll_every_s
+                    self.poll_jobs()
                 if time.monotonic() >= next_reconcile:
                     moved = self.reconcile()
                     next_reconcile = time.monotonic() + reconcile_every_s

@@ -167,6 +167,19 @@ def _signals_set(stopped: threading.Event) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def migrate() -> int:
+    """Bring the record to the newest revision (what every relay does as it starts)."""
+    try:
+        settings = _settings("migrate")
+        store = _store("migrate", settings)
+    except Refused as exc:
+        print(exc, file=sys.stderr)
+        return exc.code
+    store.close()
+    print(f"cujo relay: the record {shown_url(settings.database_url)} is at the newest revision")
+    return 0
+
+
 # ------------------------------------------------------------------ the worker processes
 
 
@@ -200,21 +213,28 @@ class Children:
         return all(proc.poll() is None for proc in self._procs)
 
     def stop(self) -> bool:
-        """Close their input (they stop claiming and drain), wait; False if one did not."""
+        """Close their input (they stop claiming and drain), wait; False if one did not.
+
+        The end of their input is the stop: a signal on top could land after a worker
+        has put its handlers back, and kill it mid-drain. One that outstays the drain's
+        own deadline gets SIGTERM, then SIGKILL.
+        """
         with self._lock:
             for proc in self._procs:
                 if proc.stdin is not None:
                     with contextlib.suppress(OSError):
                         proc.stdin.close()
-                if proc.poll() is None:
-                    proc.send_signal(signal.SIGTERM)
         clean = True
         for proc in self._procs:
             try:
                 clean &= proc.wait(STOP_TIMEOUT_S + 10) == 0
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
                 clean = False
         return clean
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import queue
 import re
 import threading
@@ -21,6 +22,7 @@ import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from .board import Access, access_from_env, board_router, web_url_of
 from .events import Event, MalformedEvent, signature_matches
 from .settings import RelaySettings
 from .store import NewDelivery, Store
@@ -135,8 +137,13 @@ def create_app(
     *,
     max_body: int = MAX_BODY,
     on_recorded: Callable[[], None] | None = None,
+    board: Access | None = None,
 ) -> FastAPI:
-    """Return the relay's ASGI app over ``store``; ``on_recorded`` wakes the workers."""
+    """Return the relay's ASGI app over ``store``; ``on_recorded`` wakes the workers.
+
+    The board is served at ``/`` to whom ``board`` lets in (by default: people signed in
+    with GitHub, when the App's OAuth client is set in the environment; nobody otherwise).
+    """
     app = FastAPI(title="Cujo relay", docs_url=None, redoc_url=None, openapi_url=None)
     secret = settings.webhook_secret.reveal().encode()
     intake = DeliveryIntake(store)
@@ -189,4 +196,7 @@ def create_app(
             on_recorded()
         return _answer(202, delivery=delivery_id, recorded=new)
 
+    api_url = settings.github_api_url
+    access = board if board is not None else access_from_env(os.environ, api_url)
+    app.include_router(board_router(store, access, web_url=web_url_of(api_url, os.environ)))
     return app

@@ -185,7 +185,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="make bench")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument(
-        "--only", choices=["review", "matcher", "armed", "base", "webhook", "claim", "diff"]
+        "--only",
+        choices=[
+            "review",
+            "matcher",
+            "armed",
+            "base",
+            "webhook",
+            "claim",
+            "replicas",
+            "diff",
+            "board",
+        ],
     )
     args = parser.parse_args()
     if args.only in (None, "matcher"):
@@ -207,10 +218,18 @@ def main() -> int:
         from bench.relay import bench_claim_latency
 
         bench_claim_latency(30)
+    if args.only in (None, "replicas"):
+        from bench.relay import bench_replicas
+
+        bench_replicas(40)
     if args.only in (None, "diff"):
         from bench.diffreview import bench_diff
 
         bench_diff(5)
+    if args.only in (None, "board"):
+        from bench.board import bench_board
+
+        bench_board(20)
     return 0
 
 

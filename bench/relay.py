@@ -105,6 +105,88 @@ def bench_claim_latency(n: int) -> dict[str, float]:
     return {"p50_s": p50, "p95_s": p95, "max_s": ordered[-1]}
 
 
+def bench_replicas(n: int = 40, counts: tuple[int, ...] = (1, 2, 3)) -> dict[int, float]:
+    """Deliveries fully processed per second with 1, 2 and 3 relays on one PostgreSQL record.
+
+    Each relay is `cujo relay serve` with one worker process; ``n`` pull requests are posted
+    round-robin as fast as they are answered, and the clock stops when every one has its
+    `cujo/guard` in progress (claimed, read, recorded, check created, sandbox dispatched).
+    """
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    import pgcluster
+
+    rates: dict[int, float] = {}
+    with pgcluster.cluster(Path(tempfile.mkdtemp(prefix="cujo-pg-"))) as admin:
+        for count in counts:
+            rates[count] = _replica_round(n, count, pgcluster.new_database(admin))
+    base_rate = rates[counts[0]]
+    print(
+        "replicas on PostgreSQL, "
+        + ", ".join(f"{c}: {r:.2f} deliveries/s ({r / base_rate:.2f}x)" for c, r in rates.items())
+        + f" over {n} pull requests each (target: grows with replicas)"
+    )
+    return rates
+
+
+def _replica_round(n: int, count: int, database: str) -> float:
+    key = make_key()
+    state = FakeState(app_id=APP_ID, public_key_pem=key.public_pem)
+    state.add_installation(INSTALLATION_ID)
+    server = FakeGitHubServer(state).start()
+    fake = FakeGitHub(state, server.url, APP_ID, INSTALLATION_ID, key.private_pem)
+    base = fake_sha()
+    set_up_repo(fake, base_sha=base, policy="{}\n")
+    relays: list[subprocess.Popen[bytes]] = []
+    with tempfile.TemporaryDirectory(prefix="cujo-bench-replicas-") as tmp:
+        env = {
+            **os.environ,
+            "CUJO_APP_ID": str(APP_ID),
+            "CUJO_PRIVATE_KEY": key.private_pem,
+            "CUJO_WEBHOOK_SECRET": SECRET,
+            "CUJO_GITHUB_API_URL": server.url,
+            "CUJO_DATABASE_URL": database,
+            "CUJO_HOME": tmp,
+        }
+        try:
+            urls = []
+            for k in range(count):
+                log = Path(tmp) / f"relay-{k}.log"
+                with log.open("wb") as err:
+                    relays.append(
+                        subprocess.Popen(
+                            [str(CUJO), "relay", "serve", "--port", "0"],
+                            env=env,
+                            stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL,
+                            stderr=err,
+                            start_new_session=True,
+                        )
+                    )
+                urls.append(_wait_listening(relays[-1], log))
+            heads = []
+            for number in range(1, n + 1):
+                heads.append(fake_sha())
+                open_pull(fake, number, head=heads[-1], base=base)
+            started = time.perf_counter()
+            for number, head in enumerate(heads, start=1):
+                body = pull_request_event(fake, number=number, head=head, base=base)
+                answer = post_webhook(urls[number % count], "pull_request", body)
+                if answer.status_code != 202:
+                    raise RuntimeError(f"a relay answered {answer.status_code}")
+            deadline = started + 600
+            while not all(_in_progress(state, head) for head in heads):
+                if time.perf_counter() > deadline:
+                    raise RuntimeError("not every pull request was claimed within 600 s")
+                time.sleep(0.01)
+            return n / (time.perf_counter() - started)
+        finally:
+            for relay in relays:
+                relay.terminate()
+            for relay in relays:
+                relay.wait(90)
+            server.stop()
+
+
 def _wait_listening(relay: subprocess.Popen[bytes], log: Path) -> str:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -118,4 +200,7 @@ def _wait_listening(relay: subprocess.Popen[bytes], log: Path) -> str:
 
 
 if __name__ == "__main__":
-    bench_claim_latency(int(sys.argv[1]) if len(sys.argv) > 1 else 50)
+    if sys.argv[1:2] == ["replicas"]:
+        bench_replicas(int(sys.argv[2]) if len(sys.argv) > 2 else 40)
+    else:
+        bench_claim_latency(int(sys.argv[1]) if len(sys.argv) > 1 else 50)

@@ -9,6 +9,9 @@ from pathlib import Path
 
 from cujo_action.run import run_sandbox
 
+# GitHub's tokens are tens of characters; anything near this is not one.
+_TOKEN_MAX = 4096
+
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and run the sandbox; exit 0 with reports, 3 on failure."""
@@ -22,11 +25,38 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--out", required=True, type=Path, help="folder for the reports bundle")
     run.add_argument("--workdir", type=Path, help="where to check out and run (default: temp)")
     run.add_argument("--keep", action="store_true", help="keep the temp work folder")
+    run.add_argument(
+        "--pull-request",
+        type=int,
+        help="fetch head as refs/pull/N/head and require it to still be --head (a SHA)",
+    )
+    run.add_argument(
+        "--token-stdin",
+        action="store_true",
+        help="read a token for cloning over https from standard input (never from argv or env)",
+    )
     args = parser.parse_args(argv)
     if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", args.run_id):
         parser.error("--run-id must be 1-64 letters, digits, '.', '_' or '-'")
+    if args.pull_request is not None and args.pull_request < 1:
+        parser.error("--pull-request must be a number above 0")
+    token = None
+    if args.token_stdin:
+        # Held in this root process for the clone alone: pull-request commands are
+        # other users in other namespaces, started with an environment of their own.
+        token = sys.stdin.read(_TOKEN_MAX).strip()
+        if not token:
+            parser.error("--token-stdin: standard input held no token")
     return run_sandbox(
-        args.repo, args.base, args.head, args.run_id, args.out, workdir=args.workdir, keep=args.keep
+        args.repo,
+        args.base,
+        args.head,
+        args.run_id,
+        args.out,
+        workdir=args.workdir,
+        keep=args.keep,
+        pull_request=args.pull_request,
+        token=token,
     )
 
 

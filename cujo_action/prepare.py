@@ -42,6 +42,7 @@ tool is missing; those reasons are dropped when the policy sets all three comman
 
 from __future__ import annotations
 
+import base64
 import configparser
 import contextlib
 import json
@@ -456,10 +457,12 @@ _GIT_CONFIG = (
     "advice.detachedHead=false",
 )
 
-# Passed through from the harness: what git needs to find itself and reach the network.
+# Passed through from the harness: what git needs to find itself and reach the network
+# (and the certificate bundle of a server whose CA is not the system's, as on some GHES).
 _ENV_PASS = (
     "PATH",
     "TMPDIR",
+    "GIT_SSL_CAINFO",
     "HTTPS_PROXY",
     "https_proxy",
     "HTTP_PROXY",
@@ -617,6 +620,54 @@ def _resolve_remote(git: _Git, clone: Path, ref: str) -> str:
     return sha
 
 
+def _auth_env(repo: str, token: str) -> dict[str, str]:
+    """Return git's environment for sending ``token`` to ``repo``'s host, and only there."""
+    parts = urlsplit(repo)
+    if parts.scheme != "https" or not parts.hostname:
+        raise PrepareError(
+            f"a token is sent only over https; {_redact(repo)} would carry it in clear text."
+        )
+    if "@" in parts.netloc:
+        raise PrepareError(f"{_redact(repo)} carries credentials of its own and a token.")
+    if not token or any(not 0x21 <= ord(c) <= 0x7E for c in token):
+        # A newline would add a header of its own to every request git makes.
+        raise PrepareError("the token is empty or holds spaces or control characters.")
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    # As actions/checkout authenticates (an extra header, not the URL), scoped to this
+    # origin, with redirects refused so the header never follows one elsewhere.
+    origin = f"{parts.scheme}://{parts.netloc}/"
+    return {
+        "GIT_CONFIG_COUNT": "2",
+        "GIT_CONFIG_KEY_0": f"http.{origin}.extraHeader",
+        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+        "GIT_CONFIG_KEY_1": "http.followRedirects",
+        "GIT_CONFIG_VALUE_1": "false",
+    }
+
+
+def _fetch_pull_head(git: _Git, clone: Path, number: int, head: str) -> str:
+    """Fetch ``refs/pull/N/head`` and return it, which must still be the dispatched ``head``."""
+    ref = f"refs/pull/{number}/head"
+    # https://docs.github.com/en/pull-requests/collaborating-with-pull-requests/reviewing-changes-in-pull-requests/checking-out-pull-requests-locally
+    fetched = git.run(
+        "fetch", "--quiet", "--no-tags", "origin", f"+{ref}:refs/cujo/pull/{number}", cwd=clone
+    )
+    if fetched.code != 0:
+        raise PrepareError(
+            f"Could not fetch {ref} from {git.shown}: {git.why(fetched)}. A private "
+            "repository needs the job's token (action.yml passes github.token); a fork's "
+            "head must be readable with it."
+        )
+    sha = _rev_parse(git, clone, f"refs/cujo/pull/{number}")
+    if sha != head:
+        raise PrepareError(
+            f"The pull request's head moved: {ref} is now {sha or 'gone'}, but this run was "
+            f"dispatched for {head} (a push or force push between dispatch and clone). "
+            "Nothing was reviewed; the run for the new head reviews it."
+        )
+    return sha
+
+
 def _ensure_commit(git: _Git, clone: Path, sha: str, ref: str) -> None:
     if _has_commit(git, clone, sha):
         return
@@ -746,8 +797,16 @@ def prepare(
     *,
     git_timeout: float = 120,
     which: Which = shutil.which,
+    pull_request: int | None = None,
+    token: str | None = None,
 ) -> Plan:
-    """Check out head and base under ``workdir``, settle the commands and write plan.json."""
+    """Check out head and base under ``workdir``, settle the commands and write plan.json.
+
+    With ``pull_request``, head is fetched as ``refs/pull/N/head`` and must still be the
+    commit ``head`` names. ``token`` (a clone URL over https only) is sent to that host
+    as GitHub's Actions checkout sends it, in the environment of root's git commands
+    alone: never in a URL, a file, the clone's config or the plan.
+    """
     workdir = Path(workdir).resolve()
     head_dir, base_dir = workdir / "head", workdir / "base"
     for path in (head_dir, base_dir):
@@ -759,11 +818,25 @@ def prepare(
     env = _git_env(workdir)
     clone = ["clone", "--no-checkout", "--quiet", "--no-recurse-submodules", "--"]
 
+    if pull_request is not None and (not _is_sha(head) or pull_request < 1):
+        raise PrepareError(
+            f"a pull request's head is checked against the exact commit: give head as a "
+            f"40-hex SHA and a pull request number above 0 (got {head!r}, {pull_request!r})."
+        )
     if _REMOTE.match(repo):
+        if token is not None:
+            env.update(_auth_env(repo, token))
         git = _Git(env, git_timeout, shown=_redact(repo), raw=repo)
         git.check(*clone, repo, str(head_dir), cwd=workdir, what=f"clone {git.shown}")
         base_sha = _resolve_remote(git, head_dir, base)
-        head_sha = _resolve_remote(git, head_dir, head)
+        if pull_request is not None:
+            head_sha = _fetch_pull_head(git, head_dir, pull_request, head)
+        else:
+            head_sha = _resolve_remote(git, head_dir, head)
+    elif token is not None or pull_request is not None:
+        raise PrepareError(
+            f"{repo} is a local path: a token and a pull request number go with a clone URL."
+        )
     else:
         source = Path(repo).expanduser().resolve()
         git = _Git(env, git_timeout, shown=str(source), raw=str(source))

@@ -236,12 +236,15 @@ def run_sandbox(
     *,
     workdir: Path | None = None,
     keep: bool = False,
+    pull_request: int | None = None,
+    token: str | None = None,
 ) -> int:
     """Review head against base in the sandbox; write reports to ``out``; return 0 or 3.
 
     The run owns its process: it adopts orphans and, at the end, kills whatever it
     started that is still running. Call it in a process of its own, as
-    ``python -m cujo_action run`` does.
+    ``python -m cujo_action run`` does. ``token`` is used by prepare's git alone, before
+    any pull-request code runs (see ``prepare``).
     """
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -256,7 +259,7 @@ def run_sandbox(
     try:
         with _stop_on_signals():
             try:
-                return _run(repo, base, head, run_id, out, work)
+                return _run(repo, base, head, run_id, out, work, pull_request, token)
             except Interrupted as exc:
                 write_failure(
                     out,
@@ -282,11 +285,23 @@ def run_sandbox(
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _run(repo: str, base: str, head: str, run_id: str, out: Path, work: Path) -> int:
+def _run(
+    repo: str,
+    base: str,
+    head: str,
+    run_id: str,
+    out: Path,
+    work: Path,
+    pull_request: int | None,
+    token: str | None,
+) -> int:
     started = time.monotonic()
-    _say(f"run {run_id}: preparing {repo} ({base} → {head})")
+    pr = f", pull request #{pull_request}" if pull_request is not None else ""
+    _say(f"run {run_id}: preparing {repo} ({base} → {head}{pr})")
     try:
-        plan = prepare(repo, base, head, run_id, work / "checkout")
+        plan = prepare(
+            repo, base, head, run_id, work / "checkout", pull_request=pull_request, token=token
+        )
     except PolicyError as exc:
         write_failure(
             out,

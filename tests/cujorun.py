@@ -171,6 +171,15 @@ class Cujo:
         return self.start(repo, **kwargs).wait()
 
 
+def running_with(marker: str, timeout_s: float = 60.0) -> list[str]:
+    """Wait until a live process carries ``marker`` (the sandbox starts it a little after
+    it says so); return the command lines found, empty at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while not (found := processes_with(marker)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return found
+
+
 def processes_with(marker: str) -> list[str]:
     """Return the command lines of live processes that carry ``marker``."""
     found = []

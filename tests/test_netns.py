@@ -579,6 +579,12 @@ def test_destroy_removes_everything_and_is_idempotent(tmp_path: Path) -> None:
         assert _present(lay.name, lay.host_link, lay.table) == ALL
         # A process left behind in the namespace does not keep it alive.
         straggler = subprocess.Popen(ns.run_in(["sleep", "600"]), start_new_session=True)
+        # Wait until it is inside (`ip netns exec` has become `sleep`): before that it is
+        # not yet a process of the namespace, on a loaded machine for a while.
+        cmdline = Path(f"/proc/{straggler.pid}/cmdline")
+        deadline = time.monotonic() + 30
+        while not cmdline.read_bytes().startswith(b"sleep\0") and time.monotonic() < deadline:
+            time.sleep(0.01)
     assert straggler.wait(timeout=10) == -signal.SIGKILL
     assert _present(lay.name, lay.host_link, lay.table) == []
     ns.destroy()

@@ -8,6 +8,8 @@ relays share.
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,6 +17,9 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from cujorun import CUJO
+from fakegithub import make_key
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine
@@ -22,7 +27,7 @@ from sqlalchemy import create_engine
 from app_relay.decide.judge import error_verdict
 from app_relay.decide.verdict import Finding, Verdict
 from app_relay.runstate import TRANSITIONS, RunState, is_path
-from app_relay.store import Base, Intent, RunClosed, Store
+from app_relay.store import MIGRATIONS, Base, Intent, RunClosed, Store
 
 BASE = "b" * 40
 HEAD = "a" * 40
@@ -275,3 +280,29 @@ def test_the_migrations_build_exactly_the_models(store: Store, database_url: str
     finally:
         engine.dispose()
     assert diff == []
+
+
+def test_cujo_relay_migrate_brings_an_empty_record_to_the_newest_revision(
+    database_url: str,
+) -> None:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": "/nonexistent",
+        "CUJO_APP_ID": "1",
+        "CUJO_PRIVATE_KEY": make_key().private_pem,
+        "CUJO_WEBHOOK_SECRET": "migrate-test-secret",
+        "CUJO_DATABASE_URL": database_url,
+    }
+    done = subprocess.run(
+        [str(CUJO), "relay", "migrate"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "newest revision" in done.stdout
+    engine = create_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            (revision,) = connection.exec_driver_sql("SELECT version_num FROM alembic_version")
+    finally:
+        engine.dispose()
+    heads = ScriptDirectory(str(MIGRATIONS)).get_heads()
+    assert [revision[0]] == heads

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cujorun import Cujo, Review, processes_with
+from cujorun import Cujo, Review, processes_with, running_with
 from gitrepo import GitRepo
 
 from app_relay.bundle import read_bundle
@@ -325,7 +325,7 @@ def test_nothing_recognisable_is_unproven_saying_why(
     )
     review = cujo.review(repo.path)
     verdict = review.verdict
-    assert review.code == 0, review
+    assert review.code == 4, review
     assert verdict["state"] == "unproven", review
     assert_bound(review, repo)
     assert verdict["plan"] | {"policy_from": ""} == {
@@ -357,7 +357,7 @@ def test_a_hang_is_cut_off_and_unproven(
     )
     review = cujo.review(repo.path)
     verdict = review.verdict
-    assert review.code == 0, review
+    assert review.code == 4, review
     assert verdict["state"] == "unproven", review
     check = "install" if phase == "install" else "tests"
     assert verdict["checks"][check]["status"] == "failed"
@@ -390,7 +390,7 @@ def test_an_output_flood_is_cut_off_and_unproven(
     repo = pr_repo("flood", {**TINY, ".cujo.yml": policy(test=FLOOD)}, {"calc.py": CALC + "\n"})
     review = cujo.review(repo.path)
     verdict = review.verdict
-    assert review.code == 0, review
+    assert review.code == 4, review
     assert verdict["state"] == "unproven", review
     assert verdict["plan"]["test"] == FLOOD
     assert verdict["checks"]["tests"]["status"] == "error"
@@ -446,7 +446,7 @@ def test_a_missing_build_tool_is_unproven_naming_it(
     repo = pr_repo("no-npm", NODE_FILES, NODE_HEAD)
     review = cujo.review(repo.path, path=str(tools))
     verdict = review.verdict
-    assert review.code == 0, review
+    assert review.code == 4, review
     assert verdict["state"] == "unproven", review
     assert_bound(review, repo)
     assert verdict["unproven"][0].startswith("plan: npm is not on PATH")
@@ -580,7 +580,7 @@ def test_interrupting_a_review_leaves_no_process_of_the_pull_request(
     pending = cujo.start(repo.path)
     said = pending.wait_for("tests: test: $")
     run_id = said.split("(run ", 1)[1].split(")", 1)[0]
-    assert processes_with(marker), "the hanging test should be running before Ctrl-C"
+    assert running_with(marker), "the hanging test should be running before Ctrl-C"
     pending.interrupt()
     review = pending.wait()
     assert review.code == 3, review
@@ -608,7 +608,7 @@ def test_a_cancelled_sandbox_stops_its_checks_and_says_so(
     out = tmp_path / "bundle"
     pending = cujo.start_sandbox(repo.path, "cancel-1", out)
     pending.wait_for("tests: test: $")
-    assert processes_with(marker)
+    assert running_with(marker)
     pending.terminate()
     done = pending.wait()
     assert done.code == 3, done

@@ -639,3 +639,38 @@ def test_local_runner_still_reports_the_sandbox_exit_code(tmp_path: Path) -> Non
     )
     assert code == 3
     assert (tmp_path / "out" / "failure.json").is_file()
+
+
+# ---- GitHub Enterprise Server: no run details ----------------------------------------
+
+
+@pytest.mark.parametrize("status", [400, 422])
+def test_a_dispatch_refused_for_run_details_is_sent_once_more_without_and_correlated(
+    world: World, status: int
+) -> None:
+    world.state.dispatch_refuses_run_details = status
+    dispatched = world.runner.dispatch(
+        REPO, DEFAULT, run_id=RUN, base_sha=BASE, head_sha=HEAD, pull_request=7
+    )
+    posts = world.state.calls("POST", "/workflows/cujo.yml/dispatches$")
+    assert [p.body.get("return_run_details") for p in posts] == [True, None]
+    assert posts[1].body["inputs"] == posts[0].body["inputs"]
+    (run,) = world.state.repos[REPO].runs.values()
+    assert run["display_title"] == f"cujo {RUN}"
+    assert dispatched == Dispatched(run["id"], None, correlated=True)
+
+
+def test_another_refusal_of_a_dispatch_is_not_retried(world: World) -> None:
+    # A workflow without a workflow_dispatch trigger, say: asking again changes nothing.
+    world.state.answer_next(
+        "POST",
+        "/workflows/cujo.yml/dispatches$",
+        '{"message": "Workflow does not have \'workflow_dispatch\' trigger"}',
+        status=422,
+    )
+    with pytest.raises(RunnerError, match="workflow_dispatch"):
+        world.runner.dispatch(
+            REPO, DEFAULT, run_id=RUN, base_sha=BASE, head_sha=HEAD, pull_request=7
+        )
+    assert len(world.state.calls("POST", "/workflows/cujo.yml/dispatches$")) == 1
+    assert world.state.repos[REPO].runs == {}

@@ -447,3 +447,35 @@ def test_a_review_is_found_by_its_marker_and_the_bots_login_never_the_marker_alo
     ours = [r for r in w.reviews() if r["user"]["login"] == "cujo[bot]"]
     assert len(ours) == 1
     assert w.store.get_run(run.run_id).review_id == ours[0]["id"]
+
+
+def test_the_jobs_steps_are_noted_as_they_change_from_polls_and_webhooks(make: Any) -> None:
+    w = make()
+    head = fake_sha()
+    held = w.actions.hold(head)
+    w.open(60, head)
+    wait_for("the dispatch", lambda: len(w.actions.dispatches) == 1, 30)
+    (run,) = w.store.open_runs()
+    assert run.workflow_run_id is not None
+    w.fake.state.set_jobs(REPO, run.workflow_run_id, [
+        ("prepare", "completed", "success"), ("arm", "in_progress", None)])  # fmt: skip
+
+    assert w.coordinator.poll_jobs() == 1
+    w.coordinator.poll_jobs()  # nothing changed: nothing noted twice
+
+    def steps() -> list[str]:
+        return [e.detail for e in w.store.events(run.run_id) if e.kind == "step"]
+
+    assert steps() == ["prepare: completed (success)", "arm: in_progress"]
+    job = sample("workflow_job.in_progress")
+    job["workflow_job"].update(run_id=run.workflow_run_id, head_sha=run.head_sha, steps=[
+        {"name": "arm", "status": "completed", "conclusion": "success", "number": 2},
+        {"name": "install", "status": "in_progress", "conclusion": None, "number": 3}])  # fmt: skip
+    job["repository"]["full_name"] = REPO
+    w.coordinator.follow(w.event("workflow_job", job))
+    assert steps()[2:] == ["arm: completed (success)", "install: in_progress"]
+    held.set()
+    w.complete()
+    kinds = [e.kind for e in w.store.events(run.run_id)]
+    assert "reports" in kinds
+    assert w.store.get_run(run.run_id).state == "clean"

@@ -80,15 +80,61 @@ def main() -> int:
     for head, obj in results.items():
         print(f"\nPull request `{head}`:")
         print(render(obj))
-    ok = results["benign"]["state"] == "clean" and results["exfil"]["state"] == "blocked"
-    print(
-        "\nDemo: benign → {}, exfil → {}{}".format(
-            results["benign"]["state"],
-            results["exfil"]["state"],
-            "" if ok else "  (expected clean and blocked)",
-        )
-    )
+    ok, verdict = outcome(results)
+    print(verdict)
+    show_board(data)
     return 0 if ok else 1
+
+
+def outcome(results: dict) -> tuple[bool, str]:
+    """Return whether the demo showed what it should, and the closing lines saying so.
+
+    With full isolation that is clean and blocked. Without it (not root, a tool missing,
+    bubblewrap refused) a sandbox that could be dodged proves nothing clean: the benign
+    pull request is unproven, which is the honest outcome and not a failure of the demo.
+    """
+    benign, exfil = results["benign"], results["exfil"]
+    states = f"Demo: benign → {benign['state']}, exfil → {exfil['state']}"
+    if benign["isolation"] == "full":
+        ok = benign["state"] == "clean" and exfil["state"] == "blocked"
+        return ok, states + ("" if ok else "  (expected clean and blocked)")
+    ok = benign["state"] == "unproven" and exfil["state"] == "blocked"
+    why = "; ".join(benign.get("unproven") or []) or "isolation is partial"
+    lines = [
+        states + ("" if ok else "  (expected unproven and blocked with partial isolation)"),
+        f"benign is unproven, not clean, because the sandbox had partial isolation: {why}",
+        "Full isolation needs root and ip, nft, setpriv and bwrap: "
+        "sudo apt-get install iproute2 nftables util-linux bubblewrap && sudo make demo",
+    ]
+    return ok, "\n".join(lines)
+
+
+BOARD_PORT = int(os.environ.get("CUJO_DEMO_BOARD_PORT", "8765"))
+
+
+def show_board(data: Path) -> None:
+    """End with the local board's address; serve it too when a person is at the terminal."""
+    cujo = Path(sys.executable).with_name("cujo")
+    try:
+        shown = cujo.relative_to(Path.cwd())
+    except ValueError:
+        shown = cujo
+    print(f"\nBoth runs are on the local board: {shown} board --data-dir {data} "
+          f"--port {BOARD_PORT}")
+    url = f"http://127.0.0.1:{BOARD_PORT}/"
+    if sys.stdin.isatty() and sys.stdout.isatty() and os.environ.get("CUJO_DEMO_BOARD") != "0":
+        print(f"Serving it now at {url} (Ctrl-C to stop).", flush=True)
+        try:
+            subprocess.run(
+                [sys.executable, "-m", "app_relay.cli", "board", "--data-dir", str(data),
+                 "--port", str(BOARD_PORT)],
+                stdout=subprocess.DEVNULL,
+                check=False,
+            )
+        except KeyboardInterrupt:
+            print()
+        return
+    print(f"The board: {url}")
 
 
 if __name__ == "__main__":

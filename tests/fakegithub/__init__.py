@@ -1,6 +1,7 @@
 """A fake GitHub: a real HTTP server on loopback that models the REST API Cujo calls."""
 
 from .fixture import AppKey, FakeGitHub, make_key
+from .oauth import SignIns, sign_ins
 from .server import FakeGitHubServer
 from .state import (
     Dispatch,
@@ -22,10 +23,12 @@ __all__ = [
     "FakeState",
     "Recorded",
     "RepoState",
+    "SignIns",
     "Unknown",
     "classic_protection",
     "fake_sha",
     "make_key",
     "required_checks_rules",
+    "sign_ins",
     "zip_bytes",
 ]

@@ -511,6 +511,10 @@ def _dispatch(api: Api, req: Request) -> Any:
     # https://docs.github.com/en/rest/actions/workflows#create-a-workflow-dispatch-event
     r, b = api.repo(req), req.body
     wf = _workflow(r, req)
+    refused = api.state.dispatch_refuses_run_details
+    if refused is not None and isinstance(b, dict) and "return_run_details" in b:
+        # Written from GitHub's documented validation answer, not recorded from a GHES.
+        raise refuse(refused, 'Invalid request.\n\n"return_run_details" is not a permitted key.')
     _need(isinstance(b, dict) and isinstance(b.get("ref"), str), "ref is required")
     inputs = b.get("inputs", {})
     _need(isinstance(inputs, dict) and len(inputs) <= 10, "inputs: at most 10")
@@ -530,6 +534,60 @@ def _dispatch(api: Api, req: Request) -> Any:
             after=after,
         )
     return Answer(204, None, after=after)
+
+
+# -- the App manifest flow -----------------------------------------------------------
+# Written from GitHub's documentation (registering a GitHub App from a manifest; the
+# conversion endpoint), not recorded: the web pages are github.com's, here on the API host.
+
+
+def _new_app(api: Api, req: Request, owner: str) -> Any:
+    form = urllib.parse.parse_qs(req.body if isinstance(req.body, str) else "")
+    manifest = json.loads(form["manifest"][0])
+    _need(isinstance(manifest.get("redirect_url"), str), "redirect_url is required")
+    _need(isinstance(manifest.get("hook_attributes", {}).get("url"), str), "hook url required")
+    code = f"code{len(api.state.manifest_codes) + 1}x{api.state.app_id}"
+    api.state.manifest_codes[code] = (manifest, owner, api.state.clock())
+    query = urllib.parse.urlencode({"code": code, "state": req.q("state", "")})
+    # The owner confirmed the App on GitHub's page; GitHub sends the browser back.
+    return Answer(302, None, headers={"Location": f"{manifest['redirect_url']}?{query}"})
+
+
+@route("POST", "/settings/apps/new", auth="none")
+def _new_user_app(api: Api, req: Request) -> Any:
+    return _new_app(api, req, "octocat")
+
+
+@route("POST", "/organizations/{org}/settings/apps/new", auth="none")
+def _new_org_app(api: Api, req: Request) -> Any:
+    return _new_app(api, req, req.params["org"])
+
+
+@route("POST", "/app-manifests/{code}/conversions", auth="none")
+def _convert_manifest(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/apps/apps#create-a-github-app-from-a-manifest
+    found = api.state.manifest_codes.pop(req.params["code"], None)
+    if found is None or api.state.clock() - found[2] > 3600:  # one use, within the hour
+        raise refuse(404, "Not Found")
+    manifest, owner, _ = found
+    slug = re.sub(r"[^a-z0-9]+", "-", manifest.get("name", "cujo").lower()).strip("-")
+    return Answer(
+        201,
+        {
+            "id": api.state.app_id,
+            "slug": slug,
+            "node_id": "MDM6QXBwNTk=",
+            "owner": {"login": owner},
+            "name": manifest.get("name"),
+            "html_url": f"{api.state.api_url}/apps/{slug}",
+            "permissions": manifest.get("default_permissions", {}),
+            "events": manifest.get("default_events", []),
+            "client_id": "Iv1.8a61f9b3a7aba766",
+            "client_secret": "1726be1638095a19edd134c77bde3aa2ece1e5d8",
+            "webhook_secret": "e340154128314309424b7c8e90325147d99fdafa",
+            "pem": api.state.manifest_app_pem,
+        },
+    )
 
 
 @route("GET", "/repos/{owner}/{repo}/actions/workflows/{workflow}/runs")
@@ -555,6 +613,16 @@ def _get_run(api: Api, req: Request) -> Any:
     if run is None:
         raise refuse(404, "Not Found")
     return _public(run)
+
+
+@route("GET", "/repos/{owner}/{repo}/actions/runs/{run_id}/jobs")
+def _run_jobs(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/actions/workflow-jobs#list-jobs-for-a-workflow-run
+    run = api.repo(req).runs.get(int(req.params["run_id"]))
+    if run is None:
+        raise refuse(404, "Not Found")
+    jobs = run.get("_jobs", [])
+    return {"total_count": len(jobs), "jobs": _page(req, jobs)}
 
 
 @route("POST", "/repos/{owner}/{repo}/actions/runs/{run_id}/cancel")
@@ -770,6 +838,10 @@ class ApiHandler(_Handler):
             if str(claims["iss"]) != str(state.app_id) or claims["exp"] - claims["iat"] > 660:
                 return "bad-jwt"
             return "jwt"
+        user = getattr(state, "sign_ins", None)
+        held = user.tokens.get(cred) if user is not None else None
+        if scheme.lower() in ("token", "bearer") and held is not None:  # oauth.py's users
+            return f"user:{held[0]}" if held[1] > state.clock() else "expired-token"
         token = state.tokens.get(cred)
         if scheme.lower() in ("token", "bearer") and token is not None:
             if token.expires_at <= state.clock():
@@ -788,6 +860,8 @@ class ApiHandler(_Handler):
             if need == "jwt" and auth != "jwt":
                 raise refuse(401, "A JSON web token could not be decoded")
             if need == "installation" and not auth.startswith("installation:"):
+                raise refuse(401, "Bad credentials")
+            if need == "user" and not auth.startswith("user:"):
                 raise refuse(401, "Bad credentials")
             req = Request(self.command, path, query, body, m.groupdict(), auth)
             with state.lock:

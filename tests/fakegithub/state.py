@@ -177,6 +177,12 @@ class FakeState:
         self.unknown_requests: list[Unknown] = []
         self.faults: list[Fault] = []
         self.dispatch_returns_details = True
+        # GitHub Enterprise Server up to 3.20 answers this status (400, or 422) to a
+        # dispatch naming return_run_details, a field it does not know (ACTIONS.md).
+        self.dispatch_refuses_run_details: int | None = None
+        # The App manifest flow: code → (manifest, owner, when GitHub handed it out).
+        self.manifest_codes: dict[str, tuple[dict[str, Any], str, float]] = {}
+        self.manifest_app_pem = ""  # the private key a conversion hands back
         self.token_lifetime_s = 3600.0
         self.blobs: dict[str, tuple[bytes, float]] = {}
         self.blob_declares_length = True  # False: stream the archive until the socket closes
@@ -361,6 +367,24 @@ class FakeState:
             run["status"] = status
             run["conclusion"] = conclusion
             return run
+
+    def set_jobs(self, repo: str, run_id: int, steps: list[tuple[str, str, str | None]]) -> None:
+        """Give a workflow run one job whose steps are (name, status, conclusion)."""
+        with self.lock:
+            run = self.repos[repo].runs[run_id]
+            run["_jobs"] = [
+                {
+                    "id": run_id * 10 + 1,
+                    "run_id": run_id,
+                    "name": "sandbox",
+                    "status": run["status"],
+                    "conclusion": run.get("conclusion"),
+                    "steps": [
+                        {"name": n, "status": st, "conclusion": c, "number": i + 1}
+                        for i, (n, st, c) in enumerate(steps)
+                    ],
+                }
+            ]
 
     def add_artifact(
         self,

@@ -1,0 +1,136 @@
+"""Keep the record: deliveries, sessions, runs, their events, findings and commands.
+
+SQLite by default (one file the board and a review share), PostgreSQL for several relay
+instances. Every method is one transaction, committed before it returns, so a crash
+loses nothing that a method reported as done. ``Base.metadata`` is what the Alembic
+migrations in ``migrations/`` build; ``create_schema`` runs ``upgrade head`` on start.
+
+Deliveries are a durable queue: ``record_delivery`` (the webhook, before its 202),
+``claim_delivery`` (a worker takes one under a lease), ``finish_delivery``. A worker
+that dies leaves its lease to expire, and another worker takes the delivery over.
+"""
+
+from __future__ import annotations
+
+from .base import StoreBase
+from .board import BoardReads
+from .commands import CommandsStore
+from .deliveries import DeliveriesStore
+from .outbox import OutboxStore
+from .records import (
+    CommandRecord,
+    Delivery,
+    Effect,
+    Finished,
+    Intent,
+    NewDelivery,
+    ReviewRequest,
+    RunEvent,
+    RunLine,
+    RunRecord,
+)
+from .runs import RunsStore
+from .schema import (
+    BUSY_TIMEOUT_MS,
+    COMMAND_OUTCOMES,
+    DELIVERY_STATES,
+    EFFECT_KINDS,
+    EFFECT_STATES,
+    FINDING_SOURCES,
+    FIRST_REVISION,
+    JUDGE_KINDS,
+    MAX_DELIVERY_ATTEMPTS,
+    MAX_DELIVERY_ERROR,
+    MAX_EFFECT_ATTEMPTS,
+    MAX_EVENT_KIND,
+    MIGRATIONS,
+    MODES,
+    RUN_STATES,
+    SESSION_KINDS,
+    VERBS,
+    Base,
+    CommandOutcome,
+    CommandRow,
+    DeliveryRow,
+    DeliveryState,
+    EffectKind,
+    EffectRow,
+    EffectState,
+    FindingRow,
+    Mode,
+    ReviewRequestRow,
+    RunClosed,
+    RunEventRow,
+    RunRow,
+    SessionKind,
+    SessionRow,
+    StoreError,
+    UnknownDelivery,
+    UnknownRun,
+    UnknownSession,
+    UnknownState,
+    UTCDateTime,
+    Verb,
+    create_schema,
+)
+
+
+class Store(DeliveriesStore, RunsStore, CommandsStore, OutboxStore, BoardReads):
+    """The record of sessions and runs, over one database URL."""
+
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "COMMAND_OUTCOMES",
+    "DELIVERY_STATES",
+    "EFFECT_KINDS",
+    "EFFECT_STATES",
+    "FINDING_SOURCES",
+    "FIRST_REVISION",
+    "JUDGE_KINDS",
+    "MAX_DELIVERY_ATTEMPTS",
+    "MAX_DELIVERY_ERROR",
+    "MAX_EFFECT_ATTEMPTS",
+    "MAX_EVENT_KIND",
+    "MIGRATIONS",
+    "MODES",
+    "RUN_STATES",
+    "SESSION_KINDS",
+    "VERBS",
+    "Base",
+    "CommandOutcome",
+    "CommandRecord",
+    "CommandRow",
+    "Delivery",
+    "DeliveryRow",
+    "DeliveryState",
+    "Effect",
+    "EffectKind",
+    "EffectRow",
+    "EffectState",
+    "FindingRow",
+    "Finished",
+    "Intent",
+    "Mode",
+    "NewDelivery",
+    "ReviewRequest",
+    "ReviewRequestRow",
+    "RunClosed",
+    "RunEvent",
+    "RunEventRow",
+    "RunLine",
+    "RunRecord",
+    "RunRow",
+    "SessionKind",
+    "SessionRow",
+    "Store",
+    "StoreBase",
+    "StoreError",
+    "UTCDateTime",
+    "UnknownDelivery",
+    "UnknownRun",
+    "UnknownSession",
+    "UnknownState",
+    "Verb",
+    "create_schema",
+]

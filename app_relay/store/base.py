@@ -1,0 +1,224 @@
+"""The base every part of the Store builds on: its connections and shared helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, Self
+
+from sqlalchemy import (
+    Select,
+    func,
+    select,
+    update,
+)
+from sqlalchemy.orm import Session, sessionmaker
+
+from app_relay.decide.verdict import (
+    Finding,
+    ModelUse,
+)
+from cujo_action.schema import MAX_TAIL, clip, utcnow
+
+from .engine import _engine_for
+from .records import Intent, RunRecord
+from .schema import (
+    _BEGIN_OPTION,
+    _LANES,
+    CommandOutcome,
+    CommandRow,
+    EffectRow,
+    FindingRow,
+    RunEventRow,
+    RunRow,
+    SessionRow,
+    StoreError,
+    UnknownRun,
+    _require,
+    create_schema,
+)
+
+
+class StoreBase:
+    """The record's connections and the helpers every part of it shares."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        sync_every_commit: bool = True,
+    ) -> None:
+        """Open the record at ``url`` (migrating it to the newest revision).
+
+        ``sync_every_commit=False`` (SQLite only) is for processes that never answer a
+        webhook: their commits are ordered and atomic but not each synced to disk, so the
+        webhook's own syncs do not queue behind theirs.
+        """
+        self.url = url
+        self._clock = clock
+        self._engine = _engine_for(url, sync_every_commit=sync_every_commit)
+        writer = self._engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
+        self._reads = sessionmaker(bind=self._engine, expire_on_commit=False)
+        self._writes = sessionmaker(bind=writer, expire_on_commit=False)
+        create_schema(writer)
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self._engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        with self._writes.begin() as session:
+            yield session
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        with self._reads.begin() as session:
+            yield session
+
+    def _count(self, column: Any, what: str, states: Sequence[str], allowed: Sequence[str]) -> int:
+        for state in states:
+            _require(what, state, allowed)
+        query = select(func.count()).select_from(column.class_)
+        if states:
+            query = query.where(column.in_(states))
+        with self._read() as session:
+            return int(session.scalar(query) or 0)
+
+    def _decide_command(
+        self,
+        session: Session,
+        command_id: int,
+        outcome: CommandOutcome,
+        reason: str,
+        run: RunRow | None,
+        now: datetime,
+    ) -> bool:
+        row = session.scalar(
+            select(CommandRow).where(CommandRow.id == command_id).with_for_update()
+        )
+        if row is None:
+            raise StoreError(f"no command {command_id}")
+        if row.outcome != "pending":
+            return False
+        row.outcome, row.reason, row.decided_at = outcome, clip(reason, MAX_TAIL), now
+        if run is not None:
+            row.run_id, row.head_sha = run.id, run.head_sha
+            detail = f"{row.verb} by {row.author}: {outcome}" + (f" ({reason})" if reason else "")
+            session.add(
+                RunEventRow(run_id=run.id, at=now, kind="command", detail=clip(detail, MAX_TAIL))
+            )
+        return True
+
+    def _enqueue(
+        self, session: Session, run_id: str, effects: Sequence[Intent], now: datetime
+    ) -> None:
+        for intent in effects:
+            intent.check()
+            if session.scalar(
+                select(EffectRow.id).where(EffectRow.run_id == run_id, EffectRow.key == intent.key)
+            ):
+                continue  # intended before: the same effect is made once
+            if intent.kind == "check":
+                # A check shows one face: a newer one overtakes those not yet sent.
+                session.execute(
+                    update(EffectRow)
+                    .where(
+                        EffectRow.run_id == run_id,
+                        EffectRow.kind == "check",
+                        EffectRow.state == "pending",
+                    )
+                    .values(state="cancelled", done_at=now, error="overtaken by a newer face")
+                )
+            session.add(
+                EffectRow(
+                    run_id=run_id,
+                    key=intent.key,
+                    kind=intent.kind,
+                    lane=_LANES[intent.kind],
+                    payload=dict(intent.payload),
+                    state="pending",
+                    attempts=0,
+                    created_at=now,
+                    available_at=now,
+                )
+            )
+            session.flush()
+
+    def _run_row(self, session: Session, run_id: str) -> RunRow:
+        # FOR UPDATE serializes writers on PostgreSQL; SQLite already holds the lock.
+        row = session.scalar(select(RunRow).where(RunRow.id == run_id).with_for_update())
+        if row is None:
+            raise UnknownRun(f"no run {run_id!r}")
+        return row
+
+    def _records(self, session: Session, query: Select[RunRow]) -> list[RunRecord]:
+        runs = list(session.scalars(query))
+        if not runs:
+            return []
+        ids = [r.id for r in runs]
+        sessions = {
+            s.id: s
+            for s in session.scalars(
+                select(SessionRow).where(SessionRow.id.in_({r.session_id for r in runs}))
+            )
+        }
+        findings: dict[str, list[Finding]] = {run_id: [] for run_id in ids}
+        for f in session.scalars(
+            select(FindingRow).where(FindingRow.run_id.in_(ids)).order_by(FindingRow.pk)
+        ):
+            findings[f.run_id].append(
+                Finding(
+                    id=f.finding_id,
+                    rule=f.rule,
+                    severity=f.severity,
+                    check=f.check,
+                    title=f.title,
+                    evidence=list(f.evidence),
+                    rules=list(f.rules or [f.rule]),
+                )
+            )
+        return [
+            RunRecord(
+                run_id=r.id,
+                session_id=r.session_id,
+                repo=sessions[r.session_id].repo,
+                pr_number=sessions[r.session_id].pr_number,
+                session_kind=sessions[r.session_id].kind,
+                base_sha=r.base_sha,
+                head_sha=r.head_sha,
+                mode=r.mode,
+                state=r.state,
+                judge=r.judge,
+                summary=r.summary,
+                unproven=tuple(r.unproven),
+                plan_json=r.plan_json,
+                reports_dir=r.reports_dir,
+                started_at=r.started_at,
+                updated_at=r.updated_at,
+                finished_at=r.finished_at,
+                findings=tuple(findings[r.id]),
+                installation_id=r.installation_id,
+                delivery_id=r.delivery_id,
+                default_branch=r.default_branch,
+                on_error=r.on_error,
+                check_run_id=r.check_run_id,
+                workflow_run_id=r.workflow_run_id,
+                review_id=r.review_id,
+                policy_json=r.policy_json,
+                lease_owner=r.lease_owner,
+                lifted=r.lifted,
+                base_ref=r.base_ref,
+                holds=r.holds,
+                model_use=ModelUse.model_validate(r.model_use) if r.model_use else None,
+            )
+            for r in runs
+        ]

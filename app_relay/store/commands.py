@@ -1,0 +1,134 @@
+"""The `/cujo` verbs from comments, recorded once per comment and decided once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import (
+    select,
+)
+
+from cujo_action.schema import clip
+
+from .base import StoreBase
+from .records import CommandRecord, Intent, RunRecord, _command
+from .schema import (
+    COMMAND_OUTCOMES,
+    VERBS,
+    CommandOutcome,
+    CommandRow,
+    RunEventRow,
+    RunRow,
+    StoreError,
+    UnknownRun,
+    Verb,
+    _require,
+)
+
+
+class CommandsStore(StoreBase):
+    """The `/cujo` verbs from comments, recorded once per comment and decided once."""
+
+    # ---------------------------------------------------------------- commands
+
+    def record_command(
+        self,
+        *,
+        delivery_id: str,
+        repo: str,
+        pr_number: int,
+        comment_id: int,
+        author: str,
+        author_type: str,
+        verb: Verb,
+        created_at: datetime,
+    ) -> CommandRecord:
+        """Record a comment's verb as pending, once: a redelivery gets the first record."""
+        _require("verb", verb, VERBS)
+        with self._write() as session:
+            row = session.scalar(
+                select(CommandRow).where(
+                    CommandRow.comment_id == comment_id, CommandRow.verb == verb
+                )
+            )
+            if row is None:
+                row = CommandRow(
+                    delivery_id=delivery_id,
+                    repo=clip(repo, 256),
+                    pr_number=pr_number,
+                    comment_id=comment_id,
+                    author=clip(author, 64),
+                    author_type=clip(author_type, 32),
+                    verb=verb,
+                    outcome="pending",
+                    reason="",
+                    created_at=created_at,
+                )
+                session.add(row)
+                session.flush()
+            return _command(row)
+
+    def decide_command(
+        self,
+        command_id: int,
+        outcome: CommandOutcome,
+        reason: str,
+        *,
+        run_id: str | None = None,
+        effects: Sequence[Intent] = (),
+    ) -> bool:
+        """Record a refusal (or an outcome without a move); False if it was decided before.
+
+        The effects (a reaction, a reply) belong to ``run_id``'s outbox when given.
+        """
+        _require("command outcome", outcome, COMMAND_OUTCOMES)
+        with self._write() as session:
+            now = self._clock()
+            row = self._run_row(session, run_id) if run_id is not None else None
+            if not self._decide_command(session, command_id, outcome, reason, row, now):
+                return False
+            if run_id is not None:
+                self._enqueue(session, run_id, effects, now)
+            return True
+
+    def get_command(self, command_id: int) -> CommandRecord:
+        """Return one command."""
+        with self._read() as session:
+            row = session.get(CommandRow, command_id)
+            if row is None:
+                raise StoreError(f"no command {command_id}")
+            return _command(row)
+
+    def commands(self, repo: str | None = None) -> list[CommandRecord]:
+        """Return the recorded commands (of one repository), oldest first."""
+        query = select(CommandRow).order_by(CommandRow.id)
+        if repo is not None:
+            query = query.where(CommandRow.repo == repo)
+        with self._read() as session:
+            return [_command(row) for row in session.scalars(query)]
+
+    def newest_run(self, session_id: str) -> RunRecord | None:
+        """Return a session's newest run, whatever its state."""
+        query = (
+            select(RunRow)
+            .where(RunRow.session_id == session_id)
+            .order_by(RunRow.started_at.desc(), RunRow.id.desc())
+            .limit(1)
+        )
+        with self._read() as session:
+            found = self._records(session, query)
+        return found[0] if found else None
+
+    def state_since(self, run_id: str) -> datetime:
+        """Return when the run entered its current state (its last state event)."""
+        with self._read() as session:
+            at = session.scalar(
+                select(RunEventRow.at)
+                .where(RunEventRow.run_id == run_id, RunEventRow.kind == "state")
+                .order_by(RunEventRow.id.desc())
+                .limit(1)
+            )
+        if at is None:
+            raise UnknownRun(f"no run {run_id!r}")
+        return at

@@ -1,0 +1,390 @@
+"""Deliveries (a durable queue), review requests and sessions."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+
+from sqlalchemy import (
+    and_,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
+
+from cujo_action.schema import clip
+
+from .base import StoreBase
+from .engine import _delivery
+from .records import Delivery, Finished, NewDelivery, ReviewRequest
+from .schema import (
+    _SHA,
+    DELIVERY_STATES,
+    MAX_DELIVERY_ATTEMPTS,
+    MAX_DELIVERY_ERROR,
+    SESSION_KINDS,
+    DeliveryRow,
+    DeliveryState,
+    ReviewRequestRow,
+    SessionKind,
+    SessionRow,
+    UnknownDelivery,
+    UnknownSession,
+    _require,
+)
+
+
+class DeliveriesStore(StoreBase):
+    """Deliveries (a durable queue), review requests and sessions."""
+
+    # ---------------------------------------------------------------- deliveries
+
+    def record_delivery(
+        self,
+        delivery_id: str,
+        event: str,
+        action: str | None,
+        installation_id: int | None,
+        repo: str | None,
+        body: bytes,
+    ) -> bool:
+        """Record a verified delivery as `pending`; return False if its id was seen before."""
+        new = NewDelivery(delivery_id, event, action, installation_id, repo, body)
+        return self.record_deliveries([new])[0]
+
+    def record_deliveries(self, deliveries: Sequence[NewDelivery]) -> list[bool]:
+        """Record deliveries in one transaction; say for each whether it was new.
+
+        One commit (one sync to disk) for a batch is what lets the webhook keep up with
+        a burst: the web app gathers the deliveries that arrive together and calls this.
+        """
+        for new in deliveries:
+            new.check()
+        if not deliveries:
+            return []
+        now = self._clock()
+        rows = [
+            {
+                "id": new.id,
+                "event": new.event,
+                "action": new.action,
+                "installation_id": new.installation_id,
+                "repo": new.repo,
+                "body": bytes(new.body),
+                "state": "pending",
+                "attempts": 0,
+                "received_at": now,
+                "available_at": now,
+            }
+            for new in deliveries
+        ]
+        dialect = self._engine.dialect.name
+        insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+        # A redelivery keeps its id (X-GitHub-Delivery): the first record of it wins.
+        statement = (
+            insert(DeliveryRow)
+            .on_conflict_do_nothing(index_elements=["id"])
+            .returning(DeliveryRow.id)
+        )
+        with self._write() as session:
+            inserted = set(session.scalars(statement, rows))
+        answers: list[bool] = []
+        for new in deliveries:
+            answers.append(new.id in inserted)
+            inserted.discard(new.id)  # the same id twice in one batch is new once
+        return answers
+
+    def claim_delivery(
+        self, worker_id: str, lease_s: float, *, max_attempts: int = MAX_DELIVERY_ATTEMPTS
+    ) -> Delivery | None:
+        """Take the oldest pending delivery (or one whose lease ran out), under a lease."""
+        found = self.claim_deliveries(worker_id, lease_s, limit=1, max_attempts=max_attempts)
+        return found[0] if found else None
+
+    def claim_deliveries(
+        self,
+        worker_id: str,
+        lease_s: float,
+        *,
+        limit: int,
+        max_attempts: int = MAX_DELIVERY_ATTEMPTS,
+    ) -> list[Delivery]:
+        """Take up to ``limit`` of the oldest pending deliveries in one transaction.
+
+        Also those whose worker's lease ran out. Each claim counts as an attempt, so a
+        delivery that kills every worker taking it ends `failed` once ``max_attempts``
+        leases have run out, instead of looping.
+        """
+        if not worker_id or len(worker_id) > 128:
+            raise ValueError("a worker id has 1 to 128 characters")
+        if lease_s <= 0:
+            raise ValueError("a lease lasts more than 0 seconds")
+        if limit < 1:
+            raise ValueError("claim at least one delivery")
+        now = self._clock()
+        with self._write() as session:
+            session.execute(
+                update(DeliveryRow)
+                .where(
+                    DeliveryRow.state == "working",
+                    DeliveryRow.lease_until < now,
+                    DeliveryRow.attempts >= max_attempts,
+                )
+                .values(
+                    state="failed",
+                    error=f"gave up after {max_attempts} attempts: the worker holding it "
+                    "stopped before finishing (its lease ran out)",
+                    worker_id=None,
+                    lease_until=None,
+                    done_at=now,
+                )
+            )
+            # SKIP LOCKED lets relays sharing PostgreSQL take different deliveries at once;
+            # SQLite renders no FOR UPDATE and serializes claims with BEGIN IMMEDIATE.
+            rows = list(
+                session.scalars(
+                    select(DeliveryRow)
+                    .where(
+                        or_(
+                            and_(DeliveryRow.state == "pending", DeliveryRow.available_at <= now),
+                            and_(DeliveryRow.state == "working", DeliveryRow.lease_until < now),
+                        )
+                    )
+                    .order_by(DeliveryRow.received_at, DeliveryRow.id)
+                    .limit(limit)
+                    .with_for_update(skip_locked=True)
+                )
+            )
+            for row in rows:
+                if row.state == "working":
+                    row.error = f"taken over from {row.worker_id}, whose lease ran out"
+                row.state = "working"
+                row.worker_id = worker_id
+                row.lease_until = now + timedelta(seconds=lease_s)
+                row.attempts += 1
+            return [_delivery(row) for row in rows]
+
+    def renew_lease(self, delivery_id: str, worker_id: str, lease_s: float) -> bool:
+        """Extend a worker's lease on a delivery; return False if it no longer holds it."""
+        now = self._clock()
+        with self._write() as session:
+            done = session.execute(
+                update(DeliveryRow)
+                .where(
+                    DeliveryRow.id == delivery_id,
+                    DeliveryRow.state == "working",
+                    DeliveryRow.worker_id == worker_id,
+                )
+                .values(lease_until=now + timedelta(seconds=lease_s))
+            )
+            return bool(getattr(done, "rowcount", 0))
+
+    def finish_delivery(
+        self,
+        delivery_id: str,
+        ok: bool,
+        detail: str = "",
+        *,
+        worker_id: str | None = None,
+        final: bool = False,
+        retry_in_s: float = 0.0,
+        max_attempts: int = MAX_DELIVERY_ATTEMPTS,
+    ) -> bool:
+        """End a claimed delivery: `done`, back to `pending` to retry, or `failed`.
+
+        A failure is retried after ``retry_in_s`` until ``max_attempts`` claims, or not at
+        all when ``final`` (retrying cannot help). With ``worker_id``, only that worker's
+        claim is finished: False means its lease ran out and another worker holds it.
+        """
+        done = Finished(delivery_id, ok, detail, final=final, retry_in_s=retry_in_s)
+        return self.finish_deliveries([done], worker_id=worker_id, max_attempts=max_attempts)[0]
+
+    def finish_deliveries(
+        self,
+        results: Sequence[Finished],
+        *,
+        worker_id: str | None = None,
+        max_attempts: int = MAX_DELIVERY_ATTEMPTS,
+    ) -> list[bool]:
+        """End several claimed deliveries in one transaction; say for each if it was ours."""
+        now = self._clock()
+        answers: list[bool] = []
+        with self._write() as session:
+            for result in results:
+                row = session.scalar(
+                    select(DeliveryRow)
+                    .where(DeliveryRow.id == result.delivery_id)
+                    .with_for_update()
+                )
+                if row is None:
+                    raise UnknownDelivery(f"no delivery {result.delivery_id!r}")
+                if row.state != "working" or (worker_id is not None and row.worker_id != worker_id):
+                    answers.append(False)
+                    continue
+                why = clip(result.detail.strip() or "no reason was given", MAX_DELIVERY_ERROR)
+                if result.ok:
+                    row.state, row.error, row.done_at = "done", None, now
+                elif result.final or row.attempts >= max_attempts:
+                    row.state, row.done_at = "failed", now
+                    row.error = f"failed after {row.attempts} attempt(s): {why}"
+                else:
+                    row.state, row.error = "pending", why
+                    row.available_at = now + timedelta(seconds=max(result.retry_in_s, 0.0))
+                row.worker_id = None
+                row.lease_until = None
+                answers.append(True)
+        return answers
+
+    def release_deliveries(self, delivery_ids: Sequence[str], worker_id: str) -> None:
+        """Hand claimed, unstarted deliveries back to the queue, their claim not counted."""
+        with self._write() as session:
+            session.execute(
+                update(DeliveryRow)
+                .where(
+                    DeliveryRow.id.in_(list(delivery_ids)),
+                    DeliveryRow.state == "working",
+                    DeliveryRow.worker_id == worker_id,
+                )
+                .values(
+                    state="pending",
+                    worker_id=None,
+                    lease_until=None,
+                    attempts=DeliveryRow.attempts - 1,
+                )
+            )
+
+    def get_delivery(self, delivery_id: str) -> Delivery:
+        """Return one delivery."""
+        with self._read() as session:
+            row = session.get(DeliveryRow, delivery_id)
+            if row is None:
+                raise UnknownDelivery(f"no delivery {delivery_id!r}")
+            return _delivery(row)
+
+    def count_deliveries(self, *states: DeliveryState) -> int:
+        """Return how many deliveries are in ``states`` (all of them when none are given)."""
+        return self._count(DeliveryRow.state, "delivery state", states, DELIVERY_STATES)
+
+    # ---------------------------------------------------------------- review requests
+
+    def request_review(
+        self,
+        *,
+        delivery_id: str,
+        session_id: str,
+        installation_id: int | None,
+        action: str,
+        head_sha: str,
+        base_sha: str,
+        base_ref: str,
+        author: str,
+        author_type: str,
+        draft: bool,
+    ) -> int:
+        """Record that a head asks for a review, once per delivery; return the request id."""
+        for name, sha in (("base_sha", base_sha), ("head_sha", head_sha)):
+            if not _SHA.match(sha):
+                raise ValueError(f"{name} must be 40 lowercase hex digits, got {sha!r}")
+        with self._write() as session:
+            found = session.scalar(
+                select(ReviewRequestRow.id).where(ReviewRequestRow.delivery_id == delivery_id)
+            )
+            if found is not None:
+                return found
+            if session.get(SessionRow, session_id) is None:
+                raise UnknownSession(f"no session {session_id!r}")
+            row = ReviewRequestRow(
+                delivery_id=delivery_id,
+                session_id=session_id,
+                installation_id=installation_id,
+                action=action,
+                head_sha=head_sha,
+                base_sha=base_sha,
+                base_ref=base_ref,
+                author=author,
+                author_type=author_type,
+                draft=draft,
+                created_at=self._clock(),
+            )
+            session.add(row)
+            session.flush()
+            return row.id
+
+    def review_requests(self, session_id: str | None = None) -> list[ReviewRequest]:
+        """Return the review requests (of one session), oldest first."""
+        query = select(ReviewRequestRow, SessionRow).join(
+            SessionRow, SessionRow.id == ReviewRequestRow.session_id
+        )
+        if session_id is not None:
+            query = query.where(ReviewRequestRow.session_id == session_id)
+        with self._read() as session:
+            rows = session.execute(query.order_by(ReviewRequestRow.id)).all()
+            return [
+                ReviewRequest(
+                    id=r.id,
+                    delivery_id=r.delivery_id,
+                    session_id=r.session_id,
+                    repo=s.repo,
+                    pr_number=s.pr_number or 0,
+                    installation_id=r.installation_id,
+                    action=r.action,
+                    head_sha=r.head_sha,
+                    base_sha=r.base_sha,
+                    base_ref=r.base_ref,
+                    author=r.author,
+                    author_type=r.author_type,
+                    draft=r.draft,
+                    created_at=r.created_at,
+                    outcome=r.outcome,
+                    run_id=r.run_id,
+                )
+                for r, s in rows
+            ]
+
+    # ---------------------------------------------------------------- sessions
+
+    def open_session(self, repo: str, pr_number: int | None, kind: SessionKind) -> str:
+        """Return the session of this pull request, opening it on first sight."""
+        _require("session kind", kind, SESSION_KINDS)
+        if not repo:
+            raise ValueError("a session needs a repository")
+        try:
+            with self._write() as session:
+                if pr_number is not None:
+                    found = session.scalar(
+                        select(SessionRow.id).where(
+                            SessionRow.kind == kind,
+                            SessionRow.repo == repo,
+                            SessionRow.pr_number == pr_number,
+                        )
+                    )
+                    if found is not None:
+                        return found
+                session_id = uuid.uuid4().hex
+                session.add(
+                    SessionRow(
+                        id=session_id,
+                        repo=repo,
+                        pr_number=pr_number,
+                        kind=kind,
+                        created_at=self._clock(),
+                    )
+                )
+                return session_id
+        except IntegrityError:
+            # Another relay instance opened it first (PostgreSQL has no IMMEDIATE lock).
+            with self._read() as session:
+                found = session.scalar(
+                    select(SessionRow.id).where(
+                        SessionRow.kind == kind,
+                        SessionRow.repo == repo,
+                        SessionRow.pr_number == pr_number,
+                    )
+                )
+            if found is None:
+                raise
+            return found
