@@ -35,7 +35,7 @@ from typing import Final
 from pydantic import ValidationError
 
 from cujo_action.schema import (
-    CHECK_NAMES,
+    ALL_CHECKS,
     MAX_REPORT_BYTES,
     Failure,
     Manifest,
@@ -344,7 +344,8 @@ def read_bundle(
     if plan.policy_from != base:
         raise BundleError("plan.json read its policy from a commit other than base")
     reports = []
-    for check in CHECK_NAMES:
+    # The head's checks, and the base's run beside them (reference for what head adds).
+    for check in ALL_CHECKS:
         name = f"{check}.json"
         if name not in listed:
             continue

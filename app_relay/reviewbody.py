@@ -30,11 +30,24 @@ DISMISS_HINT = (
 )
 
 
+def _who(item: Egress | DecoyEvent) -> str:
+    """Return the process an item names, and what started it, where the harness could tell."""
+    if item.pid is None and not item.exe:
+        return ""
+    said = f" by {item.exe or 'pid ' + str(item.pid)}"
+    if item.cmdline:
+        said += f" (`{item.cmdline[:80]}`)"
+    if item.origin:
+        said += f", from {item.origin}"
+    return said
+
+
 def describe(item: Item) -> str:
     """Return one plain line for an evidence item (the caller quotes it)."""
     if isinstance(item, Egress):
         said = (
             f"{item.method} {item.url} during {item.phase} ({item.bytes_out} bytes, {item.action})"
+            f"{_who(item)}"
         )
         if not item.decoy_seen:
             return said
@@ -42,8 +55,7 @@ def describe(item: Item) -> str:
         where = f" ({', '.join(item.decoy_where)})" if item.decoy_where else ""
         return f"{said}; decoy {', '.join(item.decoy_seen)}{where}"
     if isinstance(item, DecoyEvent):
-        by = f" by {item.exe}" if item.exe else ""
-        return f"{item.event} of {item.path}{by} during {item.phase}"
+        return f"{item.event} of {item.path}{_who(item)} during {item.phase}"
     parts = [p for p in (item.path, item.detail) if p]
     return f"{item.kind}: {' — '.join(parts)}" if parts else item.kind
 

@@ -26,7 +26,21 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from cujo_action.boundary import copy_pristine, fresh_dir, hand_over
+from cujo_action.actionsjob import (
+    RUNNER_ROOT,
+    WORKER_ARGS,
+    WORKER_EXE,
+    JobIdentity,
+    checkout_config,
+    event_payload,
+    file_commands,
+    job_env,
+    job_message,
+    new_identity,
+    worker_env,
+    worker_source,
+)
+from cujo_action.boundary import copy_pristine, fresh_dir, hand_over, write_below
 from cujo_action.decoys import Decoy, decoy_files, make_decoys
 from cujo_action.dns import ResolverConfig, ResolverError, ResolverHandle, ResolverStart
 from cujo_action.evidence import EvidenceFaults, Seal, broken_seals, seal
@@ -39,8 +53,10 @@ from cujo_action.jail import (
     Confinement,
     JailError,
     View,
+    Worker,
     allocate_uids,
     bwrap_unavailable,
+    run_confined,
     system_tool,
 )
 from cujo_action.limits import Limits, make_limits
@@ -52,7 +68,7 @@ from cujo_action.proxy import (
     start_proxy,
     write_ca_bundle,
 )
-from cujo_action.schema import CHECK_NAMES, REGISTRY_HOSTS, CheckName, Isolation, Phase, Plan
+from cujo_action.schema import ALL_CHECKS, REGISTRY_HOSTS, CheckName, Isolation, Phase, Plan
 
 # One proxy port per (check, phase): the port a request arrives on names who sent it.
 LABELS: tuple[tuple[CheckName, Phase], ...] = (
@@ -62,7 +78,12 @@ LABELS: tuple[tuple[CheckName, Phase], ...] = (
     ("tests", "test"),
     ("probes", "probe"),
     ("smoke", "smoke"),
+    ("base", "install"),
+    ("base", "test"),
 )
+
+
+BASE_NICE = 10
 
 
 def label(check: str, phase: str) -> str:
@@ -115,6 +136,10 @@ class Armed(BaseModel):
     hidden: list[str] = []
     passwd: str = ""  # the sandbox's /etc/passwd and /etc/group (host paths)
     group: str = ""
+    # Who the job looks like (actionsjob.py), and the interpreter the decoy runner worker
+    # runs with (empty: no worker, where bubblewrap or the interpreter cannot have one).
+    job: JobIdentity
+    worker_python: str = ""
 
     def decoy_objects(self) -> tuple[Decoy, ...]:
         """Return the decoys as the decoys module's type."""
@@ -139,11 +164,18 @@ class Armed(BaseModel):
             binds=((self.area(check).home, INSIDE_HOME),),
             ro_binds=tuple(ro),
             hidden=tuple(self.hidden),
+            worker=runner_worker(self.worker_python, self.job, self.decoy_objects())
+            if self.worker_python
+            else None,
         )
 
     def home_inside(self, check: str) -> str:
         """Return the check's HOME as its commands see it."""
         return INSIDE_HOME if self.bwrap else self.area(check).home
+
+    def workspace(self, check: str) -> str:
+        """Return the check's checkout as its commands see it (the hosted runner's layout)."""
+        return f"{self.home_inside(check)}/work/{self.job.repo}/{self.job.repo}"
 
     def ca_inside(self) -> str:
         """Return the CA bundle's path as commands see it."""
@@ -164,6 +196,8 @@ class Armed(BaseModel):
             gid=area.gid,
             view=self.view(check),
             limits=area.limits,
+            # The base runs beside the head, off its critical path: it yields the CPU.
+            nice=BASE_NICE if check == "base" else 0,
         )
 
 
@@ -232,6 +266,41 @@ class Harness:
         return EvidenceFaults(
             lost=list(self.lost), untrusted=[*self.unsealed, *broken_seals(self.seals)]
         )
+
+
+def runner_worker(python: str, job: JobIdentity, decoys: tuple[Decoy, ...]) -> Worker:
+    """Return the decoy runner worker each command's sandbox starts as its pid 1."""
+    return Worker(
+        python=python,
+        exe=WORKER_EXE,
+        argv=WORKER_ARGS,
+        mount=RUNNER_ROOT,
+        env=tuple(worker_env(job).items()),
+        source=worker_source(job_message(job, decoys)),
+    )
+
+
+def _worker_python(
+    bwrap: str, uid: int | None, gid: int | None, job: JobIdentity, decoys: tuple[Decoy, ...]
+) -> str:
+    """Return an interpreter the runner worker starts with in bubblewrap ('' if none)."""
+    # The system's own first: an interpreter linked to a libpython beside it (some
+    # toolcache builds) cannot start from the worker's path.
+    candidates = dict.fromkeys(["/usr/bin/python3", base_python(for_sandbox_user=True)])
+    for python in candidates:
+        if not _others_can_run(Path(python)):
+            continue
+        view = View(bwrap, (), (), (), worker=runner_worker(python, job, decoys))
+        try:
+            outcome = run_confined(
+                "exit 0", cwd=Path("/"), env={"PATH": "/usr/bin:/bin"}, timeout=30,
+                confinement=Confinement(None, uid, gid, view),
+            )  # fmt: skip
+        except (OSError, JailError):
+            continue
+        if outcome.exit_code == 0:
+            return python
+    return ""
 
 
 def isolation_unavailable() -> str | None:
@@ -317,30 +386,54 @@ def stage(
     decoys: tuple[Decoy, ...],
     owners: dict[str, tuple[int | None, int | None]],
     limits: dict[str, Limits],
+    job: JobIdentity,
 ) -> dict[str, CheckArea]:
     """Give each check its own HOME (decoys seeded) and copy of the head, before any PR code.
 
     Every folder is made fresh (a name already there stops the run), the copies come
-    from the pristine checkout only root has written, and each HOME is handed to its
+    from the pristine checkout only root has written, laid out as a hosted runner lays
+    out a job (``work/<repo>/<repo>``, ``work/_temp``), and each HOME is handed to its
     check's uid in one symlink-proof walk. After this, root never writes these trees.
     """
     corners = fresh_dir(run_dir / "checks", 0o711)
     areas: dict[str, CheckArea] = {}
-    for check in CHECK_NAMES:
+    for check in ALL_CHECKS:
         corner = fresh_dir(corners / check, 0o711)  # root's: the uid cannot swap its HOME
         home = fresh_dir(corner / "home", 0o700)
-        seed_home(home, decoys)
-        work = fresh_dir(home / "work", 0o755)
-        (home / ".cache" / "tmp").mkdir(parents=True)  # TMPDIR where there is no bubblewrap
-        if check == "install":
-            copy_pristine(Path(plan.head_dir), work / "src")
-        elif check == "detonation":
-            copy_pristine(Path(plan.head_dir), work / "src", ignore=(".git", "node_modules"))
+        seed_home(home, decoys, job, plan)
+        if check in ("install", "detonation", "base"):
+            checkout = fresh_dir(home / "work" / job.repo, 0o755) / job.repo
+            ignore = ("node_modules",) if check == "detonation" else ()
+            if check == "base":
+                stage_base(plan, checkout)
+            else:
+                # The base worktree and the clone's reflog name the harness's own folders.
+                skip = (".git/worktrees", ".git/logs")
+                copy_pristine(Path(plan.head_dir), checkout, ignore=ignore, skip=skip)
+            # As actions/checkout leaves it: the origin on GitHub, the token's extraheader.
+            write_below(checkout, ".git/config", checkout_config(job, decoys), 0o644)
         uid, gid = owners[check]
         if uid is not None and gid is not None:
             hand_over(home, uid, gid)
         areas[check] = CheckArea(home=str(home), uid=uid, gid=gid, limits=limits[check])
     return areas
+
+
+def stage_base(plan: Plan, checkout: Path) -> None:
+    """Copy the base as a checkout of its own: its files, the clone's git, HEAD at base.
+
+    The base worktree's ``.git`` is a file naming the harness's clone; the copy gets the
+    clone's object store and the worktree's own index instead, with HEAD at base, so git
+    (and a version taken from git) sees an ordinary checkout of the base commit. All of
+    it is root's pristine checkout, copied before any pull-request code runs.
+    """
+    head, base = Path(plan.head_dir), Path(plan.base_dir)
+    copy_pristine(base, checkout, skip=(".git",))
+    copy_pristine(head / ".git", checkout / ".git", skip=("worktrees", "logs", "index"))
+    index = head / ".git" / "worktrees" / base.name / "index"
+    if index.is_file() and not index.is_symlink():
+        shutil.copyfile(index, checkout / ".git" / "index", follow_symlinks=False)
+    write_below(checkout, ".git/HEAD", plan.base_sha + "\n", 0o644)
 
 
 def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed, Harness]:
@@ -399,20 +492,28 @@ def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed,
         hosts: dict[str, str] = {}
         # No pull-request command ever runs as root: as root, each check gets a uid of
         # its own for this run, whatever the isolation.
-        owners: dict[str, tuple[int | None, int | None]] = dict.fromkeys(CHECK_NAMES, (None, None))
+        owners: dict[str, tuple[int | None, int | None]] = dict.fromkeys(ALL_CHECKS, (None, None))
         if os.geteuid() == 0:
             if not Path(system_tool("setpriv")).is_absolute():
                 raise JailError("`setpriv` (util-linux) is needed to drop root; install it")
             block = allocate_uids()
             harness.releases.append(block.release)
-            owners = {c: (block.uid(i), block.uid(i)) for i, c in enumerate(CHECK_NAMES)}
-        first_uid, first_gid = owners[CHECK_NAMES[0]]
-        bwrap_why = bwrap_unavailable(first_uid, first_gid)
+            owners = {c: (block.uid(i), block.uid(i)) for i, c in enumerate(ALL_CHECKS)}
+        first_uid, first_gid = owners[ALL_CHECKS[0]]
+        job = new_identity(plan.repo)
+        # A worker that starts proves bubblewrap works too: one probe in the usual case.
+        bwrap_tool = system_tool("bwrap")
+        worker_python = (
+            _worker_python(bwrap_tool, first_uid, first_gid, job, decoys)
+            if Path(bwrap_tool).is_absolute()
+            else ""
+        )
+        bwrap_why = None if worker_python else bwrap_unavailable(first_uid, first_gid)
         if bwrap_why is not None and why_partial is None:
             why_partial = f"bubblewrap is needed for full isolation: {bwrap_why}"
         limits: dict[str, Limits] = {}
         tag = secrets.token_hex(4)
-        for check in CHECK_NAMES:
+        for check in ALL_CHECKS:
             limits[check] = made = make_limits(f"cujo-{tag}-{check}", NPROC_LIMIT)
             harness.releases.append(made.remove)
         if why_partial is None:
@@ -455,11 +556,13 @@ def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed,
             netns=netns,
             proxy_hosts=hosts,
             dns_names=str(names) if names is not None and why_partial is None else "",
-            areas=stage(plan, run_dir, decoys, owners, limits),
+            areas=stage(plan, run_dir, decoys, owners, limits, job),
             bwrap=system_tool("bwrap") if bwrap_why is None else "",
             hidden=sorted({*_hidden_harness(), str(run_dir), *(str(p) for p in hide)}),
             passwd=str(passwd),
             group=str(group),
+            job=job,
+            worker_python=worker_python,
         )
         (run_dir / "plan.json").write_text(plan.model_dump_json(by_alias=True, indent=2))
         context = run_dir / "context.json"
@@ -473,8 +576,14 @@ def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed,
     return armed, harness
 
 
-def seed_home(home: Path, decoys: tuple[Decoy, ...]) -> list[Path]:
-    """Create a throwaway HOME holding the decoy files; return their paths."""
+def seed_home(
+    home: Path, decoys: tuple[Decoy, ...], job: JobIdentity | None = None, plan: Plan | None = None
+) -> list[Path]:
+    """Create a throwaway HOME holding the decoy files; return their paths.
+
+    With the job (and its plan), also what a hosted runner's HOME holds for a step:
+    ``work/_temp`` with the event file and the step's file commands, and ``runners``.
+    """
     home.mkdir(parents=True, exist_ok=True)
     paths = []
     for rel, content in decoy_files(decoys).items():
@@ -488,6 +597,18 @@ def seed_home(home: Path, decoys: tuple[Decoy, ...]) -> list[Path]:
     # An ordinary HOME has shell profiles; their presence is also what a write is compared to.
     for rel, content in ((".bashrc", "# ~/.bashrc\n"), (".profile", "# ~/.profile\n")):
         (home / rel).write_text(content)
+    (home / ".cache" / "tmp").mkdir(parents=True)  # TMPDIR where there is no bubblewrap
+    if job is not None and plan is not None:
+        # The worker's tmpfs is mounted here; the folder itself is what a runner has.
+        (home / "runners").mkdir()
+        steps = {
+            "work/_temp/_github_workflow/event.json": event_payload(job, plan),
+            **file_commands(job),
+        }
+        for rel, content in steps.items():
+            path = home / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
     return paths
 
 
@@ -509,8 +630,6 @@ def sandbox_env(
     proxy = f"http://{armed.proxy_hosts.get(name, armed.proxy_host)}:{armed.proxy_ports[name]}"
     path = armed.tool_path if venv is None else f"{venv}/bin:{armed.tool_path}"
     home = armed.home_inside(check)
-    # Under bubblewrap /tmp is the command's own; without it, a folder in the check's HOME.
-    scratch = "/tmp" if armed.bwrap else f"{home}/.cache/tmp"  # noqa: S108 (CheckRun.scratch)
     ca = armed.ca_inside()
     env = {
         "PATH": path,
@@ -520,20 +639,9 @@ def sandbox_env(
         "SHELL": "/bin/bash",
         "LANG": "C.UTF-8",
         "TERM": "dumb",
-        "TMPDIR": scratch,
-        "CUJO_SCRATCH": scratch,
-        # Look like an ordinary Actions job, so code that hides from sandboxes wakes up.
-        "CI": "true",
-        "GITHUB_ACTIONS": "true",
-        "GITHUB_WORKFLOW": "CI",
-        "GITHUB_EVENT_NAME": "pull_request",
-        "GITHUB_REF": "refs/pull/1/merge",
-        "GITHUB_SHA": plan.head_sha,
-        "GITHUB_SERVER_URL": "https://github.com",
-        "GITHUB_WORKSPACE": f"{home}/work/src",
-        "RUNNER_OS": "Linux",
-        "RUNNER_ARCH": "X64",
-        "RUNNER_TEMP": scratch,
+        # Look like an ordinary Actions job (variables, decoys where a job keeps secrets),
+        # so code that hides from sandboxes wakes up and code that steals finds decoys.
+        **job_env(armed.job, plan, armed.decoy_objects(), home=home, temp=f"{home}/work/_temp"),
         # Every route out goes through the logging proxy.
         "HTTP_PROXY": proxy,
         "HTTPS_PROXY": proxy,
@@ -560,7 +668,7 @@ def sandbox_env(
         "npm_config_fund": "false",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
-    for decoy in armed.decoys:
-        if decoy.env:
-            env[decoy.env] = decoy.value
+    if not armed.bwrap:
+        # Under bubblewrap /tmp is the command's own; without it, a folder in its HOME.
+        env["TMPDIR"] = f"{home}/.cache/tmp"
     return env

@@ -45,11 +45,52 @@ def fresh_dir(path: Path, mode: int, owner: tuple[int, int] | None = None) -> Pa
     return path
 
 
-def copy_pristine(src: Path, dest: Path, *, ignore: Iterable[str] = ()) -> None:
-    """Copy a root-held tree that no pull-request code has touched (symlinks kept as links)."""
-    shutil.copytree(
-        src, dest, symlinks=True, ignore=shutil.ignore_patterns(*ignore), dirs_exist_ok=False
-    )
+def copy_pristine(
+    src: Path, dest: Path, *, ignore: Iterable[str] = (), skip: Iterable[str] = ()
+) -> None:
+    """Copy a root-held tree that no pull-request code has touched (symlinks kept as links).
+
+    ``ignore`` names are left out wherever they are; ``skip`` paths (relative to ``src``)
+    only where they are.
+    """
+    names = shutil.ignore_patterns(*ignore)
+    skipped = {os.path.join(src, rel) for rel in skip}
+
+    def left_out(folder: str, entries: list[str]) -> set[str]:
+        here = {e for e in entries if os.path.join(folder, e) in skipped}
+        return set(names(folder, entries)) | here
+
+    shutil.copytree(src, dest, symlinks=True, ignore=left_out, dirs_exist_ok=False)
+
+
+def write_below(base: Path, rel: str, text: str, mode: int) -> None:
+    """Write ``text`` to ``rel`` below ``base`` (a tree root made), following no symlink.
+
+    Every folder is opened relative to the one above it with ``O_NOFOLLOW``, and the file
+    too: a link anywhere on the way (or at the file) stops with ``BoundaryError``.
+    """
+    try:
+        top = os.open(base, _DIR_FLAGS)
+    except OSError as exc:
+        raise BoundaryError(f"{base} is not a folder root made: {exc.strerror}") from exc
+    try:
+        opened = _open_under(top, rel)
+        if opened is None:
+            raise BoundaryError(f"{base}/{rel}: a folder on the way is missing or a link")
+        parent, leaf = opened
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                fd = os.open(leaf, flags, mode, dir_fd=parent)
+            except OSError as exc:
+                raise BoundaryError(f"{base}/{rel} cannot be written: {exc.strerror}") from exc
+            os.fchmod(fd, mode)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+        finally:
+            os.close(parent)
+    finally:
+        os.close(top)
 
 
 def hand_over(path: Path, uid: int, gid: int) -> None:
@@ -94,24 +135,21 @@ def _print(name: str, dfd: int) -> str | None:
         except OSError:
             return None
     elif stat.S_ISREG(st.st_mode):
-        try:
-            fd = os.open(name, _FILE_FLAGS, dir_fd=dfd)
-        except OSError:
-            return None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None  # swapped between the stat and the open
-            digest.update(os.read(fd, _READ_CAP))
-        finally:
-            os.close(fd)
+        data = _read_regular(name, dfd, _READ_CAP)
+        if data is None:
+            return None  # swapped between the stat and the open
+        digest.update(data)
     return f"{st.st_size}:{st.st_mode}:{digest.hexdigest()}"
 
 
-def fingerprints(base: Path, rels: Iterable[str], limit: int = 2_000) -> dict[str, str]:
+def fingerprints(
+    base: Path, rels: Iterable[str], limit: int = 2_000, depth: int | None = None
+) -> dict[str, str]:
     """Fingerprint every entry at or below each ``rel`` of ``base``, following no symlink.
 
     Keys are ``rel`` paths joined with ``/``. Missing paths are simply absent; a folder
-    is walked through descriptors (``os.fwalk``), its files and links fingerprinted.
+    is walked through descriptors (``os.fwalk``), its files and links fingerprinted, no
+    deeper than ``depth`` folders below ``rel`` when given.
     """
     prints: dict[str, str] = {}
     try:
@@ -135,6 +173,9 @@ def fingerprints(base: Path, rels: Iterable[str], limit: int = 2_000) -> dict[st
                     continue
                 walk = os.fwalk(leaf, dir_fd=parent, follow_symlinks=False)
                 for dirpath, dirs, files, dfd in walk:
+                    below = dirpath.removeprefix(leaf).strip("/")
+                    if depth is not None and below and below.count("/") + 1 >= depth:
+                        dirs[:] = [d for d in dirs if _is_link(d, dfd)]  # go no deeper
                     # A symlink to a folder is listed in dirs, never entered: print it.
                     for name in [*files, *(d for d in dirs if _is_link(d, dfd))]:
                         if len(prints) >= limit:
@@ -147,6 +188,43 @@ def fingerprints(base: Path, rels: Iterable[str], limit: int = 2_000) -> dict[st
     finally:
         os.close(top)
     return prints
+
+
+def read_below(base: Path, rel: str, cap: int) -> bytes | None:
+    """Return up to ``cap`` bytes of the regular file ``rel`` below ``base``, or None.
+
+    Every component is opened relative to its folder with ``O_NOFOLLOW``: a link on the
+    way, or a file that is not regular (a fifo, a device), gives None and is never read.
+    """
+    try:
+        top = os.open(base, _DIR_FLAGS)
+    except OSError:
+        return None
+    try:
+        opened = _open_under(top, rel)
+        if opened is None:
+            return None
+        parent, leaf = opened
+        try:
+            return _read_regular(leaf, parent, cap)
+        finally:
+            os.close(parent)
+    finally:
+        os.close(top)
+
+
+def _read_regular(name: str, dfd: int, cap: int) -> bytes | None:
+    """Return up to ``cap`` bytes of ``name`` in ``dfd`` if it is a regular file, not a link."""
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dfd)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, cap)
+    finally:
+        os.close(fd)
 
 
 def _is_link(name: str, dfd: int) -> bool:

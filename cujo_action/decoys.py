@@ -1,32 +1,54 @@
-"""Make decoy secrets in real formats, lay them out as files, and find them in bytes."""
+"""Make decoy secrets in real formats, lay them out as files, and find them in bytes.
+
+Decoys sit wherever a real Actions job keeps secrets, each under a name that says where:
+
+=============================  =============================================================
+name                           where the sandbox keeps it
+=============================  =============================================================
+AWS_*, NPM_TOKEN, GITHUB_TOKEN  the environment (and ``~/.aws/credentials``, ``~/.npmrc``)
+ACTIONS_RUNTIME_TOKEN,         the environment, as a JavaScript action's step sees them
+ACTIONS_ID_TOKEN_REQUEST_TOKEN
+CHECKOUT_TOKEN                 the checkout's ``.git/config``, in the ``http.…extraheader``
+                               ``actions/checkout`` leaves there (``actionsjob.py``)
+RUNNER_WORKER_GITHUB_TOKEN,    the memory of the decoy ``Runner.Worker`` process, in the
+RUNNER_WORKER_RUNTIME_TOKEN,   job message format the runner keeps (``actionsjob.py``)
+RUNNER_WORKER_NPM_TOKEN
+PYPI_TOKEN, SSH_PRIVATE_KEY,   files under HOME (``decoy_files``)
+GH_OAUTH_TOKEN, DATABASE_…
+=============================  =============================================================
+"""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import functools
+import json
 import secrets
 import string
 import struct
 import textwrap
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from urllib.parse import quote, quote_plus
+
+from cujo_action.unwrap import BUDGET, Layer, Unwrap
 
 MIN_NEEDLE = 12
 """Needles shorter than this are too short to mean anything and are skipped."""
 
-ENCODINGS: tuple[str, ...] = ("plain", "url", "hex", "base64")
+# How a decoy was found, first layer undone first (unwrap.py names them).
+ENCODINGS: tuple[str, ...] = (
+    "plain", "url", "json", "qp", "hex", "base64", "base32",
+    "gzip", "zlib", "deflate", "zstd", "brotli",
+)  # fmt: skip
 
 _BASE62 = string.digits + string.ascii_uppercase + string.ascii_lowercase
 _ALNUM = string.ascii_letters + string.digits
 _AWS_KEY_ID = string.ascii_uppercase + "234567"
 _B64 = string.ascii_letters + string.digits + "+/"
 _PYPI_PREFIX = "pypi-AgEIcHlwaS5vcmc"  # base64 of the macaroon header naming pypi.org
-# base64 of "openssh-key-v1\0": every OpenSSH private key body starts with it.
-_OPENSSH_MAGIC_B64 = "b3BlbnNzaC1rZXktdjEA"
 _OPENSSH_WRAP = 70
-_URLSAFE_TO_STD = bytes.maketrans(b"-_", b"+/")
 
 
 @dataclass(frozen=True)
@@ -92,6 +114,62 @@ def _openssh_ed25519_body() -> str:
     return base64.b64encode(blob).decode()
 
 
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _uuid() -> str:
+    raw = secrets.token_hex(16)
+    return f"{raw[:8]}-{raw[8:12]}-4{raw[13:16]}-{raw[16:20]}-{raw[20:]}"
+
+
+def _actions_jwt(issuer: str, claims: dict[str, object]) -> str:
+    """Return an RS256 JWT shaped as the Actions service signs them (random signature)."""
+    # The header and claim names follow the tokens a hosted runner hands its jobs
+    # (vstoken.actions.githubusercontent.com); nothing but the issuer's key can tell the
+    # signature is not real.
+    now = int(time.time()) - secrets.randbelow(120)
+    header = {
+        "typ": "JWT",
+        "alg": "RS256",
+        "x5t": _b64url(secrets.token_bytes(20)),
+        "kid": secrets.token_hex(20).upper(),
+    }
+    payload = {**claims, "iss": issuer, "aud": issuer, "nbf": now, "exp": now + 6 * 3600}
+    parts = [json.dumps(part, separators=(",", ":")).encode() for part in (header, payload)]
+    return ".".join([*(_b64url(p) for p in parts), _b64url(secrets.token_bytes(256))])
+
+
+def _runtime_token() -> str:
+    """Return an ``ACTIONS_RUNTIME_TOKEN``-shaped JWT (cache write, artifact upload)."""
+    plan = _uuid()
+    return _actions_jwt(
+        "vstoken.actions.githubusercontent.com",
+        {
+            "nameid": "dddddddd-dddd-dddd-dddd-dddddddddddd",
+            "scp": f"Actions.ExampleScope Actions.Results:{plan}:{_uuid()} "
+            f"Actions.UploadArtifacts:00000000-0000-0000-0000-000000000000/1:{plan}",
+            "IdentityTypeClaim": "System:ServiceIdentity",
+            "ac": '[{"Scope":"refs/pull/1/merge","Permission":3}]',
+            "acsl": "10",
+            "orchid": f"{plan}.build.__default",
+        },
+    )
+
+
+def _id_token_request_token() -> str:
+    """Return an ``ACTIONS_ID_TOKEN_REQUEST_TOKEN``-shaped JWT (asks for an OIDC token)."""
+    return _actions_jwt(
+        "vstoken.actions.githubusercontent.com",
+        {
+            "nameid": "dddddddd-dddd-dddd-dddd-dddddddddddd",
+            "scp": f"Actions.GenerateIdToken:{_uuid()}:{_uuid()}",
+            "IdentityTypeClaim": "System:ServiceIdentity",
+            "orchid": f"{_uuid()}.build.__default",
+        },
+    )
+
+
 def make_decoys() -> tuple[Decoy, ...]:
     """Return a fresh set of decoy secrets in the formats real tools and scanners expect."""
     pypi_body = base64.urlsafe_b64encode(secrets.token_bytes(132)).decode().rstrip("=")
@@ -108,12 +186,25 @@ def make_decoys() -> tuple[Decoy, ...]:
             "AWS_SECRET_ACCESS_KEY",
             ".aws/credentials",
         ),
-        Decoy("GITHUB_TOKEN", _checksummed_token("ghp_"), "GITHUB_TOKEN", None),
+        # A job's GITHUB_TOKEN is an installation token: ghs_, with the same checksum.
+        Decoy("GITHUB_TOKEN", _checksummed_token("ghs_"), "GITHUB_TOKEN", None),
         Decoy("NPM_TOKEN", _checksummed_token("npm_"), "NPM_TOKEN", ".npmrc"),
         Decoy("PYPI_TOKEN", _PYPI_PREFIX + pypi_body, None, ".pypirc"),
         Decoy("SSH_PRIVATE_KEY", _openssh_ed25519_body(), None, ".ssh/id_ed25519"),
         Decoy("GH_OAUTH_TOKEN", _checksummed_token("gho_"), None, ".config/gh/hosts.yml"),
         Decoy("DATABASE_PASSWORD", _pick(_ALNUM, 24), None, ".env"),
+        Decoy("ACTIONS_RUNTIME_TOKEN", _runtime_token(), "ACTIONS_RUNTIME_TOKEN", None),
+        Decoy(
+            "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+            _id_token_request_token(),
+            "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+            None,
+        ),
+        # Kept by arm where a real job keeps them, not in the environment or HOME.
+        Decoy("CHECKOUT_TOKEN", _checksummed_token("ghs_"), None, None),
+        Decoy("RUNNER_WORKER_GITHUB_TOKEN", _checksummed_token("ghs_"), None, None),
+        Decoy("RUNNER_WORKER_RUNTIME_TOKEN", _runtime_token(), None, None),
+        Decoy("RUNNER_WORKER_NPM_TOKEN", _checksummed_token("npm_"), None, None),
     )
 
 
@@ -163,82 +254,153 @@ def decoy_files(decoys: Iterable[Decoy]) -> dict[str, str]:
     return files
 
 
-def _texts(value: str) -> list[str]:
-    """Return the strings to look for that stand for ``value``."""
-    texts = [value]
-    if value.startswith(_OPENSSH_MAGIC_B64):
-        # Key files wrap the body at 70 columns, so a copied file holds it only line by
-        # line. The first line is the same in every ed25519 key and the last is mostly
-        # comment and padding: only the middle lines are secret.
-        texts += textwrap.wrap(value, _OPENSSH_WRAP)[1:-1]
-    return texts
+# A decoy counts as found when this many consecutive characters of it are (the whole decoy
+# when it is shorter), of which at least SECRET_MIN are its own and not its format's (the
+# "AKIA", "ghs_", the key header or a JWT's fixed claims every decoy of its kind shares).
+SLICE = 20
+SECRET_MIN = 16
+# Slices are found through GRAM-long pieces looked up every STEP bytes: any SLICE-long
+# slice holds one such piece, so the scan costs one dictionary lookup per STEP bytes.
+GRAM = 12
+STEP = SLICE - GRAM + 1
+_DRAWS = 2  # other draws compared with, to tell a kind's format from a decoy's own bytes
 
 
-def _base64_needles(raw: bytes) -> list[bytes]:
-    """Return standard-alphabet needles that find ``raw`` at any offset in a base64 blob."""
-    needles = []
-    for offset in range(3):
-        # With `offset` unknown bytes before it, the group holding them mixes in their
-        # bits, and the last partial group depends on what follows: keep only the groups
-        # made of ``raw`` alone.
-        padded = b"\0" * offset + raw
-        full = len(padded) - len(padded) % 3
-        encoded = base64.b64encode(padded[:full])
-        needles.append(encoded[4:] if offset else encoded)
-    return needles
+@dataclass(frozen=True)
+class _Text:
+    """One decoy's value as searched: exact, folded, and how much of each prefix is secret."""
+
+    name: str
+    exact: bytes
+    folded: bytes
+    secret_before: tuple[int, ...]  # secret characters in value[:i], for i in 0..len
+
+    def secret_in(self, start: int, end: int) -> int:
+        return self.secret_before[end] - self.secret_before[start]
 
 
-def _url_needles(text: str) -> list[bytes]:
-    out = []
-    for quoted in (quote(text, safe=""), quote(text), quote_plus(text)):
-        out += [quoted.encode(), _lower_escapes(quoted).encode()]
-    return out
-
-
-def _lower_escapes(quoted: str) -> str:
-    parts = quoted.split("%")
-    return parts[0] + "".join("%" + p[:2].lower() + p[2:] for p in parts[1:])
+def _secret_mask(decoy: Decoy, others: Sequence[tuple[Decoy, ...]]) -> list[bool]:
+    """Return, per character, whether it is the decoy's own (not its kind's format)."""
+    value = decoy.value
+    same = [o.value for draw in others for o in draw if o.name == decoy.name]
+    same = [v for v in same if len(v) == len(value)]
+    if not same:
+        return [True] * len(value)
+    return [any(v[i] != c for v in same) for i, c in enumerate(value)]
 
 
 class DecoyMatcher:
-    """Find decoy values in bytes, plain or encoded, with needles built once."""
+    """Find decoy values in bytes, or long enough slices of them, through every encoding.
 
-    def __init__(self, decoys: Iterable[Decoy]) -> None:
-        """Build every needle for ``decoys`` up front."""
+    Each input is unwrapped (``unwrap.py``: URL, JSON and MIME escapes, base64, base32,
+    hex, compression, nested) and every layer is searched for a slice of SLICE characters
+    of a decoy (the whole decoy if shorter). Found as ``(decoy name, encoding)``, the
+    encoding being the path of layers undone (``plain``, ``base64``, ``gzip+base64``…).
+    """
+
+    def __init__(self, decoys: Iterable[Decoy], *, budget: int = BUDGET) -> None:
+        """Build every lookup table for ``decoys`` up front (``budget``: see ``unwrap``)."""
         self.decoys: tuple[Decoy, ...] = tuple(decoys)
-        # (needle, decoy name, encoding); base64 needles are searched in a copy of the
-        # data with the urlsafe alphabet mapped to the standard one, which halves them.
-        self._needles: list[tuple[bytes, str, str]] = []
-        self._b64_needles: list[tuple[bytes, str]] = []
+        self.budget = budget
+        others = [make_decoys() for _ in range(_DRAWS)]
+        self._texts: list[_Text] = []
+        self._grams: dict[bytes, list[tuple[int, int]]] = {}
+        self._folded: dict[bytes, list[tuple[int, int]]] = {}
+        self._short: list[tuple[int, bytes, bytes]] = []
         for decoy in self.decoys:
-            seen: set[bytes] = set()
-            for text in _texts(decoy.value):
-                raw = text.encode()
-                candidates = [(raw, "plain")]
-                candidates += [(n, "url") for n in _url_needles(text)]
-                candidates += [(raw.hex().encode(), "hex"), (raw.hex().upper().encode(), "hex")]
-                for needle, encoding in candidates:
-                    if len(needle) >= MIN_NEEDLE and needle not in seen:
-                        seen.add(needle)
-                        self._needles.append((needle, decoy.name, encoding))
-                for needle in _base64_needles(raw):
-                    if len(needle) >= MIN_NEEDLE and needle not in seen:
-                        seen.add(needle)
-                        self._b64_needles.append((needle, decoy.name))
+            exact = decoy.value.encode()
+            if len(exact) < MIN_NEEDLE:
+                continue
+            mask = _secret_mask(decoy, others)
+            before = [0]
+            for own in mask:
+                before.append(before[-1] + own)
+            idx = len(self._texts)
+            self._texts.append(_Text(decoy.name, exact, exact.lower(), tuple(before)))
+            if len(exact) < SLICE:
+                self._short.append((idx, exact, exact.lower()))
+                continue
+            for i in range(len(exact) - GRAM + 1):
+                if before[i + GRAM] - before[i]:  # a piece of format alone proves nothing
+                    self._grams.setdefault(exact[i : i + GRAM], []).append((idx, i))
+                    self._folded.setdefault(exact[i : i + GRAM].lower(), []).append((idx, i))
+        self.exhausted = False  # whether the last search ran out of budget
 
-    def find(self, data: bytes) -> list[tuple[str, str]]:
-        """Return (decoy name, encoding) for each decoy found in ``data``, in decoy order."""
-        hits: set[tuple[str, str]] = set()
-        for needle, name, encoding in self._needles:
-            if (name, encoding) not in hits and needle in data:
-                hits.add((name, encoding))
-        if self._b64_needles:
-            std = data.translate(_URLSAFE_TO_STD) if b"-" in data or b"_" in data else data
-            for needle, name in self._b64_needles:
-                if (name, "base64") not in hits and needle in std:
-                    hits.add((name, "base64"))
-        order = {d.name: i for i, d in enumerate(self.decoys)}
-        return sorted(hits, key=lambda h: (order[h[0]], ENCODINGS.index(h[1])))
+    def _span(self, hay: bytes, at: int, idx: int, offset: int, folded: bool) -> tuple[int, int]:
+        """Return (where it ends in ``hay``, its length) if the piece at ``at`` grows into a
+        counting slice of decoy ``idx``, else (0, 0)."""
+        text = self._texts[idx]
+        value = text.folded if folded else text.exact
+        left = 0
+        while min(at, offset) > left and hay[at - left - 1] == value[offset - left - 1]:
+            left += 1
+        right = GRAM
+        while (
+            at + right < len(hay)
+            and offset + right < len(value)
+            and hay[at + right] == value[offset + right]
+        ):
+            right += 1
+        start, end = offset - left, offset + right
+        whole = len(value)
+        counts = end - start >= min(SLICE, whole) and text.secret_in(start, end) >= min(
+            SECRET_MIN, text.secret_in(0, whole)
+        )
+        return (at + right, end - start) if counts else (0, 0)
+
+    def _scan(self, data: bytes, folded: bool) -> dict[int, int]:
+        """Return, per decoy (by index) a slice of which is in ``data``, its longest slice."""
+        hay = data.lower() if folded else data
+        grams = self._folded if folded else self._grams
+        found: dict[int, int] = {}
+        past: dict[int, int] = {}  # where the last slice of each decoy ended in hay
+        get = grams.get
+        for at in range(0, len(hay) - GRAM + 1, STEP):
+            entries = get(hay[at : at + GRAM])
+            if entries:
+                for idx, offset in entries:
+                    if at < past.get(idx, 0):
+                        continue  # inside a slice already measured
+                    end, length = self._span(hay, at, idx, offset, folded)
+                    if length:
+                        past[idx] = end
+                        found[idx] = max(found.get(idx, 0), length)
+        for idx, exact, lower in self._short:
+            if (lower if folded else exact) in hay:
+                found[idx] = len(exact)
+        return found
+
+    def find(self, data: bytes, *, fold_case: bool = False) -> list[tuple[str, str]]:
+        """Return (decoy name, encoding) for each decoy found in ``data``, in decoy order.
+
+        ``fold_case``: the bytes may have lost their case on the way (a DNS name). A layer
+        undone as a whole (URL or JSON escapes) holds what its parent held: there, the
+        layer that shows the longest slice of a decoy names the encoding.
+        """
+        walk = Unwrap(data, budget=self.budget)
+        layers: list[Layer] = []  # kept alive: their ids name their groups
+        group_of: dict[int, int] = {}
+        best: dict[tuple[int, int], tuple[int, int, str]] = {}
+        for layer, parent in walk:
+            layers.append(layer)
+            whole_of = layer.whole and parent is not None
+            group = group_of[id(parent)] if whole_of and parent is not None else id(layer)
+            group_of[id(layer)] = group
+            for idx, length in self._scan(layer.data, fold_case and parent is None).items():
+                held = best.get((idx, group))
+                if held is None or length > held[0]:
+                    best[(idx, group)] = (length, len(layer.path), layer.encoding)
+        self.exhausted = walk.exhausted
+        ranked = sorted(
+            {(idx, depth, enc) for (idx, _), (_, depth, enc) in best.items()},
+            key=lambda h: (h[0], h[1], _encoding_rank(h[2]), h[2]),
+        )
+        return list(dict.fromkeys((self._texts[idx].name, enc) for idx, _, enc in ranked))
+
+
+def _encoding_rank(encoding: str) -> int:
+    first = encoding.split("+", 1)[0]
+    return ENCODINGS.index(first) if first in ENCODINGS else len(ENCODINGS)
 
 
 @functools.lru_cache(maxsize=8)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import ipaddress
 import json
@@ -14,16 +13,24 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+import dns.exception
+import dns.flags
+import dns.message
+import dns.name
+import dns.rcode
+import dns.rdatatype
+import dns.rrset
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cujo_action.decoys import MIN_NEEDLE, Decoy, DecoyMatcher, make_decoys
+from cujo_action.decoys import Decoy, DecoyMatcher
 from cujo_action.egress import Action, decide, egress_record, normalize_host, split_label
 from cujo_action.harnessproc import HarnessProcess, read_ready, spawn
+from cujo_action.procinfo import socket_owner
 from cujo_action.proxy import SINK_NETWORK, DecoySpec
 from cujo_action.schema import REGISTRY_HOSTS, clip
 
@@ -56,10 +63,9 @@ DNS_PORT = 53
 TTL = 1  # short, so a client asks again and every lookup is seen
 MAX_TCP_MESSAGE = 65535
 
-QTYPES = {1: "A", 2: "NS", 5: "CNAME", 6: "SOA", 12: "PTR", 15: "MX", 16: "TXT", 28: "AAAA"}
-QTYPES.update({33: "SRV", 64: "SVCB", 65: "HTTPS", 255: "ANY"})
 _TYPE_A, _TYPE_ANY, _CLASS_IN = 1, 255, 1
 RCODE_OK, RCODE_FORMERR, RCODE_NOTIMP = 0, 1, 4
+MAX_NAME = 255
 
 
 class DnsFormatError(ValueError):
@@ -67,18 +73,23 @@ class DnsFormatError(ValueError):
 
 
 # --------------------------------------------------------------------------- wire format
+# Parsed and built by dnspython (https://www.dnspython.org/): only what the resolver
+# decides is written here.
 
 
 @dataclass(frozen=True)
 class Query:
-    """The parts of a DNS query the resolver acts on."""
+    """The parts of a DNS query the resolver acts on, and the message they came from."""
 
-    ident: int
-    flags: int
-    labels: tuple[bytes, ...]
+    message: dns.message.Message
+    labels: tuple[bytes, ...]  # as sent, case kept (a decoy may be cased)
     qtype: int
     qclass: int
-    question: bytes  # the question section as sent, echoed in the answer
+
+    @property
+    def ident(self) -> int:
+        """Return the query's id."""
+        return int(self.message.id)
 
     @property
     def name(self) -> str:
@@ -88,49 +99,42 @@ class Query:
     @property
     def opcode(self) -> int:
         """Return the query's opcode (0 is a standard query)."""
-        return (self.flags >> 11) & 0xF
+        return int(self.message.opcode())
+
+    @property
+    def question(self) -> bytes:
+        """Return the question section as it goes on the wire (echoed in the answer)."""
+        wire = dns.name.Name([*self.labels, b""]).to_wire() or b""
+        return wire + struct.pack("!HH", self.qtype, self.qclass)
 
 
 def parse_query(data: bytes) -> Query:
     """Return the query in a DNS message, or raise DnsFormatError."""
     if len(data) < 12:
         raise DnsFormatError("shorter than a DNS header")
-    ident, flags, qdcount = struct.unpack("!HHH", data[:6])
-    if flags & 0x8000:
+    try:
+        message = dns.message.from_wire(data, question_only=True, ignore_trailing=False)
+    except (dns.exception.DNSException, ValueError, IndexError) as exc:
+        raise DnsFormatError(f"{type(exc).__name__}: {exc}") from None
+    if message.flags & dns.flags.QR:
         raise DnsFormatError("a response, not a query")
-    if qdcount != 1:
-        raise DnsFormatError(f"{qdcount} questions")
-    labels: list[bytes] = []
-    pos = 12
-    while True:
-        if pos >= len(data):
-            raise DnsFormatError("name runs past the message")
-        length = data[pos]
-        if length & 0xC0:
-            # Queries never need compression; a pointer here is malformed or hostile.
-            raise DnsFormatError("compressed or extended label in a question")
-        pos += 1
-        if length == 0:
-            break
-        labels.append(data[pos : pos + length])
-        pos += length
-    if pos + 4 > len(data) or sum(len(lb) + 1 for lb in labels) + 1 > 255:
-        raise DnsFormatError("truncated question or name longer than 255 bytes")
-    qtype, qclass = struct.unpack("!HH", data[pos : pos + 4])
-    return Query(ident, flags, tuple(labels), qtype, qclass, data[12 : pos + 4])
+    if len(message.question) != 1:
+        raise DnsFormatError(f"{len(message.question)} questions")
+    rrset = message.question[0]
+    labels = tuple(label for label in rrset.name.labels if label)
+    if sum(len(label) + 1 for label in labels) + 1 > MAX_NAME:
+        raise DnsFormatError("name longer than 255 bytes")
+    return Query(message, labels, int(rrset.rdtype), int(rrset.rdclass))
 
 
 def build_response(query: Query, answer: str | None, rcode: int = RCODE_OK) -> bytes:
     """Return the response to ``query``: one A record for ``answer``, or none."""
-    # QR, the query's opcode and RD, RA; no EDNS (a server may answer without it).
-    flags = 0x8000 | (query.flags & 0x7900) | 0x0080 | rcode
-    answers = b""
+    response = dns.message.make_response(query.message, recursion_available=True)
+    response.set_rcode(dns.rcode.Rcode(rcode))
     if answer is not None and rcode == RCODE_OK:
-        # Name: a pointer to the question's name at offset 12.
-        answers = struct.pack("!HHHIH", 0xC00C, _TYPE_A, _CLASS_IN, TTL, 4)
-        answers += ipaddress.IPv4Address(answer).packed
-    header = struct.pack("!HHHHHH", query.ident, flags, 1, 1 if answers else 0, 0, 0)
-    return header + query.question + answers
+        rrset = dns.rrset.from_text(query.message.question[0].name, TTL, "IN", "A", answer)
+        response.answer.append(rrset)
+    return response.to_wire()
 
 
 def error_response(data: bytes, rcode: int) -> bytes | None:
@@ -138,7 +142,10 @@ def error_response(data: bytes, rcode: int) -> bytes | None:
     if len(data) < 12 or data[2] & 0x80:
         return None
     ident, flags = struct.unpack("!HH", data[:4])
-    return struct.pack("!HHHHHH", ident, 0x8000 | (flags & 0x7900) | 0x0080 | rcode, 0, 0, 0, 0)
+    reply = dns.message.Message(id=ident)
+    reply.flags = dns.flags.QR | dns.flags.RA | (flags & (dns.flags.RD | 0x7800))
+    reply.set_rcode(dns.rcode.Rcode(rcode))
+    return reply.to_wire()
 
 
 def answer_for(query: Query, sink: str) -> tuple[str | None, int]:
@@ -150,111 +157,40 @@ def answer_for(query: Query, sink: str) -> tuple[str | None, int]:
     return None, RCODE_OK
 
 
+def qtype_text(qtype: int) -> str:
+    """Return a query type as DNS names it (A, AAAA, TXT, TYPE65534…)."""
+    return dns.rdatatype.to_text(dns.rdatatype.RdataType.make(qtype))
+
+
 # --------------------------------------------------------------------------- decoys in names
-
-
-def _base32_needles(raw: bytes) -> list[tuple[bytes, str]]:
-    """Return upper-case base32 needles (both alphabets) that find ``raw`` at any offset."""
-    out: list[tuple[bytes, str]] = []
-    for encode in (base64.b32encode, base64.b32hexencode):
-        for offset in range(5):
-            # As with base64: groups of 5 bytes that mix in unknown neighbours are dropped.
-            padded = b"\0" * offset + raw
-            full = len(padded) - len(padded) % 5
-            encoded = encode(padded[:full])
-            out.append((encoded[8:] if offset else encoded, "base32"))
-    return out
-
-
-# A label holds 63 bytes and a name 255, so a decoy often leaves in pieces: 30 bytes of a
-# 40-byte secret hex-encoded in one query, the rest in the next. A name counts as carrying
-# a decoy when it holds this many consecutive characters of one of its encodings.
-FRAGMENT = 20
-_URLSAFE_TO_STD = bytes.maketrans(b"-_", b"+/")
-# How a name is compared with an encoding's fragments: names lose case on the way
-# (0x20 randomisation, lower-casing resolvers), except where case is the encoding.
-_CASES: dict[str, Callable[[bytes], bytes]] = {
-    "plain": bytes.lower,
-    "hex": bytes.lower,
-    "base32": bytes.upper,
-    "base64": lambda data: data.translate(_URLSAFE_TO_STD),
-}
-
-
-def _encoded_forms(value: str) -> list[tuple[bytes, str]]:
-    """Return each encoding of ``value`` (at every alignment) a name could carry it in."""
-    raw = value.encode()
-    forms = [(raw, "plain"), (raw.hex().encode(), "hex")]
-    forms += _base32_needles(raw)
-    for offset in range(3):
-        padded = b"\0" * offset + raw
-        full = len(padded) - len(padded) % 3
-        encoded = base64.b64encode(padded[:full])
-        forms.append((encoded[4:] if offset else encoded, "base64"))
-    return forms
-
-
-def _fragments(decoy: Decoy) -> dict[bytes, str]:
-    """Return every FRAGMENT-long piece of the decoy's encodings → the encoding's name."""
-    out: dict[bytes, str] = {}
-    for form, encoding in _encoded_forms(decoy.value):
-        text = _CASES[encoding](form)
-        for i in range(len(text) - FRAGMENT + 1):
-            out.setdefault(text[i : i + FRAGMENT], encoding)
-    return out
-
-
-def _structural(names: set[str]) -> dict[str, set[bytes]]:
-    """Return, per decoy name, the fragments every decoy of that kind holds (its format)."""
-    # A PyPI token always starts "pypi-AgEIcHlwaS5vcmc", an OpenSSH key body with the
-    # same header: pieces of those say nothing. Another draw of the same kinds shows them.
-    return {d.name: set(_fragments(d)) for d in make_decoys() if d.name in names}
 
 
 class NameScanner:
     """Find decoys in query names: plain, hex, base64 or base32, split over labels or not.
 
-    Whole values are found as in any request; pieces of FRAGMENT characters or more of
-    one encoding are found too, since a name is too short to carry most secrets whole.
+    A label holds 63 bytes and a name 255, so a decoy often leaves in pieces (30 bytes of
+    a 40-byte secret hex-encoded in one query, the rest in the next): the matcher counts
+    a long enough slice (``decoys.SLICE``), and names are searched with their labels
+    joined, their case folded where the encoding allows (0x20 randomisation,
+    lower-casing resolvers).
     """
 
     def __init__(self, decoys: Iterable[Decoy]) -> None:
-        """Build the matcher, the base32 needles and the fragment tables once."""
+        """Build the matcher once."""
         self.decoys = tuple(decoys)
         self.matcher = DecoyMatcher(self.decoys)
-        self._b32: list[tuple[bytes, str]] = []
-        for decoy in self.decoys:
-            for needle, _ in _base32_needles(decoy.value.encode()):
-                if len(needle) >= MIN_NEEDLE:
-                    self._b32.append((needle, decoy.name))
-        structural = _structural({d.name for d in self.decoys})
-        self._pieces: dict[str, dict[bytes, str]] = {encoding: {} for encoding in _CASES}
-        for decoy in self.decoys:
-            common = structural.get(decoy.name, set())
-            for piece, encoding in _fragments(decoy).items():
-                if piece not in common:
-                    self._pieces[encoding].setdefault(piece, decoy.name)
 
     def scan(self, labels: Sequence[bytes]) -> tuple[list[str], list[str]]:
         """Return (decoy names, "dns:encoding" places) found in a query name."""
-        # A value longer than a label (63 bytes) must be split over labels; resolvers
-        # may also change the case of letters (0x20 randomisation).
-        dotted = b".".join(labels)
-        joined = b"".join(labels)
-        hits: set[tuple[str, str]] = set()
-        for data in (dotted, joined, joined.lower()):
-            hits.update(self.matcher.find(data))
-        upper = joined.upper()
-        hits.update((name, "base32") for needle, name in self._b32 if needle in upper)
-        for encoding, pieces in self._pieces.items():
-            text = _CASES[encoding](joined)
-            for i in range(len(text) - FRAGMENT + 1):
-                if (name := pieces.get(text[i : i + FRAGMENT])) is not None:
-                    hits.add((name, encoding))
+        # Joined, and joined without the zone's labels (exfil.test): the zone would run on
+        # from the data's last label and change the encoding's case or alphabet.
+        hits: list[tuple[str, str]] = []
+        for keep in sorted({len(labels), max(len(labels) - 1, 1), max(len(labels) - 2, 1)}):
+            hits += self.matcher.find(b"".join(labels[:keep]), fold_case=True)
         order = {d.name: i for i, d in enumerate(self.decoys)}
-        ranked = sorted(hits, key=lambda h: (order[h[0]], h[1]))
-        seen = list(dict.fromkeys(name for name, _ in ranked))
-        where = list(dict.fromkeys(f"dns:{encoding}" for _, encoding in ranked))
+        hits.sort(key=lambda hit: order.get(hit[0], len(order)))
+        seen = list(dict.fromkeys(name for name, _ in hits))
+        where = list(dict.fromkeys(f"dns:{encoding}" for _, encoding in hits))
         return seen, where
 
 
@@ -286,7 +222,7 @@ def dns_record(
             route="dns",
         )
     name = query.name
-    qtype = QTYPES.get(query.qtype, f"TYPE{query.qtype}")
+    qtype = qtype_text(query.qtype)
     action: Action = decide(name, allow_hosts) if name else "sunk"
     seen, where = scanner.scan(query.labels)
     return egress_record(
@@ -438,12 +374,19 @@ class Resolver:
             os.write(self._names_fd, (line + "\n").encode())
         return address
 
-    def handle(self, label: str, data: bytes) -> bytes | None:
-        """Log one query message and return the reply to send, if any."""
+    def handle(
+        self, label: str, data: bytes, client: tuple[str, int] | None = None, protocol: str = "udp"
+    ) -> bytes | None:
+        """Log one query message and return the reply to send, if any.
+
+        ``client`` is the asker's address and port: while it waits for the answer, its
+        socket names the sandbox process that asked (procinfo.py).
+        """
         try:
             query: Query | None = parse_query(data)
         except DnsFormatError:
             query = None
+        asker = socket_owner(*client, protocol) if client is not None else None
         record = dns_record(
             ts=time.time(),
             label=label,
@@ -453,6 +396,8 @@ class Resolver:
             scanner=self.scanner,
             raw=data,
         )
+        if asker is not None:
+            record["process"] = asker.fields()
         line = json.dumps(record, separators=(",", ":")) + "\n"
         os.write(self._log_fd, line.encode())
         if query is None:
@@ -480,7 +425,7 @@ class _Udp(asyncio.DatagramProtocol):
         self.transport = cast(asyncio.DatagramTransport, transport)
 
     def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
-        reply = self.resolver.handle(self.label, data)
+        reply = self.resolver.handle(self.label, data, (str(addr[0]), int(addr[1])), "udp")
         if reply is not None and self.transport is not None:
             self.transport.sendto(reply, addr)
 
@@ -488,10 +433,12 @@ class _Udp(asyncio.DatagramProtocol):
 async def _serve_tcp(
     resolver: Resolver, label: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
+    peer = writer.get_extra_info("peername")
+    client = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else None
     try:
         while True:
             (length,) = struct.unpack("!H", await reader.readexactly(2))
-            reply = resolver.handle(label, await reader.readexactly(length))
+            reply = resolver.handle(label, await reader.readexactly(length), client, "tcp")
             if reply is None:
                 break
             writer.write(struct.pack("!H", len(reply)) + reply)

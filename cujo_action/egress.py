@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, get_args
 
 from cujo_action.schema import (
-    CHECK_NAMES,
+    ALL_CHECKS,
     MAX_SHORT,
     MAX_TEXT,
     REGISTRY_HOSTS,
@@ -29,10 +29,9 @@ Action = Literal["forwarded", "sunk", "refused", "registry-write"]
 def split_label(label: str) -> tuple[str, str]:
     """Return (check, phase) from a "check/phase" label, or raise ValueError."""
     check, sep, phase = label.partition("/")
-    if not sep or check not in CHECK_NAMES or phase not in _PHASES:
+    if not sep or check not in ALL_CHECKS or phase not in _PHASES:
         raise ValueError(
-            f"label {label!r} must be check/phase with check in {CHECK_NAMES} "
-            f"and phase in {_PHASES}"
+            f"label {label!r} must be check/phase with check in {ALL_CHECKS} and phase in {_PHASES}"
         )
     return check, phase
 
@@ -97,6 +96,8 @@ def egress_rank(record: dict[str, Any], expected_hosts: Iterable[str]) -> int:
     if record.get("decoy_seen"):
         return RANK_DECOY
     early = record.get("phase") in _EARLY_PHASES
+    if record.get("dns_name") and early:
+        return RANK_BYPASS  # dns-over-https: a lookup around the resolver
     if record.get("action") == "registry-write":
         return RANK_REGISTRY_WRITE if early else RANK_RUNTIME_REGISTRY_WRITE
     if host_allowed(str(record.get("host", "")), expected_hosts):
@@ -130,9 +131,18 @@ def egress_record(
     decoy_seen: Sequence[str] = (),
     decoy_where: Sequence[str] = (),
     route: str = "proxy",
+    dns_name: str = "",
+    process: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Return the log line for one request or tunnel."""
+    """Return the log line for one request or tunnel.
+
+    ``dns_name``: a DoH request's name; ``process``: who held the channel (``pid``,
+    ``exe``, ``cmdline``, ``parents``), when the harness could tell.
+    """
     check, phase = split_label(label)
+    extra: dict[str, Any] = {"dns_name": clip(dns_name, MAX_SHORT)} if dns_name else {}
+    if process:
+        extra["process"] = dict(process)
     return {
         "ts": round(ts, 6),
         "label": label,
@@ -147,6 +157,7 @@ def egress_record(
         "decoy_seen": list(decoy_seen),
         "decoy_where": list(decoy_where),
         "route": route,
+        **extra,
     }
 
 
@@ -206,4 +217,23 @@ def egress_from_record(record: dict[str, Any], evidence_id: str) -> Egress:
         decoy_seen=[clip(n, MAX_SHORT) for n in record["decoy_seen"][:20]],
         decoy_where=[clip(w, MAX_SHORT) for w in record["decoy_where"][:20]],
         route=record.get("route", "proxy"),
+        dns_name=clip(str(record.get("dns_name", "")), MAX_SHORT),
+        ts=float(record["ts"]) if isinstance(record.get("ts"), int | float) else None,
+        **_process_fields(record.get("process")),
     )
+
+
+def _process_fields(process: object) -> dict[str, Any]:
+    """Return the Egress fields naming a channel's process, from a log line (untrusted)."""
+    if not isinstance(process, dict) or not isinstance(process.get("pid"), int):
+        return {}
+    parents = process.get("parents")
+    return {
+        "pid": process["pid"],
+        "exe": clip(str(process["exe"]), MAX_TEXT) if process.get("exe") else None,
+        "cmdline": clip(str(process.get("cmdline") or ""), MAX_TEXT) or None,
+        "parents": [clip(str(p), MAX_SHORT) for p in parents[:8]]
+        if isinstance(parents, list)
+        else [],
+        "origin": clip(str(process.get("origin") or ""), MAX_SHORT),
+    }

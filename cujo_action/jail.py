@@ -25,6 +25,7 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import json
 import os
 import resource
 import secrets
@@ -96,6 +97,32 @@ INIT = (
 
 
 @dataclass(frozen=True)
+class Worker:
+    """A program that is the sandbox's pid 1 in place of the shell, and starts the command.
+
+    It runs as the sandbox user with ``python`` (a host interpreter, bound read-only at
+    ``exe``) from a file named ``argv[0]`` in ``exe``'s folder on a tmpfs at ``mount``,
+    which it removes once read. ``source`` is its program; the command, its folder, its
+    environment and the status descriptor are appended as ``main(config)``. It tells how
+    the command ended on the status descriptor, as ``INIT`` does, and reaps until killed.
+    """
+
+    python: str
+    exe: str
+    argv: tuple[str, ...]
+    mount: str
+    env: tuple[tuple[str, str], ...]  # its own environment (not the command's)
+    source: bytes
+
+    def program(self, cmd: str, cwd: str, env: Mapping[str, str], status_fd: int) -> bytes:
+        """Return the program file that runs ``cmd`` in ``cwd`` with ``env``."""
+        config = json.dumps(
+            {"argv": ["/bin/bash", "-c", cmd], "cwd": cwd, "env": dict(env), "status_fd": status_fd}
+        ).encode()
+        return self.source + b"\nmain(" + repr(config).encode() + b")\n"
+
+
+@dataclass(frozen=True)
 class View:
     """What a command sees of the filesystem under bubblewrap (host paths → inside)."""
 
@@ -103,8 +130,9 @@ class View:
     binds: tuple[tuple[str, str], ...]  # read-write: (host, inside)
     ro_binds: tuple[tuple[str, str], ...]  # read-only: (host, inside)
     hidden: tuple[str, ...]  # host paths replaced by an empty tmpfs
+    worker: Worker | None = None  # the sandbox's pid 1, when not the plain shell
 
-    def args(self, cwd: str, *, user_ns: bool = True) -> list[str]:
+    def args(self, cwd: str, *, user_ns: bool = True, program_fd: int = -1) -> list[str]:
         """Return bubblewrap's arguments up to (not including) the command."""
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         covered: list[str] = []
@@ -117,14 +145,22 @@ class View:
             args += ["--ro-bind", host, inside]
         for host, inside in self.binds:
             args += ["--bind", host, inside]
+        if self.worker is not None and program_fd >= 0:
+            # On a tmpfs of its own over the HOME bind: nothing of it lands in HOME.
+            folder = self.worker.exe.rsplit("/", 1)[0]
+            args += ["--tmpfs", self.worker.mount, "--ro-bind", self.worker.python]
+            args += [self.worker.exe, "--perms", "0600", "--file", str(program_fd)]
+            args.append(f"{folder}/{self.worker.argv[0]}")
+            cwd = folder
         if user_ns:
             args += [
                 "--unshare-user", "--disable-userns",
                 "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID),
             ]  # fmt: skip
         args += [
+            # The UTS namespace keeps the machine's name (a runner's own on Actions).
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--hostname", "runner", "--as-pid-1", "--die-with-parent", "--new-session",
+            "--as-pid-1", "--die-with-parent", "--new-session",
             "--chdir", cwd,
         ]  # fmt: skip
         return args
@@ -145,16 +181,19 @@ class Confinement:
     view: View | None = None
     limits: Limits | None = None
     nproc: int = NPROC_LIMIT
+    # Scheduling niceness (0: as the harness): work off the review's critical path yields.
+    nice: int = 0
 
     def __post_init__(self) -> None:
         if os.geteuid() == 0 and not self.uid:
             raise JailError("refusing to run a pull-request command as root (no sandbox uid)")
 
-    def argv(self, cmd: str, cwd: str, status_fd: int = -1) -> list[str]:
+    def argv(self, cmd: str, cwd: str, status_fd: int = -1, program_fd: int = -1) -> list[str]:
         """Return the argv that runs ``cmd`` (in ``cwd``, as the command sees it) confined.
 
         Under a view, the sandbox's pid 1 writes the command's exit status to
-        ``status_fd`` (which the caller passes down) and stays until it is killed.
+        ``status_fd`` (which the caller passes down) and stays until it is killed. With a
+        worker, pid 1 is the worker, reading the command from ``program_fd``.
         """
         argv: list[str] = []
         if self.netns is not None:
@@ -164,8 +203,12 @@ class Confinement:
                 system_tool("setpriv"), f"--reuid={self.uid}", f"--regid={self.gid}",
                 "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--",
             ]  # fmt: skip
+        if self.view is not None and self.view.worker is not None and program_fd >= 0:
+            worker = self.view.worker
+            return [*argv, *self.view.args(cwd, program_fd=program_fd), "--", worker.exe,
+                    *worker.argv]  # fmt: skip
         if self.view is not None:
-            argv += [*self.view.args(cwd), "--", "/bin/bash", "-c", INIT, "cujo-init"]
+            argv += [*self.view.args(cwd), "--", "/bin/bash", "-c", INIT, "bash"]
             argv.append(str(status_fd))
         return [*argv, "/bin/bash", "-c", cmd]
 
@@ -303,11 +346,13 @@ class _Tail:
         return bytes(self.tail[-TAIL_BYTES:]).decode("utf-8", "replace")[-TAIL_BYTES:]
 
 
-def _limits(nproc: int | None, limits: Limits | None) -> Callable[[], None]:
+def _limits(nproc: int | None, limits: Limits | None, nice: int = 0) -> Callable[[], None]:
     def apply() -> None:
         """Join the check's cgroups and set resource limits in the child before it execs."""
         if limits is not None:
             limits.join()
+        if nice:
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
         resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE_LIMIT, NOFILE_LIMIT))
@@ -465,23 +510,35 @@ def run_confined(
     ooms_before = limits.oom_kills() if limits else 0
     view = confinement.view
     status_r, status_w = os.pipe() if view is not None else (-1, -1)
+    program_fd = -1
+    outer_env = dict(env)
+    if view is not None and view.worker is not None:
+        # The worker is pid 1 and gets its own environment; the command's goes in its
+        # program, which bubblewrap copies from this descriptor into the sandbox.
+        program_fd = os.memfd_create("step", os.MFD_CLOEXEC)
+        os.write(program_fd, view.worker.program(cmd, str(cwd), env, status_w))
+        os.lseek(program_fd, 0, os.SEEK_SET)
+        outer_env = dict(view.worker.env)
     if confinement.uid is not None:
         become_subreaper()
     try:
         proc = subprocess.Popen(
-            confinement.argv(cmd, str(cwd), status_w),
+            confinement.argv(cmd, str(cwd), status_w, program_fd),
             cwd="/" if view is not None else cwd,
-            env=dict(env),
+            env=outer_env,
             stdin=stdin_fd if stdin_fd is not None else subprocess.DEVNULL,
             stdout=stdout_fd if stdout_fd is not None else subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            pass_fds=(status_w,) if status_w >= 0 else (),
-            preexec_fn=_limits(confinement.nproc if confinement.uid else None, limits),  # noqa: PLW1509
+            pass_fds=tuple(fd for fd in (status_w, program_fd) if fd >= 0),
+            preexec_fn=_limits(  # noqa: PLW1509
+                confinement.nproc if confinement.uid else None, limits, confinement.nice
+            ),
         )
     finally:
-        if status_w >= 0:
-            os.close(status_w)
+        for fd in (status_w, program_fd):
+            if fd >= 0:
+                os.close(fd)
     try:
         return _follow(proc, confinement, inode, status_r, flood, started, timeout,
                        forks_before, ooms_before)  # fmt: skip
@@ -542,7 +599,10 @@ def _follow(
         # A command may return at once and leave its work running: `:(){ :|:& };:` is
         # gone in a millisecond while what it started multiplies. Watch what it left for
         # as long as that keeps growing, so a fork bomb is seen before it is killed.
-        own = 2 if confinement.view is not None else 0  # pid 1 and its sleep
+        # The sandbox's own: the worker as pid 1, or the shell and its sleep.
+        own = 0
+        if confinement.view is not None:
+            own = 1 if confinement.view.worker is not None else 2
         peak = max(peak, _watch_growth(count, deadline, FLOOD_SHARE * confinement.nproc, own=own))
     # Whatever the command left behind goes too: nothing outlives a phase. Killing the
     # outer bubblewrap kills the sandbox's pid 1, and with it the whole pid namespace.

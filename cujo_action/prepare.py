@@ -27,6 +27,12 @@ node      package.json (+ package-lock.json or       install ``npm ci`` with a l
                                                      --dry-run``.
 ========  =========================================  ==========================================
 
+The test environment is what the project declares (``testenv.py``): PEP 735 dependency
+groups, dev/test extras and requirement files; else its tox or nox test environments,
+else the ``pip install`` lines of its CI workflows read at base. pytest runs with the
+arguments tox, nox or CI give it, when they are plain. The plan's ``test_sources`` and a
+note say which sources were used.
+
 Buildable means setup.py, or a pyproject.toml with ``[project]`` or ``[build-system]``.
 When both sides are present, the side with tests is run (Python when both or neither
 have tests), never a side whose tool (npm) is missing. The plan's ``unproven_reason``
@@ -56,6 +62,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import annotated_types
 
+from cujo_action import testenv
 from cujo_action.schema import MAX_SHORT, MAX_TEXT, Plan, Policy, PolicyError, clip, load_policy
 
 __all__ = ["PrepareError", "Settled", "prepare", "settle"]
@@ -64,6 +71,8 @@ Ecosystem = Literal["python", "node", "unknown"]
 Which = Callable[[str], str | None]
 
 POLICY_FILE = ".cujo.yml"
+WORKFLOWS = ".github/workflows"
+MAX_WORKFLOWS = 20
 LOOKED_FOR = (
     "pyproject.toml, setup.py, setup.cfg, requirements*.txt, requirements/*.txt, package.json"
 )
@@ -71,7 +80,7 @@ FIX_HINT = "Set install, test and smoke in .cujo.yml on the base branch to choos
 
 PYTEST = "python -m pytest -q -p no:cacheprovider"
 UNITTEST = "python -m unittest discover -v"
-WHEEL = 'python -m pip wheel --no-deps -w "$CUJO_SCRATCH/wheel" .'
+WHEEL = 'python -m pip wheel --no-deps -w "$RUNNER_TEMP/wheel" .'
 COMPILEALL = "python -m compileall -q ."
 NPM_CI = "npm ci --no-audit --no-fund"
 NPM_INSTALL = "npm install --no-audit --no-fund"
@@ -108,6 +117,7 @@ class Settled:
     smoke: str = ""
     unproven_reason: str = ""
     notes: tuple[str, ...] = ()
+    test_sources: tuple[str, ...] = ()  # where the test environment was settled from
 
 
 @dataclass(frozen=True)
@@ -121,14 +131,25 @@ class _Side:
     smoke: str
     tool: str | None = None  # the executable its commands need, checked with `which`
     problems: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- settle
 
 
-def settle(files: Mapping[str, str], policy: Policy, *, which: Which = shutil.which) -> Settled:
-    """Settle install, test and smoke from head's files (path → text) and base's policy."""
-    sides = [side for side in (_python_side(files), _node_side(files)) if side is not None]
+def settle(
+    files: Mapping[str, str],
+    policy: Policy,
+    *,
+    which: Which = shutil.which,
+    ci: Mapping[str, str] | None = None,
+) -> Settled:
+    """Settle install, test and smoke from head's files (path → text) and base's policy.
+
+    ``ci`` holds the repository's CI workflows read at base (path → text): how the
+    project runs its own tests, when its build files do not say.
+    """
+    sides = [side for side in (_python_side(files, ci or {}), _node_side(files)) if side]
     reasons: list[str] = []
     notes: list[str] = []
     if not sides:
@@ -158,6 +179,9 @@ def settle(files: Mapping[str, str], policy: Policy, *, which: Which = shutil.wh
     elif reasons:
         reasons.append(FIX_HINT)
     build_files = sorted({name for side in sides for name in side.build_files})
+    sources = chosen.sources if not (install and test) else ()
+    if sources:
+        notes.append("The test environment was settled from " + "; ".join(sources) + ".")
     return Settled(
         ecosystem=chosen.ecosystem,
         build_files=tuple(build_files),
@@ -166,6 +190,7 @@ def settle(files: Mapping[str, str], policy: Policy, *, which: Which = shutil.wh
         smoke=smoke or chosen.smoke,
         unproven_reason=clip(" ".join(reasons), MAX_TEXT),
         notes=tuple(clip(n, MAX_TEXT) for n in notes),
+        test_sources=tuple(clip(source, MAX_SHORT) for source in sources),
     )
 
 
@@ -187,7 +212,7 @@ def _both_reason(chosen: _Side, other: _Side) -> str:
     )
 
 
-def _python_side(files: Mapping[str, str]) -> _Side | None:
+def _python_side(files: Mapping[str, str], ci: Mapping[str, str]) -> _Side | None:
     paths = list(files)
     requirements = sorted(p for p in paths if _is_requirements(p))
     manifests = [name for name in ("pyproject.toml", "setup.py", "setup.cfg") if name in files]
@@ -201,6 +226,8 @@ def _python_side(files: Mapping[str, str]) -> _Side | None:
         or any(p.rpartition("/")[2] == "conftest.py" for p in paths)
     )
     extras: set[str] = set()
+    sources: list[str] = []
+    groups = testenv.Found()
 
     if "pyproject.toml" in files:
         text = _text(files, "pyproject.toml")
@@ -223,6 +250,8 @@ def _python_side(files: Mapping[str, str]) -> _Side | None:
                 optional = project.get("optional-dependencies")
                 if isinstance(optional, dict):
                     extras.update(_dev_extras(optional))
+            groups = testenv.dependency_groups(data)
+            sources += groups.sources
     if "setup.py" in files:
         uses_pytest |= bool(_PYTEST_QUOTED.search(_text(files, "setup.py")))
     if "setup.cfg" in files:
@@ -232,17 +261,44 @@ def _python_side(files: Mapping[str, str]) -> _Side | None:
     if "tox.ini" in files:
         uses_pytest |= bool(re.search(r"\bpy\.?test\b", _text(files, "tox.ini")))
     uses_pytest |= any(_requirements_mention_pytest(_text(files, r)) for r in requirements)
+    sources += [f"extra {e} (project metadata)" for e in sorted(extras)]
+    chosen_requirements = _requirements_to_install(requirements, buildable=buildable)
+    sources += [f"{r}" for r in chosen_requirements if r != "requirements.txt"]
+
+    # What tox, nox or the CI workflow install is used only when the project's own
+    # metadata says nothing of its tests: theirs is how, not what.
+    fallback = testenv.Found()
+    readers: list[Callable[[], testenv.Found]] = [
+        lambda: testenv.tox(_text(files, "tox.ini")) if "tox.ini" in files else testenv.Found(),
+        lambda: (
+            testenv.nox(_text(files, "noxfile.py")) if "noxfile.py" in files else testenv.Found()
+        ),
+        lambda: testenv.workflows(ci),
+    ]
+    how: list[str] | None = None
+    for read in readers:
+        found = read()
+        if how is None and found.pytest_args is not None:
+            how = found.pytest_args
+            uses_pytest = True
+        if not fallback and found and not sources:
+            fallback = found
+            sources += found.sources
+    extras.update(e for e in (*groups.extras, *fallback.extras) if _EXTRA_NAME.fullmatch(e))
+    wanted = [*groups.args, *fallback.args]
+    uses_pytest |= any(_PYTEST_REQ.match(a) for a in wanted)
 
     install_args: list[str] = []
     if buildable:
         install_args += ["-e", f".[{','.join(sorted(extras))}]" if extras else "."]
-    for name in _requirements_to_install(requirements, buildable=buildable):
+    for name in chosen_requirements:
         install_args += ["-r", name]
-    if uses_pytest:
+    install_args += [a for a in wanted if a not in install_args or a.startswith("-")]
+    if uses_pytest and not any(_PYTEST_REQ.match(a) for a in install_args):
         install_args.append("pytest")
     install = shlex.join(["python", "-m", "pip", "install", *install_args]) if install_args else ""
 
-    test = PYTEST if uses_pytest else _unittest_command(paths)
+    test = testenv.pytest_command(PYTEST, how) if uses_pytest else _unittest_command(paths)
     return _Side(
         ecosystem="python",
         build_files=(*manifests, *requirements),
@@ -250,6 +306,7 @@ def _python_side(files: Mapping[str, str]) -> _Side | None:
         test=test,
         smoke=WHEEL if buildable else COMPILEALL,
         problems=tuple(problems),
+        sources=tuple(sources),
     )
 
 
@@ -637,6 +694,24 @@ def _base_policy_text(git: _Git, clone: Path, base_sha: str) -> str | None:
     return text.decode("utf-8", "replace")
 
 
+def _base_workflows(git: _Git, clone: Path, base_sha: str) -> dict[str, str]:
+    """Return base's CI workflows (path → text, capped), read from git objects like the policy."""
+    out = git.run("ls-tree", "-z", base_sha, "--", f"{WORKFLOWS}/", cwd=clone).out
+    found: dict[str, str] = {}
+    for entry in out.split(b"\0"):
+        meta, _, path = entry.partition(b"\t")
+        parts = meta.split()
+        name = path.decode("utf-8", "replace")
+        if len(parts) != 3 or parts[1] != b"blob" or not name.endswith((".yml", ".yaml")):
+            continue
+        if len(found) >= MAX_WORKFLOWS:
+            break
+        blob = git.run("cat-file", "blob", parts[2].decode(), cwd=clone)
+        if blob.code == 0:
+            found[name] = blob.out[:READ_CAP].decode("utf-8", "replace")
+    return found
+
+
 def _tracked_files(git: _Git, clone: Path, head_sha: str) -> list[str]:
     """Return head's regular files; links and submodules are never read as build files."""
     out = git.check(
@@ -791,10 +866,16 @@ def prepare(
         cwd=head_dir,
         what=f"add a worktree at {base_sha}",
     )
+    ci = _base_workflows(git, head_dir, base_sha)
     settled = settle(
-        _Checkout(head_dir, _tracked_files(git, head_dir, head_sha)), policy, which=which
+        _Checkout(head_dir, _tracked_files(git, head_dir, head_sha)), policy, which=which, ci=ci
     )
     changed = _changed_files(git, head_dir, base_sha, head_sha)
+    # The base as it builds and tests itself, under the same policy and CI, from its own
+    # build files: run beside the head, so what the base already does is told apart.
+    at_base = settle(
+        _Checkout(base_dir, _tracked_files(git, head_dir, base_sha)), policy, which=which, ci=ci
+    )
 
     plan = Plan(
         run_id=run_id,
@@ -810,6 +891,10 @@ def prepare(
         smoke=clip(settled.smoke, MAX_TEXT),
         unproven_reason=settled.unproven_reason,
         notes=list(settled.notes),
+        test_sources=list(settled.test_sources[: _max_items("test_sources")]),
+        base_ecosystem=at_base.ecosystem,
+        base_install=clip(at_base.install, MAX_TEXT),
+        base_test=clip(at_base.test, MAX_TEXT),
         changed_files=[clip(p, MAX_TEXT) for p in changed[: _max_items("changed_files")]],
         head_dir=str(head_dir),
         base_dir=str(base_dir),

@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cujo_action.decoys import Decoy, DecoyMatcher
+from cujo_action.doh import doh_query
 from cujo_action.egress import (
     Action,
     decide,
@@ -31,11 +32,13 @@ from cujo_action.egress import (
     split_label,
 )
 from cujo_action.harnessproc import HarnessProcess, read_ready, spawn
+from cujo_action.procinfo import socket_owner
 from cujo_action.schema import (
     MAX_SHORT,
     REGISTRY_HOSTS,
     clip,
 )
+from cujo_action.unwrap import decode_content
 
 # The proxy is mitmproxy used as a library, in a process of its own
 # (``python -m cujo_action.proxy --config CONFIG.json``). It listens on one port per
@@ -76,8 +79,10 @@ from cujo_action.schema import (
 # ``action``: "forwarded" (sent upstream), "sunk" (answered by the proxy), "refused"
 # (closed unanswered: tunnels without a request, raw TCP, requests cut short),
 # "registry-write" (a write to a registry, answered by the proxy with a 403).
-# ``decoy_where`` parts: url, header, body (also gunzipped etc.), sni, tcp (the bytes a
-# tunnel carried when it produced no request). A CONNECT whose own request carries a
+# ``decoy_where`` parts: url, header, body (also with its Content-Encoding undone), sni,
+# tcp (the bytes a tunnel carried when it produced no request); each with the encodings
+# undone to find the decoy (``unwrap.py``: "body:gzip+base64"), or "unsearched" when the
+# part's search ran out of budget. A CONNECT whose own request carries a
 # decoy (say in Proxy-Authorization) is logged at once, as "sunk".
 #
 # Importing this module does not import mitmproxy; only the proxy process pays for that.
@@ -216,6 +221,11 @@ def header_block(headers: Iterable[tuple[bytes, bytes]]) -> bytes:
     return b"\r\n".join(k + b": " + v for k, v in headers)
 
 
+# In ``decoy_where``, a part whose search ran out of budget (``unwrap.BUDGET``) before
+# every layer was looked at: what is deeper in it was not seen.
+UNSEARCHED = "unsearched"
+
+
 def scan(matcher: DecoyMatcher, parts: Iterable[tuple[str, bytes]]) -> tuple[list[str], list[str]]:
     """Return (decoy names, "part:encoding" places) found in the named parts of a request."""
     seen: list[str] = []
@@ -229,6 +239,8 @@ def scan(matcher: DecoyMatcher, parts: Iterable[tuple[str, bytes]]) -> tuple[lis
             place = f"{part}:{encoding}"
             if place not in where:
                 where.append(place)
+        if matcher.exhausted and f"{part}:{UNSEARCHED}" not in where:
+            where.append(f"{part}:{UNSEARCHED}")
     return seen, where
 
 
@@ -390,6 +402,10 @@ class _Tunnel:
     # the host the resolver gave that address out for (None: the client had an address).
     transparent: bool = False
     name: str | None = None
+    # The client's address and port as the proxy sees them, and, once looked up (while
+    # the client is alive: at its TLS hello, or when a raw channel is refused), its process.
+    peer: tuple[str, int] | None = None
+    process: dict[str, Any] | None = None
 
 
 class EgressAddon:
@@ -410,6 +426,13 @@ class EgressAddon:
         self.allow_hosts = list(config.allow_hosts)
         self.registry_hosts = list(config.registry_hosts)
         self.matcher = DecoyMatcher(Decoy(d.name, d.value, None, None) for d in config.decoys)
+        # The resolver's own scanner, for names asked over DNS-over-HTTPS (imported here:
+        # the resolver's module imports this one).
+        from cujo_action.dns import NameScanner  # noqa: PLC0415
+
+        self.names = NameScanner(self.matcher.decoys)
+        # Who holds each plain client connection (by its id), looked up while it waits.
+        self._processes: dict[str, dict[str, Any] | None] = {}
         self.tunnels: dict[str, _Tunnel] = {}
         self._names = NameBook(config.names_path) if config.names_path is not None else None
         # One write() per line on an O_APPEND descriptor: a killed proxy leaves whole
@@ -468,6 +491,7 @@ class EgressAddon:
                 decoy_seen=seen,
                 decoy_where=where,
                 route="direct" if tunnel.transparent else "proxy",
+                process=tunnel.process,
             )
         )
         tunnel.logged = True
@@ -477,12 +501,26 @@ class EgressAddon:
         tunnel = self.tunnels.get(flow.client_conn.id)
         raw = req.raw_content or b""
         parts = [("url", req.url.encode()), ("header", header_block(req.headers.fields))]
-        parts.append(("body", raw))
-        if req.headers.get("content-encoding"):
-            decoded = req.get_content(strict=False) or b""
-            if decoded != raw:
-                parts.append(("body", decoded))
+        # The body as its Content-Encoding says to read it: undone here, capped (mitmproxy
+        # would inflate without a cap); as sent when that fails (the search then unwraps
+        # whatever compression it recognises).
+        coding = req.headers.get("content-encoding")
+        decoded = decode_content(raw, coding) if coding else None
+        parts.append(("body", raw if decoded is None else decoded))
         seen, where = scan(self.matcher, parts)
+        # A DNS-over-HTTPS lookup is named as one, and its name searched as the resolver
+        # searches names (labels joined, case folded where the encoding allows).
+        doh = doh_query(
+            req.host,
+            req.path.partition("?")[0],
+            dict(req.query.items()),
+            {k.lower(): v for k, v in req.headers.items()},
+            raw if decoded is None else decoded,
+        )
+        if doh is not None and doh.labels:
+            names, places = self.names.scan(doh.labels)
+            seen += [n for n in names if n not in seen]
+            where += [p.replace("dns:", "doh:", 1) for p in places if p not in where]
         # Inside a tunnel the request line carried the path; a plain proxied request
         # carried the absolute URL.
         target = req.path if tunnel is not None or req.is_http2 else req.url
@@ -501,6 +539,10 @@ class EgressAddon:
                 decoy_seen=seen,
                 decoy_where=where,
                 route="direct" if tunnel is not None and tunnel.transparent else "proxy",
+                dns_name=doh.name if doh is not None else "",
+                process=tunnel.process
+                if tunnel is not None
+                else self._process(_peer(flow.client_conn)),
             )
         )
         flow.metadata["cujo_logged"] = True
@@ -560,7 +602,9 @@ class EgressAddon:
             connect_parts=[],
             transparent=True,
             name=self._name_of(host),
+            peer=_peer(client),
         )
+        self._who(self.tunnels[client.id])
 
     def http_connect(self, flow: Any) -> None:
         """Remember a CONNECT; log it now only if the CONNECT itself carries a decoy."""
@@ -576,8 +620,10 @@ class EgressAddon:
                 ("url", f"{req.host}:{req.port}".encode()),
                 ("header", header_block(req.headers.fields)),
             ],
+            peer=_peer(flow.client_conn),
         )
         self.tunnels[flow.client_conn.id] = tunnel
+        self._who(tunnel)  # the client waits for the proxy's answer: it is alive
         if scan(self.matcher, tunnel.connect_parts)[0]:
             # A CONNECT is answered here and never sent upstream, whatever its host.
             self._log_tunnel(tunnel, "sunk")
@@ -586,10 +632,37 @@ class EgressAddon:
         return not host_allowed(host, self.allow_hosts)
 
     def tls_clienthello(self, data: Any) -> None:
-        """Remember the SNI a tunnel's client asked for."""
+        """Remember the SNI a tunnel's client asked for, and which process asks."""
         tunnel = self.tunnels.get(data.context.client.id)
         if tunnel is not None and data.client_hello.sni:
             tunnel.sni = data.client_hello.sni
+        if tunnel is not None:
+            # Now, while it waits for the handshake: a client that refuses the run's CA
+            # closes its socket, and then no process holds it.
+            self._who(tunnel)
+
+    def _who(self, tunnel: _Tunnel) -> None:
+        """Name the sandbox process holding a tunnel, once."""
+        if tunnel.process is None and tunnel.peer is not None:
+            tunnel.process = self._process(tunnel.peer)
+
+    def _process(self, peer: tuple[str, int] | None, conn: str = "") -> dict[str, Any] | None:
+        """Return the sandbox process holding the client socket ``peer``.
+
+        ``conn`` (a client connection's id) keeps the answer for that connection's later
+        requests: a port is reused by other processes once its connection is closed.
+        """
+        if peer is None:
+            return None
+        if conn and conn in self._processes:
+            return self._processes[conn]
+        found = socket_owner(*peer)
+        fields = found.fields() if found is not None else None
+        if conn:
+            if len(self._processes) > _PROCESS_CACHE:
+                self._processes.clear()
+            self._processes[conn] = fields
+        return fields
 
     def next_layer(self, nextlayer: Any) -> None:
         """Keep a tunnel's first bytes; replace any layer but TLS or HTTP with a refusal."""
@@ -622,6 +695,7 @@ class EgressAddon:
         # Raw TCP, DNS or anything else through the tunnel: log what it sent, then let
         # an ignoring TCP layer try to connect, which server_connect refuses, closing it.
         tunnel.refused = True
+        self._who(tunnel)
         self._log_tunnel(tunnel, "refused")
         nextlayer.layer = TCPLayer(nextlayer.context, ignore=True)
 
@@ -674,9 +748,21 @@ class EgressAddon:
 
     def client_disconnected(self, client: Any) -> None:
         """Log a tunnel that closes without having carried a request."""
+        self._processes.pop(client.id, None)
         tunnel = self.tunnels.pop(client.id, None)
         if tunnel is not None and not tunnel.logged:
             self._log_tunnel(tunnel, "refused")
+
+
+_PROCESS_CACHE = 4096
+
+
+def _peer(client: Any) -> tuple[str, int] | None:
+    """Return a client connection's address and port (IPv4), if mitmproxy knows it."""
+    peer = getattr(client, "peername", None)
+    if isinstance(peer, tuple) and len(peer) >= 2 and isinstance(peer[1], int):
+        return str(peer[0]).removeprefix("::ffff:"), peer[1]
+    return None
 
 
 def _free_ports(host: str, count: int) -> list[int]:

@@ -356,9 +356,16 @@ def _run(
     timeouts = plan.policy.timeouts
     started_checks: list[_Check] = []
     try:
-        _say("detonation and install starting")
+        _say("detonation, install and the base starting")
         detonation = _Check("detonation", context, out, 2 * timeouts.install + 60 * 26)
         started_checks.append(detonation)
+        # The base, installed and tested beside the head from the start (differential).
+        # CUJO_BASE=off leaves it out (to measure what it costs; nothing is then "also at
+        # base").
+        at_base: _Check | None = None
+        if os.environ.get("CUJO_BASE", "on") != "off":
+            at_base = _Check("base", context, out, timeouts.install + timeouts.test)
+            started_checks.append(at_base)
         install = _Check("install", context, out, timeouts.install)
         started_checks.append(install)
         install.wait()
@@ -386,9 +393,10 @@ def _run(
                     ),
                     report_path(out, name),
                 )
-        for check in [*running, detonation]:
+        waited = [*running, detonation, *([at_base] if at_base is not None else [])]
+        for check in waited:
             check.wait()
-        reports = [installed] + [_collect(c, plan) for c in [*running, detonation]]
+        reports = [installed] + [_collect(c, plan) for c in waited]
         if not running:
             reports += [Report.model_validate_json(report_path(out, n).read_bytes()) for n in later]
     finally:

@@ -50,9 +50,24 @@ REFUSED_PACKETS: Final = "refused_packets"
 PROCESS_FLOOD: Final = "process_flood"
 MEMORY_LIMIT: Final = "memory_limit"
 TESTS_FAILED: Final = "tests_failed"
+# Writes that make code run later (cujo_action/persistence.py names the places).
+SHELL_PROFILE_WRITE: Final = "shell_profile_write"
+PYTHON_STARTUP_WRITE: Final = "python_startup_write"
+SYSTEMD_UNIT_WRITE: Final = "systemd_unit_write"
+AUTOSTART_WRITE: Final = "autostart_write"
+CRON_WRITE: Final = "cron_write"
+GIT_HOOK_WRITE: Final = "git_hook_write"
+SSH_ACCESS_WRITE: Final = "ssh_access_write"
+PACKAGE_INDEX_WRITE: Final = "package_index_write"
+WORKFLOW_COMMAND_WRITE: Final = "workflow_command_write"
 
-CheckName = Literal["install", "detonation", "tests", "probes", "smoke"]
+CheckName = Literal["install", "detonation", "tests", "probes", "smoke", "base"]
+# The checks of the head, each expected to report: what the verdict is on.
 CHECK_NAMES: tuple[CheckName, ...] = ("install", "detonation", "tests", "probes", "smoke")
+# The base, installed and tested beside the head under the same arming: what it does is
+# what the pull request did not add (app_relay/decide/differential.py).
+BASE_CHECK: Final = "base"
+ALL_CHECKS: tuple[CheckName, ...] = (*CHECK_NAMES, "base")
 Phase = Literal["install", "import", "test", "probe", "smoke"]
 Status = Literal["ok", "failed", "skipped", "error"]
 Isolation = Literal["full", "partial"]
@@ -214,6 +229,13 @@ class Plan(_Strict):
     unproven_reason: Text = ""
     # Choices the plan made that a maintainer should know (e.g. which ecosystem ran).
     notes: list[Text] = Field(default_factory=list, max_length=20)
+    # Where the test environment was settled from (dependency groups, extras, tox, CI…).
+    test_sources: list[Short] = Field(default_factory=list, max_length=20)
+    # The base's own install and tests, settled from base's build files (empty: the base
+    # run is skipped, and nothing is "also at base").
+    base_ecosystem: Literal["python", "node", "unknown"] = "unknown"
+    base_install: Text = ""
+    base_test: Text = ""
     changed_files: list[Text] = Field(default_factory=list, max_length=2_000)
     head_dir: Text
     base_dir: Text
@@ -253,6 +275,16 @@ class Egress(_Strict):
     route: Literal["proxy", "direct", "dns"] = "proxy"
     decoy_seen: list[Short] = Field(default_factory=list, max_length=20)  # decoy names
     decoy_where: list[Short] = Field(default_factory=list, max_length=20)  # e.g. body:base64
+    # A DNS-over-HTTPS request: the name it asked for (empty for any other request).
+    dns_name: Short = ""
+    # When it was made (seconds since the epoch), and the sandbox process that made it,
+    # where the harness could tell (its socket looked up while it waited on the harness).
+    ts: float | None = None
+    pid: int | None = None
+    exe: Text | None = None
+    cmdline: Text | None = None
+    parents: list[Short] = Field(default_factory=list, max_length=8)  # "pid executable"
+    origin: Short = ""  # what started that process, where the harness could tell
 
 
 class DecoyEvent(_Strict):
@@ -262,6 +294,11 @@ class DecoyEvent(_Strict):
     event: Literal["open", "read", "write", "delete"]
     pid: int | None = None
     exe: Text | None = None
+    # When, what command line, and which parents ("pid executable", nearest first).
+    ts: float | None = None
+    cmdline: Text | None = None
+    parents: list[Short] = Field(default_factory=list, max_length=8)
+    origin: Short = ""  # what started that process (an npm script, a build, the tests)
 
 
 class Observation(_Strict):

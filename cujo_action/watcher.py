@@ -20,6 +20,8 @@ from typing import Generic, Literal, TypeVar
 from inotify_simple import INotify
 from inotify_simple import flags as in_flags
 
+from cujo_action.procinfo import describe
+
 # Two kernel sources, one picked per watcher (``backend``):
 #
 # * fanotify (root with CAP_SYS_ADMIN): a notification-class group with per-inode marks,
@@ -52,6 +54,10 @@ KindT = TypeVar("KindT", DecoyKind, ExecKind)
 PRIVILEGE_TOOLS: tuple[Path, ...] = tuple(
     Path("/usr/bin", name) for name in ("sudo", "su", "pkexec", "doas")
 )
+
+# Accesses are recorded once per file, kind, phase and process, for this many processes
+# of each file, kind and phase (a loop of readers is one behaviour, not a flood).
+PROCESSES_PER_KIND = 16
 
 # Moving a decoy away removes it from where code looks for it, as deleting does.
 _GONE_KINDS: tuple[tuple[int, DecoyKind], ...] = (
@@ -114,6 +120,9 @@ class WatchEvent(Generic[KindT]):
     phase: str
     pid: int | None = None
     exe: str | None = None
+    cmdline: str | None = None
+    parents: tuple[str, ...] = ()  # "pid executable", nearest first (procinfo.py)
+    origin: str = ""
 
 
 @functools.cache
@@ -224,7 +233,8 @@ class DecoyWatcher:
             self._backend = backend
         self._events: list[WatchEvent[DecoyKind]] = []
         self._execs: list[WatchEvent[ExecKind]] = []
-        self._seen: set[tuple[str, str, str]] = set()
+        self._seen: set[tuple[str, str, str, int | None]] = set()
+        self._per_kind: dict[tuple[str, str, str], int] = {}
         self._lock = threading.Lock()
         # Serializes reading the kernel queues between the thread and sync()/stop().
         self._read_lock = threading.Lock()
@@ -344,17 +354,23 @@ class DecoyWatcher:
     def _record(
         self, path: str, kind: EventKind, pid: int | None = None, exe: str | None = None
     ) -> None:
-        """Record one access unless the same path, kind and phase is already recorded."""
+        """Record one access unless the same path, kind, phase and process is recorded."""
         phase = self._phase()
-        key = (path, kind, phase)
+        key = (path, kind, phase, pid)
         with self._lock:
-            if key in self._seen:
+            if key in self._seen or self._per_kind.get(key[:3], 0) >= PROCESSES_PER_KIND:
                 return
             self._seen.add(key)
+            self._per_kind[key[:3]] = self._per_kind.get(key[:3], 0) + 1
+        # Named while it may still run: its command line and parents are the kernel's.
+        who = describe(pid) if pid is not None and kind != "exec" else None
+        event_args = (path, kind, phase, pid, exe, who.cmdline if who else None,
+                      who.parents if who else (), who.origin if who else "")  # fmt: skip
+        with self._lock:
             if kind == "exec":
-                self._execs.append(WatchEvent(time.time(), path, kind, phase, pid, exe))
+                self._execs.append(WatchEvent(time.time(), *event_args))  # type: ignore[arg-type]
             else:
-                self._events.append(WatchEvent(time.time(), path, kind, phase, pid, exe))
+                self._events.append(WatchEvent(time.time(), *event_args))  # type: ignore[arg-type]
 
     def _drain(self) -> None:
         """Record every queued event, without blocking."""

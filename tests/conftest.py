@@ -131,7 +131,12 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 # Suites that prove the sandbox's boundary: under CI (root, with the tools .ci/run
 # installs) a skip there is a red build, never a quiet pass. So is a skipped PostgreSQL
 # test under CUJO_REQUIRE_POSTGRES (.ci/run installs the server).
-_SAFETY_SUITES = ("test_isolation_e2e.py", "test_jail.py", "test_netns.py")
+_SAFETY_SUITES = (
+    "test_isolation_e2e.py",
+    "test_detection_e2e.py",
+    "test_jail.py",
+    "test_netns.py",
+)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -13,6 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from cujo_action.actionsjob import new_identity
+from cujo_action.arm import runner_worker
+from cujo_action.decoys import make_decoys
 from cujo_action.jail import (
     INSIDE_HOME,
     NPROC_LIMIT,
@@ -49,8 +52,10 @@ class Sandboxes:
         self._made: list[Sandbox] = []
         self._next = 0
 
-    def make(self, *, hidden: tuple[str, ...] = (), view: bool = True) -> Sandbox:
-        """Return a new sandbox with a fresh home and uid."""
+    def make(
+        self, *, hidden: tuple[str, ...] = (), view: bool = True, worker: bool = False
+    ) -> Sandbox:
+        """Return a new sandbox with a fresh home and uid (``worker``: the decoy as pid 1)."""
         uid = self.block.uid(self._next) if self.block is not None else None
         self._next += 1
         home = self.root / f"home{self._next}"
@@ -59,7 +64,12 @@ class Sandboxes:
             os.chown(home, uid, uid)
         bwrap = shutil.which("bwrap")
         usable = view and bwrap is not None and bwrap_unavailable(uid, uid) is None
-        shown = View(bwrap, ((str(home), INSIDE_HOME),), (), hidden) if usable and bwrap else None
+        pid1 = runner_worker("/usr/bin/python3", new_identity("/src/octo/app"), make_decoys())
+        shown = (
+            View(bwrap, ((str(home), INSIDE_HOME),), (), hidden, pid1 if worker else None)
+            if usable and bwrap
+            else None
+        )
         limits = make_limits(f"cujo-test-{secrets.token_hex(4)}", NPROC_LIMIT)
         made = Sandbox(home, Confinement(None, uid, uid, shown, limits), limits, uid)
         self._made.append(made)

@@ -27,10 +27,25 @@ from cujo_action.decoys import (
     make_decoys,
 )
 
+JWT = r"eyJ[A-Za-z0-9_-]+\.eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{300,}"
+# Kept where a job keeps them (actionsjob.py): the checkout's git config, the worker's memory.
+PLACED_BY_THE_JOB = {
+    "CHECKOUT_TOKEN",
+    "RUNNER_WORKER_GITHUB_TOKEN",
+    "RUNNER_WORKER_RUNTIME_TOKEN",
+    "RUNNER_WORKER_NPM_TOKEN",
+}
 FORMATS = {
     "AWS_ACCESS_KEY_ID": r"AKIA[A-Z2-7]{16}",
     "AWS_SECRET_ACCESS_KEY": r"[A-Za-z0-9+/]{40}",
-    "GITHUB_TOKEN": r"ghp_[A-Za-z0-9]{36}",
+    # A job's token is an installation token (ghs_), wherever the job keeps one.
+    "GITHUB_TOKEN": r"ghs_[A-Za-z0-9]{36}",
+    "CHECKOUT_TOKEN": r"ghs_[A-Za-z0-9]{36}",
+    "RUNNER_WORKER_GITHUB_TOKEN": r"ghs_[A-Za-z0-9]{36}",
+    "RUNNER_WORKER_NPM_TOKEN": r"npm_[A-Za-z0-9]{36}",
+    "ACTIONS_RUNTIME_TOKEN": JWT,
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN": JWT,
+    "RUNNER_WORKER_RUNTIME_TOKEN": JWT,
     "NPM_TOKEN": r"npm_[A-Za-z0-9]{36}",
     "PYPI_TOKEN": r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{100,}",
     "SSH_PRIVATE_KEY": r"b3BlbnNzaC1rZXktdjEA[A-Za-z0-9+/]+={0,2}",
@@ -63,7 +78,7 @@ def test_every_decoy_has_its_real_format() -> None:
 
 def test_github_style_tokens_carry_a_valid_crc32_checksum() -> None:
     decoys = by_name(make_decoys())
-    for name in ("GITHUB_TOKEN", "NPM_TOKEN", "GH_OAUTH_TOKEN"):
+    for name in ("GITHUB_TOKEN", "NPM_TOKEN", "GH_OAUTH_TOKEN", "CHECKOUT_TOKEN"):
         token = decoys[name].value[4:]
         assert token[30:] == base62_crc(token[:30]), name
 
@@ -71,6 +86,23 @@ def test_github_style_tokens_carry_a_valid_crc32_checksum() -> None:
 def test_the_ci_environment_variables_are_decoys() -> None:
     env = {d.env: d.value for d in make_decoys() if d.env}
     assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "NPM_TOKEN"} <= set(env)
+    assert {"ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN"} <= set(env)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN", "RUNNER_WORKER_RUNTIME_TOKEN"],
+)
+def test_actions_tokens_are_rs256_jwts_from_the_actions_token_service(name: str) -> None:
+    token = by_name(make_decoys())[name].value
+    header, payload, signature = (
+        base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)) for part in token.split(".")
+    )
+    head, claims = json.loads(header), json.loads(payload)
+    assert (head["typ"], head["alg"]) == ("JWT", "RS256")
+    assert claims["iss"] == "vstoken.actions.githubusercontent.com"
+    assert claims["nbf"] < time.time() < claims["exp"]
+    assert len(signature) == 256  # an RSA-2048 signature's length
 
 
 def test_each_call_makes_fresh_values() -> None:
@@ -91,7 +123,7 @@ def test_files_hold_the_decoys_in_the_formats_tools_read() -> None:
         ".env",
     }
     for decoy in decoys.values():
-        assert decoy.env or decoy.file, decoy.name
+        assert decoy.env or decoy.file or decoy.name in PLACED_BY_THE_JOB, decoy.name
         if decoy.file:
             assert decoy.value in files[decoy.file].replace("\n", ""), decoy.name
 

@@ -743,11 +743,11 @@ def test_killing_the_proxy_fails_and_the_exfil_is_still_logged(runs: Runs) -> No
 
 @uses("bashrc")
 def test_writing_bashrc_is_blocked(runs: Runs) -> None:
-    review = assert_blocked(runs.get("bashrc"), "persistence-write")
-    (hit,) = findings(review, "persistence-write")
+    review = assert_blocked(runs.get("bashrc"), "shell-profile-write")
+    (hit,) = findings(review, "shell-profile-write")
     assert hit["check"] == "install"
     (item,) = hit["evidence"]
-    assert (item["kind"], item["path"]) == ("persistence_write", "~/.bashrc")
+    assert (item["kind"], item["path"]) == ("shell_profile_write", "~/.bashrc")
     assert item["detail"] == "~/.bashrc was changed"
     assert_harness_whole(review)
 
@@ -856,7 +856,7 @@ def test_symlinks_planted_everywhere_never_lead_root_astray(runs: Runs, canary: 
     assert int(command["stdout_tail"].split("planted")[1].split()[0]) > 20, command
     # The swapped profile is seen for what it is, and nothing fell over.
     assert review.verdict["state"] == "blocked", str(review)
-    assert critical_rules(review) == {"persistence-write"}, review.verdict["findings"]
+    assert critical_rules(review) == {"shell-profile-write"}, review.verdict["findings"]
     for check in CHECK_NAMES:
         kinds = {o["kind"] for o in review.report(check)["observations"]}
         assert "harness_error" not in kinds, (check, kinds)

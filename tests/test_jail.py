@@ -10,6 +10,7 @@ same commands run as the test's user, and the root-only tests skip with the reas
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import socket
 import tempfile
@@ -48,9 +49,11 @@ def sandboxes() -> Iterator[Sandboxes]:
         shutil.rmtree(top, ignore_errors=True)
 
 
-@pytest.fixture
-def box(sandboxes: Sandboxes) -> Sandbox:
-    return sandboxes.make()
+@pytest.fixture(params=["shell", "worker"])
+def box(sandboxes: Sandboxes, request: pytest.FixtureRequest) -> Sandbox:
+    # pid 1 is either the plain shell or the decoy runner worker; the jail's promises hold
+    # the same with either.
+    return sandboxes.make(worker=request.param == "worker")
 
 
 def run(box: Sandbox, cmd: str, timeout: float = 30, **kw: int) -> object:
@@ -312,3 +315,59 @@ def test_memory_is_limited_by_whatever_this_machine_offers(
     assert "memory 128 MiB" in described
     assert "rc=137" in out.stdout_tail, out
     assert out.oom_kills >= 1
+
+
+# --------------------------------------------------------------------------- the runner worker
+
+MEMDUMP = r"""
+import os, re
+found = set()
+with open("/proc/1/maps") as maps, open("/proc/1/mem", "rb", 0) as mem:
+    for line in maps:
+        span, perms = line.split()[:2]
+        if perms.startswith("r"):
+            start, end = (int(x, 16) for x in span.split("-"))
+            try:
+                mem.seek(start)
+                found.update(re.findall(rb'"[^"]+":\{"value":"[^"]*","isSecret":true\}',
+                                        mem.read(end - start)))
+            except (OSError, OverflowError, ValueError):
+                pass
+print(len(found))
+"""
+
+
+@root_only
+def test_the_runner_worker_is_pid_1_and_its_memory_holds_the_job(sandboxes: Sandboxes) -> None:
+    box = sandboxes.make(worker=True)
+    if box.confinement.view is None:
+        pytest.skip("bubblewrap does not work here")
+    out = run(
+        box,
+        "tr '\\0' ' ' < /proc/1/cmdline; echo; readlink /proc/1/exe; cat /proc/1/comm; "
+        "ls -A /home/runner/runners/2.321.0/bin; awk '{print $4}' /proc/$$/stat; "
+        f"python3 -c {shlex.quote(MEMDUMP)}",
+    )
+    lines = out.stdout_tail.splitlines()
+    assert lines[:4] == [
+        "/home/runner/runners/2.321.0/bin/Runner.Worker spawnclient 107 110 ",
+        "/home/runner/runners/2.321.0/bin/Runner.Worker",
+        "Runner.Worker",
+        "Runner.Worker",  # its program file is gone before the command starts
+    ], out
+    assert lines[4] == "1", out  # the command's shell is the worker's child
+    assert lines[5] == "3", out  # the secrets of the job message, readable by its user
+    assert out.exit_code == 0
+
+
+@root_only
+@pytest.mark.parametrize(
+    ("cmd", "code"), [("exit 0", 0), ("exit 42", 42), ("kill -9 $$", 137), ("kill $$", 143)]
+)
+def test_the_worker_reports_how_the_command_ended(
+    sandboxes: Sandboxes, cmd: str, code: int
+) -> None:
+    box = sandboxes.make(worker=True)
+    if box.confinement.view is None:
+        pytest.skip("bubblewrap does not work here")
+    assert run(box, cmd).exit_code == code

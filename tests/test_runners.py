@@ -205,7 +205,8 @@ def test_a_dispatched_sandbox_run_comes_back_as_reports_bound_to_the_run(
     assert bundle.plan is not None
     assert (bundle.plan.run_id, bundle.plan.head_sha, bundle.plan.policy_from) == (RUN, head, base)
     assert (bundle.plan.install, bundle.plan.test, bundle.plan.smoke) == ("true", "true", "true")
-    assert {r.check for r in bundle.reports} == set(CHECK_NAMES)
+    # The head's checks, and the base's run beside them.
+    assert {r.check for r in bundle.reports} == {*CHECK_NAMES, "base"}
     assert all((r.run_id, r.head_sha, r.base_sha) == (RUN, head, base) for r in bundle.reports)
     assert (dest / "manifest.json").is_file()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no leftovers

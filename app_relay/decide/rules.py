@@ -12,15 +12,24 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from cujo_action.schema import (
+    AUTOSTART_WRITE,
     CHECK_NAMES,
+    CRON_WRITE,
+    GIT_HOOK_WRITE,
     HARNESS_TAMPER,
+    PACKAGE_INDEX_WRITE,
     PERSISTENCE_WRITE,
     PROCESS_FLOOD,
+    PYTHON_STARTUP_WRITE,
     REFUSED_PACKETS,
     REGISTRY_HOSTS,
     REGISTRY_READ_METHODS,
+    SHELL_PROFILE_WRITE,
+    SSH_ACCESS_WRITE,
     SUDO,
+    SYSTEMD_UNIT_WRITE,
     TESTS_FAILED,
+    WORKFLOW_COMMAND_WRITE,
     CheckName,
     Egress,
     Phase,
@@ -28,6 +37,8 @@ from cujo_action.schema import (
     Report,
 )
 
+from .behaviour import evidence_items
+from .differential import at_base, behaviours, split, title_at_base
 from .verdict import MAX_EVIDENCE, SEVERITIES, Finding, Severity
 
 RUNTIME_PHASES: tuple[Phase, ...] = ("test", "probe", "smoke")
@@ -151,12 +162,7 @@ def _egress_by_host(
     """Return a rule finding ``matches`` egress in ``phases``: one hit per check, phase, host."""
 
     def find(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
-        groups: dict[tuple[CheckName, Phase, str], list[tuple[str, str]]] = {}
-        for report in _in_check_order(reports):
-            for egress in report.egress:
-                if egress.phase in phases and matches(egress, ctx):
-                    key = (report.check, egress.phase, _host_name(egress.host))
-                    groups.setdefault(key, []).append((egress.id, egress.method))
+        groups = _by_host(reports, lambda e: e.phase in phases and matches(e, ctx), "method")
         return [
             Hit(
                 check=check,
@@ -176,6 +182,35 @@ def _unexpected(egress: Egress, ctx: RuleContext) -> bool:
     # Decide from the host alone: `action` is what the proxy says it did, and a report's
     # word is not what makes a host expected.
     return not ctx.expects(egress.host)
+
+
+def _by_host(
+    reports: Sequence[Report], matches: Callable[[Egress], bool], keep: str
+) -> dict[tuple[CheckName, Phase, str], list[tuple[str, str]]]:
+    """Return matching egress by (check, phase, host): each id with its ``keep`` field."""
+    groups: dict[tuple[CheckName, Phase, str], list[tuple[str, str]]] = {}
+    for report in _in_check_order(reports):
+        for egress in report.egress:
+            if matches(egress):
+                key = (report.check, egress.phase, _host_name(egress.host))
+                groups.setdefault(key, []).append((egress.id, str(getattr(egress, keep))))
+    return groups
+
+
+def _dns_over_https(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    early = ("install", "import")
+    groups = _by_host(reports, lambda e: bool(e.dns_name) and e.phase in early, "dns_name")
+    return [
+        Hit(
+            check=check,
+            title=(
+                f"{phase}: DNS-over-HTTPS to {host} (around the logging resolver) asked for "
+                f"{', '.join(_ordered(name for _, name in seen))}"
+            ),
+            evidence=tuple(i for i, _ in seen),
+        )
+        for (check, phase, host), seen in groups.items()
+    ]
 
 
 def _unexpected_egress(phases: tuple[Phase, ...]) -> RuleFn:
@@ -273,6 +308,58 @@ def _decoy_read(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
     return hits
 
 
+def _lineage(pid: int, parents: Sequence[str]) -> set[int]:
+    """Return a process's pid and its parents' ("pid executable" entries)."""
+    found = {pid}
+    for parent in parents:
+        head = parent.split(" ", 1)[0]
+        if head.isdigit():
+            found.add(int(head))
+    return found
+
+
+def _decoy_then_opaque(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    hits = []
+    for report in _in_check_order(reports):
+        reads = [
+            e
+            for e in report.decoy_events
+            if e.event in ("open", "read")
+            and e.pid is not None
+            and not _npm_reading_its_config(e.path, e.exe)
+        ]
+        for egress in report.egress:
+            # A channel the proxy could not see into: a tunnel that carried no request it
+            # could read (TLS refusing the run's CA), or raw TCP.
+            if egress.action != "refused" or egress.method not in _NOT_REQUESTS:
+                continue
+            if egress.pid is None:
+                continue
+            holder = _lineage(egress.pid, egress.parents)
+            for read in reads:
+                assert read.pid is not None
+                same = read.pid in holder or egress.pid in _lineage(read.pid, read.parents)
+                later = read.ts is None or egress.ts is None or read.ts <= egress.ts
+                if not (same and later):
+                    continue
+                who = posixpath.basename(egress.exe or read.exe or "?")
+                cmd = f": `{egress.cmdline}`" if egress.cmdline else ""
+                how = "TLS refusing the run's CA" if egress.method == "CONNECT" else "raw TCP"
+                hits.append(
+                    Hit(
+                        check=report.check,
+                        title=(
+                            f"{egress.phase}: {who} (pid {egress.pid}{cmd}) read decoy "
+                            f"{read.path}, then opened a channel to {egress.host or egress.url}"
+                            f":{egress.port} the proxy could not see into ({how})"
+                        ),
+                        evidence=(read.id, egress.id),
+                    )
+                )
+                break
+    return hits
+
+
 def _npm_reading_its_config(path: str, exe: str | None) -> bool:
     if posixpath.basename(path) != NPMRC:
         return False
@@ -353,6 +440,12 @@ RULES: tuple[Rule, ...] = (
         _decoy_egress,
     ),
     Rule(
+        "decoy-then-opaque-channel",
+        "critical",
+        "A process read a decoy, then opened a channel the proxy could not see into.",
+        _decoy_then_opaque,
+    ),
+    Rule(
         "install-egress",
         "critical",
         "The install reached a host that is neither a package registry nor in egress_allow.",
@@ -365,6 +458,12 @@ RULES: tuple[Rule, ...] = (
         _unexpected_egress(("import",)),
     ),
     Rule(
+        "dns-over-https",
+        "critical",
+        "The install or an import looked a name up over DNS-over-HTTPS, around the resolver.",
+        _dns_over_https,
+    ),
+    Rule(
         "registry-write",
         "critical",
         "The install or an import tried to publish or upload to a package registry.",
@@ -373,8 +472,62 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "persistence-write",
         "critical",
-        "Code wrote to a shell profile, authorized_keys, cron or git hooks outside the worktree.",
+        "Code wrote to a place that runs code later that no rule below names (sudoers).",
         _observed(PERSISTENCE_WRITE, "persistence write"),
+    ),
+    Rule(
+        "shell-profile-write",
+        "critical",
+        "Code wrote a shell rc or profile file, which every later shell runs.",
+        _observed(SHELL_PROFILE_WRITE, "shell profile written"),
+    ),
+    Rule(
+        "python-startup-write",
+        "critical",
+        "Code wrote a .pth, sitecustomize or usercustomize file every later Python runs.",
+        _observed(PYTHON_STARTUP_WRITE, "Python startup file written"),
+    ),
+    Rule(
+        "systemd-unit-write",
+        "critical",
+        "Code wrote a systemd user unit.",
+        _observed(SYSTEMD_UNIT_WRITE, "systemd user unit written"),
+    ),
+    Rule(
+        "autostart-write",
+        "critical",
+        "Code wrote a desktop autostart entry, which runs at every login.",
+        _observed(AUTOSTART_WRITE, "autostart entry written"),
+    ),
+    Rule(
+        "cron-write",
+        "critical",
+        "Code wrote a crontab or ran crontab or at to schedule itself.",
+        _observed(CRON_WRITE, "scheduled to run later"),
+    ),
+    Rule(
+        "git-hook-write",
+        "critical",
+        "Code wrote a git hook, or a git config key that makes git run a program.",
+        _observed(GIT_HOOK_WRITE, "git made to run code"),
+    ),
+    Rule(
+        "ssh-access-write",
+        "critical",
+        "Code wrote authorized_keys, ~/.ssh/rc or an ssh config that runs a command.",
+        _observed(SSH_ACCESS_WRITE, "ssh access written"),
+    ),
+    Rule(
+        "package-index-redirect",
+        "critical",
+        "Code pointed npm, yarn, pip, uv or poetry at a package index that is not public.",
+        _observed(PACKAGE_INDEX_WRITE, "package index redirected"),
+    ),
+    Rule(
+        "workflow-command-write",
+        "critical",
+        "Code put a folder on later steps' PATH or set a variable that changes what they run.",
+        _observed(WORKFLOW_COMMAND_WRITE, "later workflow steps changed"),
     ),
     Rule(
         "harness-tamper",
@@ -434,21 +587,34 @@ RULES: tuple[Rule, ...] = (
 
 
 def apply_rules(reports: Sequence[Report], ctx: RuleContext) -> list[Finding]:
-    """Run every rule and number the findings F1.., most severe first, in a stable order."""
-    ranked: list[tuple[int, int, int, Rule, Hit]] = []
+    """Run every rule and number the findings F1.., most severe first, in a stable order.
+
+    Rules run on the head's reports. What the base did too (its report, ``base``) is
+    ``info``, "also at base", citing the base's evidence as well (``differential.py``).
+    """
+    head, base = split(reports)
+    seen_at_base = behaviours(base)
+    index = {eid: item for eid, (_, item) in evidence_items(head).items()}
+    ranked: list[tuple[int, int, int, Rule, Hit, Severity]] = []
     for rule_index, rule in enumerate(RULES):
-        for hit_index, hit in enumerate(rule.find(reports, ctx)):
-            rank = -SEVERITIES.index(rule.severity)
-            ranked.append((rank, rule_index, hit_index, rule, hit))
+        for hit_index, hit in enumerate(rule.find(head, ctx)):
+            severity: Severity = rule.severity
+            shown = at_base(hit.evidence, index, seen_at_base) if seen_at_base else None
+            if shown is not None:
+                severity = "info"
+                title = title_at_base(hit.title, suite_fails=rule.id == "tests-fail")
+                hit = Hit(hit.check, title, (*hit.evidence, *shown))  # noqa: PLW2901
+            rank = -SEVERITIES.index(severity)
+            ranked.append((rank, rule_index, hit_index, rule, hit, severity))
     ranked.sort(key=lambda item: item[:3])
     return [
         Finding(
             id=f"F{n}",
             rule=rule.id,
-            severity=rule.severity,
+            severity=severity,
             check=hit.check,
             title=hit.title,
             evidence=list(hit.evidence[:MAX_EVIDENCE]),
         )
-        for n, (_, _, _, rule, hit) in enumerate(ranked, start=1)
+        for n, (_, _, _, rule, hit, severity) in enumerate(ranked, start=1)
     ]

@@ -43,11 +43,15 @@ print("CUJO-MODULES " + json.dumps(sorted(mods)))
 
 
 def python_install_command(build_files: list[str]) -> str:
-    """Return the detonation install for a Python head (non-editable: build scripts run)."""
+    """Return the detonation install for a Python head (non-editable: build scripts run).
+
+    It runs in the head's checkout (with its ``.git``, so a version taken from git is
+    found, as in the repository's own CI).
+    """
     if any(f in build_files for f in ("pyproject.toml", "setup.py", "setup.cfg")):
-        return "python -m pip install ./src"
+        return "python -m pip install ."
     reqs = [f for f in build_files if f.startswith("requirements") and f.endswith(".txt")]
-    return " && ".join(f"python -m pip install -r {shlex.quote('src/' + r)}" for r in reqs)
+    return " && ".join(f"python -m pip install -r {shlex.quote(r)}" for r in reqs)
 
 
 def parse_modules(stdout: str) -> list[str]:
@@ -71,7 +75,7 @@ def _python(run: CheckRun) -> Report:
     if not install:
         return run.finish("skipped", "no Python build or requirements file to detonate")
     outcome = run.run(
-        install, phase="install", timeout=plan.policy.timeouts.install, cwd=run.work, venv=venv
+        install, phase="install", timeout=plan.policy.timeouts.install, cwd=run.src, venv=venv
     )
     if outcome.exit_code != 0:
         why = "timed out" if outcome.timed_out else f"failed (exit {outcome.exit_code})"

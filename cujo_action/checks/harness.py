@@ -18,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from cujo_action.actionsjob import FILE_COMMANDS
 from cujo_action.arm import LABELS, Armed, label, sandbox_env
-from cujo_action.boundary import fingerprints
+from cujo_action.boundary import fingerprints, read_below
 from cujo_action.decoys import decoy_files
 from cujo_action.jail import (
     NPROC_LIMIT,
@@ -32,6 +33,7 @@ from cujo_action.jail import (
     run_confined,
 )
 from cujo_action.netns import NetnsError, drops_for
+from cujo_action.persistence import SCHEDULERS, TEXT_CAP, Entry, changes, places
 from cujo_action.proxy import NameBook
 from cujo_action.schema import (
     MAX_COMMANDS,
@@ -40,7 +42,6 @@ from cujo_action.schema import (
     MAX_SHORT,
     MAX_TEXT,
     MEMORY_LIMIT,
-    PERSISTENCE_WRITE,
     PROCESS_FLOOD,
     REFUSED_PACKETS,
     SUDO,
@@ -57,35 +58,9 @@ from cujo_action.schema import (
 )
 from cujo_action.watcher import PRIVILEGE_TOOLS, DecoyWatcher
 
-# Places where a write means persistence: a profile runs at every login, an authorized
-# key lets someone in, a cron entry or a git hook runs later outside this review.
-_HOME_PERSISTENCE = (
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".zshrc",
-    ".zprofile",
-    ".zshenv",
-    ".ssh",
-    ".config/autostart",
-    ".config/systemd/user",
-    ".config/git",
-    ".gitconfig",
-    ".git-templates",
-    "work/src/.git/hooks",  # the check's own copy of the head: a hook runs at the next git
-)
-_SYSTEM_PERSISTENCE = (
-    "/etc/profile.d",
-    "/etc/bash.bashrc",
-    "/etc/cron.d",
-    "/var/spool/cron/crontabs",
-    "/etc/sudoers.d",
-)
 _SNAPSHOT_LIMIT = 2_000
-# The install's results (the head as installed, and its venv) as the later checks get them.
-_INSTALLED = ("src", "venv")
+# Executables whose run is evidence itself: a way to root (sudo), or to run later (crontab).
+_WATCHED_TOOLS = (*PRIVILEGE_TOOLS, *(Path(tool) for tool in SCHEDULERS))
 _HANDOFF_TIMEOUT = 600.0
 _VENV_TIMEOUT = 300.0
 
@@ -105,7 +80,14 @@ class CheckRun:
         self.home = Path(self.area.home)
         inside = armed.home_inside(check)
         self.work = f"{inside}/work"  # as the commands see it
-        self.src = f"{self.work}/src"
+        self.src = armed.workspace(check)  # work/<repo>/<repo>, as a hosted runner has it
+        # Every place a write makes code run later (persistence.py), this check's copy of
+        # the head and its step's file commands included.
+        self._places = places(
+            f"work/{armed.job.repo}/{armed.job.repo}",
+            {var: f"work/_temp/_runner_file_commands/{kind}_{armed.job.file_commands}"
+             for var, kind in FILE_COMMANDS},
+        )  # fmt: skip
         # Under bubblewrap each command gets an empty /tmp; without, a folder staged in HOME.
         self.scratch = "/tmp" if armed.bwrap else f"{inside}/.cache/tmp"  # noqa: S108
         self.started_at = utcnow()
@@ -128,19 +110,28 @@ class CheckRun:
         self.watcher = DecoyWatcher(
             self.decoy_paths,
             lambda: self.phase,
-            exec_watch=PRIVILEGE_TOOLS if self.guard is None else (),
+            exec_watch=_WATCHED_TOOLS if self.guard is None else (),
         )
         self.watcher.start()
 
-    def _snapshot(self) -> dict[str, str]:
-        """Fingerprint the persistence places, never following the sandbox's symlinks."""
-        prints = {
-            f"~/{rel}": fp
-            for rel, fp in fingerprints(self.home, _HOME_PERSISTENCE, _SNAPSHOT_LIMIT).items()
-        }
-        system = [p.lstrip("/") for p in _SYSTEM_PERSISTENCE]
-        prints.update({f"/{rel}": fp for rel, fp in fingerprints(Path("/"), system).items()})
-        return prints
+    def _snapshot(self) -> dict[str, Entry]:
+        """Fingerprint the persistence places (and read the few judged by their content),
+        never following the sandbox's symlinks (``boundary``)."""
+        entries: dict[str, Entry] = {}
+        for place in self._places:
+            for root in place.paths:
+                base, rel = (
+                    (Path("/"), root.lstrip("/")) if root.startswith("/") else (self.home, root)
+                )
+                shown = "/" if root.startswith("/") else "~/"
+                # Each place has its limit: a crowded one cannot hide writes to the others.
+                for found, fp in fingerprints(base, [rel], _SNAPSHOT_LIMIT, place.depth).items():
+                    text = None
+                    if place.judge is not None and found == rel:
+                        data = read_below(base, rel, TEXT_CAP)
+                        text = data.decode("utf-8", "replace") if data is not None else None
+                    entries[f"{shown}{found}"] = Entry(fp, text)
+        return entries
 
     def _start_guard(self) -> ExecGuard | None:
         """Start the exec guard on this check's processes; None where it cannot run."""
@@ -153,7 +144,7 @@ class CheckRun:
                     phases[inode] = phase
         # Without namespaces, this check's processes are those below it.
         guard = ExecGuard(
-            PRIVILEGE_TOOLS,
+            _WATCHED_TOOLS,
             phases,
             descendants_of=None if phases else os.getpid(),
             phase=lambda: self.phase,
@@ -209,7 +200,8 @@ class CheckRun:
         )
         try:
             inside = self.armed.home_inside("install")
-            names = " ".join(_INSTALLED)
+            # The head as installed (work/<repo>), and its venv.
+            names = " ".join(shlex.quote(n) for n in (self.armed.job.repo, "venv"))
             packed = run_confined(
                 f"cd {shlex.quote(inside)}/work && tar -cf - --ignore-failed-read {names}",
                 cwd=Path(inside),
@@ -340,7 +332,7 @@ class CheckRun:
                 caller += f": `{clip(first.cmdline, 200)}`"
             more = f" (and {len(evs) - 1} more times)" if len(evs) > 1 else ""
             self.observe(
-                SUDO,
+                SCHEDULERS.get(path, SUDO),
                 f"{path} was executed by pid {first.pid} (from {caller}) during {phase}{more}",
                 path=path,
             )
@@ -387,6 +379,10 @@ class CheckRun:
                 event=ev.event,
                 pid=ev.pid,
                 exe=clip(ev.exe, MAX_TEXT) if ev.exe else None,
+                ts=round(ev.ts, 6),
+                cmdline=clip(ev.cmdline, MAX_TEXT) if ev.cmdline else None,
+                parents=[clip(p, MAX_SHORT) for p in ev.parents[:8]],
+                origin=clip(ev.origin, MAX_SHORT),
             )
             for n, ev in enumerate(events[:MAX_DECOY_EVENTS], start=1)
         ]
@@ -394,7 +390,8 @@ class CheckRun:
             self.evidence_complete = False
         for ev in self.watcher.exec_events():
             who = f" by pid {ev.pid}" + (f" ({ev.exe})" if ev.exe else "") if ev.pid else ""
-            self.observe(SUDO, f"{ev.path} was executed{who} during {ev.phase}", path=ev.path)
+            kind = SCHEDULERS.get(ev.path, SUDO)
+            self.observe(kind, f"{ev.path} was executed{who} during {ev.phase}", path=ev.path)
         self._observe_guarded()
         self._observe_refused()
         if self.armed.isolation == "partial":
@@ -405,13 +402,8 @@ class CheckRun:
                 f"ran with proxy variables only (no network namespace), {user}, {view}: "
                 + (self.armed.isolation_reason or "full isolation was not available"),
             )
-        after = self._snapshot()
-        for path in sorted(set(after) | set(self._before)):
-            if after.get(path) != self._before.get(path):
-                what = "created" if path not in self._before else "changed"
-                if path not in after:
-                    what = "deleted"
-                self.observe(PERSISTENCE_WRITE, f"{path} was {what}", path=path)
+        for change in changes(self._before, self._snapshot(), self._places):
+            self.observe(change.kind, change.detail, path=change.path)
         return Report(
             run_id=self.plan.run_id,
             check=self.check,

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from app_relay.decide.rules import RULES, RuleContext, apply_rules
 from app_relay.decide.verdict import Finding
+from cujo_action.persistence import Entry, changes, places
 from cujo_action.schema import (
     CheckName,
     CommandResult,
@@ -20,6 +22,12 @@ from cujo_action.schema import (
     Report,
 )
 
+# The HOME-relative checkout and step file commands the harness watches (actionsjob.py).
+WORKSPACE = "work/app/app"
+FILE_COMMANDS = {
+    "GITHUB_ENV": "work/_temp/_runner_file_commands/set_env_1",
+    "GITHUB_PATH": "work/_temp/_runner_file_commands/add_path_1",
+}
 RUN_ID = "run-1"
 HEAD = "a" * 40
 BASE = "b" * 40
@@ -57,6 +65,8 @@ class ReportFactory:
         method: str = "GET",
         port: int = 443,
         route: str = "proxy",
+        dns_name: str = "",
+        **process: Any,
     ) -> Egress:
         return Egress(
             id=self._id(check, "egress"),
@@ -70,6 +80,8 @@ class ReportFactory:
             decoy_seen=list(decoys),
             decoy_where=list(where),
             route=route,  # type: ignore[arg-type]
+            dns_name=dns_name,
+            **process,  # pid, exe, cmdline, parents, ts
         )
 
     def decoy(
@@ -80,6 +92,7 @@ class ReportFactory:
         *,
         phase: Phase | None = None,
         exe: str | None = None,
+        **process: Any,
     ) -> DecoyEvent:
         return DecoyEvent(
             id=self._id(check, "decoy"),
@@ -87,6 +100,7 @@ class ReportFactory:
             path=path,
             event=event,  # type: ignore[arg-type]
             exe=exe,
+            **process,  # pid, cmdline, parents, ts
         )
 
     def observation(
@@ -101,6 +115,22 @@ class ReportFactory:
         return CommandResult(
             cmd=cmd, phase=phase, exit_code=exit_code, timed_out=timed_out, duration_s=900.0
         )
+
+    def persisted(
+        self, check: CheckName, files: dict[str, tuple[str | None, str | None]]
+    ) -> list[Observation]:
+        """Return the observations the harness makes of files (shown path → before, after).
+
+        The harness's own judgement (``cujo_action/persistence.py``) decides what counts,
+        so each rule is tested on what a check would really report.
+        """
+        found = places(WORKSPACE, FILE_COMMANDS)
+        before = {p: Entry(f"fp:{b}", b) for p, (b, _) in files.items() if b is not None}
+        after = {p: Entry(f"fp:{a}", a) for p, (_, a) in files.items() if a is not None}
+        return [
+            self.observation(check, c.kind, c.detail, path=c.path)
+            for c in changes(before, after, found)
+        ]
 
     @staticmethod
     def report(
@@ -155,3 +185,38 @@ def run_rule() -> Callable[..., list[Finding]]:
         return [f for f in found if f.rule == rule_id]
 
     return run
+
+
+class PersistenceRule:
+    """Test one persistence rule on what the harness would report of file writes."""
+
+    def __init__(self, make: ReportFactory, run_rule: Callable[..., list[Finding]]) -> None:
+        self.make, self.run_rule = make, run_rule
+
+    def fires(
+        self, rule: str, kind: str, writes: dict[str, tuple[str | None, str | None]]
+    ) -> list[Finding]:
+        """Assert each write is one critical finding of ``rule`` naming its path."""
+        seen = self.make.persisted("install", writes)
+        assert {o.kind for o in seen} == {kind}
+        assert len(seen) == len(writes)
+        findings = self.run_rule(rule, [self.make.report("install", observations=seen)])
+        assert [f.evidence for f in findings] == [[o.id] for o in seen]
+        assert all(f.severity == "critical" and f.check == "install" for f in findings)
+        for finding, write in zip(findings, seen, strict=True):
+            assert write.path is not None
+            assert write.path in finding.title
+        return findings
+
+    def misses(self, rule: str, harmless: dict[str, tuple[str | None, str | None]]) -> None:
+        """Assert the harness reports none of these, and the rule ignores other kinds."""
+        assert self.make.persisted("tests", harmless) == []
+        other = self.make.observation("tests", "file_write", path="~/.bashrc")
+        assert self.run_rule(rule, [self.make.report("tests", observations=[other])]) == []
+
+
+@pytest.fixture
+def persistence_rule(
+    make: ReportFactory, run_rule: Callable[..., list[Finding]]
+) -> PersistenceRule:
+    return PersistenceRule(make, run_rule)

@@ -1,0 +1,50 @@
+"""Install and test the base beside the head, so what the base already does is told apart.
+
+The base runs under the same arming as the head (decoys, proxy, resolver, its own uid,
+HOME and network namespaces), with the commands its own build files settle to under the
+policy at base. Its report is reference, never a verdict: the relay downgrades what the
+head does that the base did too (``app_relay/decide/differential.py``) and never makes a
+finding of the base's own.
+"""
+
+from __future__ import annotations
+
+from cujo_action.checks.harness import CheckRun, check_main, status_of
+from cujo_action.schema import TESTS_FAILED, Report
+
+
+def body(run: CheckRun) -> Report:
+    """Install the base checkout into its own environment, then run its tests."""
+    plan = run.plan
+    if not plan.base_install:
+        return run.finish("skipped", "nothing to install at base")
+    venv = None
+    if plan.base_ecosystem != "node":
+        run.make_venv(run.venv)
+        venv = run.venv
+    installed = run.run(
+        plan.base_install,
+        phase="install",
+        timeout=plan.policy.timeouts.install,
+        cwd=run.src,
+        venv=venv,
+    )
+    if status_of(installed) != "ok":
+        return run.finish("failed", f"the base's install failed (exit {installed.exit_code})")
+    if not plan.base_test:
+        return run.finish("ok", "installed the base; it has no tests to run")
+    tested = run.run(
+        plan.base_test, phase="test", timeout=plan.policy.timeouts.test, cwd=run.src, venv=venv
+    )
+    if status_of(tested) == "failed" or tested.timed_out:
+        tail = (tested.stdout_tail or tested.stderr_tail).strip().splitlines()[-3:]
+        run.observe(
+            TESTS_FAILED,
+            f"`{plan.base_test}` exited {tested.exit_code} at base: " + " | ".join(tail),
+        )
+        return run.finish("failed", f"the test suite fails at base (exit {tested.exit_code})")
+    return run.finish(status_of(tested), f"installed and tested the base (`{plan.base_test}`)")
+
+
+if __name__ == "__main__":
+    raise SystemExit(check_main("base", body))

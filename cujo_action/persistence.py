@@ -1,0 +1,380 @@
+"""Name every place where a write makes code run later, and judge what a change there did.
+
+A check fingerprints these places before its commands run and after (``harness.py``,
+through ``boundary``: no link followed) and keeps the text of the few whose meaning is
+in their content. ``changes`` compares the two: pure, so each judgement is tested on
+plain values. Each kind of place is one observation kind and one hard rule
+(``app_relay/decide/rules.py``):
+
+==========================  ==============================================================
+kind                        places (HOME-relative unless absolute)
+==========================  ==============================================================
+shell_profile_write         shell rc and profile files, fish's config, /etc/profile.d
+python_startup_write        ``.pth``, ``sitecustomize.py``, ``usercustomize.py`` in the
+                            user site-packages (``~/.local/lib/python*/site-packages``)
+systemd_unit_write          systemd user units
+autostart_write             desktop autostart entries
+cron_write                  crontab spools and /etc/cron.d; ``crontab``/``at`` executed
+git_hook_write              hooks in the checkout and in git templates; git configs
+                            (global, the checkout's) gaining a key that runs a program
+                            (``core.hooksPath``, ``core.fsmonitor``, ``core.sshCommand``…)
+ssh_access_write            ``authorized_keys``, ``~/.ssh/rc``, ``~/.ssh/config`` commands
+package_index_write         npm, yarn, pip, uv and poetry configs (user's, the venv's)
+                            pointing at an index that is not a public registry
+workflow_command_write      the step's ``GITHUB_PATH``, or ``GITHUB_ENV`` setting a
+                            variable that changes what later steps run (``LD_PRELOAD``…)
+==========================  ==============================================================
+"""
+
+from __future__ import annotations
+
+import configparser
+import fnmatch
+import re
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from cujo_action.schema import (
+    AUTOSTART_WRITE,
+    CRON_WRITE,
+    GIT_HOOK_WRITE,
+    PACKAGE_INDEX_WRITE,
+    PERSISTENCE_WRITE,
+    PYTHON_STARTUP_WRITE,
+    SHELL_PROFILE_WRITE,
+    SSH_ACCESS_WRITE,
+    SYSTEMD_UNIT_WRITE,
+    WORKFLOW_COMMAND_WRITE,
+)
+
+# Executables whose mere run schedules code for later.
+SCHEDULERS: dict[str, str] = {"/usr/bin/crontab": CRON_WRITE, "/usr/bin/at": CRON_WRITE,
+                              "/usr/bin/batch": CRON_WRITE}  # fmt: skip
+
+TEXT_CAP = 64 * 1024  # of a file judged by its content
+PUBLIC_INDEXES = frozenset(
+    {"pypi.org", "files.pythonhosted.org", "registry.npmjs.org", "registry.yarnpkg.com"}
+)
+# Git keys whose value is a program git runs (or a file of more config): git-config(1).
+_GIT_EXEC_KEYS = re.compile(
+    r"^(core\.(hookspath|fsmonitor|sshcommand|pager|editor|askpass|gitproxy)"
+    r"|sequence\.editor|diff\.external|gpg\.(program|\w+\.program)|credential\.helper"
+    r"|credential\..+\.helper|filter\..+\.(clean|smudge|process)|diff\..+\.(command|textconv)"
+    r"|merge\..+\.driver|uploadpack\.packobjectshook|include\.path|includeif\..+\.path"
+    r"|alias\..+|pager\..+|web\.browser|browser\..+\.cmd|interactive\.difffilter)$"
+)
+# Variables that change what a later step runs (GITHUB_ENV): loaders, shells, runtimes.
+_EXEC_VARIABLES = re.compile(
+    r"^(PATH|LD_PRELOAD|LD_LIBRARY_PATH|LD_AUDIT|BASH_ENV|ENV|PROMPT_COMMAND|SHELLOPTS"
+    r"|NODE_OPTIONS|NODE_PATH|PYTHONPATH|PYTHONSTARTUP|PYTHONHOME|PYTHONUSERBASE"
+    r"|PERL5OPT|PERL5LIB|PERLLIB|RUBYOPT|RUBYLIB|JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS"
+    r"|DOTNET_STARTUP_HOOKS|GIT_SSH|GIT_SSH_COMMAND|GIT_EXEC_PATH|GIT_CONFIG_\w+|GIT_ASKPASS"
+    r"|SSH_ASKPASS|EDITOR|VISUAL|PAGER|npm_config_\w+|PIP_\w+|UV_\w*INDEX\w*)$",
+    re.IGNORECASE,
+)
+_SSH_COMMANDS = re.compile(r"^\s*(ProxyCommand|LocalCommand|KnownHostsCommand|Match\s+exec)\b",
+                           re.IGNORECASE | re.MULTILINE)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where to look (HOME-relative, or absolute), what a change there is, and how judged."""
+
+    kind: str
+    paths: tuple[str, ...]
+    # Of what is found under ``paths``, only names matching one of these count (none: all),
+    # and no deeper than ``depth`` folders below (None: all the way).
+    names: tuple[str, ...] = ()
+    depth: int | None = None
+    # How a change here is named, when its path says less (the step's file commands).
+    label: str | None = None
+    # Judged by content: (before text or None, after text or None) → why it counts, or
+    # None when the change is harmless (a git config gaining only user.name).
+    judge: Callable[[str | None, str | None], str | None] | None = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One file as snapshotted: its fingerprint, and its text when judged by content."""
+
+    print: str
+    text: str | None = None
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change at a persistence place, as an observation reports it."""
+
+    kind: str
+    path: str
+    detail: str
+
+
+# --------------------------------------------------------------------------- judges
+
+
+def _git_config(text: str | None) -> dict[str, list[str]]:
+    """Return a git config's keys (section.subsection.name, lower case) → values."""
+    keys: dict[str, list[str]] = {}
+    section = ""
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        head = re.match(r'^\[\s*([^\]\s"]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]\s*(.*)$', line)
+        if head:
+            name, sub = head.group(1), head.group(2)
+            if "." in name and sub is None:  # [section.subsection], the old form
+                name, _, sub = name.partition(".")
+            section = name.lower() + (f".{sub}" if sub is not None else "")
+            line = head.group(3).strip()
+            if not line:
+                continue
+        key, eq, value = line.partition("=")
+        full = f"{section}.{key.strip().lower()}"
+        keys.setdefault(full, []).append(value.strip() if eq else "true")
+    return keys
+
+
+def git_config_runs(before: str | None, after: str | None) -> str | None:
+    """Return the keys a git config gained that make git run a program, if any."""
+    old, new = _git_config(before), _git_config(after)
+    gained = sorted(
+        f"{key} = {values[-1]}"
+        for key, values in new.items()
+        if _GIT_EXEC_KEYS.match(key) and old.get(key) != values
+    )
+    return "gained " + "; ".join(gained) if gained else None
+
+
+def _index_hosts(text: str | None) -> set[str]:
+    """Return the hosts an npm/yarn/pip/uv/poetry config names as package indexes."""
+    hosts: set[str] = ini_hosts(text or "") | toml_hosts(text or "")
+    for match in re.finditer(
+        r"(?im)^\s*(?:[\w@/.:-]*registry|npmRegistryServer|(?:extra-)?index[-_]url|find[-_]links"
+        r"|url|repository)\s*[=:]\s*[\"']?([a-z][a-z0-9+.-]*://[^\s\"']+)",
+        text or "",
+    ):
+        host = (urlsplit(match.group(1)).hostname or "").lower()
+        if host:
+            hosts.add(host)
+    return hosts
+
+
+def index_redirect(before: str | None, after: str | None) -> str | None:
+    """Return the non-public indexes a package manager config newly points at, if any."""
+    new = _index_hosts(after) - _index_hosts(before) - PUBLIC_INDEXES
+    return "now points at " + ", ".join(sorted(new)) if new else None
+
+
+def env_commands(before: str | None, after: str | None) -> str | None:
+    """Return the variables a GITHUB_ENV file newly sets that change what later steps run."""
+
+    def names(text: str | None) -> set[str]:
+        found = set()
+        closing = None  # the delimiter that ends a multi-line value being read
+        for line in (text or "").splitlines():
+            if closing is not None:
+                closing = None if line == closing else closing
+                continue
+            # NAME=value, or NAME<<DELIMITER for a multi-line value.
+            match = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)(=|<<)(.*)$", line)
+            if match:
+                found.add(match.group(1))
+                if match.group(2) == "<<":
+                    closing = match.group(3)
+        return found
+
+    risky = sorted(n for n in names(after) - names(before) if _EXEC_VARIABLES.match(n))
+    return "sets " + ", ".join(risky) + " for later steps" if risky else None
+
+
+def path_commands(before: str | None, after: str | None) -> str | None:
+    """Return the folders a GITHUB_PATH file newly puts first on later steps' PATH."""
+    old = set((before or "").splitlines())
+    added = [
+        line.strip() for line in (after or "").splitlines() if line.strip() and line not in old
+    ]
+    return "puts " + ", ".join(added[:5]) + " first on later steps' PATH" if added else None
+
+
+def ssh_commands(before: str | None, after: str | None) -> str | None:
+    """Return the command directives an ssh config newly holds, if any."""
+    new = {m.group(1).lower() for m in _SSH_COMMANDS.finditer(after or "")}
+    old = {m.group(1).lower() for m in _SSH_COMMANDS.finditer(before or "")}
+    return "gained " + ", ".join(sorted(new - old)) if new - old else None
+
+
+def places(workspace: str, file_commands: Mapping[str, str] | None = None) -> list[Place]:
+    """Return every persistence place of a check whose checkout is ``workspace`` (HOME-rel).
+
+    ``file_commands`` maps ``GITHUB_ENV``/``GITHUB_PATH`` to their HOME-relative files.
+    """
+    commands = file_commands or {}
+    found = [
+        Place(
+            SHELL_PROFILE_WRITE,
+            (
+                ".bashrc",
+                ".bash_profile",
+                ".bash_login",
+                ".bash_logout",
+                ".bash_aliases",
+                ".profile",
+                ".zshrc",
+                ".zprofile",
+                ".zshenv",
+                ".zlogin",
+                ".config/fish",
+                "/etc/profile.d",
+                "/etc/bash.bashrc",
+                "/etc/profile",
+            ),
+        ),
+        Place(
+            PYTHON_STARTUP_WRITE,
+            (".local/lib",),
+            names=(
+                "python*/site-packages/*.pth",
+                "python*/site-packages/sitecustomize.py",
+                "python*/site-packages/usercustomize.py",
+            ),
+            depth=2,
+        ),
+        Place(SYSTEMD_UNIT_WRITE, (".config/systemd/user", ".local/share/systemd/user")),
+        Place(AUTOSTART_WRITE, (".config/autostart",)),
+        Place(CRON_WRITE, ("/var/spool/cron", "/etc/cron.d", "/etc/crontab")),
+        # Root's own config, should the host be writable (partial isolation).
+        Place(PERSISTENCE_WRITE, ("/etc/sudoers.d",)),
+        Place(GIT_HOOK_WRITE, (f"{workspace}/.git/hooks", ".git-templates", ".config/git/hooks")),
+        Place(
+            GIT_HOOK_WRITE,
+            (".gitconfig", ".config/git/config", f"{workspace}/.git/config"),
+            judge=git_config_runs,
+        ),
+        Place(
+            SSH_ACCESS_WRITE,
+            (".ssh/authorized_keys", ".ssh/authorized_keys2", ".ssh/rc", ".ssh/environment"),
+        ),
+        Place(SSH_ACCESS_WRITE, (".ssh/config",), judge=ssh_commands),
+        Place(
+            PACKAGE_INDEX_WRITE,
+            (
+                ".npmrc",
+                ".yarnrc",
+                ".yarnrc.yml",
+                ".config/pip/pip.conf",
+                ".pip/pip.conf",
+                ".pydistutils.cfg",
+                ".config/uv/uv.toml",
+                ".config/pypoetry/config.toml",
+                "work/venv/pip.conf",
+            ),
+            judge=index_redirect,
+        ),
+    ]
+    for var, judge in (("GITHUB_ENV", env_commands), ("GITHUB_PATH", path_commands)):
+        if var in commands:
+            found.append(Place(WORKFLOW_COMMAND_WRITE, (commands[var],), judge=judge,
+                               label=f"${var}"))  # fmt: skip
+    return found
+
+
+def counts(place: Place, rel: str, root: str) -> bool:
+    """Return whether ``rel`` (found under ``root``, one of ``place.paths``) is watched."""
+    if not place.names:
+        return True
+    below = rel.removeprefix(root).lstrip("/").split("/")
+    # Folder by folder: a pattern's "*" never spans a "/".
+    return any(
+        len(parts) == len(below)
+        and all(fnmatch.fnmatchcase(name, part) for name, part in zip(below, parts, strict=True))
+        for parts in (pattern.split("/") for pattern in place.names)
+    )
+
+
+def changes(
+    before: Mapping[str, Entry], after: Mapping[str, Entry], found_in: Iterable[Place]
+) -> list[Change]:
+    """Return what changed at each place between two snapshots, judged, in path order.
+
+    Snapshot keys are the paths as reported (``~/.bashrc``, ``/etc/cron.d/x``), each
+    snapshotted under the place it was found in (``owner``).
+    """
+    owners = list(found_in)
+    out: list[Change] = []
+    for path in sorted(set(before) | set(after)):
+        old, new = before.get(path), after.get(path)
+        if old == new or (old is not None and new is not None and old.print == new.print):
+            continue
+        place = owner(path, owners)
+        if place is None:
+            continue
+        what = "created" if old is None else "deleted" if new is None else "changed"
+        shown = place.label or path
+        if place.judge is not None:
+            why = place.judge(old.text if old else None, new.text if new else None)
+            if why is None:
+                continue
+            out.append(Change(place.kind, shown, f"{shown} was {what}: {why}"))
+        else:
+            out.append(Change(place.kind, shown, f"{shown} was {what}"))
+    return out
+
+
+def owner(path: str, found_in: Iterable[Place]) -> Place | None:
+    """Return the place a reported path belongs to (the most specific one)."""
+    best: tuple[int, Place] | None = None
+    for place in found_in:
+        for root in place.paths:
+            shown = root if root.startswith("/") else f"~/{root}"
+            if (
+                (path == shown or path.startswith(shown.rstrip("/") + "/"))
+                and counts(place, path, shown)
+                and (best is None or len(shown) > best[0])
+            ):
+                best = (len(shown), place)
+    return best[1] if best is not None else None
+
+
+def toml_hosts(text: str) -> set[str]:
+    """Return every URL host a TOML config (uv, poetry) names."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return set()
+    hosts: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+        elif isinstance(node, str) and "://" in node:
+            host = (urlsplit(node).hostname or "").lower()
+            if host:
+                hosts.add(host)
+
+    walk(data)
+    return hosts
+
+
+def ini_hosts(text: str) -> set[str]:
+    """Return index hosts a pip/distutils INI config names."""
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return set()
+    hosts: set[str] = set()
+    for section in parser.sections():
+        for key in ("index-url", "index_url", "extra-index-url", "extra_index_url", "find-links"):
+            for value in (parser.get(section, key, fallback="") or "").split():
+                host = (urlsplit(value).hostname or "").lower()
+                if host:
+                    hosts.add(host)
+    return hosts

@@ -1,0 +1,447 @@
+"""Undo what an exfiltration does to bytes, layer by layer, within a budget.
+
+Stolen secrets rarely leave as they were read: ``base64 -w0 | base64 -w0`` (tj-actions),
+gzip then base64 (npm publish's tarball in JSON), hex or base32 in DNS labels, percent-
+encoding in a URL, ``\\u00..`` escapes in JSON, a MIME part in quoted-printable. ``layers``
+yields the bytes as sent and every layer it can peel off, breadth first, each with the
+path of encodings undone to reach it (outermost first), so a search for decoys runs over
+plain text at every depth.
+
+What is peeled, from each layer:
+
+* the whole layer: percent-encoding (``url``), JSON string escapes (``json``),
+  quoted-printable (``qp``), and compression recognised by its magic (gzip, zlib, zstd)
+  or, for binary layers, tried (raw deflate, brotli: neither has a magic);
+* runs inside it: base64 in both alphabets with or without padding, wrapped or not
+  (``base64``), hex (``hex``), base32 in both alphabets, any case (``base32``). A run is
+  decoded at every alignment its start could have (a prefix the alphabet shares, a label
+  split); the alignment that reads best is peeled further, the others are only searched.
+
+Cost is bounded: at most ``MAX_DEPTH`` encodings deep, each decompression capped at
+``INFLATE_CAP`` bytes out, and every layer but the first counted against ``budget``
+bytes; when the budget runs out the walk stops and ``Unwrap.exhausted`` says so.
+"""
+
+from __future__ import annotations
+
+import binascii
+import hashlib
+import re
+import zlib
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from urllib.parse import unquote_to_bytes
+
+MAX_DEPTH = 4
+BUDGET = 24 << 20
+INFLATE_CAP = 8 << 20
+# Shorter runs carry less than a decoy's slice (base64 of 12 bytes, hex of 12 bytes).
+MIN_BASE64 = 16
+MIN_HEX = 24
+MIN_BASE32 = 16
+# Runs up to these lengths are decoded at every alignment; longer ones at the start and
+# where the end says (its padding), which is where an encoder puts them.
+ALL_ALIGNMENTS_UP_TO = 64 << 10
+_BROTLI_STEP = 8  # input bytes per call: brotli has no output cap, so feed it slowly
+
+# Every run of the widest alphabet (base64's, either kind, wrapped or not); the others'
+# pieces are looked for inside it.
+_RUN = re.compile(rb"[A-Za-z0-9+/_-]{%d,}(?:(?:\r?\n|\\n)[A-Za-z0-9+/_-]+)*=*" % MIN_BASE64)
+_HEX_PIECE = re.compile(rb"[0-9A-Fa-f]{%d,}" % MIN_HEX)
+_BASE32_PIECE = re.compile(rb"[A-Za-z2-7]{%d,}=*" % MIN_BASE32)
+_BASE32HEX_PIECE = re.compile(rb"[0-9A-Va-v]{%d,}=*" % MIN_BASE32)
+# A boundary line (RFC 2046: up to 70 of its characters), the first line of a part.
+_BOUNDARY = re.compile(rb"(?m)^--([0-9A-Za-z'()+_,./:=?-]{1,70})\r?$")
+MAX_PARTS = 64
+_REQUEST = re.compile(rb"[A-Z][A-Z0-9_-]{0,20} \S+ HTTP/\d(?:\.\d)?\r\n")
+# Runs longer than this are looked into for hex and base32 only when of one case.
+_PIECES_UP_TO = 4096
+_READS_AS_TEXT = 0.95
+# Binary decodes peeled further one by one, per encoding and layer (the rest are searched).
+_ALONE = 16
+_PURE_HEX = re.compile(rb"[0-9A-Fa-f]+")
+_QP = re.compile(rb"=[0-9A-F]{2}|=\r?\n")
+_JSON_ESCAPE = re.compile(rb'\\(u[0-9A-Fa-f]{4}|["\\/bfnrt])')
+_WRAP = re.compile(rb"\r?\n|\\n")
+_URLSAFE = bytes.maketrans(b"-_", b"+/")
+_B32HEX_TO_B32 = bytes.maketrans(
+    b"0123456789ABCDEFGHIJKLMNOPQRSTUV", b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+)
+_B32_TO_B32HEX = bytes.maketrans(
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", b"0123456789ABCDEFGHIJKLMNOPQRSTUV"
+)
+_PRINTABLE_BYTES = bytes([9, 10, 13, *range(0x20, 0x7F)])
+_SIMPLE_ESCAPES = {
+    b'"': b'"', b"\\": b"\\", b"/": b"/", b"b": b"\b", b"f": b"\f", b"n": b"\n", b"r": b"\r",
+    b"t": b"\t",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Layer:
+    """Bytes to search, and the encodings undone to reach them (outermost first)."""
+
+    data: bytes
+    path: tuple[str, ...] = ()
+    # Whole-layer transforms (url, json, qp) keep what their parent held: a hit there
+    # counts only if the parent did not have it.
+    whole: bool = False
+    # Only searched, never peeled further (an alignment that did not read best).
+    leaf: bool = False
+
+    @property
+    def encoding(self) -> str:
+        """Return the path as one word: ``plain``, ``base64``, ``gzip+base64``…"""
+        return "+".join(self.path) or "plain"
+
+
+class Unwrap:
+    """Walk the layers of one input; ``exhausted`` is True if the budget cut the walk."""
+
+    def __init__(
+        self,
+        data: bytes,
+        *,
+        budget: int = BUDGET,
+        max_depth: int = MAX_DEPTH,
+    ) -> None:
+        """Prepare the walk over ``data``."""
+        self.data, self.budget, self.max_depth = data, budget, max_depth
+        self.spent = 0
+        self.exhausted = False
+
+    def __iter__(self) -> Iterator[tuple[Layer, Layer | None]]:
+        """Yield (layer, its parent) breadth first, the input itself first."""
+        seen: set[bytes] = set()
+        queue: deque[tuple[Layer, Layer | None]] = deque([(Layer(self.data), None)])
+        while queue:
+            layer, parent = queue.popleft()
+            yield layer, parent
+            if layer.leaf or len(layer.path) >= self.max_depth:
+                continue
+            for child in children(layer):
+                if not child.data:
+                    continue
+                key = _key(child.data)
+                if key in seen:
+                    continue
+                if self.spent + len(child.data) > self.budget:
+                    self.exhausted = True
+                    return
+                seen.add(key)
+                self.spent += len(child.data)
+                queue.append((child, layer))
+
+
+def _key(data: bytes) -> bytes:
+    return data if len(data) <= 64 else hashlib.blake2b(data, digest_size=16).digest()
+
+
+# --------------------------------------------------------------------------- peeling
+
+
+def children(layer: Layer) -> Iterator[Layer]:
+    """Yield the layers one step below ``layer``."""
+    data, path = layer.data, layer.path
+    if not _binary(data):
+        # Escapes belong to text: in binary bytes they are chance, and peeling them would
+        # only copy the layer.
+        if b"%" in data:
+            unquoted = unquote_to_bytes(data)
+            if unquoted != data:
+                yield Layer(unquoted, (*path, "url"), whole=True)
+        if b"\\" in data and _JSON_ESCAPE.search(data):
+            yield Layer(json_unescape(data), (*path, "json"), whole=True)
+        if b"=" in data and len(_QP.findall(data[:65536])) >= 2:
+            decoded = binascii.a2b_qp(data)
+            if decoded != data:
+                yield Layer(decoded, (*path, "qp"), whole=True)
+    # A request carried raw (a tunnel's bytes), and each part of a multipart body, on its
+    # own: a compressed one then starts with its magic.
+    if _REQUEST.match(data):
+        _, sep, body = data.partition(b"\r\n\r\n")
+        if sep and body:
+            yield Layer(body, (*path, "http"), whole=True)
+    for part in multipart_bodies(data):
+        yield Layer(part, (*path, "multipart"), whole=True)
+    inflated = inflate(data)
+    if inflated is not None:
+        kind, out = inflated
+        yield Layer(out, (*path, kind))
+    yield from _runs(data, path)
+
+
+def multipart_bodies(data: bytes) -> list[bytes]:
+    """Return the bodies of a MIME multipart message's parts (RFC 2046), at most MAX_PARTS."""
+    found = _BOUNDARY.search(data[:4096])
+    if found is None:
+        return []
+    delimiter = b"--" + found.group(1)
+    bodies = []
+    for chunk in data.split(delimiter)[1 : MAX_PARTS + 1]:
+        if chunk.startswith(b"--"):
+            break  # the close delimiter
+        _, sep, body = chunk.partition(b"\r\n\r\n")
+        if not sep:
+            _, sep, body = chunk.partition(b"\n\n")
+        if sep and body:
+            bodies.append(body.removesuffix(b"\r\n").removesuffix(b"\n"))
+    return bodies
+
+
+def json_unescape(data: bytes) -> bytes:
+    """Return ``data`` with JSON string escapes undone (``\\u0041``, ``\\/``, ``\\n``…)."""
+
+    def one(match: re.Match[bytes]) -> bytes:
+        code = match.group(1)
+        if code[:1] == b"u":
+            return chr(int(code[1:], 16)).encode("utf-8", "surrogatepass")
+        return _SIMPLE_ESCAPES[code]
+
+    return _JSON_ESCAPE.sub(one, data)
+
+
+def _score(data: bytes) -> float:
+    """Return how much ``data`` reads like more to peel: text, or a compressed stream."""
+    if not data:
+        return -1.0
+    if _magic(data) is not None:
+        return 2.0
+    sample = data[:4096]
+    return 1 - len(sample.translate(None, _PRINTABLE_BYTES)) / len(sample)
+
+
+def _runs(data: bytes, path: tuple[str, ...]) -> Iterator[Layer]:
+    """Yield, per encoding, the best-reading decodes of its runs and (as leaves) the rest."""
+    found: dict[str, list[tuple[bytes, bool]]] = {"hex": [], "base64": [], "base32": []}
+    for match in _RUN.finditer(data):
+        run = match.group()
+        # A run that is plainly hex is decoded as hex only, not again as base64.
+        if not _plainly_hex(run):
+            found["base64"].append((run, True))
+        if len(run) > _PIECES_UP_TO and not _one_case(_WRAP.sub(b"", run)):
+            continue  # a long mixed-case run is base64: no hex or base32 hides in it
+        flat = _WRAP.sub(b"", run)
+        for piece, whole in _pieces(_HEX_PIECE, flat):
+            found["hex"].append((piece, whole))
+        # Base32 is one case (upper by the RFC, lower once a DNS name lost its case).
+        for piece, whole in _pieces(_BASE32_PIECE, flat):
+            if _one_case(piece):
+                found["base32"].append((piece.upper(), whole))
+        for piece, whole in _pieces(_BASE32HEX_PIECE, flat):
+            if _one_case(piece) and not _plainly_hex(piece.rstrip(b"=")):
+                found["base32"].append((piece.upper().translate(_B32HEX_TO_B32), whole))
+    for name, decode in (("hex", _hex_decodes), ("base64", _base64_decodes),
+                         ("base32", _base32_decodes)):  # fmt: skip
+        best: list[bytes] = []
+        alone: list[bytes] = []
+        rest: list[bytes] = []
+        for run, whole in found[name]:
+            # A piece cut from a longer run starts where the other alphabet stopped: only
+            # a whole run can start mid-group (a prefix the alphabet shares).
+            decodes = [d for d in decode(run, every=whole) if d]
+            if not decodes:
+                continue
+            decodes.sort(key=_score, reverse=True)
+            if _score(decodes[0]) >= _READS_AS_TEXT:
+                best.append(decodes[0])
+                rest.extend(decodes[1:])
+            elif len(alone) < _ALONE:
+                # None reads as text (compressed without a magic, or encrypted): any may
+                # be the one, and a stream must start its layer to be inflated.
+                alone.extend(decodes)
+            else:
+                rest.extend(decodes)
+        if best:
+            yield Layer(b"\n".join(best) if len(best) > 1 else best[0], (*path, name))
+        for decoded in alone:
+            yield Layer(decoded, (*path, name))
+        if rest:
+            yield Layer(b"\n".join(rest), (*path, name), leaf=True)
+
+
+def _pieces(pattern: re.Pattern[bytes], run: bytes) -> Iterator[tuple[bytes, bool]]:
+    """Yield the pieces of ``run`` in one alphabet, and whether each is the whole run."""
+    for match in pattern.finditer(run):
+        piece = match.group()
+        yield piece, len(piece) == len(run)
+
+
+def _one_case(run: bytes) -> bool:
+    return run.upper() == run or run.lower() == run
+
+
+def _plainly_hex(run: bytes) -> bool:
+    """Return whether a run is nothing but hex digits, as long as a hex run."""
+    return len(run) >= MIN_HEX and _PURE_HEX.fullmatch(run) is not None
+
+
+def _alignments(length: int, group: int, tail: int, every: bool) -> list[int]:
+    if every and length <= ALL_ALIGNMENTS_UP_TO:
+        return list(range(min(group, max(length - 1, 1))))
+    return sorted({0, tail % group})
+
+
+def _hex_decodes(run: bytes, *, every: bool = True) -> list[bytes]:
+    out = []
+    for start in _alignments(len(run), 2, len(run), every):
+        body = run[start:]
+        body = body[: len(body) // 2 * 2]
+        out.append(binascii.unhexlify(body))
+    return out
+
+
+def _base64_decodes(run: bytes, *, every: bool = True) -> list[bytes]:
+    text = _WRAP.sub(b"", run).translate(_URLSAFE)
+    stripped = text.rstrip(b"=")
+    padded = len(text) != len(stripped)
+    out = []
+    # With padding, the encoding's start is where the length from the end says.
+    for start in _alignments(len(stripped), 4, len(text) if padded else 0, every):
+        body = stripped[start:]
+        body = body[: len(body) - (len(body) % 4 == 1)]
+        body += b"=" * (-len(body) % 4)
+        try:
+            out.append(binascii.a2b_base64(body))
+        except binascii.Error:
+            continue
+    return out
+
+
+def _base32_decodes(run: bytes, *, every: bool = True) -> list[bytes]:
+    text = run.upper()
+    stripped = text.rstrip(b"=")
+    out = []
+    padded = len(text) != len(stripped)
+    for start in _alignments(len(stripped), 8, len(text) if padded else 0, every):
+        body = stripped[start:]
+        # A base32 group holds 8 characters; 1, 3 and 6 left over cannot end an encoding.
+        while len(body) % 8 in (1, 3, 6):
+            body = body[:-1]
+        if body:
+            out.append(_b32decode(body))
+    return out
+
+
+def _b32decode(body: bytes) -> bytes:
+    """Decode unpadded standard base32 (upper case) fast: as one base-32 integer."""
+    # int(_, 32) reads the digits 0-9A-V, base32hex's alphabet, in linear time.
+    bits = len(body) * 5
+    value = int(body.translate(_B32_TO_B32HEX), 32) >> (bits % 8)
+    return value.to_bytes(bits // 8, "big")
+
+
+# --------------------------------------------------------------------------- compression
+
+
+def _magic(data: bytes) -> str | None:
+    if data[:2] == b"\x1f\x8b":
+        return "gzip"
+    if data[:4] == b"\x28\xb5\x2f\xfd":
+        return "zstd"
+    if len(data) >= 2 and data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0:
+        return "zlib"
+    return None
+
+
+def _binary(data: bytes) -> bool:
+    sample = data[:512]
+    return bool(sample) and len(sample.translate(None, _PRINTABLE_BYTES)) > 0.15 * len(sample)
+
+
+def inflate(
+    data: bytes, cap: int = INFLATE_CAP, hint: str | None = None
+) -> tuple[str, bytes] | None:
+    """Return (kind, what it inflates to, capped) if ``data`` is a compressed stream."""
+    kind = hint or _magic(data)
+    if kind is None:
+        if len(data) < 16 or not _binary(data):
+            return None
+        for tried in ("deflate", "brotli"):
+            out = _decompress(tried, data, cap, whole=True)
+            if out:
+                return tried, out
+        return None
+    out = _decompress(kind, data, cap, whole=False)
+    return (kind, out) if out else None
+
+
+def _decompress(kind: str, data: bytes, cap: int, *, whole: bool) -> bytes | None:
+    """Return up to ``cap`` bytes of ``data`` decompressed as ``kind`` (None if it is not).
+
+    ``whole``: the stream must end cleanly (a guess without a magic is kept only then).
+    """
+    try:
+        if kind in ("gzip", "zlib", "deflate"):
+            return _zlib(kind, data, cap, whole)
+        if kind == "zstd":
+            return _zstd(data, cap)
+        if kind == "brotli":
+            return _brotli(data, cap, whole)
+    except Exception:
+        return None
+    return None
+
+
+def _zlib(kind: str, data: bytes, cap: int, whole: bool) -> bytes | None:
+    wbits = {"gzip": 31, "zlib": 15, "deflate": -15}[kind]
+    out = bytearray()
+    rest = data
+    while rest and len(out) < cap:
+        stream = zlib.decompressobj(wbits)
+        out += stream.decompress(rest, cap - len(out))
+        if not stream.eof:
+            # Cut short (the cap, or a truncated stream): keep what came out.
+            return None if whole and len(out) < cap else bytes(out)
+        # gzip allows members one after another; anything else after the end is not ours.
+        rest = (
+            stream.unused_data if kind == "gzip" and stream.unused_data[:2] == b"\x1f\x8b" else b""
+        )
+    return bytes(out)
+
+
+def _zstd(data: bytes, cap: int) -> bytes | None:
+    import io  # noqa: PLC0415
+
+    import zstandard  # noqa: PLC0415 (the proxy's own dependency, through mitmproxy)
+
+    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
+    out = reader.read(cap)
+    return bytes(out) or None
+
+
+def _brotli(data: bytes, cap: int, whole: bool) -> bytes | None:
+    import brotli  # noqa: PLC0415 (the proxy's own dependency, through mitmproxy)
+
+    stream = brotli.Decompressor()
+    out = bytearray()
+    # No output limit in this brotli: a few input bytes can stand for 16 MiB out, so feed
+    # a few at a time and stop at the cap.
+    for start in range(0, len(data), _BROTLI_STEP):
+        out += stream.process(data[start : start + _BROTLI_STEP])
+        if len(out) >= cap:
+            return bytes(out[:cap])
+    if whole and not stream.is_finished():
+        return None
+    return bytes(out)
+
+
+def decode_content(body: bytes, content_encoding: str, cap: int = INFLATE_CAP) -> bytes | None:
+    """Return a body with its ``Content-Encoding`` undone (capped), or None if it fails."""
+    names = {"gzip": "gzip", "x-gzip": "gzip", "deflate": "zlib", "br": "brotli",
+             "zstd": "zstd"}  # fmt: skip
+    data = body
+    for coding in reversed([t.strip().lower() for t in content_encoding.split(",") if t.strip()]):
+        if coding == "identity":
+            continue
+        kind = names.get(coding)
+        if kind is None:
+            return None
+        out = _decompress(kind, data, cap, whole=False)
+        if out is None and kind == "zlib":
+            out = _decompress("deflate", data, cap, whole=False)  # deflate sent raw
+        if out is None:
+            return None
+        data = out
+    return data

