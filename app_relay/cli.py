@@ -30,6 +30,7 @@ from app_relay.register import add_register_parser, relay_register
 from app_relay.reviewbody import evidence_lines
 from app_relay.runners import LocalRunner
 from app_relay.store import Store
+from app_relay.tamper import described, reconcile, with_tampering
 from cujo_action.schema import PolicyError, Report, load_policy
 
 # Unproven holds the merge on GitHub; a script gets 4 so it holds too (DESIGN section 10).
@@ -219,6 +220,9 @@ def review(args: argparse.Namespace) -> int:
     # a branch that moves during the review cannot swap what the verdict is about. A ref
     # that did not resolve goes as given, so the sandbox's prepare names it in the error.
     known_base, known_head = _known(base_sha), _known(head_sha)
+    # The tamper record the sandbox prints as it goes, as the job's log holds it on Actions.
+    printed: list[str] = []
+    lost: dict[str, str] = {}
     try:
         with _patient_interrupt() as interrupted:
             code = LocalRunner().run(
@@ -227,6 +231,7 @@ def review(args: argparse.Namespace) -> int:
                 head=known_head or args.head,
                 run_id=run_id,
                 out=out,
+                record=printed,
             )
         if interrupted.is_set():
             raise KeyboardInterrupt
@@ -237,6 +242,9 @@ def review(args: argparse.Namespace) -> int:
             # Locally the sandbox read base's policy from the repository named here: there is
             # no copy of the relay's to hold the plan to.
             verdict = verdict_of(bundle, JUDGE, policy=None)
+            found = reconcile("\n".join(printed), bundle, out)
+            store.add_event(run_id, "tamper" if found.lost else "log", found.line())
+            verdict, lost = with_tampering(verdict, found), described(found)
     except BundleError as exc:
         verdict = error_verdict(f"the sandbox bundle was rejected: {exc}")
     except OSError as exc:
@@ -265,7 +273,7 @@ def review(args: argparse.Namespace) -> int:
         base_sha=base_sha,
         head_sha=head_sha,
     )
-    lines = evidence_lines(bundle.reports) if bundle else {}
+    lines = {**(evidence_lines(bundle.reports) if bundle else {}), **lost}
     print(json.dumps(obj, indent=2) if args.json else render(obj, lines))
     # A verdict that is not on the record is Cujo falling over, whatever the verdict says.
     return EXIT[verdict.state] if recorded else 3

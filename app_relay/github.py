@@ -18,6 +18,7 @@ import base64
 import binascii
 import json
 import re
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -1208,6 +1209,19 @@ class GitHubGateway:
         """Download an artifact's zip to ``dest``, refusing one over ``max_bytes``."""
         # https://docs.github.com/en/rest/actions/artifacts#download-an-artifact
         path = f"{_repo_path(repo)}/actions/artifacts/{_positive('artifact_id', artifact_id)}/zip"
+        return self._download(path, "archive", dest, max_bytes)
+
+    def job_log(self, repo: str, job_id: int, max_bytes: int) -> str:
+        """Return a finished job's plain-text log, refusing one over ``max_bytes``."""
+        # https://docs.github.com/en/rest/actions/workflow-jobs#download-job-logs-for-a-workflow-run
+        path = f"{_repo_path(repo)}/actions/jobs/{_positive('job_id', job_id)}/logs"
+        with tempfile.TemporaryDirectory(prefix="cujo-job-log-") as tmp:
+            text = self._download(path, "log", Path(tmp) / "log.txt", max_bytes)
+            # A log is the runner's UTF-8; a byte that is not stays visible, replaced.
+            return text.read_bytes().decode("utf-8", errors="replace")
+
+    def _download(self, path: str, what: str, dest: Path, max_bytes: int) -> Path:
+        """Follow the 302 ``path`` answers to storage and download it to ``dest``, capped."""
         _positive("max_bytes", max_bytes)
         call = f"GET {path}"
 
@@ -1216,7 +1230,7 @@ class GitHubGateway:
             headers, _ = self._github.requester.requestJsonAndCheck("GET", path)
             location = headers.get("location")
             if not isinstance(location, str) or not location:
-                raise GitHubError(call, "answer has no 'location' to the archive")
+                raise GitHubError(call, f"answer has no 'location' to the {what}")
             return self._fetch_archive(call, location, dest, max_bytes)
 
         return self._attempt(call, fetch, idempotent=True)

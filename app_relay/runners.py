@@ -17,18 +17,20 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol
+from typing import IO, Any, Final, Literal, ParamSpec, Protocol, TypeVar
 
 from app_relay.bundle import Bundle, BundleError, open_bundle
 from app_relay.github import (
     Artifact,
     DispatchResult,
     GitHubError,
+    Job,
     JobStep,
     WorkflowRun,
     answer_message,
@@ -43,6 +45,12 @@ from app_relay.github_vocab import (
     WORKFLOW_RUN_ACTIONS,
     Reader,
 )
+from cujo_action import ledger
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+# As many record lines as a local run keeps (a flood of requests is capped by the harness).
+MAX_RECORD_LINES: Final = 500_000
 
 
 @dataclass(frozen=True)
@@ -53,12 +61,37 @@ class LocalRunner:
     deadline_s: float = 4 * 3600
     grace_s: float = 30.0
 
-    def run(self, *, repo: str, base: str, head: str, run_id: str, out: Path) -> int:
-        """Run the sandbox to completion and return its exit code (0 reports, 3 failure)."""
+    def run(
+        self,
+        *,
+        repo: str,
+        base: str,
+        head: str,
+        run_id: str,
+        out: Path,
+        record: list[str] | None = None,
+    ) -> int:
+        """Run the sandbox to completion and return its exit code (0 reports, 3 failure).
+
+        With ``record``, the sandbox's standard error is read here: its tamper-record
+        lines (``cujo_action/ledger.py``) are kept in ``record`` rather than shown, and
+        everything else goes on to this process's stderr, as the job's log would hold it.
+        """
         out.mkdir(parents=True, exist_ok=True)
         argv = [self.python, "-m", "cujo_action", "run", "--repo", repo, "--base", base]
         argv += ["--head", head, "--run-id", run_id, "--out", str(out)]
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE if record is not None else None,
+        )
+        reader = None
+        if record is not None and proc.stderr is not None:
+            reader = threading.Thread(
+                target=_split_record, args=(proc.stderr, record), name="cujo-record", daemon=True
+            )
+            reader.start()
         try:
             return proc.wait(timeout=self.deadline_s)
         except subprocess.TimeoutExpired:
@@ -67,6 +100,11 @@ class LocalRunner:
         except BaseException:
             self.stop(proc)
             raise
+        finally:
+            if reader is not None:
+                # The run kills what it started before it exits; a straggler holding the
+                # pipe open does not keep the review waiting.
+                reader.join(timeout=10.0)
 
     def stop(self, proc: subprocess.Popen[bytes]) -> None:
         """Ask the sandbox to stop (it cleans up on SIGTERM), then kill it past a grace."""
@@ -78,12 +116,34 @@ class LocalRunner:
             proc.wait()
 
 
+def _split_record(stream: IO[bytes], record: list[str]) -> None:
+    """Keep the sandbox's tamper-record lines in ``record``; pass the rest to stderr."""
+    for raw in stream:
+        line = raw.decode("utf-8", errors="replace")
+        if len(record) < MAX_RECORD_LINES and line.startswith(ledger.PREFIX + " "):
+            record.append(line.rstrip("\n"))
+            continue
+        sys.stderr.write(line)
+        sys.stderr.flush()
+
+
+def _asking(what: str, call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    """Return ``call``'s answer; a GitHub or answer error becomes ``RunnerError(what: why)``."""
+    try:
+        return call(*args, **kwargs)
+    except (GitHubError, ValueError) as exc:
+        raise RunnerError(f"{what}: {exc}") from exc
+
+
 # ---- GitHub Actions ------------------------------------------------------------------
 
 WORKFLOW: Final = "cujo.yml"
 ARTIFACT: Final = "cujo-reports"
 # The zip is compressed; what it inflates to is capped again by bundle.unpack_bundle.
 MAX_ARTIFACT_BYTES: Final = 64 * 1024 * 1024
+# The sandbox job of the reusable workflow, and how much of its log is read.
+SANDBOX_JOB: Final = "cujo sandbox"
+MAX_JOB_LOG_BYTES: Final = 64 * 1024 * 1024
 _RUN_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")  # as `python -m cujo_action run` accepts
 _TITLE = re.compile(r"cujo ([A-Za-z0-9._-]{1,64})")
 log = logging.getLogger(__name__)
@@ -121,6 +181,10 @@ class ActionsGateway(Protocol):
     def download_artifact(
         self, repo: str, artifact_id: int, dest: Path, max_bytes: int
     ) -> Path: ...
+
+    def workflow_jobs(self, repo: str, run_id: int) -> list[Job]: ...
+
+    def job_log(self, repo: str, job_id: int, max_bytes: int) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,6 +458,30 @@ class ActionsRunner:
             return self._gateways(repo).cancel_workflow_run(repo, workflow_run_id)
         except (GitHubError, ValueError) as exc:
             raise RunnerError(f"cancelling workflow run {workflow_run_id}: {exc}") from exc
+
+    def job_log(self, repo: str, workflow_run_id: int) -> str:
+        """Return the log of the run's sandbox job (the tamper record is in it).
+
+        Raise ``RunnerError`` saying why when it cannot be read: no such job, no
+        ``actions: read``, a log over the cap.
+        """
+        gateway = self._gateways(repo)
+        where = f"workflow run {workflow_run_id}"
+        jobs = _asking(f"listing the jobs of {where}", gateway.workflow_jobs, repo, workflow_run_id)
+        # The caller's job calls the reusable workflow: GitHub names it "<caller> / cujo sandbox".
+        sandbox = [j for j in jobs if j.name == SANDBOX_JOB or j.name.endswith(f" / {SANDBOX_JOB}")]
+        if not sandbox:
+            raise RunnerError(f"{where} has no job named {SANDBOX_JOB!r}")
+        return "\n".join(
+            _asking(
+                f"reading the log of job {job.id} of {where}",
+                gateway.job_log,
+                repo,
+                job.id,
+                MAX_JOB_LOG_BYTES,
+            )
+            for job in sandbox
+        )
 
     def fetch_bundle(
         self,

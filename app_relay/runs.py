@@ -71,6 +71,7 @@ from .runstate import (
 )
 from .runstate import review_for as review_kind
 from .store import Intent, RunClosed, RunRecord, Store
+from .tamper import described, reconcile, with_tampering
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,10 @@ class SandboxRunner(Protocol):
 
     def find_dispatched(self, repo: str, run_id: str, since: datetime) -> int | None:
         """Return the workflow run a dispatch for ``run_id`` started, if there is one."""
+        ...
+
+    def job_log(self, repo: str, workflow_run_id: int) -> str:
+        """Return the log of the run's sandbox job (the tamper record is in it)."""
         ...
 
 
@@ -585,17 +590,36 @@ class RunCoordinator:
                     else f"the sandbox failed at {bundle.failure.stage}",
                 )
                 verdict = verdict_of(bundle, self.judge, policy=self._policy_of(gh, run))
+                verdict, lost = self._against_the_record(run, bundle, dest, verdict)
             except FAILURES as exc:
                 log.warning("run %s: the bundle cannot be used: %s", run.run_id, exc)
                 self.store.add_event(run.run_id, "reports", f"unusable: {exc}")
                 verdict = error_verdict(f"the sandbox's reports cannot be used: {exc}")
-                bundle = None
+                bundle, lost = None, {}
             self._finish(
                 run.run_id,
                 verdict,
                 bundle=bundle,
                 reports_dir=str(dest) if bundle is not None else None,
+                evidence=lost,
             )
+
+    def _against_the_record(
+        self, run: RunRecord, bundle: Bundle, folder: Path, verdict: Verdict
+    ) -> tuple[Verdict, dict[str, str]]:
+        """Reconcile the job's log with the bundle; block on evidence the bundle lost."""
+        assert run.workflow_run_id is not None
+        try:
+            log_text = self.runner.job_log(run.repo, run.workflow_run_id)
+        except FAILURES as exc:
+            # Named, not guessed: the bundle stands on its own seals (tamper.py).
+            self.store.add_event(run.run_id, "log-unread", f"the job's log cannot be read: {exc}")
+            return verdict, {}
+        found = reconcile(log_text, bundle, folder)
+        self.store.add_event(run.run_id, "tamper" if found.lost else "log", found.line())
+        if found.lost:
+            log.warning("run %s: %s", run.run_id, found.line())
+        return with_tampering(verdict, found), described(found)
 
     def _policy_of(self, gh: GitHubGateway, run: RunRecord) -> Policy:
         """Return the policy the relay read at the run's base (read again if not recorded)."""

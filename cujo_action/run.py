@@ -40,6 +40,7 @@ from cujo_action.egress import parse_egress_log
 from cujo_action.jail import JailError
 from cujo_action.prepare import PrepareError, prepare
 from cujo_action.proxy import ProxyError
+from cujo_action.recorder import EgressTail, record_begin
 from cujo_action.schema import CheckName, Failure, Plan, PolicyError, Report, clip, utcnow
 
 # Beyond a check's own command timeouts, how long its process may take to set up and report.
@@ -320,6 +321,8 @@ def _run(
         write_failure(out, Failure(run_id=run_id, stage="prepare", reason=str(exc)))
         _say(f"cannot prepare: {exc}")
         return 3
+    # The tamper record opens before any pull-request code runs (ledger.py).
+    record_begin(run_id, plan.head_sha, plan.base_sha)
     _say(
         f"plan ({plan.ecosystem}): install `{plan.install or '-'}`, test `{plan.test or '-'}`, "
         f"smoke `{plan.smoke or '-'}`; policy from base {plan.policy_from[:12]}"
@@ -355,6 +358,8 @@ def _run(
     context = Path(armed.run_dir) / "context.json"
     timeouts = plan.policy.timeouts
     started_checks: list[_Check] = []
+    tail = EgressTail(run_id, Path(armed.egress_log))
+    tail.start()
     try:
         _say("detonation, install and the base starting")
         detonation = _Check("detonation", context, out, 2 * timeouts.install + 60 * 26)
@@ -406,6 +411,10 @@ def _run(
             check.stop()
         proxy_ok = harness.alive()
         harness.stop()
+        # Its writers have stopped: the rest of the log goes to the record, then its end.
+        tail.stop()
+        if tail.error:
+            _say(f"the tamper record could not follow the egress log: {tail.error}")
     log = Path(armed.egress_log)
     return _bundle(plan, reports, harness, log, out, proxy_ok=proxy_ok, started=started)
 

@@ -211,8 +211,14 @@ class DecoyWatcher:
         exec_watch: Iterable[Path] = (),
         ignore_pids: Callable[[int], bool] | AbstractSet[int] | None = None,
         backend: Literal["auto", "fanotify", "inotify"] = "auto",
+        on_event: Callable[[int, WatchEvent[DecoyKind]], None] | None = None,
     ) -> None:
-        """Prepare to watch ``paths`` and ``exec_watch``; ``phase`` names an event's phase."""
+        """Prepare to watch ``paths`` and ``exec_watch``; ``phase`` names an event's phase.
+
+        ``on_event`` is called with each decoy event as it is recorded and its number
+        (1, 2, … in the order of ``events``), from the thread that recorded it.
+        """
+        self._on_event = on_event
         # ignore_pids is consulted per event, so a set the caller grows later (a proxy
         # started after the watcher) still counts. This process is always ignored.
         self._paths = [Path(p) for p in paths]
@@ -370,7 +376,11 @@ class DecoyWatcher:
             if kind == "exec":
                 self._execs.append(WatchEvent(time.time(), *event_args))  # type: ignore[arg-type]
             else:
-                self._events.append(WatchEvent(time.time(), *event_args))  # type: ignore[arg-type]
+                event: WatchEvent[DecoyKind] = WatchEvent(time.time(), *event_args)  # type: ignore[arg-type]
+                self._events.append(event)
+                if self._on_event is not None:
+                    # Under the lock: the numbers follow the order of `events`.
+                    self._on_event(len(self._events), event)
 
     def _drain(self) -> None:
         """Record every queued event, without blocking."""

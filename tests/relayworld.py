@@ -159,13 +159,14 @@ def synthetic_bundle(
     return folder
 
 
-Producer = Callable[[Dispatch, Path], None]
+# Writes a bundle to the folder; may return the job's log (what the harness printed).
+Producer = Callable[[Dispatch, Path], str | None]
 
 
 def real_sandbox(repo_path: Path) -> Producer:
     """Return a producer that runs the real sandbox on a local clone source."""
 
-    def produce(dispatch: Dispatch, out: Path) -> None:
+    def produce(dispatch: Dispatch, out: Path) -> str | None:
         done = subprocess.run(
             [
                 sys.executable,
@@ -190,6 +191,8 @@ def real_sandbox(repo_path: Path) -> Producer:
             check=False,
         )
         assert (out / "manifest.json").exists(), done.stderr[-3000:]
+        # The harness's stderr is what the job's log holds (its tamper record included).
+        return done.stderr
 
     return produce
 
@@ -203,7 +206,7 @@ def synthetic(
 ) -> Producer:
     """Return a producer of ``synthetic_bundle`` (clean, unless asked otherwise)."""
 
-    def produce(dispatch: Dispatch, out: Path) -> None:
+    def produce(dispatch: Dispatch, out: Path) -> str | None:
         synthetic_bundle(
             out,
             run_id=dispatch.inputs["run-id"],
@@ -214,6 +217,7 @@ def synthetic(
             install_egress_to=install_egress_to,
             unproven=unproven,
         )
+        return None  # no harness ran: there is no job log to serve
 
     return produce
 
@@ -253,8 +257,10 @@ class Actions:
         with tempfile.TemporaryDirectory(prefix="cujo-actions-") as tmp:
             out = Path(tmp) / "out"
             producer = self.producers.get(dispatch.inputs["head-sha"], self.produce)
-            producer(dispatch, out)
+            job_log = producer(dispatch, out)
             state.add_artifact(REPO, dispatch.run_id, archive=zip_folder(out))
+            if job_log is not None:
+                state.set_job_log(REPO, dispatch.run_id, job_log)
         # Success even after a cancel: reports that arrive late must still post nothing.
         run = state.set_run(REPO, dispatch.run_id, status="completed", conclusion="success")
         self.send(workflow_run_event(self.fake, dict(run)))

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakegithub import FakeGitHub
+from fakegithub import Dispatch, FakeGitHub
+from forgery import strip_decoys
 from gitrepo import GitRepo
 from relayprocess import RelayProcess
 from relayworld import (
@@ -142,6 +143,12 @@ def test_a_clean_pull_request_gets_one_comment_review_success_and_thumbs_up(
     reads = fake_github.state.calls("GET", r"/contents/\.cujo\.yml$")
     assert reads
     assert {r.query["ref"][0] for r in reads} == {demo.sha("main")}
+    # The job's log was read back and every evidence event it recorded is in the bundle.
+    with relay.store() as store:
+        (run,) = store.list_runs()
+        (said,) = [e.detail for e in store.events(run.run_id) if e.kind in ("log", "tamper")]
+    assert said.endswith("evidence events in the job's log, all in the bundle"), said
+    assert int(said.split()[0]) > 0, said
     assert_never_approved(fake_github)
 
 
@@ -304,3 +311,44 @@ def test_the_retry_button_through_the_relay_process_reviews_the_same_commit_agai
     assert (review["state"], review["commit_id"]) == ("COMMENTED", head)
     with relay.store() as store:
         assert sorted(r.state for r in store.list_runs()) == ["clean", "error"]
+
+
+def test_a_bundle_rewritten_after_the_harness_recorded_it_is_blocked_as_evidence_tamper(
+    fake_github: FakeGitHub, relay: RelayProcess, demo: GitRepo
+) -> None:
+    """Root on the runner rewrote the bundle consistently after the harness wrote it: no
+    decoy request in the log, the reports or the seal. The job's log, printed as it
+    happened, still holds the request, so the bundle is caught."""
+    sandbox = real_sandbox(demo.path)
+    dropped: list[int] = []
+
+    def rewritten(dispatch: Dispatch, out: Path) -> str | None:
+        job_log = sandbox(dispatch, out)
+        dropped.append(strip_decoys(out))
+        return job_log
+
+    world(fake_github, relay.start(), demo, produce=rewritten)
+    head = demo.sha("exfil")
+    open_and_post(fake_github, relay, demo, 9, head)
+    check = finished_check(fake_github, head)
+    assert dropped, "the sandbox never ran"
+    assert dropped[0] > 0, "the exfiltration left no decoy request to hide"
+    assert check["conclusion"] == "failure", (check["output"], relay.log())
+    (review,) = reviews(fake_github)
+    assert review["state"] == "CHANGES_REQUESTED"
+    assert "evidence-tamper" in review["body"], review["body"]
+    assert "carrying a decoy" in review["body"], review["body"]
+    with relay.store() as store:
+        (run,) = store.list_runs()
+        assert run.state == "blocked"
+        first = run.findings[0]
+        assert (first.rule, first.severity, first.check) == (
+            "evidence-tamper",
+            "critical",
+            "record",
+        )
+        # What the forged bundle still shows no longer names the decoy: only the record does.
+        assert not any(f.rule == "decoy-egress" for f in run.findings)
+        kinds = [e.kind for e in store.events(run.run_id)]
+    assert "tamper" in kinds
+    assert_never_approved(fake_github)

@@ -26,6 +26,7 @@ from githttps import PrivateGitServer
 from gitrepo import GitRepo
 
 from app_relay.bundle import read_bundle
+from app_relay.tamper import reconcile
 from cujo_action.schema import CHECK_NAMES
 
 TOP = Path(__file__).resolve().parents[1]
@@ -194,6 +195,11 @@ def test_the_job_runs_cujo_from_the_pinned_commit_and_uploads_a_bundle(
     assert {r.check for r in bundle.reports} == {*CHECK_NAMES, "base"}
     tests = next(r for r in bundle.reports if r.check == "tests")
     assert tests.status == "ok", tests.summary
+    # The harness printed its tamper record into the job's log, and the bundle holds it all.
+    found = reconcile(job.log, bundle, upload.path)
+    assert found.events > 0, job.log[-3000:]
+    assert found.lost == []
+    assert found.notes == []
     summary = Path(world.runner.env["GITHUB_STEP_SUMMARY"]).read_text()
     assert f"Cujo {CUJO_REPO}@{world.cujo_sha}" in summary
     assert "artifact cujo-reports" in summary

@@ -206,7 +206,9 @@ def event_entry(event: RunEvent, *, first_state: bool = False) -> Entry:
         "reconciled": ("reconciled with GitHub", "plain"),
         "abandoned": ("abandoned", "warn"),
         "effect-failed": ("could not post", "warn"),
-        "log": ("job log", "plain"),
+        "log": ("job log reconciled", "plain"),
+        "log-unread": ("job log not read", "warn"),
+        "tamper": ("evidence tampered with", "warn"),
     }
     label, tone = labels.get(kind, (kind, "plain"))
     return Entry(dom_id, event.at, label, detail, tone)  # type: ignore[arg-type]

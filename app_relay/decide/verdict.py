@@ -23,7 +23,7 @@ VerdictState = Literal["clean", "unproven", "blocked", "error"]
 # a reply that called no offered tool or cited evidence that does not exist).
 JudgeKind = Literal["deterministic", "model", "deterministic-fallback"]
 # Where a finding's evidence came from: a sandbox check, or the diff a diff review read.
-FindingSource = CheckName | Literal["diff"]
+FindingSource = CheckName | Literal["diff", "record"]
 ModelOutcome = Literal["answered", "rejected", "timeout", "overloaded", "error"]
 
 MAX_TITLE = 200

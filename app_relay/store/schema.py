@@ -55,7 +55,7 @@ CommandOutcome = Literal["pending", "applied", "refused"]
 COMMAND_OUTCOMES: tuple[CommandOutcome, ...] = get_args(CommandOutcome)
 JUDGE_KINDS: tuple[JudgeKind, ...] = get_args(JudgeKind)
 # A finding's evidence came from a sandbox check, or from the diff a diff review read.
-FINDING_SOURCES: tuple[str, ...] = (*CHECK_NAMES, "diff")
+FINDING_SOURCES: tuple[str, ...] = (*CHECK_NAMES, "diff", "record")
 # The outbox: each GitHub write of a run, recorded as intended before it is made.
 EffectKind = Literal["check", "review", "dismiss", "reaction", "comment", "cancel"]
 EFFECT_KINDS: tuple[EffectKind, ...] = get_args(EffectKind)

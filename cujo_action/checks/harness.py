@@ -32,6 +32,7 @@ from cujo_action.jail import (
     namespace_inode,
     run_confined,
 )
+from cujo_action.ledger import item_line
 from cujo_action.netns import NetnsError, drops_for
 from cujo_action.persistence import SCHEDULERS, TEXT_CAP, Entry, changes, places
 from cujo_action.proxy import NameBook
@@ -56,7 +57,7 @@ from cujo_action.schema import (
     clip,
     utcnow,
 )
-from cujo_action.watcher import PRIVILEGE_TOOLS, DecoyWatcher
+from cujo_action.watcher import PRIVILEGE_TOOLS, DecoyKind, DecoyWatcher, WatchEvent
 
 _SNAPSHOT_LIMIT = 2_000
 # Executables whose run is evidence itself: a way to root (sudo), or to run later (crontab).
@@ -111,6 +112,7 @@ class CheckRun:
             self.decoy_paths,
             lambda: self.phase,
             exec_watch=_WATCHED_TOOLS if self.guard is None else (),
+            on_event=self._on_decoy_event,
         )
         self.watcher.start()
 
@@ -234,16 +236,45 @@ class CheckRun:
             self.evidence_complete = False
             return ""
         oid = f"{self.check}:obs:{len(self.observations) + 1}"
-        self.observations.append(
-            Observation(
-                id=oid,
-                kind=clip(kind, 200),
-                detail=clip(detail, MAX_TEXT),
-                path=clip(path, MAX_TEXT) if path else None,
-                line=line,
-            )
+        observation = Observation(
+            id=oid,
+            kind=clip(kind, 200),
+            detail=clip(detail, MAX_TEXT),
+            path=clip(path, MAX_TEXT) if path else None,
+            line=line,
         )
+        self.observations.append(observation)
+        self._record(item_line(self.plan.run_id, oid, observation, observation.kind))
         return oid
+
+    @staticmethod
+    def _record(line: str) -> None:
+        """Print one line of the tamper record (``ledger``) to the job's log, now."""
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    def _decoy_event(self, n: int, ev: WatchEvent[DecoyKind]) -> DecoyEvent:
+        """Return the report's item for the ``n``-th decoy event the watcher recorded."""
+        return DecoyEvent(
+            id=f"{self.check}:decoy:{n}",
+            phase=ev.phase,
+            path=clip("~/" + str(Path(ev.path).relative_to(self.home)), MAX_TEXT)
+            if Path(ev.path).is_relative_to(self.home)
+            else clip(ev.path, MAX_TEXT),
+            event=ev.event,
+            pid=ev.pid,
+            exe=clip(ev.exe, MAX_TEXT) if ev.exe else None,
+            ts=round(ev.ts, 6),
+            cmdline=clip(ev.cmdline, MAX_TEXT) if ev.cmdline else None,
+            parents=[clip(p, MAX_SHORT) for p in ev.parents[:8]],
+            origin=clip(ev.origin, MAX_SHORT),
+        )
+
+    def _on_decoy_event(self, n: int, ev: WatchEvent[DecoyKind]) -> None:
+        """Print the tamper record's line for a decoy event as the watcher records it."""
+        if n <= MAX_DECOY_EVENTS:
+            event = self._decoy_event(n, ev)
+            self._record(item_line(self.plan.run_id, event.id, event, f"decoy-{ev.event}"))
 
     def run(
         self, cmd: str, *, phase: Phase, timeout: float, cwd: str, venv: str | None = None
@@ -370,21 +401,7 @@ class CheckRun:
             self.evidence_complete = False
             self.observe("watcher_incomplete", "the decoy watcher lost events (queue overflow)")
         decoy_events = [
-            DecoyEvent(
-                id=f"{self.check}:decoy:{n}",
-                phase=ev.phase,
-                path=clip("~/" + str(Path(ev.path).relative_to(self.home)), MAX_TEXT)
-                if Path(ev.path).is_relative_to(self.home)
-                else clip(ev.path, MAX_TEXT),
-                event=ev.event,
-                pid=ev.pid,
-                exe=clip(ev.exe, MAX_TEXT) if ev.exe else None,
-                ts=round(ev.ts, 6),
-                cmdline=clip(ev.cmdline, MAX_TEXT) if ev.cmdline else None,
-                parents=[clip(p, MAX_SHORT) for p in ev.parents[:8]],
-                origin=clip(ev.origin, MAX_SHORT),
-            )
-            for n, ev in enumerate(events[:MAX_DECOY_EVENTS], start=1)
+            self._decoy_event(n, ev) for n, ev in enumerate(events[:MAX_DECOY_EVENTS], start=1)
         ]
         if len(events) > MAX_DECOY_EVENTS:
             self.evidence_complete = False

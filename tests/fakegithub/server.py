@@ -662,6 +662,17 @@ def _artifact_zip(api: Api, req: Request) -> Any:
     return Answer(302, None, {"Location": api.state.blob_for(r.archives[art_id])})
 
 
+@route("GET", "/repos/{owner}/{repo}/actions/jobs/{job_id}/logs")
+def _job_logs(api: Api, req: Request) -> Any:
+    # https://docs.github.com/en/rest/actions/workflow-jobs#download-job-logs-for-a-workflow-run
+    r = api.repo(req)
+    text = r.job_logs.get(int(req.params["job_id"]))
+    if text is None:
+        raise refuse(404, "Not Found")
+    # Like an artifact, the log is served from storage through a short-lived URL.
+    return Answer(302, None, {"Location": api.state.blob_for(text)})
+
+
 # -- rules and protection ------------------------------------------------------------
 
 

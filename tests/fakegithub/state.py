@@ -140,6 +140,7 @@ class RepoState:
     workflows: dict[str, Workflow] = field(default_factory=dict)
     runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     artifacts: dict[int, dict[str, Any]] = field(default_factory=dict)
+    job_logs: dict[int, bytes] = field(default_factory=dict)  # by job id
     archives: dict[int, bytes] = field(default_factory=dict)
     rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     protection: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -376,7 +377,8 @@ class FakeState:
                 {
                     "id": run_id * 10 + 1,
                     "run_id": run_id,
-                    "name": "sandbox",
+                    # A reusable workflow's job, as GitHub names it: "<caller job> / <name>".
+                    "name": "sandbox / cujo sandbox",
                     "status": run["status"],
                     "conclusion": run.get("conclusion"),
                     "steps": [
@@ -385,6 +387,17 @@ class FakeState:
                     ],
                 }
             ]
+
+    def set_job_log(self, repo: str, run_id: int, text: str) -> int:
+        """Give the run's sandbox job (made if it has none) a log; return the job's id."""
+        with self.lock:
+            run = self.repos[repo].runs[run_id]
+        if not run.get("_jobs"):
+            self.set_jobs(repo, run_id, [])
+        with self.lock:
+            job = run["_jobs"][0]
+            self.repos[repo].job_logs[job["id"]] = text.encode()
+            return int(job["id"])
 
     def add_artifact(
         self,
