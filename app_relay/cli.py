@@ -232,6 +232,8 @@ def review(args: argparse.Namespace) -> int:
                 run_id=run_id,
                 out=out,
                 record=printed,
+                # The run page follows the stages live, as the relay follows a job's steps.
+                on_step=lambda step: store.add_event(run_id, "step", step),
             )
         if interrupted.is_set():
             raise KeyboardInterrupt

@@ -45,7 +45,7 @@ from app_relay.github_vocab import (
     WORKFLOW_RUN_ACTIONS,
     Reader,
 )
-from cujo_action import ledger
+from cujo_action import ledger, stages
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -70,12 +70,14 @@ class LocalRunner:
         run_id: str,
         out: Path,
         record: list[str] | None = None,
+        on_step: Callable[[str], object] | None = None,
     ) -> int:
         """Run the sandbox to completion and return its exit code (0 reports, 3 failure).
 
         With ``record``, the sandbox's standard error is read here: its tamper-record
-        lines (``cujo_action/ledger.py``) are kept in ``record`` rather than shown, and
-        everything else goes on to this process's stderr, as the job's log would hold it.
+        lines (``cujo_action/ledger.py``) are kept in ``record`` and its stage marks
+        (``cujo_action/stages.py``) go to ``on_step`` as steps of the run's timeline,
+        rather than shown; everything else goes on to this process's stderr.
         """
         out.mkdir(parents=True, exist_ok=True)
         argv = [self.python, "-m", "cujo_action", "run", "--repo", repo, "--base", base]
@@ -89,7 +91,10 @@ class LocalRunner:
         reader = None
         if record is not None and proc.stderr is not None:
             reader = threading.Thread(
-                target=_split_record, args=(proc.stderr, record), name="cujo-record", daemon=True
+                target=_split_record,
+                args=(proc.stderr, record, on_step),
+                name="cujo-record",
+                daemon=True,
             )
             reader.start()
         try:
@@ -105,6 +110,8 @@ class LocalRunner:
                 # The run kills what it started before it exits; a straggler holding the
                 # pipe open does not keep the review waiting.
                 reader.join(timeout=10.0)
+            if proc.stderr is not None and not (reader and reader.is_alive()):
+                proc.stderr.close()
 
     def stop(self, proc: subprocess.Popen[bytes]) -> None:
         """Ask the sandbox to stop (it cleans up on SIGTERM), then kill it past a grace."""
@@ -116,12 +123,22 @@ class LocalRunner:
             proc.wait()
 
 
-def _split_record(stream: IO[bytes], record: list[str]) -> None:
-    """Keep the sandbox's tamper-record lines in ``record``; pass the rest to stderr."""
+def _split_record(
+    stream: IO[bytes], record: list[str], on_step: Callable[[str], object] | None
+) -> None:
+    """Keep the sandbox's tamper-record lines in ``record``, hand its stage marks to
+    ``on_step``; pass the rest to stderr."""
     for raw in stream:
         line = raw.decode("utf-8", errors="replace")
         if len(record) < MAX_RECORD_LINES and line.startswith(ledger.PREFIX + " "):
             record.append(line.rstrip("\n"))
+            continue
+        if (step := stages.step_line(line)) is not None:
+            if on_step is not None:
+                try:
+                    on_step(step)
+                except Exception as exc:
+                    log.info("a step of the local run could not be recorded: %s", exc)
             continue
         sys.stderr.write(line)
         sys.stderr.flush()

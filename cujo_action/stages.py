@@ -61,6 +61,21 @@ def done_with(line: str, stage: str) -> bool:
     return m is not None and m["stage"] == stage and m["what"] != "began"
 
 
+def step_line(line: str) -> str | None:
+    """Return a stage mark as a step of the run's timeline (``"tests: completed (success)"``,
+    as the relay records the job's steps), or None for any other line."""
+    m = _MARK.match(line.rstrip("\r\n"))
+    if m is None or m["stage"] not in STAGES:
+        return None
+    if m["what"] == "began":
+        return f"{m['stage']}: in_progress"
+    if m["what"] == "skipped":
+        return f"{m['stage']}: completed (skipped)"
+    why = m["why"] or ""
+    ok = why in ("ok", "exit 0") or why.startswith("isolation ")
+    return f"{m['stage']}: completed ({'success' if ok else 'failure'})"
+
+
 def exit_code(state: Path) -> int | None:
     """Return the detached run's exit code once it has ended, else None."""
     try:

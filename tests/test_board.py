@@ -241,6 +241,25 @@ def test_a_run_without_reports_says_why_it_lists_no_checks(store, board):
     ]
 
 
+def test_the_workflows_steps_and_the_local_stages_fold_into_one_line_per_stage() -> None:
+    at = datetime.now(UTC)
+    steps = [
+        "Set up job: completed (success)",  # a step of the job that is not a stage
+        "Tests: in_progress",  # the reusable workflow's step
+        "Prepare: completed (success)",
+        "tests: completed (skipped)",  # the local run's stage mark, later
+    ]
+    events = [RunEvent(n, "r", at, "step", detail) for n, detail in enumerate(steps)]
+
+    lines = view.stages_from_steps(events)
+
+    assert [(line.name, line.status) for line in lines] == [
+        ("prepare", "completed (success)"),
+        ("tests", "completed (skipped)"),
+        ("Set up job", "completed (success)"),
+    ]
+
+
 # ---------------------------------------------------------------------- live
 
 

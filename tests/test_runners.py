@@ -641,6 +641,43 @@ def test_local_runner_still_reports_the_sandbox_exit_code(tmp_path: Path) -> Non
     assert (tmp_path / "out" / "failure.json").is_file()
 
 
+def test_local_runner_keeps_the_record_and_the_stages_and_shows_the_rest(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The real sandbox entry stands on a script printing as it does, to standard error."""
+    fake = tmp_path / "python"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "echo 'cujo: run r-1: preparing' >&2\n"
+        "echo 'cujo-stage prepare began' >&2\n"
+        "echo 'cujo-evidence r-1 begin " + "a" * 40 + " " + "b" * 40 + "' >&2\n"
+        "echo 'cujo-stage prepare ended ok' >&2\n"
+        "echo 'cujo-stage tests skipped the install failed' >&2\n"
+        "echo 'cujo-stage install ended exit 1' >&2\n"
+        "echo 'cujo: done' >&2\n"
+        "exit 3\n"
+    )
+    fake.chmod(0o755)
+    record: list[str] = []
+    steps: list[str] = []
+
+    code = LocalRunner(python=str(fake), deadline_s=60).run(
+        repo="r", base="main", head="pr", run_id="r-1", out=tmp_path / "out",
+        record=record, on_step=steps.append,
+    )  # fmt: skip
+
+    assert code == 3
+    assert record == ["cujo-evidence r-1 begin " + "a" * 40 + " " + "b" * 40]
+    assert steps == [
+        "prepare: in_progress",
+        "prepare: completed (success)",
+        "tests: completed (skipped)",
+        "install: completed (failure)",
+    ]
+    shown = capfd.readouterr().err
+    assert shown == "cujo: run r-1: preparing\ncujo: done\n"
+
+
 # ---- GitHub Enterprise Server: no run details ----------------------------------------
 
 

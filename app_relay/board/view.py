@@ -14,18 +14,8 @@ from typing import Literal
 
 from app_relay.runstate import RunState
 from app_relay.store import CommandRecord, Effect, RunEvent
+from cujo_action.stages import STAGES
 
-# The sandbox's stages, in the order the reusable workflow runs them as steps.
-STAGES: tuple[str, ...] = (
-    "prepare",
-    "arm",
-    "install",
-    "detonation",
-    "tests",
-    "probes",
-    "smoke",
-    "bundle",
-)
 _REPO = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
 
 
@@ -304,6 +294,8 @@ def stages_from_steps(events: Sequence[RunEvent]) -> list[CheckLine]:
         if event.kind != "step":
             continue
         name, _, status = event.detail.partition(":")
-        latest[name.strip()] = status.strip()
+        # The workflow's step "Tests" and the local run's stage "tests" are one stage.
+        stage = name.strip().lower()
+        latest[stage if stage in STAGES else name.strip()] = status.strip()
     ordered = [s for s in STAGES if s in latest] + sorted(set(latest) - set(STAGES))
     return [CheckLine(name, latest[name], "") for name in ordered]
