@@ -556,3 +556,52 @@ def test_migrations_adopt_a_record_made_before_them(tmp_path):
         kept = store.get_delivery("d-old")
         assert (kept.body, kept.state) == (b'{"zen": 1}', "pending")
         assert store.claim_delivery("w", 30) is not None
+
+
+def test_a_record_with_runs_upgrades_from_an_old_revision_keeping_every_row(tmp_path):
+    """SQLite alters a table by copying it: foreign keys must not refuse the copy."""
+    from alembic import command
+    from alembic.config import Config
+
+    from app_relay.store import MIGRATIONS
+
+    url = f"sqlite:///{tmp_path}/old.db"
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("sqlalchemy.url", url)
+    command.upgrade(config, "0003")
+    raw = sqlite3.connect(f"{tmp_path}/old.db")
+    when = "2026-11-30 15:14:03"
+    raw.execute(f"INSERT INTO sessions VALUES ('s-1', 'octo/app', 7, 'github', '{when}')")
+    raw.execute(
+        "INSERT INTO runs (id, session_id, base_sha, head_sha, mode, state, judge, summary, "
+        "unproven, started_at, updated_at, finished_at) VALUES ('run-1', 's-1', ?, ?, "
+        f"'sandbox', 'blocked', 'deterministic', 'Blocked.', '[]', '{when}', '{when}', '{when}')",
+        ("b" * 40, "c" * 40),
+    )
+    raw.execute(f"INSERT INTO run_events (run_id, at, kind, detail) VALUES ('run-1', '{when}', "
+                "'state', 'blocked: Blocked.')")  # fmt: skip
+    raw.execute(
+        "INSERT INTO findings (run_id, finding_id, rule, severity, check_name, title, evidence) "
+        "VALUES ('run-1', 'F1', 'decoy-egress', 'critical', 'install', 'sent', "
+        "'[\"install:egress:1\"]')"
+    )
+    raw.commit()
+    raw.close()
+
+    with Store(url) as store:
+        run = store.get_run("run-1")
+        assert run.state == "blocked"
+        assert [(f.rule, f.check) for f in run.findings] == [("decoy-egress", "install")]
+        assert [e.kind for e in store.events("run-1")] == ["state"]
+        # Foreign keys hold again once the record is upgraded.
+        with pytest.raises(UnknownRun):
+            store.add_event("run-404", "state", "nowhere")
+        with store._engine.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(config).get_current_head()
+    again = sqlite3.connect(f"{tmp_path}/old.db")
+    assert again.execute("SELECT version_num FROM alembic_version").fetchall() == [(head,)]
+    again.close()

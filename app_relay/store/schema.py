@@ -381,17 +381,39 @@ def create_schema(engine: Engine) -> None:
     """Bring the record to the newest revision (Alembic's ``upgrade head``), under a lock."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
-    # One transaction holding the write lock (BEGIN IMMEDIATE on SQLite, an advisory lock
-    # on PostgreSQL): relays starting at once migrate one after the other.
-    with engine.begin() as connection:
-        if connection.dialect.name == "postgresql":
-            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
-        config.attributes["connection"] = connection
-        tables = set(inspect(connection).get_table_names())
-        if "alembic_version" not in tables and "runs" in tables:
-            # A record made before migrations existed holds exactly the first revision.
-            command.stamp(config, FIRST_REVISION)
-        command.upgrade(config, "head")
+    with engine.connect() as connection:
+        sqlite = connection.dialect.name == "sqlite"
+        raw = connection.connection.dbapi_connection
+        if sqlite and raw is not None:
+            # SQLite alters a table by copying it and dropping the old one, which foreign
+            # keys would refuse while other tables refer to its rows. As SQLite's own
+            # procedure says: keys off outside the transaction (inside it the pragma does
+            # nothing), checked before the commit, on again after.
+            raw.execute("PRAGMA foreign_keys=OFF")
+        try:
+            # One transaction holding the write lock (BEGIN IMMEDIATE on SQLite, an
+            # advisory lock on PostgreSQL): relays starting at once migrate in turn.
+            with connection.begin():
+                if connection.dialect.name == "postgresql":
+                    connection.execute(
+                        text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK}
+                    )
+                config.attributes["connection"] = connection
+                tables = set(inspect(connection).get_table_names())
+                if "alembic_version" not in tables and "runs" in tables:
+                    # A record made before migrations existed holds the first revision.
+                    command.stamp(config, FIRST_REVISION)
+                command.upgrade(config, "head")
+                if sqlite and (
+                    broken := connection.exec_driver_sql("PRAGMA foreign_key_check").all()
+                ):
+                    raise RuntimeError(
+                        f"the record's migration left {len(broken)} rows whose foreign keys "
+                        f"point nowhere (first: table {broken[0][0]}); nothing was changed"
+                    )
+        finally:
+            if sqlite and raw is not None:
+                raw.execute("PRAGMA foreign_keys=ON")
 
 
 def _require(what: str, value: str, allowed: Sequence[str]) -> None:
