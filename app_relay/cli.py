@@ -75,8 +75,17 @@ def resolve(repo: str, ref: str) -> str:
     return sha if len(sha) == 40 else UNKNOWN_SHA
 
 
-def _evidence_index(reports: Sequence[Report]) -> dict[str, dict[str, Any]]:
-    return {eid: item.model_dump(mode="json") for eid, (_, item) in evidence_items(reports).items()}
+def _evidence_index(
+    reports: Sequence[Report], described: Mapping[str, str]
+) -> dict[str, dict[str, Any]]:
+    """Return each evidence item as JSON with its plain description (``description``)."""
+    held = evidence_items(reports)
+    items = {eid: item.model_dump(mode="json") for eid, (_, item) in held.items()}
+    # Evidence no report holds (what the tamper record kept and the bundle lost) is
+    # described all the same.
+    for eid, said in described.items():
+        items[eid] = {**items.get(eid, {"id": eid}), "description": said}
+    return items
 
 
 def summary_object(
@@ -87,15 +96,19 @@ def summary_object(
     record: str,
     base_sha: str | None = None,
     head_sha: str | None = None,
+    lost: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Return the ``--json`` object of DESIGN section 10.
+
+    Each finding's evidence items carry their plain ``description``; ``lost`` describes
+    evidence the bundle no longer holds (``tamper.described``).
 
     ``base_sha`` and ``head_sha`` are the commits the CLI resolved itself; they stand in
     when the sandbox wrote no plan (a run that ended ``error`` before settling one).
     """
     plan = bundle.plan if bundle else None
     reports = bundle.reports if bundle else ()
-    index = _evidence_index(reports)
+    index = _evidence_index(reports, {**evidence_lines(reports), **(lost or {})})
     isolation = (
         "partial" if any(r.isolation == "partial" for r in reports) or not reports else "full"
     )
@@ -172,7 +185,8 @@ def render(obj: dict[str, Any], evidence: Mapping[str, str] | None = None) -> st
             )
             shown = f["evidence"][:3]
             for item in shown:
-                lines.append(f"       evidence {item['id']}: {evidence.get(item['id'], '')}")
+                said = evidence.get(item["id"]) or item.get("description", "")
+                lines.append(f"       evidence {item['id']}: {said}")
     lines.append(f"  record: {obj['record']}")
     return "\n".join(lines)
 
@@ -274,9 +288,9 @@ def review(args: argparse.Namespace) -> int:
         record=record,
         base_sha=base_sha,
         head_sha=head_sha,
+        lost=lost,
     )
-    lines = {**(evidence_lines(bundle.reports) if bundle else {}), **lost}
-    print(json.dumps(obj, indent=2) if args.json else render(obj, lines))
+    print(json.dumps(obj, indent=2) if args.json else render(obj))
     # A verdict that is not on the record is Cujo falling over, whatever the verdict says.
     return EXIT[verdict.state] if recorded else 3
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bundlefactory import DEMO_EXFIL, demo_exfil_reports
 from cujorun import CUJO
 from fakeanthropic import running
 from gitrepo import GitRepo
@@ -17,7 +18,7 @@ from app_relay import cli
 from app_relay.bundle import Bundle
 from app_relay.decide.bundle_verdict import verdict_of
 from app_relay.store import Store
-from cujo_action.schema import Failure
+from cujo_action.schema import Failure, Plan
 
 
 def run(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -246,3 +247,32 @@ def test_an_error_verdict_reads_as_one_sentence() -> None:
     assert obj["checks"] == {}
     text = cli.render(obj)
     assert text.startswith("Cujo verdict: ERROR  (run local-1)")
+
+
+def test_every_cited_evidence_item_carries_its_description_in_json_and_text() -> None:
+    reports = demo_exfil_reports()
+    plan = Plan.model_validate_json((DEMO_EXFIL / "plan.json").read_text())
+    bundle = Bundle(run_id=plan.run_id, plan=plan, reports=tuple(reports), failure=None)
+    verdict = verdict_of(bundle, cli.JUDGE, policy=None)
+    lost = {"record:egress:42": "a request carrying a decoy to *.exfil.test (install) is gone"}
+    tampered = verdict.model_copy(
+        update={
+            "findings": [
+                verdict.findings[0].model_copy(update={"evidence": ["record:egress:42"]}),
+                *verdict.findings[1:],
+            ]
+        }
+    )
+
+    obj = cli.summary_object(run_id=plan.run_id, bundle=bundle, verdict=verdict, record="r")
+    first = obj["findings"][0]["evidence"][0]
+    assert first["id"].startswith("install:egress:")
+    assert "collector.exfil.test" in first["description"]
+    assert f"evidence {first['id']}: {first['description']}" in cli.render(obj)
+
+    gone = cli.summary_object(
+        run_id=plan.run_id, bundle=bundle, verdict=tampered, record="r", lost=lost
+    )
+    assert gone["findings"][0]["evidence"] == [
+        {"id": "record:egress:42", "description": lost["record:egress:42"]}
+    ]
