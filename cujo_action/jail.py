@@ -32,7 +32,6 @@ import secrets
 import select
 import shutil
 import signal
-import struct
 import subprocess
 import threading
 import time
@@ -41,9 +40,9 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from cujo_action import fanotify as fan
 from cujo_action.limits import Limits
 from cujo_action.netns import kill_all_in
-from cujo_action.watcher import fanotify_libc
 
 # A command that writes more than this is cut off: its output is not evidence worth
 # keeping, and a flood must not fill the runner's disk or memory.
@@ -644,21 +643,8 @@ def _follow(
 
 # --------------------------------------------------------------------------- privilege tools
 
-# <linux/fanotify.h>: a permission-class group whose FAN_OPEN_EXEC_PERM events hold the
-# exec until the group answers.
-_FAN_CLOEXEC = 0x01
-_FAN_NONBLOCK = 0x02
-_FAN_CLASS_CONTENT = 0x04
-_FAN_MARK_ADD = 0x01
-_FAN_OPEN_EXEC_PERM = 0x0004_0000
-_FAN_ALLOW = 0x01
-_FAN_Q_OVERFLOW = 0x4000
-_AT_FDCWD = -100
-_FANOTIFY_METADATA_VERSION = 3
-# struct fanotify_event_metadata: event_len, vers, reserved, metadata_len, mask, fd, pid;
-# struct fanotify_response: fd, response.
-_METADATA = struct.Struct("=IBBHQii")
-_RESPONSE = struct.Struct("=iI")
+# A permission-class fanotify group (fanotify.py) whose FAN_OPEN_EXEC_PERM events hold
+# the exec until the group answers.
 _CMDLINE_CAP = 300
 
 
@@ -731,10 +717,10 @@ class ExecGuard:
 
     def start(self) -> None:
         """Mark the tools that exist and start answering; raise OSError when it cannot."""
-        libc = fanotify_libc()
+        libc = fan.fanotify_libc()
         self._fd = _check(
             libc.fanotify_init(
-                _FAN_CLASS_CONTENT | _FAN_CLOEXEC | _FAN_NONBLOCK,
+                fan.CLASS_CONTENT | fan.CLOEXEC | fan.NONBLOCK,
                 os.O_RDONLY | os.O_LARGEFILE | os.O_CLOEXEC,
             ),
             "fanotify_init",
@@ -744,7 +730,7 @@ class ExecGuard:
                 if tool.exists():
                     _check(
                         libc.fanotify_mark(
-                            self._fd, _FAN_MARK_ADD, _FAN_OPEN_EXEC_PERM, _AT_FDCWD, bytes(tool)
+                            self._fd, fan.MARK_ADD, fan.OPEN_EXEC_PERM, fan.AT_FDCWD, bytes(tool)
                         ),
                         f"fanotify_mark {tool}",
                     )
@@ -805,12 +791,12 @@ class ExecGuard:
             if not data:
                 return
             offset = 0
-            while offset + _METADATA.size <= len(data):
-                event_len, vers, _, _, mask, fd, pid = _METADATA.unpack_from(data, offset)
-                if vers != _FANOTIFY_METADATA_VERSION or event_len < _METADATA.size:
+            while offset + fan.METADATA.size <= len(data):
+                event_len, vers, _, _, mask, fd, pid = fan.METADATA.unpack_from(data, offset)
+                if vers != fan.METADATA_VERSION or event_len < fan.METADATA.size:
                     raise RuntimeError(f"unknown fanotify event layout (version {vers})")
                 offset += event_len
-                if mask & _FAN_Q_OVERFLOW:
+                if mask & fan.Q_OVERFLOW:
                     self.complete = False
                 if fd < 0:
                     continue
@@ -819,7 +805,7 @@ class ExecGuard:
                 finally:
                     # Answer first, whatever happened: the caller waits on it.
                     with contextlib.suppress(OSError):
-                        os.write(self._fd, _RESPONSE.pack(fd, _FAN_ALLOW))
+                        os.write(self._fd, fan.RESPONSE.pack(fd, fan.ALLOW))
                     os.close(fd)
 
     def _note(self, fd: int, pid: int) -> None:

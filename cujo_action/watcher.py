@@ -8,7 +8,6 @@ import errno
 import functools
 import os
 import select
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -20,6 +19,7 @@ from typing import Generic, Literal, TypeVar
 from inotify_simple import INotify
 from inotify_simple import flags as in_flags
 
+from cujo_action import fanotify as fan
 from cujo_action.procinfo import describe
 
 # Two kernel sources, one picked per watcher (``backend``):
@@ -72,32 +72,16 @@ _IN_DECOY_KINDS: tuple[tuple[int, EventKind], ...] = (
 )
 _IN_EXEC_KINDS: tuple[tuple[int, EventKind], ...] = ((in_flags.OPEN, "exec"),)
 
-# <linux/fanotify.h>
-_FAN_ACCESS = 0x01
-_FAN_MODIFY = 0x02
-_FAN_CLOSE_WRITE = 0x08
-_FAN_OPEN = 0x20
-_FAN_OPEN_EXEC = 0x1000
-_FAN_Q_OVERFLOW = 0x4000
-_FAN_CLOEXEC = 0x01
-_FAN_NONBLOCK = 0x02
-_FAN_CLASS_NOTIF = 0x00
-_FAN_MARK_ADD = 0x01
-_AT_FDCWD = -100
-_FANOTIFY_METADATA_VERSION = 3
-# struct fanotify_event_metadata: event_len, vers, reserved, metadata_len, mask, fd, pid.
-_METADATA = struct.Struct("=IBBHQii")
-
 # Closing a file opened for writing counts as a write even when nothing was written:
 # opening a decoy to write it is tampering whatever came of it.
 _FAN_KINDS: tuple[tuple[int, EventKind], ...] = (
-    (_FAN_OPEN, "open"),
-    (_FAN_ACCESS, "read"),
-    (_FAN_MODIFY, "write"),
-    (_FAN_CLOSE_WRITE, "write"),
-    (_FAN_OPEN_EXEC, "exec"),
+    (fan.OPEN, "open"),
+    (fan.ACCESS, "read"),
+    (fan.MODIFY, "write"),
+    (fan.CLOSE_WRITE, "write"),
+    (fan.OPEN_EXEC, "exec"),
 )
-_FAN_DECOY_MASK = _FAN_OPEN | _FAN_ACCESS | _FAN_MODIFY | _FAN_CLOSE_WRITE
+_FAN_DECOY_MASK = fan.OPEN | fan.ACCESS | fan.MODIFY | fan.CLOSE_WRITE
 
 # Errors that say a path is wrong rather than that fanotify cannot work here.
 _PATH_ERRORS = frozenset(
@@ -125,32 +109,15 @@ class WatchEvent(Generic[KindT]):
     origin: str = ""
 
 
-@functools.cache
-def fanotify_libc() -> ctypes.CDLL:
-    """Return the C library with fanotify_init and fanotify_mark typed."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.fanotify_init.argtypes = [ctypes.c_uint, ctypes.c_uint]
-    libc.fanotify_init.restype = ctypes.c_int
-    libc.fanotify_mark.argtypes = [
-        ctypes.c_int,
-        ctypes.c_uint,
-        ctypes.c_uint64,
-        ctypes.c_int,
-        ctypes.c_char_p,
-    ]
-    libc.fanotify_mark.restype = ctypes.c_int
-    return libc
-
-
 def _fanotify_init() -> int:
     """Open a notification-class fanotify group and return its fd."""
     try:
-        init = fanotify_libc().fanotify_init
+        init = fan.fanotify_libc().fanotify_init
     except (OSError, AttributeError) as exc:
         raise OSError(errno.ENOSYS, "the C library has no fanotify_init") from exc
     # The event fds only feed fstat and readlink: read-only, and never inherited.
     fd: int = init(
-        _FAN_CLASS_NOTIF | _FAN_CLOEXEC | _FAN_NONBLOCK,
+        fan.CLASS_NOTIF | fan.CLOEXEC | fan.NONBLOCK,
         os.O_RDONLY | os.O_LARGEFILE | os.O_CLOEXEC,
     )
     if fd < 0:
@@ -161,8 +128,8 @@ def _fanotify_init() -> int:
 
 def _fanotify_mark(group: int, mask: int, path: Path) -> None:
     """Add ``mask`` to the inode mark of ``path`` (symlinks followed) in ``group``."""
-    rc: int = fanotify_libc().fanotify_mark(
-        group, _FAN_MARK_ADD, mask, _AT_FDCWD, os.fsencode(path)
+    rc: int = fan.fanotify_libc().fanotify_mark(
+        group, fan.MARK_ADD, mask, fan.AT_FDCWD, os.fsencode(path)
     )
     if rc < 0:
         err = ctypes.get_errno()
@@ -324,7 +291,7 @@ class DecoyWatcher:
             self._names[_inode(path)] = str(path)
         for path in self._exec_paths:
             try:
-                _fanotify_mark(self._fanotify, _FAN_OPEN_EXEC, path)
+                _fanotify_mark(self._fanotify, fan.OPEN_EXEC, path)
                 self._names.setdefault(_inode(path), str(path))
             except FileNotFoundError:
                 continue
@@ -398,7 +365,7 @@ class DecoyWatcher:
                 # One event per read: the kernel opens an fd for each event it hands
                 # out, and if it cannot (EMFILE) it drops that event, saying so only
                 # when it is the first of the read.
-                data = os.read(self._fanotify, _METADATA.size)
+                data = os.read(self._fanotify, fan.METADATA.size)
             except BlockingIOError:
                 return
             except OSError as exc:
@@ -414,9 +381,9 @@ class DecoyWatcher:
         """Record the fanotify events in ``data`` and close every fd they carry."""
         records: list[tuple[int, int, int]] = []
         offset = 0
-        while offset + _METADATA.size <= len(data):
-            event_len, vers, _, _, mask, fd, pid = _METADATA.unpack_from(data, offset)
-            if vers != _FANOTIFY_METADATA_VERSION or event_len < _METADATA.size:
+        while offset + fan.METADATA.size <= len(data):
+            event_len, vers, _, _, mask, fd, pid = fan.METADATA.unpack_from(data, offset)
+            if vers != fan.METADATA_VERSION or event_len < fan.METADATA.size:
                 raise RuntimeError(f"unknown fanotify event layout (version {vers})")
             records.append((mask, fd, pid))
             offset += event_len
@@ -431,7 +398,7 @@ class DecoyWatcher:
 
     def _fanotify_event(self, mask: int, fd: int, pid: int) -> None:
         """Record one fanotify event unless its process is ignored."""
-        if mask & _FAN_Q_OVERFLOW:
+        if mask & fan.Q_OVERFLOW:
             self.complete = False
             return
         if fd < 0:
