@@ -69,6 +69,7 @@ from cujo_action.proxy import (
     write_ca_bundle,
 )
 from cujo_action.schema import ALL_CHECKS, REGISTRY_HOSTS, CheckName, Isolation, Phase, Plan
+from cujo_action.timing import Timeline
 
 # One proxy port per (check, phase): the port a request arrives on names who sent it.
 LABELS: tuple[tuple[CheckName, Phase], ...] = (
@@ -436,11 +437,15 @@ def stage_base(plan: Plan, checkout: Path) -> None:
     write_below(checkout, ".git/HEAD", plan.base_sha + "\n", 0o644)
 
 
-def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed, Harness]:
+def arm(
+    plan: Plan, run_dir: Path, *, hide: Sequence[Path] = (), timeline: Timeline | None = None
+) -> tuple[Armed, Harness]:
     """Seed decoys, start the harness, stage each check's area and write the context.
 
-    ``hide`` names host paths (the output folder, say) no pull-request command may see.
+    ``hide`` names host paths (the output folder, say) no pull-request command may see;
+    ``timeline`` records how long each piece took.
     """
+    timed = (timeline or Timeline()).span
     run_dir.mkdir(parents=True, exist_ok=True)  # fresh: nothing of the PR has run yet
     run_dir.chmod(0o711)  # the sandbox user may pass through, never list or read
     evidence = run_dir / "evidence"
@@ -478,7 +483,8 @@ def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed,
     # the thread that forked it (PR_SET_PDEATHSIG), so never from a worker thread.
     resolver_start = ResolverStart(resolver_config, resolver_dir) if why_partial is None else None
     try:
-        harness = Harness(start_proxy(config))
+        with timed("arm/proxy"):
+            harness = Harness(start_proxy(config))
     except BaseException:
         if resolver_start is not None:
             resolver_start.cancel()
@@ -496,41 +502,46 @@ def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed,
         if os.geteuid() == 0:
             if not Path(system_tool("setpriv")).is_absolute():
                 raise JailError("`setpriv` (util-linux) is needed to drop root; install it")
-            block = allocate_uids()
+            with timed("arm/uids"):
+                block = allocate_uids()
             harness.releases.append(block.release)
             owners = {c: (block.uid(i), block.uid(i)) for i, c in enumerate(ALL_CHECKS)}
         first_uid, first_gid = owners[ALL_CHECKS[0]]
         job = new_identity(plan.repo)
         # A worker that starts proves bubblewrap works too: one probe in the usual case.
         bwrap_tool = system_tool("bwrap")
-        worker_python = (
-            _worker_python(bwrap_tool, first_uid, first_gid, job, decoys)
-            if Path(bwrap_tool).is_absolute()
-            else ""
-        )
-        bwrap_why = None if worker_python else bwrap_unavailable(first_uid, first_gid)
+        with timed("arm/bubblewrap probe"):
+            worker_python = (
+                _worker_python(bwrap_tool, first_uid, first_gid, job, decoys)
+                if Path(bwrap_tool).is_absolute()
+                else ""
+            )
+            bwrap_why = None if worker_python else bwrap_unavailable(first_uid, first_gid)
         if bwrap_why is not None and why_partial is None:
             why_partial = f"bubblewrap is needed for full isolation: {bwrap_why}"
         limits: dict[str, Limits] = {}
         tag = secrets.token_hex(4)
-        for check in ALL_CHECKS:
-            limits[check] = made = make_limits(f"cujo-{tag}-{check}", NPROC_LIMIT)
-            harness.releases.append(made.remove)
+        with timed("arm/limits"):
+            for check in ALL_CHECKS:
+                limits[check] = made = make_limits(f"cujo-{tag}-{check}", NPROC_LIMIT)
+                harness.releases.append(made.remove)
         if why_partial is None:
             try:
                 assert resolver_start is not None
-                harness.resolver = resolver_start.result()
-                for name in labels:
-                    ns = NetNamespace(
-                        Redirect(
-                            transparent_port=harness.proxy.transparent_ports[name],
-                            dns_port=harness.resolver.ports[name],
-                            proxy_port=harness.proxy.ports[name],
+                with timed("arm/resolver"):
+                    harness.resolver = resolver_start.result()
+                with timed("arm/namespaces"):
+                    for name in labels:
+                        ns = NetNamespace(
+                            Redirect(
+                                transparent_port=harness.proxy.transparent_ports[name],
+                                dns_port=harness.resolver.ports[name],
+                                proxy_port=harness.proxy.ports[name],
+                            )
                         )
-                    )
-                    harness.namespaces.append(ns)
-                    ns.create()
-                    netns[name], hosts[name] = ns.name, ns.host_ip
+                        harness.namespaces.append(ns)
+                        ns.create()
+                        netns[name], hosts[name] = ns.name, ns.host_ip
             except (JailError, NetnsError, ResolverError, OSError, KeyError) as exc:
                 # Fail closed: the run goes on, but says it could not be isolated, and
                 # its verdict can then be at best unproven.
@@ -541,6 +552,8 @@ def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed,
                         ns.destroy()
                 harness.namespaces = []
         passwd, group = _sandbox_accounts(run_dir)
+        with timed("arm/stage"):
+            areas = stage(plan, run_dir, decoys, owners, limits, job)
         armed = Armed(
             run_dir=str(run_dir),
             plan_path=str(run_dir / "plan.json"),
@@ -556,7 +569,7 @@ def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed,
             netns=netns,
             proxy_hosts=hosts,
             dns_names=str(names) if names is not None and why_partial is None else "",
-            areas=stage(plan, run_dir, decoys, owners, limits, job),
+            areas=areas,
             bwrap=system_tool("bwrap") if bwrap_why is None else "",
             hidden=sorted({*_hidden_harness(), str(run_dir), *(str(p) for p in hide)}),
             passwd=str(passwd),

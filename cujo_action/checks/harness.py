@@ -56,6 +56,7 @@ from cujo_action.schema import (
     clip,
     utcnow,
 )
+from cujo_action.timing import Timeline
 from cujo_action.watcher import PRIVILEGE_TOOLS, DecoyWatcher
 
 _SNAPSHOT_LIMIT = 2_000
@@ -73,8 +74,12 @@ class CheckRun:
     ``boundary.fingerprints``; everything else in it is done by that uid, confined.
     """
 
-    def __init__(self, check: CheckName, armed: Armed, plan: Plan) -> None:
+    def __init__(
+        self, check: CheckName, armed: Armed, plan: Plan, timeline: Timeline | None = None
+    ) -> None:
         self.check, self.armed, self.plan = check, armed, plan
+        # Where the check's set-up time goes (the bundle's timings.json): figures only.
+        self.timeline = timeline or Timeline()
         self.run_dir = Path(armed.run_dir)
         self.area = armed.area(check)
         self.home = Path(self.area.home)
@@ -183,9 +188,11 @@ class CheckRun:
     def make_venv(self, path: str) -> None:
         """Create a virtual environment for pull-request installs, as the check's uid."""
         self.say(f"creating a virtual environment at {path}")
-        self._harness_command(
-            f"{shlex.quote(self.armed.python)} -m venv {shlex.quote(path)}", "creating the venv"
-        )
+        with self.timeline.span("venv"):
+            self._harness_command(
+                f"{shlex.quote(self.armed.python)} -m venv {shlex.quote(path)}",
+                "creating the venv",
+            )
 
     def receive_install(self) -> None:
         """Copy the install's results into this check's HOME, uid to uid, through a pipe.
@@ -193,6 +200,10 @@ class CheckRun:
         The install's uid packs its tree (``tar``), this check's uid unpacks it: root only
         holds the bytes, in a file of its own, and never walks either tree.
         """
+        with self.timeline.span("receive install"):
+            self._receive_install()
+
+    def _receive_install(self) -> None:
         # Beside the HOME, in the check's root-owned corner: no sandbox can write there.
         spool = self.home.parent / "install.tar"
         fd = os.open(
@@ -259,13 +270,14 @@ class CheckRun:
         shown = cmd.strip().splitlines()[0] if cmd.strip() else cmd
         self.say(f"{phase}: $ {clip(shown, 160)}")
         self._labels_used.add(label(self.check, phase))
-        outcome = run_confined(
-            cmd,
-            cwd=Path(cwd),
-            env=env,
-            timeout=timeout,
-            confinement=self.armed.confinement(self.check, phase),
-        )
+        with self.timeline.span(f"{phase} command"):
+            outcome = run_confined(
+                cmd,
+                cwd=Path(cwd),
+                env=env,
+                timeout=timeout,
+                confinement=self.armed.confinement(self.check, phase),
+            )
         if outcome.process_flood:
             refused = (
                 f"; {outcome.refused_forks} forks were refused at the limit"
@@ -365,6 +377,10 @@ class CheckRun:
 
     def finish(self, status: Status, summary: str) -> Report:
         """Stop watching, collect decoy and persistence evidence, and build the report."""
+        with self.timeline.span("finish"):
+            return self._finish(status, summary)
+
+    def _finish(self, status: Status, summary: str) -> Report:
         events = self.watcher.stop()
         if not self.watcher.complete:
             self.evidence_complete = False
@@ -442,16 +458,21 @@ def check_main(check: CheckName, body: Callable[[CheckRun], Report]) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m cujo_action.checks.{check}")
     parser.add_argument("--context", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--timings", type=Path, help="where to write the check's timeline")
     args = parser.parse_args()
-    armed = Armed.model_validate_json(args.context.read_text())
-    plan = Plan.model_validate_json(Path(armed.plan_path).read_text())
+    timeline = Timeline()
     started = time.monotonic()
-    run = CheckRun(check, armed, plan)
+    with timeline.span("harness start"):
+        armed = Armed.model_validate_json(args.context.read_text())
+        plan = Plan.model_validate_json(Path(armed.plan_path).read_text())
+        run = CheckRun(check, armed, plan, timeline)
     try:
         report = body(run)
     except Exception as exc:  # a check that falls over still reports, as an error
         tail = "".join(traceback.format_exception(exc))[-1500:]
         report = run.finish("error", f"the {check} check failed inside Cujo: {exc!r}\n{tail}")
     write_report(report, args.out)
+    if args.timings is not None:
+        timeline.write(args.timings)
     run.say(f"{report.status} in {time.monotonic() - started:.1f}s")
     return 0
