@@ -70,6 +70,7 @@ from cujo_action.proxy import (
 )
 from cujo_action.schema import ALL_CHECKS, REGISTRY_HOSTS, CheckName, Isolation, Phase, Plan
 from cujo_action.timing import Timeline
+from cujo_action.venvs import TemplateStart, place_venvs
 
 # One proxy port per (check, phase): the port a request arrives on names who sent it.
 LABELS: tuple[tuple[CheckName, Phase], ...] = (
@@ -85,6 +86,8 @@ LABELS: tuple[tuple[CheckName, Phase], ...] = (
 
 
 BASE_NICE = 10
+# The checks that make a venv of their own (the others receive the install's).
+VENV_CHECKS: tuple[CheckName, ...] = ("install", "detonation", "base")
 
 
 def label(check: str, phase: str) -> str:
@@ -108,6 +111,7 @@ class CheckArea(BaseModel):
     uid: int | None  # None only when the harness is not root
     gid: int | None
     limits: Limits
+    venv_staged: bool = False  # its work/venv is a copy of the run's template, made by arm
 
 
 class Armed(BaseModel):
@@ -169,6 +173,11 @@ class Armed(BaseModel):
             if self.worker_python
             else None,
         )
+
+    def install_spool(self) -> Path:
+        """Return where the install's tree is packed for the checks that run on it: in the
+        install's root-owned corner, beside its HOME, where no sandbox user can write."""
+        return Path(self.area("install").home).parent / "install.tar"
 
     def home_inside(self, check: str) -> str:
         """Return the check's HOME as its commands see it."""
@@ -388,6 +397,9 @@ def stage(
     owners: dict[str, tuple[int | None, int | None]],
     limits: dict[str, Limits],
     job: JobIdentity,
+    *,
+    venv_template: str = "",
+    inside_home: str = "",
 ) -> dict[str, CheckArea]:
     """Give each check its own HOME (decoys seeded) and copy of the head, before any PR code.
 
@@ -395,9 +407,13 @@ def stage(
     from the pristine checkout only root has written, laid out as a hosted runner lays
     out a job (``work/<repo>/<repo>``, ``work/_temp``), and each HOME is handed to its
     check's uid in one symlink-proof walk. After this, root never writes these trees.
+
+    With ``venv_template``, each check that installs gets a copy of it as ``work/venv``,
+    pointed at the path its commands see it at (under ``inside_home``, or the host HOME).
     """
     corners = fresh_dir(run_dir / "checks", 0o711)
     areas: dict[str, CheckArea] = {}
+    venvs: dict[Path, str] = {}  # where the template is copied → the path commands see
     for check in ALL_CHECKS:
         corner = fresh_dir(corners / check, 0o711)  # root's: the uid cannot swap its HOME
         home = fresh_dir(corner / "home", 0o700)
@@ -413,10 +429,19 @@ def stage(
                 copy_pristine(Path(plan.head_dir), checkout, ignore=ignore, skip=skip)
             # As actions/checkout leaves it: the origin on GitHub, the token's extraheader.
             write_below(checkout, ".git/config", checkout_config(job, decoys), 0o644)
+        ecosystem = plan.base_ecosystem if check == "base" else plan.ecosystem
+        if venv_template and check in VENV_CHECKS and ecosystem != "node":
+            venvs[home / "work" / "venv"] = f"{inside_home or home}/work/venv"
         uid, gid = owners[check]
-        if uid is not None and gid is not None:
-            hand_over(home, uid, gid)
-        areas[check] = CheckArea(home=str(home), uid=uid, gid=gid, limits=limits[check])
+        areas[check] = CheckArea(
+            home=str(home), uid=uid, gid=gid, limits=limits[check],
+            venv_staged=home / "work" / "venv" in venvs,
+        )  # fmt: skip
+    if venvs:
+        place_venvs(venv_template, venvs)  # all at once
+    for area in areas.values():
+        if area.uid is not None and area.gid is not None:
+            hand_over(Path(area.home), area.uid, area.gid)
     return areas
 
 
@@ -448,6 +473,13 @@ def arm(
     timed = (timeline or Timeline()).span
     run_dir.mkdir(parents=True, exist_ok=True)  # fresh: nothing of the PR has run yet
     run_dir.chmod(0o711)  # the sandbox user may pass through, never list or read
+    # The one venv the checks copy, made while the proxy starts (as root only: where the
+    # harness is not root, each check makes its own as the harness's user).
+    template = (
+        TemplateStart(base_python(for_sandbox_user=True), run_dir / "venv-template")
+        if os.geteuid() == 0 and "node" not in (plan.ecosystem, plan.base_ecosystem)
+        else None
+    )
     evidence = run_dir / "evidence"
     evidence.mkdir(mode=0o700, exist_ok=True)
     decoys = make_decoys()
@@ -488,6 +520,8 @@ def arm(
     except BaseException:
         if resolver_start is not None:
             resolver_start.cancel()
+        if template is not None:
+            template.cancel()
         raise
     try:
         (run_dir / "proxy-ca").chmod(0o700)  # the run CA's key stays the harness's
@@ -552,8 +586,16 @@ def arm(
                         ns.destroy()
                 harness.namespaces = []
         passwd, group = _sandbox_accounts(run_dir)
+        python = base_python(for_sandbox_user=first_uid is not None or bwrap_why is None)
+        with timed("arm/venv template"):
+            venv_template = template.result() if template is not None else ""
+        if venv_template and python != base_python(for_sandbox_user=True):
+            venv_template = ""  # made with another interpreter than the checks use
         with timed("arm/stage"):
-            areas = stage(plan, run_dir, decoys, owners, limits, job)
+            areas = stage(
+                plan, run_dir, decoys, owners, limits, job,
+                venv_template=venv_template, inside_home=INSIDE_HOME if bwrap_why is None else "",
+            )  # fmt: skip
         armed = Armed(
             run_dir=str(run_dir),
             plan_path=str(run_dir / "plan.json"),
@@ -564,7 +606,7 @@ def arm(
             decoys=[DecoySpec(name=d.name, value=d.value, env=d.env, file=d.file) for d in decoys],
             isolation="partial" if why_partial else "full",
             isolation_reason=why_partial or "",
-            python=base_python(for_sandbox_user=first_uid is not None or bwrap_why is None),
+            python=python,
             tool_path=_tool_path(),
             netns=netns,
             proxy_hosts=hosts,
@@ -584,6 +626,8 @@ def arm(
     except BaseException:
         if resolver_start is not None and harness.resolver is None:
             resolver_start.cancel()
+        if template is not None:
+            template.cancel()
         harness.stop()
         raise
     return armed, harness

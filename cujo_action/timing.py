@@ -83,35 +83,37 @@ def timing_record(timeline: Timeline, started: float) -> dict[str, object]:
     }
 
 
-def split_line(record: dict[str, object]) -> str:
-    """Return the record as one line: each stage, and each check's set-up beside its commands."""
+def split(record: dict[str, object]) -> list[tuple[str, float]]:
+    """Return the record's stages in order: each top-level stage and arm piece, then each
+    check's set-up pieces (``python``: its interpreter and imports) and its commands."""
     spans = record.get("spans")
     if not isinstance(spans, list):
-        return ""
-    parts: list[str] = []
+        return []
+    stages: list[tuple[str, float]] = []
     checks: dict[str, dict[str, float]] = {}
     for span in spans:
         name, start, took = str(span["name"]), float(span["start"]), float(span["seconds"])
         head, _, rest = name.partition("/")
         if head != "check":
-            parts.append(f"{name} {took:.2f}s")
+            stages.append((name, took))
             continue
         check, _, piece = rest.partition("/")
         mine = checks.setdefault(check, {})
         if not piece:
-            mine["start"], mine["total"] = start, took
+            mine[" start"], mine[" total"] = start, took
         elif piece.endswith(" command"):
             mine["commands"] = mine.get("commands", 0.0) + took
         else:
+            if piece == "harness start" and " start" in mine:
+                mine["python"] = start - mine[" start"]
             mine[piece] = mine.get(piece, 0.0) + took
-            if piece == "harness start" and "start" in mine:
-                mine["python"] = start - mine["start"]
     for check, mine in checks.items():
-        setup = mine.get("total", 0.0) - mine.get("commands", 0.0)
-        pieces = ", ".join(
-            f"{k} {v:.2f}" for k, v in mine.items() if k not in ("start", "total", "commands")
-        )
-        parts.append(
-            f"{check} set-up {setup:.2f}s ({pieces}) + commands {mine.get('commands', 0.0):.2f}s"
-        )
-    return "; ".join(parts)
+        commands = mine.get("commands", 0.0)
+        stages.append((f"{check}/set-up", mine.get(" total", 0.0) - commands))
+        stages += [(f"{check}/{k}", v) for k, v in mine.items() if not k.startswith(" ")]
+    return stages
+
+
+def split_line(record: dict[str, object]) -> str:
+    """Return the record's split as one line."""
+    return ", ".join(f"{name} {took:.2f}s" for name, took in split(record))

@@ -187,6 +187,8 @@ class CheckRun:
 
     def make_venv(self, path: str) -> None:
         """Create a virtual environment for pull-request installs, as the check's uid."""
+        if self.area.venv_staged and path == self.venv:
+            return  # arm copied the run's venv template here before any PR code ran
         self.say(f"creating a virtual environment at {path}")
         with self.timeline.span("venv"):
             self._harness_command(
@@ -194,46 +196,59 @@ class CheckRun:
                 "creating the venv",
             )
 
-    def receive_install(self) -> None:
-        """Copy the install's results into this check's HOME, uid to uid, through a pipe.
+    def pack_install(self) -> None:
+        """Pack the install's results (the head as installed, and its venv) for the checks
+        that run on them, as the install's uid, into a spool only root can reach.
 
-        The install's uid packs its tree (``tar``), this check's uid unpacks it: root only
-        holds the bytes, in a file of its own, and never walks either tree.
+        Once, however many checks receive it: each unpacks the same bytes as its own uid.
+        """
+        if self.check != "install":
+            raise JailError(f"the {self.check} check has no install to pack")
+        with self.timeline.span("pack install"):
+            # Beside the HOME, in the check's root-owned corner: no sandbox can write there.
+            fd = os.open(
+                self.armed.install_spool(),
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+            )
+            try:
+                inside = self.armed.home_inside("install")
+                names = " ".join(shlex.quote(n) for n in (self.armed.job.repo, "venv"))
+                packed = run_confined(
+                    f"cd {shlex.quote(inside)}/work && tar -cf - --ignore-failed-read {names}",
+                    cwd=Path(inside),
+                    env={"PATH": "/usr/bin:/bin", "HOME": inside, "LANG": "C.UTF-8"},
+                    timeout=_HANDOFF_TIMEOUT,
+                    # No network: packing needs none.
+                    confinement=replace(self.armed.confinement("install", "install"), netns=None),
+                    stdout_fd=fd,
+                )
+            finally:
+                os.close(fd)
+            if packed.exit_code not in (0, 1) or packed.timed_out:
+                os.unlink(self.armed.install_spool())  # receivers then say it is missing
+                raise JailError(f"packing the install's tree failed: {packed.stderr_tail[-400:]}")
+
+    def receive_install(self) -> None:
+        """Copy the install's results into this check's HOME, uid to uid, through a file.
+
+        The install's uid packed its tree (``tar``, ``pack_install``), this check's uid
+        unpacks it: root only holds the bytes, in a file of its own, and never walks
+        either tree.
         """
         with self.timeline.span("receive install"):
-            self._receive_install()
-
-    def _receive_install(self) -> None:
-        # Beside the HOME, in the check's root-owned corner: no sandbox can write there.
-        spool = self.home.parent / "install.tar"
-        fd = os.open(
-            spool, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
-        try:
-            inside = self.armed.home_inside("install")
-            # The head as installed (work/<repo>), and its venv.
-            names = " ".join(shlex.quote(n) for n in (self.armed.job.repo, "venv"))
-            packed = run_confined(
-                f"cd {shlex.quote(inside)}/work && tar -cf - --ignore-failed-read {names}",
-                cwd=Path(inside),
-                env={"PATH": "/usr/bin:/bin", "HOME": inside, "LANG": "C.UTF-8"},
-                timeout=_HANDOFF_TIMEOUT,
-                # No network, and not the install's namespace: the checks pack at the same
-                # time, and a command's end sweeps its whole namespace.
-                confinement=replace(self.armed.confinement("install", "install"), netns=None),
-                stdout_fd=fd,
-            )
-            if packed.exit_code not in (0, 1) or packed.timed_out:
-                raise JailError(f"packing the install's tree failed: {packed.stderr_tail[-400:]}")
-            os.lseek(fd, 0, os.SEEK_SET)
-            self._harness_command(
-                f"tar -xf - -C {shlex.quote(self.work)}",
-                "unpacking the install's tree",
-                stdin_fd=fd,
-            )
-        finally:
-            os.close(fd)
-            spool.unlink(missing_ok=True)
+            try:
+                fd = os.open(self.armed.install_spool(), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except FileNotFoundError:
+                raise JailError("the install's tree was not packed") from None
+            try:
+                self._harness_command(
+                    f"tar -xf - -C {shlex.quote(self.work)}",
+                    "unpacking the install's tree",
+                    stdin_fd=fd,
+                )
+            finally:
+                os.close(fd)
         # What came with the install (its hooks, say) is the install's to answer for.
         self._before = self._snapshot()
 

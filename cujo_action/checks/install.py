@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cujo_action.checks.harness import CheckRun, check_main, status_of
+from cujo_action.jail import JailError
 from cujo_action.schema import Report
 
 
@@ -21,6 +22,12 @@ def body(run: CheckRun) -> Report:
         plan.install, phase="install", timeout=plan.policy.timeouts.install, cwd=run.src, venv=venv
     )
     status = status_of(outcome)
+    if status == "ok":
+        # Once, for tests, probes and smoke, which start as soon as this report is in.
+        try:
+            run.pack_install()
+        except (JailError, OSError) as exc:
+            run.say(f"the install could not be packed for the other checks: {exc}")
     if outcome.timed_out:
         summary = f"the install ran past its {plan.policy.timeouts.install}s timeout"
     elif status == "ok":
