@@ -65,9 +65,13 @@ def place_venvs(template: str, copies: dict[Path, str]) -> None:
     code ran) and point its scripts at ``inside``, the path its commands will see it at.
 
     The copies run at once (``cp -a`` keeps the links as links); a failure raises OSError.
+    Each ``dest`` is made here, fresh: a name already there (a link, say) stops with
+    ``BoundaryError`` before anything is copied.
     """
+    for dest in copies:
+        fresh_dir(dest, 0o755)
     running = [
-        (dest, subprocess.Popen(["cp", "-a", "--", f"{template}/.", str(dest)],
+        (dest, subprocess.Popen(["cp", "-a", "--", f"{template}/.", f"{dest}/"],
                                 stdin=subprocess.DEVNULL, stderr=subprocess.PIPE))
         for dest in copies
     ]  # fmt: skip

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import stat
 import sys
 import time
 import traceback
@@ -206,11 +207,7 @@ class CheckRun:
             raise JailError(f"the {self.check} check has no install to pack")
         with self.timeline.span("pack install"):
             # Beside the HOME, in the check's root-owned corner: no sandbox can write there.
-            fd = os.open(
-                self.armed.install_spool(),
-                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                0o600,
-            )
+            fd = create_spool(self.armed.install_spool())
             try:
                 inside = self.armed.home_inside("install")
                 names = " ".join(shlex.quote(n) for n in (self.armed.job.repo, "venv"))
@@ -237,10 +234,7 @@ class CheckRun:
         either tree.
         """
         with self.timeline.span("receive install"):
-            try:
-                fd = os.open(self.armed.install_spool(), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            except FileNotFoundError:
-                raise JailError("the install's tree was not packed") from None
+            fd = open_spool(self.armed.install_spool())
             try:
                 self._harness_command(
                     f"tar -xf - -C {shlex.quote(self.work)}",
@@ -452,6 +446,25 @@ class CheckRun:
             decoy_events=decoy_events,
             observations=self.observations,
         )
+
+
+def create_spool(path: Path) -> int:
+    """Create the install's spool for writing: a new file, never through a link."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
+def open_spool(path: Path) -> int:
+    """Open the install's spool for reading; a link or anything but a file is refused."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise JailError("the install's tree was not packed") from None
+    except OSError as exc:
+        raise JailError(f"the install's spool cannot be opened: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise JailError("the install's spool is not a regular file")
+    return fd
 
 
 def status_of(outcome: Outcome) -> Status:
