@@ -8,7 +8,18 @@ from cujo_action.schema import Report
 
 
 def body(run: CheckRun) -> Report:
-    """Install the head checkout into the run's environment."""
+    """Install the head, then pack what it made for the checks that run on it."""
+    report = _install(run)
+    if report.status in ("ok", "skipped"):  # the statuses that start tests, probes and smoke
+        # Once, for all three (an empty tree when nothing was installed).
+        try:
+            run.pack_install()
+        except (JailError, OSError) as exc:
+            run.say(f"the install could not be packed for the other checks: {exc}")
+    return report
+
+
+def _install(run: CheckRun) -> Report:
     plan = run.plan
     if plan.unproven_reason and not plan.install:
         return run.finish("skipped", f"nothing to install: {plan.unproven_reason}")
@@ -22,12 +33,6 @@ def body(run: CheckRun) -> Report:
         plan.install, phase="install", timeout=plan.policy.timeouts.install, cwd=run.src, venv=venv
     )
     status = status_of(outcome)
-    if status == "ok":
-        # Once, for tests, probes and smoke, which start as soon as this report is in.
-        try:
-            run.pack_install()
-        except (JailError, OSError) as exc:
-            run.say(f"the install could not be packed for the other checks: {exc}")
     if outcome.timed_out:
         summary = f"the install ran past its {plan.policy.timeouts.install}s timeout"
     elif status == "ok":
