@@ -69,6 +69,8 @@ from cujo_action.proxy import (
     write_ca_bundle,
 )
 from cujo_action.schema import ALL_CHECKS, REGISTRY_HOSTS, CheckName, Isolation, Phase, Plan
+from cujo_action.timing import Timeline
+from cujo_action.venvs import TemplateStart, place_venvs
 
 # One proxy port per (check, phase): the port a request arrives on names who sent it.
 LABELS: tuple[tuple[CheckName, Phase], ...] = (
@@ -84,6 +86,8 @@ LABELS: tuple[tuple[CheckName, Phase], ...] = (
 
 
 BASE_NICE = 10
+# The checks that make a venv of their own (the others receive the install's).
+VENV_CHECKS: tuple[CheckName, ...] = ("install", "detonation", "base")
 
 
 def label(check: str, phase: str) -> str:
@@ -107,6 +111,7 @@ class CheckArea(BaseModel):
     uid: int | None  # None only when the harness is not root
     gid: int | None
     limits: Limits
+    venv_staged: bool = False  # its work/venv is a copy of the run's template, made by arm
 
 
 class Armed(BaseModel):
@@ -168,6 +173,11 @@ class Armed(BaseModel):
             if self.worker_python
             else None,
         )
+
+    def install_spool(self) -> Path:
+        """Return where the install's tree is packed for the checks that run on it: in the
+        install's root-owned corner, beside its HOME, where no sandbox user can write."""
+        return Path(self.area("install").home).parent / "install.tar"
 
     def home_inside(self, check: str) -> str:
         """Return the check's HOME as its commands see it."""
@@ -387,6 +397,9 @@ def stage(
     owners: dict[str, tuple[int | None, int | None]],
     limits: dict[str, Limits],
     job: JobIdentity,
+    *,
+    venv_template: str = "",
+    inside_home: str = "",
 ) -> dict[str, CheckArea]:
     """Give each check its own HOME (decoys seeded) and copy of the head, before any PR code.
 
@@ -394,9 +407,13 @@ def stage(
     from the pristine checkout only root has written, laid out as a hosted runner lays
     out a job (``work/<repo>/<repo>``, ``work/_temp``), and each HOME is handed to its
     check's uid in one symlink-proof walk. After this, root never writes these trees.
+
+    With ``venv_template``, each check that installs gets a copy of it as ``work/venv``,
+    pointed at the path its commands see it at (under ``inside_home``, or the host HOME).
     """
     corners = fresh_dir(run_dir / "checks", 0o711)
     areas: dict[str, CheckArea] = {}
+    venvs: dict[Path, str] = {}  # where the template is copied → the path commands see
     for check in ALL_CHECKS:
         corner = fresh_dir(corners / check, 0o711)  # root's: the uid cannot swap its HOME
         home = fresh_dir(corner / "home", 0o700)
@@ -412,10 +429,19 @@ def stage(
                 copy_pristine(Path(plan.head_dir), checkout, ignore=ignore, skip=skip)
             # As actions/checkout leaves it: the origin on GitHub, the token's extraheader.
             write_below(checkout, ".git/config", checkout_config(job, decoys), 0o644)
+        ecosystem = plan.base_ecosystem if check == "base" else plan.ecosystem
+        if venv_template and check in VENV_CHECKS and ecosystem != "node":
+            venvs[home / "work" / "venv"] = f"{inside_home or home}/work/venv"
         uid, gid = owners[check]
-        if uid is not None and gid is not None:
-            hand_over(home, uid, gid)
-        areas[check] = CheckArea(home=str(home), uid=uid, gid=gid, limits=limits[check])
+        areas[check] = CheckArea(
+            home=str(home), uid=uid, gid=gid, limits=limits[check],
+            venv_staged=home / "work" / "venv" in venvs,
+        )  # fmt: skip
+    if venvs:
+        place_venvs(venv_template, venvs)  # all at once
+    for area in areas.values():
+        if area.uid is not None and area.gid is not None:
+            hand_over(Path(area.home), area.uid, area.gid)
     return areas
 
 
@@ -436,13 +462,24 @@ def stage_base(plan: Plan, checkout: Path) -> None:
     write_below(checkout, ".git/HEAD", plan.base_sha + "\n", 0o644)
 
 
-def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed, Harness]:
+def arm(
+    plan: Plan, run_dir: Path, *, hide: Sequence[Path] = (), timeline: Timeline | None = None
+) -> tuple[Armed, Harness]:
     """Seed decoys, start the harness, stage each check's area and write the context.
 
-    ``hide`` names host paths (the output folder, say) no pull-request command may see.
+    ``hide`` names host paths (the output folder, say) no pull-request command may see;
+    ``timeline`` records how long each piece took.
     """
+    timed = (timeline or Timeline()).span
     run_dir.mkdir(parents=True, exist_ok=True)  # fresh: nothing of the PR has run yet
     run_dir.chmod(0o711)  # the sandbox user may pass through, never list or read
+    # The one venv the checks copy, made while the proxy starts (as root only: where the
+    # harness is not root, each check makes its own as the harness's user).
+    template = (
+        TemplateStart(base_python(for_sandbox_user=True), run_dir / "venv-template")
+        if os.geteuid() == 0 and "node" not in (plan.ecosystem, plan.base_ecosystem)
+        else None
+    )
     evidence = run_dir / "evidence"
     evidence.mkdir(mode=0o700, exist_ok=True)
     decoys = make_decoys()
@@ -478,10 +515,13 @@ def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed,
     # the thread that forked it (PR_SET_PDEATHSIG), so never from a worker thread.
     resolver_start = ResolverStart(resolver_config, resolver_dir) if why_partial is None else None
     try:
-        harness = Harness(start_proxy(config))
+        with timed("arm/proxy"):
+            harness = Harness(start_proxy(config))
     except BaseException:
         if resolver_start is not None:
             resolver_start.cancel()
+        if template is not None:
+            template.cancel()
         raise
     try:
         (run_dir / "proxy-ca").chmod(0o700)  # the run CA's key stays the harness's
@@ -496,41 +536,46 @@ def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed,
         if os.geteuid() == 0:
             if not Path(system_tool("setpriv")).is_absolute():
                 raise JailError("`setpriv` (util-linux) is needed to drop root; install it")
-            block = allocate_uids()
+            with timed("arm/uids"):
+                block = allocate_uids()
             harness.releases.append(block.release)
             owners = {c: (block.uid(i), block.uid(i)) for i, c in enumerate(ALL_CHECKS)}
         first_uid, first_gid = owners[ALL_CHECKS[0]]
         job = new_identity(plan.repo)
         # A worker that starts proves bubblewrap works too: one probe in the usual case.
         bwrap_tool = system_tool("bwrap")
-        worker_python = (
-            _worker_python(bwrap_tool, first_uid, first_gid, job, decoys)
-            if Path(bwrap_tool).is_absolute()
-            else ""
-        )
-        bwrap_why = None if worker_python else bwrap_unavailable(first_uid, first_gid)
+        with timed("arm/bubblewrap probe"):
+            worker_python = (
+                _worker_python(bwrap_tool, first_uid, first_gid, job, decoys)
+                if Path(bwrap_tool).is_absolute()
+                else ""
+            )
+            bwrap_why = None if worker_python else bwrap_unavailable(first_uid, first_gid)
         if bwrap_why is not None and why_partial is None:
             why_partial = f"bubblewrap is needed for full isolation: {bwrap_why}"
         limits: dict[str, Limits] = {}
         tag = secrets.token_hex(4)
-        for check in ALL_CHECKS:
-            limits[check] = made = make_limits(f"cujo-{tag}-{check}", NPROC_LIMIT)
-            harness.releases.append(made.remove)
+        with timed("arm/limits"):
+            for check in ALL_CHECKS:
+                limits[check] = made = make_limits(f"cujo-{tag}-{check}", NPROC_LIMIT)
+                harness.releases.append(made.remove)
         if why_partial is None:
             try:
                 assert resolver_start is not None
-                harness.resolver = resolver_start.result()
-                for name in labels:
-                    ns = NetNamespace(
-                        Redirect(
-                            transparent_port=harness.proxy.transparent_ports[name],
-                            dns_port=harness.resolver.ports[name],
-                            proxy_port=harness.proxy.ports[name],
+                with timed("arm/resolver"):
+                    harness.resolver = resolver_start.result()
+                with timed("arm/namespaces"):
+                    for name in labels:
+                        ns = NetNamespace(
+                            Redirect(
+                                transparent_port=harness.proxy.transparent_ports[name],
+                                dns_port=harness.resolver.ports[name],
+                                proxy_port=harness.proxy.ports[name],
+                            )
                         )
-                    )
-                    harness.namespaces.append(ns)
-                    ns.create()
-                    netns[name], hosts[name] = ns.name, ns.host_ip
+                        harness.namespaces.append(ns)
+                        ns.create()
+                        netns[name], hosts[name] = ns.name, ns.host_ip
             except (JailError, NetnsError, ResolverError, OSError, KeyError) as exc:
                 # Fail closed: the run goes on, but says it could not be isolated, and
                 # its verdict can then be at best unproven.
@@ -541,6 +586,16 @@ def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed,
                         ns.destroy()
                 harness.namespaces = []
         passwd, group = _sandbox_accounts(run_dir)
+        python = base_python(for_sandbox_user=first_uid is not None or bwrap_why is None)
+        with timed("arm/venv template"):
+            venv_template = template.result() if template is not None else ""
+        if venv_template and python != base_python(for_sandbox_user=True):
+            venv_template = ""  # made with another interpreter than the checks use
+        with timed("arm/stage"):
+            areas = stage(
+                plan, run_dir, decoys, owners, limits, job,
+                venv_template=venv_template, inside_home=INSIDE_HOME if bwrap_why is None else "",
+            )  # fmt: skip
         armed = Armed(
             run_dir=str(run_dir),
             plan_path=str(run_dir / "plan.json"),
@@ -551,12 +606,12 @@ def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed,
             decoys=[DecoySpec(name=d.name, value=d.value, env=d.env, file=d.file) for d in decoys],
             isolation="partial" if why_partial else "full",
             isolation_reason=why_partial or "",
-            python=base_python(for_sandbox_user=first_uid is not None or bwrap_why is None),
+            python=python,
             tool_path=_tool_path(),
             netns=netns,
             proxy_hosts=hosts,
             dns_names=str(names) if names is not None and why_partial is None else "",
-            areas=stage(plan, run_dir, decoys, owners, limits, job),
+            areas=areas,
             bwrap=system_tool("bwrap") if bwrap_why is None else "",
             hidden=sorted({*_hidden_harness(), str(run_dir), *(str(p) for p in hide)}),
             passwd=str(passwd),
@@ -571,6 +626,8 @@ def arm(plan: Plan, run_dir: Path, *, hide: Sequence[Path] = ()) -> tuple[Armed,
     except BaseException:
         if resolver_start is not None and harness.resolver is None:
             resolver_start.cancel()
+        if template is not None:
+            template.cancel()
         harness.stop()
         raise
     return armed, harness

@@ -13,6 +13,7 @@ stop, and, however the run ends, kills every process still below it.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -43,6 +44,7 @@ from cujo_action.proxy import ProxyError
 from cujo_action.recorder import EgressTail, emit, record_begin
 from cujo_action.schema import CheckName, Failure, Plan, PolicyError, Report, clip, utcnow
 from cujo_action.stages import mark
+from cujo_action.timing import TIMINGS_NAME, Timeline, split_line, timing_record
 
 # Beyond a check's own command timeouts, how long its process may take to set up and report.
 PROCESS_SLACK_S = 180.0
@@ -169,7 +171,10 @@ class _Check:
     def __init__(self, name: CheckName, context: Path, out: Path, budget: float) -> None:
         self.name = name
         self.out = report_path(out, name)
-        self.deadline = time.monotonic() + budget + PROCESS_SLACK_S
+        self.timings = out / f".{name}.timings"  # the check's own spans, gathered by the run
+        self.started = time.monotonic()
+        self.ended: float | None = None
+        self.deadline = self.started + budget + PROCESS_SLACK_S
         self.proc = subprocess.Popen(
             [
                 # -I: the harness imports only itself, never a `cujo_action` from the cwd.
@@ -181,6 +186,8 @@ class _Check:
                 str(context),
                 "--out",
                 str(self.out),
+                "--timings",
+                str(self.timings),
             ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -194,7 +201,14 @@ class _Check:
             self.proc.wait(timeout=max(self.deadline - time.monotonic(), 0))
         except subprocess.TimeoutExpired:
             self.stop()
+        self.ended = self.ended or time.monotonic()
         _stage(self.name, "ended", f"exit {self.proc.returncode}")
+
+    def timed(self, timeline: Timeline) -> None:
+        """Add the check's process and its own spans to the run's timeline."""
+        timeline.add(f"check/{self.name}", self.started, self.ended or time.monotonic())
+        timeline.extend(self.timings, f"check/{self.name}/")
+        self.timings.unlink(missing_ok=True)
 
     def stop(self) -> None:
         """Kill the check and every command it started (they run in sessions of their own)."""
@@ -305,13 +319,15 @@ def _run(
     token: str | None,
 ) -> int:
     started = time.monotonic()
+    timeline = Timeline()
     pr = f", pull request #{pull_request}" if pull_request is not None else ""
     _say(f"run {run_id}: preparing {repo} ({base} → {head}{pr})")
     _stage("prepare", "began")
     try:
-        plan = prepare(
-            repo, base, head, run_id, work / "checkout", pull_request=pull_request, token=token
-        )
+        with timeline.span("prepare"):
+            plan = prepare(
+                repo, base, head, run_id, work / "checkout", pull_request=pull_request, token=token
+            )
     except PolicyError as exc:
         write_failure(
             out,
@@ -346,7 +362,8 @@ def _run(
         (work / "checkout").chmod(0o700)
         out.chmod(0o700)
         _stage("arm", "began")
-        armed, harness = arm(plan, work / "run", hide=[out, work])
+        with timeline.span("arm"):
+            armed, harness = arm(plan, work / "run", hide=[out, work], timeline=timeline)
     except (ProxyError, JailError, BoundaryError, OSError) as exc:
         write_failure(
             out,
@@ -428,14 +445,19 @@ def _run(
         for check in started_checks:
             check.stop()
         proxy_ok = harness.alive()
-        harness.stop()
+        with timeline.span("harness stop"):
+            harness.stop()
         # Its writers have stopped: the rest of the log goes to the record, then its end.
         tail.stop()
         if tail.error:
             _say(f"the tamper record could not follow the egress log: {tail.error}")
+    for check in started_checks:
+        check.timed(timeline)
     log = Path(armed.egress_log)
     _stage("bundle", "began")
-    code = _bundle(plan, reports, harness, log, out, proxy_ok=proxy_ok, started=started)
+    code = _bundle(
+        plan, reports, harness, log, out, proxy_ok=proxy_ok, started=started, timeline=timeline
+    )
     _stage("bundle", "ended", "ok" if code == 0 else "failed")
     return code
 
@@ -449,8 +471,10 @@ def _bundle(
     *,
     proxy_ok: bool,
     started: float,
+    timeline: Timeline,
 ) -> int:
     """Check the evidence against its seals, attach it to the reports and write the bundle."""
+    bundling = time.monotonic()
     seals = [s.entry for s in harness.seals]
     for entry in seals:
         _say(f"evidence sealed: {entry.name}, {entry.bytes} bytes, sha256 {entry.sha256}")
@@ -484,6 +508,10 @@ def _bundle(
     if faults.lost:
         # The reports say what was seen until a writer died; the run still fails.
         return refuse()
+    timeline.add("bundle", bundling, time.monotonic())
+    record = timing_record(timeline, started)
+    (out / TIMINGS_NAME).write_text(json.dumps(record, indent=1))
     write_manifest(out, plan.run_id, plan.head_sha, plan.base_sha, seals)
     _say(f"run {plan.run_id}: bundle written to {out} in {time.monotonic() - started:.1f}s")
+    _say(f"timings: {split_line(record)}")
     return 0

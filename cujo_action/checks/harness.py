@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import stat
 import sys
 import time
 import traceback
@@ -57,6 +58,7 @@ from cujo_action.schema import (
     clip,
     utcnow,
 )
+from cujo_action.timing import Timeline
 from cujo_action.watcher import PRIVILEGE_TOOLS, DecoyKind, DecoyWatcher, WatchEvent
 
 _SNAPSHOT_LIMIT = 2_000
@@ -74,8 +76,12 @@ class CheckRun:
     ``boundary.fingerprints``; everything else in it is done by that uid, confined.
     """
 
-    def __init__(self, check: CheckName, armed: Armed, plan: Plan) -> None:
+    def __init__(
+        self, check: CheckName, armed: Armed, plan: Plan, timeline: Timeline | None = None
+    ) -> None:
         self.check, self.armed, self.plan = check, armed, plan
+        # Where the check's set-up time goes (the bundle's timings.json): figures only.
+        self.timeline = timeline or Timeline()
         self.run_dir = Path(armed.run_dir)
         self.area = armed.area(check)
         self.home = Path(self.area.home)
@@ -184,47 +190,61 @@ class CheckRun:
 
     def make_venv(self, path: str) -> None:
         """Create a virtual environment for pull-request installs, as the check's uid."""
+        if self.area.venv_staged and path == self.venv:
+            return  # arm copied the run's venv template here before any PR code ran
         self.say(f"creating a virtual environment at {path}")
-        self._harness_command(
-            f"{shlex.quote(self.armed.python)} -m venv {shlex.quote(path)}", "creating the venv"
-        )
+        with self.timeline.span("venv"):
+            self._harness_command(
+                f"{shlex.quote(self.armed.python)} -m venv {shlex.quote(path)}",
+                "creating the venv",
+            )
+
+    def pack_install(self) -> None:
+        """Pack the install's results (the head as installed, and its venv) for the checks
+        that run on them, as the install's uid, into a spool only root can reach.
+
+        Once, however many checks receive it: each unpacks the same bytes as its own uid.
+        """
+        if self.check != "install":
+            raise JailError(f"the {self.check} check has no install to pack")
+        with self.timeline.span("pack install"):
+            # Beside the HOME, in the check's root-owned corner: no sandbox can write there.
+            fd = create_spool(self.armed.install_spool())
+            try:
+                inside = self.armed.home_inside("install")
+                names = " ".join(shlex.quote(n) for n in (self.armed.job.repo, "venv"))
+                packed = run_confined(
+                    f"cd {shlex.quote(inside)}/work && tar -cf - --ignore-failed-read {names}",
+                    cwd=Path(inside),
+                    env={"PATH": "/usr/bin:/bin", "HOME": inside, "LANG": "C.UTF-8"},
+                    timeout=_HANDOFF_TIMEOUT,
+                    # No network: packing needs none.
+                    confinement=replace(self.armed.confinement("install", "install"), netns=None),
+                    stdout_fd=fd,
+                )
+            finally:
+                os.close(fd)
+            if packed.exit_code not in (0, 1) or packed.timed_out:
+                os.unlink(self.armed.install_spool())  # receivers then say it is missing
+                raise JailError(f"packing the install's tree failed: {packed.stderr_tail[-400:]}")
 
     def receive_install(self) -> None:
-        """Copy the install's results into this check's HOME, uid to uid, through a pipe.
+        """Copy the install's results into this check's HOME, uid to uid, through a file.
 
-        The install's uid packs its tree (``tar``), this check's uid unpacks it: root only
-        holds the bytes, in a file of its own, and never walks either tree.
+        The install's uid packed its tree (``tar``, ``pack_install``), this check's uid
+        unpacks it: root only holds the bytes, in a file of its own, and never walks
+        either tree.
         """
-        # Beside the HOME, in the check's root-owned corner: no sandbox can write there.
-        spool = self.home.parent / "install.tar"
-        fd = os.open(
-            spool, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
-        try:
-            inside = self.armed.home_inside("install")
-            # The head as installed (work/<repo>), and its venv.
-            names = " ".join(shlex.quote(n) for n in (self.armed.job.repo, "venv"))
-            packed = run_confined(
-                f"cd {shlex.quote(inside)}/work && tar -cf - --ignore-failed-read {names}",
-                cwd=Path(inside),
-                env={"PATH": "/usr/bin:/bin", "HOME": inside, "LANG": "C.UTF-8"},
-                timeout=_HANDOFF_TIMEOUT,
-                # No network, and not the install's namespace: the checks pack at the same
-                # time, and a command's end sweeps its whole namespace.
-                confinement=replace(self.armed.confinement("install", "install"), netns=None),
-                stdout_fd=fd,
-            )
-            if packed.exit_code not in (0, 1) or packed.timed_out:
-                raise JailError(f"packing the install's tree failed: {packed.stderr_tail[-400:]}")
-            os.lseek(fd, 0, os.SEEK_SET)
-            self._harness_command(
-                f"tar -xf - -C {shlex.quote(self.work)}",
-                "unpacking the install's tree",
-                stdin_fd=fd,
-            )
-        finally:
-            os.close(fd)
-            spool.unlink(missing_ok=True)
+        with self.timeline.span("receive install"):
+            fd = open_spool(self.armed.install_spool())
+            try:
+                self._harness_command(
+                    f"tar -xf - -C {shlex.quote(self.work)}",
+                    "unpacking the install's tree",
+                    stdin_fd=fd,
+                )
+            finally:
+                os.close(fd)
         # What came with the install (its hooks, say) is the install's to answer for.
         self._before = self._snapshot()
 
@@ -290,13 +310,14 @@ class CheckRun:
         shown = cmd.strip().splitlines()[0] if cmd.strip() else cmd
         self.say(f"{phase}: $ {clip(shown, 160)}")
         self._labels_used.add(label(self.check, phase))
-        outcome = run_confined(
-            cmd,
-            cwd=Path(cwd),
-            env=env,
-            timeout=timeout,
-            confinement=self.armed.confinement(self.check, phase),
-        )
+        with self.timeline.span(f"{phase} command"):
+            outcome = run_confined(
+                cmd,
+                cwd=Path(cwd),
+                env=env,
+                timeout=timeout,
+                confinement=self.armed.confinement(self.check, phase),
+            )
         if outcome.process_flood:
             refused = (
                 f"; {outcome.refused_forks} forks were refused at the limit"
@@ -396,6 +417,10 @@ class CheckRun:
 
     def finish(self, status: Status, summary: str) -> Report:
         """Stop watching, collect decoy and persistence evidence, and build the report."""
+        with self.timeline.span("finish"):
+            return self._finish(status, summary)
+
+    def _finish(self, status: Status, summary: str) -> Report:
         events = self.watcher.stop()
         if not self.watcher.complete:
             self.evidence_complete = False
@@ -440,6 +465,25 @@ class CheckRun:
         )
 
 
+def create_spool(path: Path) -> int:
+    """Create the install's spool for writing: a new file, never through a link."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
+def open_spool(path: Path) -> int:
+    """Open the install's spool for reading; a link or anything but a file is refused."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise JailError("the install's tree was not packed") from None
+    except OSError as exc:
+        raise JailError(f"the install's spool cannot be opened: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise JailError("the install's spool is not a regular file")
+    return fd
+
+
 def status_of(outcome: Outcome) -> Status:
     """Return the check status a command's outcome gives (a flood is not evidence)."""
     if outcome.flooded:
@@ -459,16 +503,21 @@ def check_main(check: CheckName, body: Callable[[CheckRun], Report]) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m cujo_action.checks.{check}")
     parser.add_argument("--context", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--timings", type=Path, help="where to write the check's timeline")
     args = parser.parse_args()
-    armed = Armed.model_validate_json(args.context.read_text())
-    plan = Plan.model_validate_json(Path(armed.plan_path).read_text())
+    timeline = Timeline()
     started = time.monotonic()
-    run = CheckRun(check, armed, plan)
+    with timeline.span("harness start"):
+        armed = Armed.model_validate_json(args.context.read_text())
+        plan = Plan.model_validate_json(Path(armed.plan_path).read_text())
+        run = CheckRun(check, armed, plan, timeline)
     try:
         report = body(run)
     except Exception as exc:  # a check that falls over still reports, as an error
         tail = "".join(traceback.format_exception(exc))[-1500:]
         report = run.finish("error", f"the {check} check failed inside Cujo: {exc!r}\n{tail}")
     write_report(report, args.out)
+    if args.timings is not None:
+        timeline.write(args.timings)
     run.say(f"{report.status} in {time.monotonic() - started:.1f}s")
     return 0

@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 from cujo_action.checks.harness import CheckRun, check_main, status_of
+from cujo_action.jail import JailError
 from cujo_action.schema import Report
 
 
 def body(run: CheckRun) -> Report:
-    """Install the head checkout into the run's environment."""
+    """Install the head, then pack what it made for the checks that run on it."""
+    report = _install(run)
+    if report.status in ("ok", "skipped"):  # the statuses that start tests, probes and smoke
+        # Once, for all three (an empty tree when nothing was installed).
+        try:
+            run.pack_install()
+        except (JailError, OSError) as exc:
+            run.say(f"the install could not be packed for the other checks: {exc}")
+    return report
+
+
+def _install(run: CheckRun) -> Report:
     plan = run.plan
     if plan.unproven_reason and not plan.install:
         return run.finish("skipped", f"nothing to install: {plan.unproven_reason}")

@@ -1,0 +1,164 @@
+"""What a run shares to start faster, and how it refuses to be led through a planted link.
+
+The run's one venv template (made by root before any pull-request code, copied into each
+installing check's HOME before it is handed over), the install's spool (packed once by
+the install's uid, unpacked by each check that runs on it), and the timing record that
+splits a run's fixed cost by stage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cujo_action.boundary import BoundaryError
+from cujo_action.checks.harness import create_spool, open_spool
+from cujo_action.jail import JailError
+from cujo_action.timing import Timeline, split, timing_record
+from cujo_action.venvs import TemplateStart, place_venvs
+
+
+def _fake_template(root: Path) -> Path:
+    """A venv's shape as ``python -m venv`` leaves it, naming its own path."""
+    template = root / "made" / "venv"
+    (template / "bin").mkdir(parents=True)
+    (template / "lib").mkdir()
+    (template / "lib" / "site.py").write_text(f"# {template} stays as it is\n")
+    (template / "bin" / "pip").write_text(f"#!{template}/bin/python\nimport pip\n")
+    (template / "bin" / "activate").write_text(f'VIRTUAL_ENV="{template}"\n')
+    (template / "bin" / "python").symlink_to(sys.executable)
+    (template / "pyvenv.cfg").write_text(f"home = /usr/bin\ncommand = python -m venv {template}\n")
+    return template
+
+
+def test_a_copy_names_the_path_its_commands_see(tmp_path: Path) -> None:
+    template = _fake_template(tmp_path)
+    (tmp_path / "home" / "work").mkdir(parents=True)
+    dest = tmp_path / "home" / "work" / "venv"
+    place_venvs(str(template), {dest: "/home/runner/work/venv"})
+    assert (dest / "bin" / "pip").read_text().startswith("#!/home/runner/work/venv/bin/python\n")
+    assert (dest / "bin" / "activate").read_text() == 'VIRTUAL_ENV="/home/runner/work/venv"\n'
+    assert "venv /home/runner/work/venv" in (dest / "pyvenv.cfg").read_text()
+    # A link stays a link, to the same interpreter; only the venv's own path is rewritten.
+    assert os.readlink(dest / "bin" / "python") == sys.executable
+    assert (dest / "lib" / "site.py").read_text() == f"# {template} stays as it is\n"
+    # The template itself is left as it was made.
+    assert (template / "bin" / "pip").read_text().startswith(f"#!{template}/bin/python")
+
+
+def test_a_link_planted_where_a_copy_goes_is_refused(tmp_path: Path) -> None:
+    template = _fake_template(tmp_path)
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / "home" / "work").mkdir(parents=True)
+    dest = tmp_path / "home" / "work" / "venv"
+    dest.symlink_to(target)
+    with pytest.raises(BoundaryError):
+        place_venvs(str(template), {dest: "/home/runner/work/venv"})
+    assert list(target.iterdir()) == []  # nothing copied, nothing rewritten through the link
+
+
+def test_a_folder_already_there_is_never_copied_into(tmp_path: Path) -> None:
+    template = _fake_template(tmp_path)
+    dest = tmp_path / "venv"
+    dest.mkdir()
+    (dest / "bin").mkdir()
+    (dest / "bin" / "pip").symlink_to("/etc/passwd")  # a rewrite here would follow it
+    with pytest.raises(BoundaryError):
+        place_venvs(str(template), {dest: "/home/runner/work/venv"})
+    assert (dest / "bin" / "pip").is_symlink()
+
+
+def test_the_template_is_made_fresh_or_not_at_all(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / "venv-template").symlink_to(target)
+    with pytest.raises(BoundaryError):
+        TemplateStart(sys.executable, tmp_path / "venv-template")
+    assert list(target.iterdir()) == []
+
+
+def test_the_template_is_a_venv_others_can_read(tmp_path: Path) -> None:
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    start = TemplateStart(python, tmp_path / "venv-template")
+    made = start.result()
+    assert made == str(tmp_path / "venv-template" / "venv")
+    assert (tmp_path / "venv-template").stat().st_mode & 0o777 == 0o755
+    pip = Path(made) / "bin" / "pip"
+    assert pip.stat().st_mode & 0o005 == 0o005  # every check's uid reads and runs it
+    done = subprocess.run(
+        [f"{made}/bin/python", "-m", "pip", "--version"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_link_planted_as_the_spool_is_never_written_through(tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.write_text("root's file\n")
+    spool = tmp_path / "install.tar"
+    spool.symlink_to(target)
+    with pytest.raises(FileExistsError):
+        create_spool(spool)
+    assert target.read_text() == "root's file\n"
+
+
+def test_a_spool_that_is_no_plain_file_is_not_read(tmp_path: Path) -> None:
+    (tmp_path / "target").write_text("root's file\n")
+    (tmp_path / "link.tar").symlink_to(tmp_path / "target")
+    with pytest.raises(JailError, match="cannot be opened"):
+        open_spool(tmp_path / "link.tar")
+    os.mkfifo(tmp_path / "fifo.tar")
+    with pytest.raises(JailError, match="not a regular file"):
+        open_spool(tmp_path / "fifo.tar")  # and never blocks on it
+    with pytest.raises(JailError, match="not packed"):
+        open_spool(tmp_path / "missing.tar")
+
+
+def test_a_spool_is_read_by_every_check_from_its_start(tmp_path: Path) -> None:
+    fd = create_spool(tmp_path / "install.tar")
+    os.write(fd, b"packed once")
+    os.close(fd)
+    readers = [open_spool(tmp_path / "install.tar") for _ in range(3)]
+    try:
+        assert [os.read(r, 64) for r in readers] == [b"packed once"] * 3
+    finally:
+        for r in readers:
+            os.close(r)
+
+
+def test_the_split_tells_set_up_from_commands(tmp_path: Path) -> None:
+    check = Timeline()
+    check.add("harness start", 10.5, 10.6)
+    check.add("receive install", 10.6, 11.6)
+    check.add("test command", 11.6, 13.6)
+    check.write(tmp_path / "tests.timings")
+    run = Timeline()
+    run.add("prepare", 0.0, 1.0)
+    run.add("arm", 1.0, 3.0)
+    run.add("arm/proxy", 1.0, 2.0)
+    run.add("check/tests", 10.0, 14.0)
+    run.extend(tmp_path / "tests.timings", "check/tests/")
+    run.extend(tmp_path / "missing.timings", "check/probes/")  # a check that wrote none
+    record = timing_record(run, 0.0)
+    assert json.loads(json.dumps(record)) == record
+    got = dict(split(record))
+    assert got["prepare"] == pytest.approx(1.0)
+    assert got["arm/proxy"] == pytest.approx(1.0)
+    assert got["tests/python"] == pytest.approx(0.5)  # spawned at 10.0, its code ran at 10.5
+    assert got["tests/commands"] == pytest.approx(2.0)
+    assert got["tests/set-up"] == pytest.approx(2.0)  # 4 s in all, 2 of them its command
+    assert got["tests/receive install"] == pytest.approx(1.0)
+
+
+def test_a_timeline_that_is_not_one_adds_nothing(tmp_path: Path) -> None:
+    (tmp_path / "bad.timings").write_text('{"name": "x"}')
+    (tmp_path / "worse.timings").write_text('[{"name": "x", "start": "soon"}, 3]')
+    run = Timeline()
+    run.extend(tmp_path / "bad.timings", "check/x/")
+    run.extend(tmp_path / "worse.timings", "check/x/")
+    assert run.spans == []
