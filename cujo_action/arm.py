@@ -90,6 +90,12 @@ BASE_NICE = 10
 VENV_CHECKS: tuple[CheckName, ...] = ("install", "detonation", "base")
 
 
+def base_runs() -> bool:
+    """Return whether the base is installed and tested beside the head (``CUJO_BASE=off``
+    leaves it out, to measure what it costs; nothing is then "also at base")."""
+    return os.environ.get("CUJO_BASE", "on") != "off"
+
+
 def label(check: str, phase: str) -> str:
     """Return the proxy label of a check's phase."""
     return f"{check}/{phase}"
@@ -430,7 +436,8 @@ def stage(
             # As actions/checkout leaves it: the origin on GitHub, the token's extraheader.
             write_below(checkout, ".git/config", checkout_config(job, decoys), 0o644)
         ecosystem = plan.base_ecosystem if check == "base" else plan.ecosystem
-        if venv_template and check in VENV_CHECKS and ecosystem != "node":
+        wanted = check != "base" or base_runs()  # no copy for a base that will not run
+        if venv_template and check in VENV_CHECKS and ecosystem != "node" and wanted:
             venvs[home / "work" / "venv"] = f"{inside_home or home}/work/venv"
         uid, gid = owners[check]
         areas[check] = CheckArea(

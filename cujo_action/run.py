@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from cujo_action.arm import Harness, arm
+from cujo_action.arm import Harness, arm, base_runs
 from cujo_action.boundary import BoundaryError
 from cujo_action.bundle import (
     attach_egress,
@@ -400,7 +400,7 @@ def _run(
         # CUJO_BASE=off leaves it out (to measure what it costs; nothing is then "also at
         # base").
         at_base: _Check | None = None
-        if os.environ.get("CUJO_BASE", "on") != "off":
+        if base_runs():
             at_base = _Check("base", context, out, timeouts.install + timeouts.test)
             started_checks.append(at_base)
         else:
