@@ -15,7 +15,7 @@ from pathlib import Path
 
 from cujo_action.bundle import egress_for, write_manifest
 from cujo_action.egress import parse_egress_log
-from cujo_action.schema import Manifest, Plan, Report
+from cujo_action.schema import ALL_CHECKS, Manifest, Plan, Report
 
 EGRESS = "evidence/egress.jsonl"
 
@@ -36,8 +36,9 @@ def strip_decoys(out: Path) -> int:
     log.write_bytes(b"".join(kept))
     plan = Plan.model_validate_json((out / "plan.json").read_bytes())
     lines, _ = parse_egress_log(log.read_bytes())
-    for path in sorted(out.glob("*.json")):
-        if path.name in ("plan.json", "manifest.json"):
+    for check in ALL_CHECKS:
+        path = out / f"{check}.json"
+        if not path.is_file():
             continue
         report = Report.model_validate_json(path.read_bytes())
         egress, _ = egress_for(report.check, lines, plan.policy.egress_allow)
