@@ -370,6 +370,17 @@ class ReviewRequestRow(Base):
     run_id: Mapped[str | None] = mapped_column(String(64))
 
 
+class IntakeCursorRow(Base):
+    """How far the record has taken deliveries from its intake queue (SQLite; intake.py)."""
+
+    __tablename__ = "intake_cursor"
+
+    # The queue file this record takes from: a queue that is replaced or lost is refused.
+    queue_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    # Every queued delivery up to this sequence number is in `deliveries`.
+    taken_seq: Mapped[int] = mapped_column(BigInteger)
+
+
 MIGRATIONS = Path(__file__).parent.parent / "migrations"
 # The first revision: the tables as `create_all` made them before there were migrations.
 FIRST_REVISION = "0001"

@@ -1,0 +1,272 @@
+"""The intake queue: a SQLite file beside the record that only the webhook writes.
+
+SQLite lets one connection write a file at a time, and the workers' transactions
+(claims, runs, the outbox) held the record's lock while the webhook waited to record a
+delivery before its 202. So a record in a SQLite file gets a queue file of its own,
+``<record>.intake<suffix>`` (``cujo.db`` → ``cujo.intake.db``), in WAL: the webhook
+appends each batch of deliveries to it with one synced commit and nothing else writes
+it. Workers read it, which takes no lock, and take its new rows into the record's
+``deliveries`` inside the transaction of their claim, moving the record's cursor
+(``intake_cursor``) past them; from there a delivery is leased, finished and retried in
+the record as before. The webhook drops the rows the record has taken as it appends.
+
+Nothing answered 202 is lost: a row leaves the queue only once the record holds it, and
+a taken delivery is marked done only after what its handlers wrote is committed. The
+record keeps every delivery id it took, so a redelivery of one (after the queue dropped
+it) is taken as nothing. PostgreSQL records, and SQLite in memory or at a ``file:``
+URI, keep their deliveries in the record itself: there is no queue.
+
+The record names the queue it takes from (``queue_identity``): a queue that is missing,
+unreadable or another record's is refused with the way out, never silently made anew,
+since it may hold deliveries that were answered 202 and not yet taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.util import CommandError
+from sqlalchemy import (
+    BigInteger,
+    Engine,
+    Integer,
+    LargeBinary,
+    MetaData,
+    RowMapping,
+    String,
+    delete,
+    func,
+    insert,
+    select,
+)
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import DatabaseError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from .engine import _engine_for
+from .records import NewDelivery
+from .schema import (
+    _BEGIN_OPTION,
+    MIGRATIONS,
+    DeliveryRow,
+    IntakeCursorRow,
+    StoreError,
+    UTCDateTime,
+)
+
+INTAKE_MIGRATIONS = MIGRATIONS / "intake"
+# Its own version table: a queue file mistaken for a record (or the reverse) is told apart.
+VERSION_TABLE = "intake_version"
+# A claim takes at most this many queued deliveries into the record at once.
+TAKE_AT_ONCE = 256
+_FIX = "start an empty queue with `cujo relay migrate --new-intake`"
+
+
+class IntakeError(StoreError):
+    """The intake queue beside a SQLite record is missing, unreadable or not the record's."""
+
+
+class IntakeBase(DeclarativeBase):
+    """The declarative base of the intake queue; its own Alembic migrations build it."""
+
+    metadata = MetaData(
+        naming_convention={
+            "uq": "uq_%(table_name)s_%(column_0_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
+
+
+class QueuedRow(IntakeBase):
+    """One verified delivery, appended by the webhook before its 202."""
+
+    __tablename__ = "queue"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    id: Mapped[str] = mapped_column(String(64), unique=True)  # X-GitHub-Delivery
+    event: Mapped[str] = mapped_column(String(64))
+    action: Mapped[str | None] = mapped_column(String(64))
+    repo: Mapped[str | None] = mapped_column(String(256))
+    installation_id: Mapped[int | None] = mapped_column(BigInteger)
+    body: Mapped[bytes] = mapped_column(LargeBinary)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    __table_args__ = ({"sqlite_autoincrement": True},)
+
+
+class QueueIdentityRow(IntakeBase):
+    """The queue's id, made with the file; the record keeps it in ``intake_cursor``."""
+
+    __tablename__ = "queue_identity"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+
+
+def intake_path(url: str) -> Path | None:
+    """Return where the queue of the record at ``url`` lives; None when it has none."""
+    parsed = make_url(url)
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
+        return None
+    if database.startswith("file:"):
+        return None  # a URI may name memory or a shared cache: the record holds its queue
+    path = Path(database).expanduser()
+    return path.with_name(f"{path.stem}.intake{path.suffix}")
+
+
+class IntakeQueue:
+    """The queue file: the webhook appends to it, workers read after a sequence number."""
+
+    def __init__(self, path: Path, *, sync_every_commit: bool) -> None:
+        """Open (making or migrating) the queue at ``path``."""
+        self.path = path
+        self._engine = _engine_for(f"sqlite:///{path}", sync_every_commit=sync_every_commit)
+        self._writer = self._engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
+        self._dropped_through = 0
+        try:
+            config = Config()
+            config.set_main_option("script_location", str(INTAKE_MIGRATIONS))
+            with self._writer.begin() as connection:
+                config.attributes["connection"] = connection
+                command.upgrade(config, "head")
+            with self._read() as connection:
+                identity = connection.scalar(select(QueueIdentityRow.id))
+        except BaseException:
+            self._engine.dispose()
+            raise
+        if identity is None:
+            self._engine.dispose()
+            raise IntakeError(f"the intake queue {path} has no identity: it was not made by Cujo")
+        self.identity: str = identity
+
+    def close(self) -> None:
+        """Release the queue's connections."""
+        self._engine.dispose()
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self._engine.begin() as connection:
+            yield connection
+
+    def append(
+        self, deliveries: Sequence[NewDelivery], now: datetime, *, drop_through: int
+    ) -> set[str]:
+        """Append deliveries with one commit; return the ids it had not held before.
+
+        Rows up to ``drop_through`` (the record holds them) are dropped in the same commit.
+        """
+        rows = [{**new.columns(), "received_at": now} for new in deliveries]
+        statement = (
+            sqlite_insert(QueuedRow)
+            .on_conflict_do_nothing(index_elements=["id"])
+            .returning(QueuedRow.id)
+        )
+        with self._writer.begin() as connection:
+            if drop_through > self._dropped_through:
+                connection.execute(delete(QueuedRow).where(QueuedRow.seq <= drop_through))
+            inserted = set(connection.scalars(statement, rows)) if rows else set()
+        self._dropped_through = max(self._dropped_through, drop_through)
+        return inserted
+
+    def after(self, seq: int, limit: int = TAKE_AT_ONCE) -> list[RowMapping]:
+        """Return up to ``limit`` queued deliveries after ``seq``, in the order they came."""
+        query = select(QueuedRow.__table__).where(QueuedRow.seq > seq).order_by(QueuedRow.seq)
+        with self._read() as connection:
+            return list(connection.execute(query.limit(limit)).mappings())
+
+    def ids_after(self, seq: int) -> list[str]:
+        """Return the ids of every queued delivery after ``seq``."""
+        query = select(QueuedRow.id).where(QueuedRow.seq > seq).order_by(QueuedRow.seq)
+        with self._read() as connection:
+            return list(connection.scalars(query))
+
+    def get(self, delivery_id: str) -> RowMapping | None:
+        """Return the queued delivery ``delivery_id``, if the queue holds it."""
+        with self._read() as connection:
+            query = select(QueuedRow.__table__).where(QueuedRow.id == delivery_id)
+            return connection.execute(query).mappings().first()
+
+    def count(self) -> int:
+        """Return how many deliveries the queue holds."""
+        with self._read() as connection:
+            return int(connection.scalar(select(func.count()).select_from(QueuedRow)) or 0)
+
+
+def take_into(session: Session, queued: Sequence[RowMapping]) -> None:
+    """Add queued deliveries to the record's ``deliveries`` as pending (known ids: nothing)."""
+    session.execute(
+        sqlite_insert(DeliveryRow).on_conflict_do_nothing(index_elements=["id"]),
+        [
+            {
+                "id": row["id"],
+                "event": row["event"],
+                "action": row["action"],
+                "installation_id": row["installation_id"],
+                "repo": row["repo"],
+                "body": row["body"],
+                "state": "pending",
+                "attempts": 0,
+                "received_at": row["received_at"],
+                "available_at": row["received_at"],
+            }
+            for row in queued
+        ],
+    )
+
+
+def open_intake(
+    url: str, record: Engine, *, sync_every_commit: bool, new_intake: bool = False
+) -> IntakeQueue | None:
+    """Open the queue of the record at ``url`` (None when it has none), checked against it.
+
+    ``record`` is the record's writing engine: the check holds the record's write lock, so
+    processes starting at once adopt the same queue. ``new_intake`` starts an empty queue
+    for a record whose queue is gone (the file must not be there any more).
+    """
+    path = intake_path(url)
+    if path is None:
+        return None
+    with record.begin() as connection:
+        cursor = connection.execute(
+            select(IntakeCursorRow.queue_id, IntakeCursorRow.taken_seq)
+        ).first()
+        if new_intake:
+            if path.exists():
+                raise IntakeError(
+                    f"the intake queue {path} is still there; --new-intake starts an empty "
+                    "one only once it is gone: deliveries in it not yet taken would be lost. "
+                    "Move it aside first"
+                )
+            connection.execute(delete(IntakeCursorRow))
+            cursor = None
+        if cursor is not None and not path.exists():
+            raise IntakeError(
+                f"the intake queue {path} is missing: the record took deliveries from it "
+                f"(up to #{cursor.taken_seq}), and any answered 202 but not yet taken were "
+                f"in it. Put it back from a backup, or, if it is gone for good, {_FIX} "
+                "(GitHub can redeliver what was lost)"
+            )
+        try:
+            queue = IntakeQueue(path, sync_every_commit=sync_every_commit)
+        except (DatabaseError, CommandError) as exc:
+            why = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+            raise IntakeError(
+                f"the intake queue {path} cannot be read ({why}). Move it aside (sqlite3's "
+                f"`.recover` can save what it holds), then {_FIX}"
+            ) from None
+        if cursor is None:
+            connection.execute(insert(IntakeCursorRow).values(queue_id=queue.identity, taken_seq=0))
+        elif cursor.queue_id != queue.identity:
+            queue.close()
+            raise IntakeError(
+                f"the intake queue {path} is not the one the record takes from (it is queue "
+                f"{queue.identity}, the record's is {cursor.queue_id}). Put the record's own "
+                f"queue back, or move this one aside and {_FIX}"
+            )
+    return queue
