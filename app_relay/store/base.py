@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Self
 
 from sqlalchemy import (
@@ -76,6 +77,11 @@ class StoreBase:
         except BaseException:
             self._engine.dispose()
             raise
+
+    @property
+    def intake_path(self) -> Path | None:
+        """Return the intake queue file beside a SQLite record (None: the record holds it)."""
+        return self._intake.path if self._intake is not None else None
 
     def close(self) -> None:
         """Release the database connections."""
