@@ -105,10 +105,12 @@ class StoreBase:
         with self._reads.begin() as session:
             yield session
 
-    def _hold_delivery(self, session: Session, delivery_id: str) -> None:
+    def _hold_delivery(self, session: Session, delivery_id: str | None) -> None:
         # A delivery still in the intake queue joins the record before a row refers to it:
         # handlers run after a claim took it, but tools and tests may call them sooner.
-        if self._intake is None or session.get(DeliveryRow, delivery_id) is not None:
+        if self._intake is None or delivery_id is None:
+            return
+        if session.get(DeliveryRow, delivery_id) is not None:
             return
         queued = self._intake.get(delivery_id)
         if queued is not None:
