@@ -111,6 +111,28 @@ def test_a_claim_takes_queued_deliveries_into_the_record_and_the_webhook_drops_t
         assert store.count_deliveries("pending") == 1
 
 
+def test_a_body_is_written_once_and_stays_queued_until_its_delivery_is_finished(
+    url: str,
+) -> None:
+    with Store(url) as store:
+        record(store, "d-1")
+        [claimed] = store.claim_deliveries("w", 30, limit=8)
+        assert claimed.body == OPENED  # read back from the queue
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as raw:
+            assert raw.execute("SELECT body FROM deliveries").fetchall() == [(b"",)]
+        record(store, "d-2")
+        assert queued_ids(url) == ["d-1", "d-2"]  # d-1 is still being worked
+        assert store.get_delivery("d-1").body == OPENED
+        store.finish_delivery("d-1", ok=False, detail="GitHub was down", retry_in_s=0)
+        record(store, "d-3")
+        assert queued_ids(url) == ["d-1", "d-2", "d-3"]  # to be retried: still needed
+        [retried] = store.claim_deliveries("w", 30, limit=1)
+        assert (retried.id, retried.body, retried.attempts) == ("d-1", OPENED, 2)
+        store.finish_delivery("d-1", ok=True)
+        record(store, "d-4")
+        assert queued_ids(url) == ["d-2", "d-3", "d-4"]
+
+
 # A worker in a process of its own: it claims (taking the queue's rows into the record),
 # optionally runs the handlers, says so, and waits on its stdin for the SIGKILL.
 DOOMED = """

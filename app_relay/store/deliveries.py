@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from sqlalchemy import (
     and_,
+    func,
     or_,
     select,
     update,
@@ -111,6 +113,14 @@ class DeliveriesStore(StoreBase):
         with self._read() as session:
             taken = set(session.scalars(select(DeliveryRow.id).where(DeliveryRow.id.in_(ids))))
             through = session.scalar(select(IntakeCursorRow.taken_seq)) or 0
+            # A queued body goes once the record has finished its delivery.
+            unfinished = session.scalar(
+                select(func.min(DeliveryRow.queue_seq)).where(
+                    DeliveryRow.state.in_(("pending", "working"))
+                )
+            )
+        if unfinished is not None:
+            through = min(through, unfinished - 1)
         fresh = [new for new in deliveries if new.id not in taken]
         return self._intake.append(fresh, now, drop_through=through)
 
@@ -127,6 +137,13 @@ class DeliveriesStore(StoreBase):
             return
         take_into(session, queued)
         cursor.taken_seq = queued[-1]["seq"]
+
+    def _queued_bodies(self, rows: Sequence[DeliveryRow]) -> dict[int | None, bytes]:
+        # A delivery taken from the intake queue left its body there (intake.py).
+        seqs = [row.queue_seq for row in rows if row.queue_seq is not None]
+        if self._intake is None or not seqs:
+            return {}
+        return self._intake.bodies(seqs)
 
     def _untaken(self) -> list[str]:
         # Queued deliveries the record has not taken yet (they count as pending).
@@ -206,14 +223,26 @@ class DeliveriesStore(StoreBase):
                     .with_for_update(skip_locked=True)
                 )
             )
+            bodies = self._queued_bodies(rows)
+            claimed: list[Delivery] = []
             for row in rows:
+                if row.queue_seq is not None and row.queue_seq not in bodies:
+                    row.state, row.worker_id, row.lease_until, row.done_at = (
+                        "failed",
+                        None,
+                        None,
+                        now,
+                    )
+                    row.error = "its body was in an intake queue that is gone (--new-intake)"
+                    continue
                 if row.state == "working":
                     row.error = f"taken over from {row.worker_id}, whose lease ran out"
                 row.state = "working"
                 row.worker_id = worker_id
                 row.lease_until = now + timedelta(seconds=lease_s)
                 row.attempts += 1
-            return [_delivery(row) for row in rows]
+                claimed.append(replace(_delivery(row), body=bodies.get(row.queue_seq, row.body)))
+            return claimed
 
     def renew_lease(self, delivery_id: str, worker_id: str, lease_s: float) -> bool:
         """Extend a worker's lease on a delivery; return False if it no longer holds it."""
@@ -309,7 +338,8 @@ class DeliveriesStore(StoreBase):
         with self._read() as session:
             row = session.get(DeliveryRow, delivery_id)
             if row is not None:
-                return _delivery(row)
+                body = self._queued_bodies([row]).get(row.queue_seq, row.body)
+                return replace(_delivery(row), body=body)
         queued = self._intake.get(delivery_id) if self._intake is not None else None
         if queued is None:
             raise UnknownDelivery(f"no delivery {delivery_id!r}")
@@ -327,6 +357,7 @@ class DeliveriesStore(StoreBase):
             worker_id=None,
             lease_until=None,
             done_at=None,
+            queue_seq=queued["seq"],
         )
 
     def count_deliveries(self, *states: DeliveryState) -> int:

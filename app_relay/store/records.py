@@ -93,6 +93,7 @@ class Delivery:
     worker_id: str | None
     lease_until: datetime | None
     done_at: datetime | None
+    queue_seq: int | None = None  # its number in the intake queue, which holds its body
 
 
 @dataclass(frozen=True)

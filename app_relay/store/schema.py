@@ -193,6 +193,9 @@ class DeliveryRow(Base):
     worker_id: Mapped[str | None] = mapped_column(String(128))
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
     done_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # Taken from the intake queue (SQLite, intake.py): its number there. The body stays in
+    # the queue until the delivery is finished, and ``body`` here is empty.
+    queue_seq: Mapped[int | None] = mapped_column(BigInteger)
 
     __table_args__ = (Index("ix_deliveries_state", "state", "received_at"),)
 

@@ -1,4 +1,5 @@
-"""intake cursor: how far a SQLite record has taken deliveries from its intake queue
+"""intake cursor: how far a SQLite record has taken deliveries from its intake queue, and
+each taken delivery's number there (its body stays in the queue until it is finished)
 
 Revision ID: 0008
 Revises: 0007
@@ -26,8 +27,12 @@ def upgrade() -> None:
         sa.Column("taken_seq", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("queue_id", name=op.f("pk_intake_cursor")),
     )
+    with op.batch_alter_table("deliveries", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("queue_seq", sa.BigInteger(), nullable=True))
 
 
 def downgrade() -> None:
     """Revert this revision."""
+    with op.batch_alter_table("deliveries", schema=None) as batch_op:
+        batch_op.drop_column("queue_seq")
     op.drop_table("intake_cursor")
