@@ -229,8 +229,10 @@ class IntakeQueue:
         return inserted
 
     def after(self, seq: int, limit: int = TAKE_AT_ONCE) -> list[RowMapping]:
-        """Return up to ``limit`` queued deliveries after ``seq``, in the order they came."""
-        query = select(QueuedRow.__table__).where(QueuedRow.seq > seq).order_by(QueuedRow.seq)
+        """Return up to ``limit`` queued deliveries after ``seq`` (no bodies), in order."""
+        # Without the bodies: the record takes the rows, the bodies stay here.
+        columns = [c for c in QueuedRow.__table__.c if c.name != "body"]
+        query = select(*columns).where(QueuedRow.seq > seq).order_by(QueuedRow.seq)
         with self._read() as connection:
             return list(connection.execute(query.limit(limit)).mappings())
 
