@@ -599,8 +599,13 @@ def main(argv: list[str] | None = None) -> int:
         "work", help="work recorded deliveries (started by `serve`; several may share a record)"
     )
     work.add_argument("--workers", type=int, default=4, help="deliveries worked at once")
-    relay_sub.add_parser(
+    mig = relay_sub.add_parser(
         "migrate", help="bring the record (CUJO_DATABASE_URL) to the newest revision and exit"
+    )
+    mig.add_argument(
+        "--new-intake",
+        action="store_true",
+        help="start an empty intake queue beside a SQLite record whose queue file is gone",
     )
     add_register_parser(relay_sub)
     brd = sub.add_parser("board", help="watch the local record's runs in a browser")
@@ -622,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
         from app_relay import serve as relay_process  # noqa: PLC0415  (loads the web stack)
 
         if args.relay_command == "migrate":
-            return relay_process.migrate()
+            return relay_process.migrate(args)
         if args.relay_command == "serve":
             return relay_process.serve(args)
         return relay_process.work(args)

@@ -38,7 +38,7 @@ from .model import model_client_from_env
 from .runners import ActionsRunner
 from .runs import RunCoordinator
 from .settings import RelaySettings, SettingsError, load_settings
-from .store import Store
+from .store import IntakeError, Store
 from .workers import PoolConfig, WorkerPool
 
 log = logging.getLogger(__name__)
@@ -60,11 +60,15 @@ def _settings(command: str) -> RelaySettings:
         raise Refused(f"cujo relay {command}: {exc}", 2) from None
 
 
-def _store(command: str, settings: RelaySettings) -> Store:
+def _store(command: str, settings: RelaySettings, *, new_intake: bool = False) -> Store:
     try:
         # The worker process never answers a webhook: its commits need not each wait for
         # the disk (see Store), and the webhook's then do not wait behind them.
-        return Store(settings.database_url, sync_every_commit=command != "work")
+        return Store(
+            settings.database_url, sync_every_commit=command != "work", new_intake=new_intake
+        )
+    except IntakeError as exc:
+        raise Refused(f"cujo relay {command}: {exc}", 3) from None
     except (OSError, SQLAlchemyError) as exc:
         raise Refused(
             f"cujo relay {command}: cannot open the record {shown_url(settings.database_url)}: "
@@ -167,16 +171,21 @@ def _signals_set(stopped: threading.Event) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def migrate() -> int:
-    """Bring the record to the newest revision (what every relay does as it starts)."""
+def migrate(args: argparse.Namespace) -> int:
+    """Bring the record (and its intake queue) to the newest revision, as every relay does."""
     try:
         settings = _settings("migrate")
-        store = _store("migrate", settings)
+        store = _store("migrate", settings, new_intake=args.new_intake)
     except Refused as exc:
         print(exc, file=sys.stderr)
         return exc.code
+    queue = store.intake_path
     store.close()
-    print(f"cujo relay: the record {shown_url(settings.database_url)} is at the newest revision")
+    print(
+        f"cujo relay: the record {shown_url(settings.database_url)}"
+        + (f" and its intake queue {queue} are" if queue is not None else " is")
+        + " at the newest revision"
+    )
     return 0
 
 

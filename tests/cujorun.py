@@ -23,6 +23,23 @@ CUJO = Path(sys.executable).with_name("cujo")
 REVIEW_TIMEOUT_S = 600.0
 
 
+def cujo_relay(*args: str, database_url: str) -> subprocess.CompletedProcess[str]:
+    """Run `cujo relay ARGS` over the record at ``database_url`` with a made-up App."""
+    from fakegithub import make_key
+
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": "/nonexistent",
+        "CUJO_APP_ID": "1",
+        "CUJO_PRIVATE_KEY": make_key().private_pem,
+        "CUJO_WEBHOOK_SECRET": "relay-cli-test-secret",
+        "CUJO_DATABASE_URL": database_url,
+    }
+    return subprocess.run(
+        [str(CUJO), "relay", *args], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
 @dataclass(frozen=True)
 class Review:
     """One finished `cujo review`: its exit code, output and where its record and bundle are."""

@@ -8,8 +8,6 @@ relays share.
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,8 +16,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from cujorun import CUJO
-from fakegithub import make_key
+from cujorun import cujo_relay
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine
@@ -285,17 +282,7 @@ def test_the_migrations_build_exactly_the_models(store: Store, database_url: str
 def test_cujo_relay_migrate_brings_an_empty_record_to_the_newest_revision(
     database_url: str,
 ) -> None:
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": "/nonexistent",
-        "CUJO_APP_ID": "1",
-        "CUJO_PRIVATE_KEY": make_key().private_pem,
-        "CUJO_WEBHOOK_SECRET": "migrate-test-secret",
-        "CUJO_DATABASE_URL": database_url,
-    }
-    done = subprocess.run(
-        [str(CUJO), "relay", "migrate"], env=env, capture_output=True, text=True, timeout=120
-    )
+    done = cujo_relay("migrate", database_url=database_url)
     assert done.returncode == 0, done.stderr
     assert "newest revision" in done.stdout
     engine = create_engine(database_url)

@@ -7,7 +7,9 @@ migrations in ``migrations/`` build; ``create_schema`` runs ``upgrade head`` on 
 
 Deliveries are a durable queue: ``record_delivery`` (the webhook, before its 202),
 ``claim_delivery`` (a worker takes one under a lease), ``finish_delivery``. A worker
-that dies leaves its lease to expire, and another worker takes the delivery over.
+that dies leaves its lease to expire, and another worker takes the delivery over. A
+record in a SQLite file keeps the webhook's side of that queue in a file of its own
+beside it, so recording a delivery never waits for a worker's write (intake.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from .base import StoreBase
 from .board import BoardReads
 from .commands import CommandsStore
 from .deliveries import DeliveriesStore
+from .intake import IntakeError, intake_path
 from .outbox import OutboxStore
 from .records import (
     CommandRecord,
@@ -110,6 +113,7 @@ __all__ = [
     "EffectState",
     "FindingRow",
     "Finished",
+    "IntakeError",
     "Intent",
     "Mode",
     "NewDelivery",
@@ -133,4 +137,5 @@ __all__ = [
     "UnknownState",
     "Verb",
     "create_schema",
+    "intake_path",
 ]

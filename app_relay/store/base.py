@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Self
 
 from sqlalchemy import (
@@ -22,12 +23,14 @@ from app_relay.decide.verdict import (
 from cujo_action.schema import MAX_TAIL, clip, utcnow
 
 from .engine import _engine_for
+from .intake import IntakeQueue, open_intake, take_into
 from .records import Intent, RunRecord
 from .schema import (
     _BEGIN_OPTION,
     _LANES,
     CommandOutcome,
     CommandRow,
+    DeliveryRow,
     EffectRow,
     FindingRow,
     RunEventRow,
@@ -49,12 +52,15 @@ class StoreBase:
         *,
         clock: Callable[[], datetime] = utcnow,
         sync_every_commit: bool = True,
+        new_intake: bool = False,
     ) -> None:
         """Open the record at ``url`` (migrating it to the newest revision).
 
         ``sync_every_commit=False`` (SQLite only) is for processes that never answer a
         webhook: their commits are ordered and atomic but not each synced to disk, so the
-        webhook's own syncs do not queue behind theirs.
+        webhook's own syncs do not queue behind theirs. A record in a SQLite file opens
+        its intake queue beside it (intake.py); ``new_intake`` starts an empty one for a
+        record whose queue is gone.
         """
         self.url = url
         self._clock = clock
@@ -62,10 +68,25 @@ class StoreBase:
         writer = self._engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
         self._reads = sessionmaker(bind=self._engine, expire_on_commit=False)
         self._writes = sessionmaker(bind=writer, expire_on_commit=False)
-        create_schema(writer)
+        self._intake: IntakeQueue | None = None
+        try:
+            create_schema(writer)
+            self._intake = open_intake(
+                url, writer, sync_every_commit=sync_every_commit, new_intake=new_intake
+            )
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    @property
+    def intake_path(self) -> Path | None:
+        """Return the intake queue file beside a SQLite record (None: the record holds it)."""
+        return self._intake.path if self._intake is not None else None
 
     def close(self) -> None:
         """Release the database connections."""
+        if self._intake is not None:
+            self._intake.close()
         self._engine.dispose()
 
     def __enter__(self) -> Self:
@@ -83,6 +104,17 @@ class StoreBase:
     def _read(self) -> Iterator[Session]:
         with self._reads.begin() as session:
             yield session
+
+    def _hold_delivery(self, session: Session, delivery_id: str | None) -> None:
+        # A delivery still in the intake queue joins the record before a row refers to it:
+        # handlers run after a claim took it, but tools and tests may call them sooner.
+        if self._intake is None or delivery_id is None:
+            return
+        if session.get(DeliveryRow, delivery_id) is not None:
+            return
+        queued = self._intake.get(delivery_id)
+        if queued is not None:
+            take_into(session, [queued])
 
     def _count(self, column: Any, what: str, states: Sequence[str], allowed: Sequence[str]) -> int:
         for state in states:

@@ -53,6 +53,7 @@ class CommandsStore(StoreBase):
                 )
             )
             if row is None:
+                self._hold_delivery(session, delivery_id)
                 row = CommandRow(
                     delivery_id=delivery_id,
                     repo=clip(repo, 256),

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import timedelta
+from dataclasses import replace
+from datetime import datetime, timedelta
 
 from sqlalchemy import (
     and_,
+    func,
     or_,
     select,
     update,
@@ -15,11 +17,13 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from cujo_action.schema import clip
 
 from .base import StoreBase
 from .engine import _delivery
+from .intake import take_into
 from .records import Delivery, Finished, NewDelivery, ReviewRequest
 from .schema import (
     _SHA,
@@ -29,9 +33,11 @@ from .schema import (
     SESSION_KINDS,
     DeliveryRow,
     DeliveryState,
+    IntakeCursorRow,
     ReviewRequestRow,
     SessionKind,
     SessionRow,
+    StoreError,
     UnknownDelivery,
     UnknownSession,
     _require,
@@ -67,14 +73,20 @@ class DeliveriesStore(StoreBase):
         if not deliveries:
             return []
         now = self._clock()
+        if self._intake is not None:
+            inserted = self._queue_deliveries(deliveries, now)
+        else:
+            inserted = self._insert_deliveries(deliveries, now)
+        answers: list[bool] = []
+        for new in deliveries:
+            answers.append(new.id in inserted)
+            inserted.discard(new.id)  # the same id twice in one batch is new once
+        return answers
+
+    def _insert_deliveries(self, deliveries: Sequence[NewDelivery], now: datetime) -> set[str]:
         rows = [
             {
-                "id": new.id,
-                "event": new.event,
-                "action": new.action,
-                "installation_id": new.installation_id,
-                "repo": new.repo,
-                "body": bytes(new.body),
+                **new.columns(),
                 "state": "pending",
                 "attempts": 0,
                 "received_at": now,
@@ -91,12 +103,62 @@ class DeliveriesStore(StoreBase):
             .returning(DeliveryRow.id)
         )
         with self._write() as session:
-            inserted = set(session.scalars(statement, rows))
-        answers: list[bool] = []
-        for new in deliveries:
-            answers.append(new.id in inserted)
-            inserted.discard(new.id)  # the same id twice in one batch is new once
-        return answers
+            return set(session.scalars(statement, rows))
+
+    def _queue_deliveries(self, deliveries: Sequence[NewDelivery], now: datetime) -> set[str]:
+        # The record is only read here (WAL: no wait on its writers); the queue is written
+        # by this process alone, so the commit waits for nobody's lock.
+        assert self._intake is not None
+        ids = [new.id for new in deliveries]
+        with self._read() as session:
+            taken = set(session.scalars(select(DeliveryRow.id).where(DeliveryRow.id.in_(ids))))
+            through = session.scalar(select(IntakeCursorRow.taken_seq)) or 0
+            # A queued body goes once the record has finished its delivery.
+            unfinished = session.scalar(
+                select(func.min(DeliveryRow.queue_seq)).where(
+                    DeliveryRow.state.in_(("pending", "working"))
+                )
+            )
+        if unfinished is not None:
+            through = min(through, unfinished - 1)
+        fresh = [new for new in deliveries if new.id not in taken]
+        return self._intake.append(fresh, now, drop_through=through)
+
+    def _take_queued(self, session: Session) -> None:
+        # Inside a claim, under the record's write lock: the queue's new rows join
+        # `deliveries` and the cursor moves past them in one commit. An id the record
+        # already holds (a redelivery of one it took) is taken as nothing.
+        assert self._intake is not None
+        cursor = session.scalar(select(IntakeCursorRow).with_for_update())
+        if cursor is None:
+            raise StoreError("the record has no intake cursor; run `cujo relay migrate`")
+        queued = self._intake.after(cursor.taken_seq)
+        if not queued:
+            return
+        take_into(session, queued)
+        cursor.taken_seq = queued[-1]["seq"]
+
+    def _queued_bodies(self, rows: Sequence[DeliveryRow]) -> dict[int | None, bytes]:
+        # A delivery taken from the intake queue left its body there (intake.py).
+        seqs = [row.queue_seq for row in rows if row.queue_seq is not None]
+        if self._intake is None or not seqs:
+            return {}
+        return self._intake.bodies(seqs)
+
+    def _untaken(self) -> list[str]:
+        # Queued deliveries the record has not taken yet (they count as pending).
+        if self._intake is None:
+            return []
+        with self._read() as session:
+            through = session.scalar(select(IntakeCursorRow.taken_seq)) or 0
+            ids = self._intake.ids_after(through)
+            known: set[str] = set()
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                known.update(
+                    session.scalars(select(DeliveryRow.id).where(DeliveryRow.id.in_(chunk)))
+                )
+        return [delivery_id for delivery_id in ids if delivery_id not in known]
 
     def claim_delivery(
         self, worker_id: str, lease_s: float, *, max_attempts: int = MAX_DELIVERY_ATTEMPTS
@@ -127,6 +189,8 @@ class DeliveriesStore(StoreBase):
             raise ValueError("claim at least one delivery")
         now = self._clock()
         with self._write() as session:
+            if self._intake is not None:
+                self._take_queued(session)
             session.execute(
                 update(DeliveryRow)
                 .where(
@@ -159,14 +223,26 @@ class DeliveriesStore(StoreBase):
                     .with_for_update(skip_locked=True)
                 )
             )
+            bodies = self._queued_bodies(rows)
+            claimed: list[Delivery] = []
             for row in rows:
+                if row.queue_seq is not None and row.queue_seq not in bodies:
+                    row.state, row.worker_id, row.lease_until, row.done_at = (
+                        "failed",
+                        None,
+                        None,
+                        now,
+                    )
+                    row.error = "its body was in an intake queue that is gone (--new-intake)"
+                    continue
                 if row.state == "working":
                     row.error = f"taken over from {row.worker_id}, whose lease ran out"
                 row.state = "working"
                 row.worker_id = worker_id
                 row.lease_until = now + timedelta(seconds=lease_s)
                 row.attempts += 1
-            return [_delivery(row) for row in rows]
+                claimed.append(replace(_delivery(row), body=bodies.get(row.queue_seq, row.body)))
+            return claimed
 
     def renew_lease(self, delivery_id: str, worker_id: str, lease_s: float) -> bool:
         """Extend a worker's lease on a delivery; return False if it no longer holds it."""
@@ -261,13 +337,39 @@ class DeliveriesStore(StoreBase):
         """Return one delivery."""
         with self._read() as session:
             row = session.get(DeliveryRow, delivery_id)
-            if row is None:
-                raise UnknownDelivery(f"no delivery {delivery_id!r}")
-            return _delivery(row)
+            if row is not None:
+                body = self._queued_bodies([row]).get(row.queue_seq, row.body)
+                return replace(_delivery(row), body=body)
+        queued = self._intake.get(delivery_id) if self._intake is not None else None
+        if queued is None:
+            raise UnknownDelivery(f"no delivery {delivery_id!r}")
+        return Delivery(
+            id=queued["id"],
+            event=queued["event"],
+            action=queued["action"],
+            installation_id=queued["installation_id"],
+            repo=queued["repo"],
+            body=queued["body"],
+            state="pending",
+            attempts=0,
+            error=None,
+            received_at=queued["received_at"],
+            worker_id=None,
+            lease_until=None,
+            done_at=None,
+            queue_seq=queued["seq"],
+        )
 
     def count_deliveries(self, *states: DeliveryState) -> int:
-        """Return how many deliveries are in ``states`` (all of them when none are given)."""
-        return self._count(DeliveryRow.state, "delivery state", states, DELIVERY_STATES)
+        """Return how many deliveries are in ``states`` (all of them when none are given).
+
+        Those still in the intake queue count as pending; a count taken while a worker
+        takes them may miss the ones it takes at that moment.
+        """
+        counted = self._count(DeliveryRow.state, "delivery state", states, DELIVERY_STATES)
+        if states and "pending" not in states:
+            return counted
+        return counted + len(self._untaken())
 
     # ---------------------------------------------------------------- review requests
 
@@ -297,6 +399,7 @@ class DeliveriesStore(StoreBase):
                 return found
             if session.get(SessionRow, session_id) is None:
                 raise UnknownSession(f"no session {session_id!r}")
+            self._hold_delivery(session, delivery_id)
             row = ReviewRequestRow(
                 delivery_id=delivery_id,
                 session_id=session_id,

@@ -87,4 +87,5 @@ def _delivery(row: DeliveryRow) -> Delivery:
         worker_id=row.worker_id,
         lease_until=row.lease_until,
         done_at=row.done_at,
+        queue_seq=row.queue_seq,
     )

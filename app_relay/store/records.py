@@ -42,6 +42,17 @@ class NewDelivery:
     repo: str | None
     body: bytes
 
+    def columns(self) -> dict[str, Any]:
+        """Return the columns the record and the intake queue both keep of it."""
+        return {
+            "id": self.id,
+            "event": self.event,
+            "action": self.action,
+            "installation_id": self.installation_id,
+            "repo": self.repo,
+            "body": bytes(self.body),
+        }
+
     def check(self) -> None:
         """Raise ``ValueError`` unless every field fits the record."""
         if not self.id or len(self.id) > 64:
@@ -82,6 +93,7 @@ class Delivery:
     worker_id: str | None
     lease_until: datetime | None
     done_at: datetime | None
+    queue_seq: int | None = None  # its number in the intake queue, which holds its body
 
 
 @dataclass(frozen=True)

@@ -193,6 +193,9 @@ class DeliveryRow(Base):
     worker_id: Mapped[str | None] = mapped_column(String(128))
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
     done_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # Taken from the intake queue (SQLite, intake.py): its number there. The body stays in
+    # the queue until the delivery is finished, and ``body`` here is empty.
+    queue_seq: Mapped[int | None] = mapped_column(BigInteger)
 
     __table_args__ = (Index("ix_deliveries_state", "state", "received_at"),)
 
@@ -368,6 +371,17 @@ class ReviewRequestRow(Base):
     # What became of the request: the run it started, or why it was not reviewed.
     outcome: Mapped[str | None] = mapped_column(Text)
     run_id: Mapped[str | None] = mapped_column(String(64))
+
+
+class IntakeCursorRow(Base):
+    """How far the record has taken deliveries from its intake queue (SQLite; intake.py)."""
+
+    __tablename__ = "intake_cursor"
+
+    # The queue file this record takes from: a queue that is replaced or lost is refused.
+    queue_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    # Every queued delivery up to this sequence number is in `deliveries`.
+    taken_seq: Mapped[int] = mapped_column(BigInteger)
 
 
 MIGRATIONS = Path(__file__).parent.parent / "migrations"
