@@ -1,8 +1,8 @@
 """intake cursor: how far a SQLite record has taken deliveries from its intake queue, and
 each taken delivery's number there (its body stays in the queue until it is finished)
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0009
+Revises: 0008
 Create Date: 2026-11-30 19:30:00.000000
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008"
-down_revision = "0007"
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
