@@ -23,6 +23,7 @@ from pathlib import Path
 from cujo_action.arm import arm, base_python, isolation_unavailable
 from cujo_action.checks.harness import CheckRun
 from cujo_action.prepare import prepare
+from cujo_action.schema import Phase
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Bench",
@@ -70,31 +71,39 @@ def bare(repo: Path, install: str, test: str, python: str) -> None:
 
 
 def armed(repo: Path, install: str, test: str) -> str:
-    """Prepare, arm, and run install and test confined; return the isolation reached."""
+    """Prepare, arm, and run install and test confined and watched, as the install and
+    tests checks do (the same two commands as the bare side); return the isolation."""
     work = Path(tempfile.mkdtemp(prefix="cujo-bench-armed-"))
     try:
         with contextlib.redirect_stderr(io.StringIO()):
             plan = prepare(str(repo), "main", "main", f"bench-{secrets.token_hex(4)}",
                            work / "checkout")  # fmt: skip
             work.chmod(0o711)
-            (work / "checkout").chmod(0o711)
-            context, harness = arm(plan, work / "run")
+            (work / "checkout").chmod(0o700)
+            context, harness = arm(plan, work / "run", hide=[work])
             try:
-                context.give(Path(plan.head_dir))
+                # As the checks do it: install in the install's area, its tree handed to
+                # the tests' uid, the tests there.
                 setup = CheckRun("install", context, plan)
-                setup.make_venv(setup.venv)
-                for check, phase, cmd in (("install", "install", install), ("tests", "test", test)):
-                    run = setup if check == "install" else CheckRun(check, context, plan)
-                    outcome = run.run(cmd, phase=phase, timeout=600, cwd=Path(plan.head_dir),
-                                      venv=setup.venv)  # fmt: skip
-                    run.finish("ok", "")
-                    if outcome.exit_code != 0:
-                        raise SystemExit(f"bench: `{cmd}` failed armed:\n{outcome.stderr_tail}")
+                setup.make_venv(setup.venv)  # nothing to do where arm staged the template
+                _confined(setup, install, "install")
+                setup.pack_install()
+                setup.finish("ok", "")
+                tests = CheckRun("tests", context, plan)
+                tests.receive_install()
+                _confined(tests, test, "test")
+                tests.finish("ok", "")
             finally:
                 harness.stop()
         return context.isolation
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _confined(run: CheckRun, cmd: str, phase: Phase) -> None:
+    outcome = run.run(cmd, phase=phase, timeout=600, cwd=run.src, venv=run.venv)
+    if outcome.exit_code != 0:
+        raise SystemExit(f"bench: `{cmd}` failed armed:\n{outcome.stderr_tail}")
 
 
 def compare(label: str, repo: Path, install: str, test: str, rounds: int) -> None:
