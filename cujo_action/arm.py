@@ -70,7 +70,7 @@ from cujo_action.proxy import (
 )
 from cujo_action.schema import ALL_CHECKS, REGISTRY_HOSTS, CheckName, Isolation, Phase, Plan
 from cujo_action.timing import Timeline
-from cujo_action.venvs import TemplateStart, place_venvs
+from cujo_action.venvs import place_venvs, template_for
 
 # One proxy port per (check, phase): the port a request arrives on names who sent it.
 LABELS: tuple[tuple[CheckName, Phase], ...] = (
@@ -405,6 +405,7 @@ def stage(
     job: JobIdentity,
     *,
     venv_template: str = "",
+    venv_made_at: str = "",
     inside_home: str = "",
 ) -> dict[str, CheckArea]:
     """Give each check its own HOME (decoys seeded) and copy of the head, before any PR code.
@@ -445,7 +446,7 @@ def stage(
             venv_staged=home / "work" / "venv" in venvs,
         )  # fmt: skip
     if venvs:
-        place_venvs(venv_template, venvs)  # all at once
+        place_venvs(venv_template, venvs, made_at=venv_made_at or None)  # all at once
     for area in areas.values():
         if area.uid is not None and area.gid is not None:
             hand_over(Path(area.home), area.uid, area.gid)
@@ -482,8 +483,9 @@ def arm(
     run_dir.chmod(0o711)  # the sandbox user may pass through, never list or read
     # The one venv the checks copy, made while the proxy starts (as root only: where the
     # harness is not root, each check makes its own as the harness's user).
+    # Kept from an earlier run on this machine where root has one (venvs.template_for).
     template = (
-        TemplateStart(base_python(for_sandbox_user=True), run_dir / "venv-template")
+        template_for(base_python(for_sandbox_user=True), run_dir)
         if os.geteuid() == 0 and "node" not in (plan.ecosystem, plan.base_ecosystem)
         else None
     )
@@ -601,7 +603,9 @@ def arm(
         with timed("arm/stage"):
             areas = stage(
                 plan, run_dir, decoys, owners, limits, job,
-                venv_template=venv_template, inside_home=INSIDE_HOME if bwrap_why is None else "",
+                venv_template=venv_template,
+                venv_made_at=template.made_at if template is not None else "",
+                inside_home=INSIDE_HOME if bwrap_why is None else "",
             )  # fmt: skip
         armed = Armed(
             run_dir=str(run_dir),

@@ -9,23 +9,36 @@ pull-request code runs: after that root never reads or writes a copy.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import secrets
+import stat
 import subprocess
 from pathlib import Path
 
 from cujo_action.boundary import fresh_dir
 
 _TIMEOUT = 300.0
+# Where root keeps the templates it made, one per interpreter, for later runs on this
+# machine (a hosted runner starts empty: there every run makes its own).
+CACHE_ENV = "CUJO_VENV_CACHE"
+DEFAULT_CACHE = "/var/cache/cujo/venv-templates"
+_MADE_AT = "made-at"  # the path the template was made at, which its scripts name
 
 
 class TemplateStart:
     """``python -m venv`` started in a fresh root-owned folder; ``result`` waits for it."""
 
-    def __init__(self, python: str, folder: Path) -> None:
-        """Make ``folder`` (it must not exist) and start the venv in ``folder/venv``."""
+    def __init__(self, python: str, folder: Path, *, keep_as: Path | None = None) -> None:
+        """Make ``folder`` (it must not exist) and start the venv in ``folder/venv``.
+
+        With ``keep_as``, a template made whole is kept there for later runs (``kept``).
+        """
         fresh_dir(folder, 0o755)
+        self.folder, self.keep_as = folder, keep_as
         self.path = folder / "venv"
-        self.stderr_path = folder.parent / "venv-template.stderr"
+        self.made_at = str(self.path)
+        self.stderr_path = folder / "stderr"
         with open(self.stderr_path, "wb") as err:
             self.process = subprocess.Popen(
                 [python, "-m", "venv", str(self.path)],
@@ -51,7 +64,20 @@ class TemplateStart:
         except subprocess.TimeoutExpired:
             self.cancel()
             return ""
-        return str(self.path) if code == 0 else ""
+        if code != 0:
+            return ""
+        if self.keep_as is not None:
+            self._keep(self.keep_as)
+        return str(self.path)
+
+    def _keep(self, place: Path) -> None:
+        """Leave the template where a later run finds it, whole or not at all."""
+        (self.folder / _MADE_AT).write_text(self.made_at)
+        try:
+            os.rename(self.folder, place)  # atomic; a name already there stays as it is
+        except OSError:
+            return
+        self.folder, self.path = place, place / "venv"
 
     def cancel(self) -> None:
         """Stop making the template."""
@@ -60,7 +86,77 @@ class TemplateStart:
         self.process.wait()
 
 
-def place_venvs(template: str, copies: dict[Path, str]) -> None:
+class KeptTemplate:
+    """A template an earlier run made and kept (``template_for``); ready at once."""
+
+    def __init__(self, folder: Path, made_at: str) -> None:
+        self.path, self.made_at = folder / "venv", made_at
+
+    def result(self, timeout: float = _TIMEOUT) -> str:
+        """Return the template's path."""
+        return str(self.path)
+
+    def cancel(self) -> None:
+        """Nothing runs."""
+
+
+def _key(python: str) -> str:
+    """Name an interpreter as it is on disk now: another build is another template."""
+    real = Path(python).resolve()
+    st = real.stat()
+    return hashlib.sha256(
+        f"{real}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}".encode()
+    ).hexdigest()[:24]
+
+
+def _root_only(path: Path) -> bool:
+    """Return whether ``path`` is a real folder of root's that nobody else may write."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and not st.st_mode & 0o022
+
+
+def _kept_in(parent: Path) -> bool:
+    """Return whether nobody but root can move or replace what root keeps in ``parent``
+    (a sticky folder such as /tmp lets others write, never rename root's entries)."""
+    try:
+        st = os.stat(parent)
+    except OSError:
+        return False
+    return st.st_uid == 0 and (not st.st_mode & 0o022 or bool(st.st_mode & stat.S_ISVTX))
+
+
+def template_for(python: str, run_dir: Path) -> TemplateStart | KeptTemplate:
+    """Return the kept template for ``python``, or start making one (kept when whole).
+
+    A template is kept only in a folder of root's nobody else may write (every folder
+    from it to ``/``), outside any run: no pull-request command ever ran as a user that
+    could change it. Anything else found there is not used.
+    """
+    cache = Path(os.environ.get(CACHE_ENV, DEFAULT_CACHE))
+    try:
+        key = _key(python)
+        cache.mkdir(mode=0o755, parents=True, exist_ok=True)
+    except OSError:
+        return TemplateStart(python, run_dir / "venv-template")
+    trusted = _root_only(cache) and all(_kept_in(p) for p in cache.parents)
+    kept = cache / key
+    if trusted and _root_only(kept) and _root_only(kept / "venv"):
+        try:
+            made_at = (kept / _MADE_AT).read_text()
+        except OSError:
+            made_at = ""
+        if made_at:
+            return KeptTemplate(kept, made_at)
+    if not trusted:
+        return TemplateStart(python, run_dir / "venv-template")
+    # Made beside its final name, then renamed into place once whole.
+    return TemplateStart(python, cache / f".{key}.{secrets.token_hex(6)}", keep_as=kept)
+
+
+def place_venvs(template: str, copies: dict[Path, str], *, made_at: str | None = None) -> None:
     """Copy the template to each fresh ``dest`` (in a tree root made, before any pull-request
     code ran) and point its scripts at ``inside``, the path its commands will see it at.
 
@@ -82,14 +178,14 @@ def place_venvs(template: str, copies: dict[Path, str]) -> None:
             failed.append(f"{dest}: {err.decode(errors='replace').strip()[-300:]}")
     if failed:
         raise OSError(f"copying the venv template failed: {'; '.join(failed)}")
-    made_at = template.encode()
+    named = (made_at or template).encode()
     for dest, inside in copies.items():
         # What names the venv's own path: its activate scripts, pip's launchers, the config.
         for path in [*sorted((dest / "bin").iterdir()), dest / "pyvenv.cfg"]:
             if path.is_symlink() or not path.is_file():
                 continue
             data = path.read_bytes()
-            if made_at in data:
+            if named in data:
                 fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
                 with os.fdopen(fd, "wb") as fh:
-                    fh.write(data.replace(made_at, inside.encode()))
+                    fh.write(data.replace(named, inside.encode()))

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from cujo_action.arm import base_python
 from cujo_action.boundary import BoundaryError
 from cujo_action.checks.harness import create_spool, open_spool
 from cujo_action.jail import JailError
 from cujo_action.timing import Timeline, split, timing_record
-from cujo_action.venvs import TemplateStart, place_venvs
+from cujo_action.venvs import CACHE_ENV, KeptTemplate, TemplateStart, place_venvs, template_for
 
 
 def _fake_template(root: Path) -> Path:
@@ -162,3 +163,68 @@ def test_a_timeline_that_is_not_one_adds_nothing(tmp_path: Path) -> None:
     run.extend(tmp_path / "bad.timings", "check/x/")
     run.extend(tmp_path / "worse.timings", "check/x/")
     assert run.spans == []
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="root keeps the templates")
+
+
+@needs_root
+def test_a_template_made_whole_is_kept_and_the_next_run_copies_it_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    python = base_python(for_sandbox_user=True)
+    first = template_for(python, tmp_path / "run-1")
+    assert isinstance(first, TemplateStart)
+    made = first.result()
+    assert made
+    later = template_for(python, tmp_path / "run-2")
+    assert isinstance(later, KeptTemplate)  # no process: ready at once
+    assert later.result() == made
+    assert not (tmp_path / "run-2").exists()
+
+    dest = tmp_path / "home" / "work" / "venv"
+    dest.parent.mkdir(parents=True)
+    place_venvs(later.result(), {dest: "/home/runner/work/venv"}, made_at=later.made_at)
+
+    activate = (dest / "bin" / "activate").read_text()
+    assert "/home/runner/work/venv" in activate
+    assert later.made_at not in activate
+    assert later.result() not in activate
+    prefix = subprocess.run(
+        [str(dest / "bin" / "python"), "-c", "import sys; print(sys.prefix)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert prefix == str(dest)
+
+
+@needs_root
+@pytest.mark.parametrize("planted", ["writable", "foreign", "link"])
+def test_a_kept_template_anyone_else_could_have_changed_is_never_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, planted: str
+) -> None:
+    """What root copies into every check's HOME comes from nowhere another user writes."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(CACHE_ENV, str(cache))
+    python = base_python(for_sandbox_user=True)
+    key = template_for(python, tmp_path / "run-0")
+    assert isinstance(key, TemplateStart)
+    key.cancel()
+    kept = key.keep_as
+    assert kept is not None
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "venv" / "bin").mkdir(parents=True)
+    (elsewhere / "made-at").write_text("/nowhere/venv")
+    if planted == "link":
+        kept.symlink_to(elsewhere)
+    else:
+        elsewhere.rename(kept)
+        if planted == "writable":
+            kept.chmod(0o777)
+        else:
+            os.chown(kept, 12345, 12345)
+
+    again = template_for(python, tmp_path / "run-1")
+
+    assert isinstance(again, TemplateStart)  # made anew, not copied from what was planted
+    again.cancel()
