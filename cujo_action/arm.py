@@ -607,6 +607,8 @@ def arm(
                 venv_made_at=template.made_at if template is not None else "",
                 inside_home=INSIDE_HOME if bwrap_why is None else "",
             )  # fmt: skip
+        if template is not None:
+            template.discard()  # copied: one another run kept first is not kept twice
         armed = Armed(
             run_dir=str(run_dir),
             plan_path=str(run_dir / "plan.json"),

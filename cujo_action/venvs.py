@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -65,6 +66,7 @@ class TemplateStart:
             self.cancel()
             return ""
         if code != 0:
+            self.discard()
             return ""
         if self.keep_as is not None:
             self._keep(self.keep_as)
@@ -79,11 +81,17 @@ class TemplateStart:
             return
         self.folder, self.path = place, place / "venv"
 
+    def discard(self) -> None:
+        """Remove a template made to be kept that was not (another run kept one first)."""
+        if self.keep_as is not None and self.folder != self.keep_as:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
     def cancel(self) -> None:
-        """Stop making the template."""
+        """Stop making the template (and leave nothing half made to be kept)."""
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        self.discard()
 
 
 class KeptTemplate:
@@ -95,6 +103,9 @@ class KeptTemplate:
     def result(self, timeout: float = _TIMEOUT) -> str:
         """Return the template's path."""
         return str(self.path)
+
+    def discard(self) -> None:
+        """Nothing to remove: it stays kept."""
 
     def cancel(self) -> None:
         """Nothing runs."""

@@ -227,4 +227,24 @@ def test_a_kept_template_anyone_else_could_have_changed_is_never_used(
     again = template_for(python, tmp_path / "run-1")
 
     assert isinstance(again, TemplateStart)  # made anew, not copied from what was planted
-    again.cancel()
+    assert again.result()
+    again.discard()  # it could not take the planted one's name: not kept
+    assert not again.folder.exists()
+    assert sorted(p.name for p in cache.iterdir()) == [kept.name]
+
+
+@needs_root
+def test_two_first_runs_at_once_keep_one_template(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    python = base_python(for_sandbox_user=True)
+    one, two = (template_for(python, tmp_path / f"run-{n}") for n in (1, 2))
+    assert isinstance(one, TemplateStart)
+    assert isinstance(two, TemplateStart)
+    assert one.result()
+    assert two.result()  # usable for its own run all the same
+    one.discard()
+    two.discard()
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [one.keep_as.name]
+    assert isinstance(template_for(python, tmp_path / "run-3"), KeptTemplate)
