@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from app_relay.bundle import Bundle
 from app_relay.decide.verdict import MAX_EVIDENCE, Finding, Verdict
+from app_relay.inert import code_span
 from cujo_action.bundle import MAX_EVIDENCE_LOG, egress_for
 from cujo_action.egress import parse_egress_log
 from cujo_action.ledger import Record, digest, item_digest, read_record
@@ -210,9 +211,11 @@ def with_tampering(verdict: Verdict, found: Reconciled) -> Verdict:
         evidence=cited,
     )
     others = [f.model_copy(update={"id": f"F{n}"}) for n, f in enumerate(verdict.findings, start=2)]
+    # The first loss names a host the pull request chose: inert, as every summary's quote.
     summary = (
         "Blocked: the bundle does not hold what the harness recorded in the job's log as it "
-        f"happened ({found.lost[0].why}). Something rewrote the evidence after the fact."
+        f"happened ({code_span(found.lost[0].why)}). Something rewrote the evidence after "
+        "the fact."
     )
     judge = verdict.judge if verdict.model_use is not None else "deterministic"
     return Verdict(

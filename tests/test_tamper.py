@@ -322,3 +322,16 @@ def test_the_relay_blocks_a_bundle_that_lost_what_its_job_log_recorded(make: Any
     (run,) = w.store.list_runs()
     assert run.state == "blocked"
     assert [e.kind for e in w.store.events(run.run_id)].count("tamper") == 1
+
+
+def test_the_blocked_summary_quotes_the_loss_inertly(tmp_path: Path) -> None:
+    """The loss names a host the pull request chose: no Markdown of its own in the summary."""
+    shaped = [line("a_b_.x.test"), line("*bold*.exfil.test", decoy=True, n=1)]
+    harness = Harness(tmp_path / "b", shaped)
+    folder = harness.write(copy=shaped[0], sealed=shaped[0])
+    found = reconciled(folder, harness.record())
+    before = Verdict(state="clean", summary="Nothing found.", judge="deterministic")
+
+    after = with_tampering(before, found)
+
+    assert f"`{found.lost[0].why}`" in after.summary
