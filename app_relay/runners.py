@@ -517,10 +517,7 @@ class ActionsRunner:
         """
         gateway = self._gateways(repo)
         where = f"workflow run {workflow_run_id}"
-        try:
-            run = gateway.workflow_run(repo, workflow_run_id)
-        except (GitHubError, ValueError) as exc:
-            raise RunnerError(f"reading {where}: {exc}") from exc
+        run = _asking(f"reading {where}", gateway.workflow_run, repo, workflow_run_id)
         if run.status != "completed":
             raise RunnerError(f"{where} is {run.status}, not completed")
         if run.conclusion != "success":
@@ -533,10 +530,9 @@ class ActionsRunner:
                 f"{where} is named {run.display_title[:80]!r}, not 'cujo {run_id}': "
                 "it is not this run's"
             )
-        try:
-            artifacts = gateway.run_artifacts(repo, workflow_run_id)
-        except (GitHubError, ValueError) as exc:
-            raise RunnerError(f"listing the artifacts of {where}: {exc}") from exc
+        artifacts = _asking(
+            f"listing the artifacts of {where}", gateway.run_artifacts, repo, workflow_run_id
+        )
         named = [a for a in artifacts if a.name == ARTIFACT]
         if not named:
             raise RunnerError(f"{where} has no artifact named {ARTIFACT!r}")
@@ -555,10 +551,12 @@ class ActionsRunner:
         dest.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".cujo-artifact-", dir=dest.parent) as tmp:
             archive = Path(tmp) / f"{ARTIFACT}.zip"
-            try:
-                gateway.download_artifact(repo, artifact.id, archive, self.max_artifact_bytes)
-            except (GitHubError, ValueError) as exc:
-                raise RunnerError(
-                    f"downloading the {ARTIFACT!r} artifact of {where}: {exc}"
-                ) from exc
+            _asking(
+                f"downloading the {ARTIFACT!r} artifact of {where}",
+                gateway.download_artifact,
+                repo,
+                artifact.id,
+                archive,
+                self.max_artifact_bytes,
+            )
             return open_bundle(archive, dest, run_id=run_id, head_sha=head_sha, base_sha=base_sha)

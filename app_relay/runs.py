@@ -590,7 +590,9 @@ class RunCoordinator:
                     else f"the sandbox failed at {bundle.failure.stage}",
                 )
                 verdict = verdict_of(bundle, self.judge, policy=self._policy_of(gh, run))
-                verdict, lost = self._against_the_record(run, bundle, dest, verdict)
+                verdict, lost = self._against_the_record(
+                    run, run.workflow_run_id, bundle, dest, verdict
+                )
             except FAILURES as exc:
                 log.warning("run %s: the bundle cannot be used: %s", run.run_id, exc)
                 self.store.add_event(run.run_id, "reports", f"unusable: {exc}")
@@ -605,12 +607,11 @@ class RunCoordinator:
             )
 
     def _against_the_record(
-        self, run: RunRecord, bundle: Bundle, folder: Path, verdict: Verdict
+        self, run: RunRecord, workflow_run_id: int, bundle: Bundle, folder: Path, verdict: Verdict
     ) -> tuple[Verdict, dict[str, str]]:
         """Reconcile the job's log with the bundle; block on evidence the bundle lost."""
-        assert run.workflow_run_id is not None
         try:
-            log_text = self.runner.job_log(run.repo, run.workflow_run_id)
+            log_text = self.runner.job_log(run.repo, workflow_run_id)
         except FAILURES as exc:
             # Named, not guessed: the bundle stands on its own seals (tamper.py).
             self.store.add_event(run.run_id, "log-unread", f"the job's log cannot be read: {exc}")

@@ -28,7 +28,6 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Literal
 
 from pydantic import BaseModel
 
@@ -152,9 +151,6 @@ class Record:
     def events(self) -> int:
         """Return how many evidence events the log names."""
         return len(self.egress) + len(self.items)
-
-
-Kind = Literal["begin", "egress", "item", "end"]
 
 
 def read_record(log: str, run_id: str) -> Record:

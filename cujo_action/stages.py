@@ -107,7 +107,7 @@ class Follower:
             return exit_code(self.state)  # printed while an earlier step was following
         pending = b""
         started = time.monotonic()
-        fd = self._open()
+        fd = self._open(offset)
         try:
             while True:
                 ended = exit_code(self.state)  # read before the log: nothing after it is lost
@@ -138,10 +138,10 @@ class Follower:
         finally:
             os.close(fd)
 
-    def _open(self) -> int:
+    def _open(self, offset: int) -> int:
         # The state folder is root's (0700); never through a link.
         fd = os.open(self.state / LOG, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        os.lseek(fd, self._offset(), os.SEEK_SET)
+        os.lseek(fd, offset, os.SEEK_SET)
         return fd
 
     def _over_before(self, stage: str, offset: int) -> bool:

@@ -37,6 +37,7 @@ from cujo_action.ledger import item_line
 from cujo_action.netns import NetnsError, drops_for
 from cujo_action.persistence import SCHEDULERS, TEXT_CAP, Entry, changes, places
 from cujo_action.proxy import NameBook
+from cujo_action.recorder import emit
 from cujo_action.schema import (
     MAX_COMMANDS,
     MAX_DECOY_EVENTS,
@@ -264,14 +265,8 @@ class CheckRun:
             line=line,
         )
         self.observations.append(observation)
-        self._record(item_line(self.plan.run_id, oid, observation, observation.kind))
+        emit(item_line(self.plan.run_id, oid, observation, observation.kind))
         return oid
-
-    @staticmethod
-    def _record(line: str) -> None:
-        """Print one line of the tamper record (``ledger``) to the job's log, now."""
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
 
     def _decoy_event(self, n: int, ev: WatchEvent[DecoyKind]) -> DecoyEvent:
         """Return the report's item for the ``n``-th decoy event the watcher recorded."""
@@ -294,7 +289,7 @@ class CheckRun:
         """Print the tamper record's line for a decoy event as the watcher records it."""
         if n <= MAX_DECOY_EVENTS:
             event = self._decoy_event(n, ev)
-            self._record(item_line(self.plan.run_id, event.id, event, f"decoy-{ev.event}"))
+            emit(item_line(self.plan.run_id, event.id, event, f"decoy-{ev.event}"))
 
     def run(
         self, cmd: str, *, phase: Phase, timeout: float, cwd: str, venv: str | None = None
