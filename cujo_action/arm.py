@@ -415,8 +415,9 @@ def stage(
     out a job (``work/<repo>/<repo>``, ``work/_temp``), and each HOME is handed to its
     check's uid in one symlink-proof walk. After this, root never writes these trees.
 
-    With ``venv_template``, each check that installs gets a copy of it as ``work/venv``,
-    pointed at the path its commands see it at (under ``inside_home``, or the host HOME).
+    With ``venv_template``, each check that installs gets it as ``work/venv`` (hard links
+    to its read-only files, ``venvs.place_venvs``), pointed at the path its commands see
+    it at (under ``inside_home``, or the host HOME).
     """
     corners = fresh_dir(run_dir / "checks", 0o711)
     areas: dict[str, CheckArea] = {}
@@ -425,7 +426,8 @@ def stage(
         corner = fresh_dir(corners / check, 0o711)  # root's: the uid cannot swap its HOME
         home = fresh_dir(corner / "home", 0o700)
         seed_home(home, decoys, job, plan)
-        if check in ("install", "detonation", "base"):
+        wanted = check != "base" or base_runs()  # nothing staged for a base that will not run
+        if check in ("install", "detonation", "base") and wanted:
             checkout = fresh_dir(home / "work" / job.repo, 0o755) / job.repo
             ignore = ("node_modules",) if check == "detonation" else ()
             if check == "base":
@@ -437,7 +439,6 @@ def stage(
             # As actions/checkout leaves it: the origin on GitHub, the token's extraheader.
             write_below(checkout, ".git/config", checkout_config(job, decoys), 0o644)
         ecosystem = plan.base_ecosystem if check == "base" else plan.ecosystem
-        wanted = check != "base" or base_runs()  # no copy for a base that will not run
         if venv_template and check in VENV_CHECKS and ecosystem != "node" and wanted:
             venvs[home / "work" / "venv"] = f"{inside_home or home}/work/venv"
         uid, gid = owners[check]

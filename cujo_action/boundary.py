@@ -94,12 +94,26 @@ def write_below(base: Path, rel: str, text: str, mode: int) -> None:
 
 
 def hand_over(path: Path, uid: int, gid: int) -> None:
-    """Give a tree to ``uid`` before any code of that uid runs, following no symlink."""
+    """Give a tree to ``uid`` before any code of that uid runs, following no symlink.
+
+    A file with another name (a hard link to the venv template's, ``venvs.link_tree``)
+    stays root's: giving it away would give every other name of it too, in other checks'
+    HOMEs and in the template later runs use. Such a file must be read-only to all but
+    root, or the run stops (a shared file somebody else could write is a channel).
+    """
     top = os.open(path, _DIR_FLAGS)
     try:
         os.chown(top, uid, gid)
         for _dir, dirs, files, dfd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
             for name in (*dirs, *files):
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                if not stat.S_ISDIR(st.st_mode) and st.st_nlink > 1:
+                    if st.st_uid != 0 or st.st_mode & 0o022:
+                        raise BoundaryError(
+                            f"{path}: {_dir}/{name} is shared with another name and "
+                            "writable by others than root: it cannot be handed over"
+                        )
+                    continue
                 os.chown(name, uid, gid, dir_fd=dfd, follow_symlinks=False)
     finally:
         os.close(top)

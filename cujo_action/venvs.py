@@ -2,13 +2,15 @@
 
 ``python -m venv`` spends seconds installing pip into every environment it makes; a run
 made one in each check that installs. Instead ``arm`` starts one template while the proxy
-starts, in a folder only root writes, and copies it into each such check's HOME while it
-stages them (``place_venvs``), before the HOME is handed to the check's uid and before any
-pull-request code runs: after that root never reads or writes a copy.
+starts, in a folder only root writes, and lays it out in each such check's HOME while it
+stages them (``place_venvs``: hard links to the template's read-only files, so it costs
+milliseconds), before the HOME is handed to the check's uid and before any pull-request
+code runs: after that root never reads or writes a copy.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import secrets
@@ -20,6 +22,7 @@ from pathlib import Path
 from cujo_action.boundary import fresh_dir
 
 _TIMEOUT = 300.0
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # Where root keeps the templates it made, one per interpreter, for later runs on this
 # machine (a hosted runner starts empty: there every run makes its own).
 CACHE_ENV = "CUJO_VENV_CACHE"
@@ -168,27 +171,21 @@ def template_for(python: str, run_dir: Path) -> TemplateStart | KeptTemplate:
 
 
 def place_venvs(template: str, copies: dict[Path, str], *, made_at: str | None = None) -> None:
-    """Copy the template to each fresh ``dest`` (in a tree root made, before any pull-request
-    code ran) and point its scripts at ``inside``, the path its commands will see it at.
+    """Lay the template out at each fresh ``dest`` (in a tree root made, before any
+    pull-request code ran) and point its scripts at ``inside``, the path its commands see.
 
-    The copies run at once (``cp -a`` keeps the links as links); a failure raises OSError.
-    Each ``dest`` is made here, fresh: a name already there (a link, say) stops with
-    ``BoundaryError`` before anything is copied.
+    Files are hard links to the template's (``link_tree``): a venv is ~1,700 files and
+    copying them cost a run more than a second; a link costs nothing, and the template's
+    files are root's and read-only to everybody else, so no check can change them for
+    another check or a later run (``boundary.hand_over`` leaves them root's). What names
+    the venv's own path (its scripts, ``pyvenv.cfg``) is written anew in place of its
+    link, never through it. Each ``dest`` is made here, fresh: a name already there (a
+    link, say) stops with ``BoundaryError`` before anything is laid out.
     """
     for dest in copies:
         fresh_dir(dest, 0o755)
-    running = [
-        (dest, subprocess.Popen(["cp", "-a", "--", f"{template}/.", f"{dest}/"],
-                                stdin=subprocess.DEVNULL, stderr=subprocess.PIPE))
-        for dest in copies
-    ]  # fmt: skip
-    failed = []
-    for dest, proc in running:
-        _, err = proc.communicate(timeout=_TIMEOUT)
-        if proc.returncode != 0:
-            failed.append(f"{dest}: {err.decode(errors='replace').strip()[-300:]}")
-    if failed:
-        raise OSError(f"copying the venv template failed: {'; '.join(failed)}")
+    for dest in copies:
+        link_tree(Path(template), dest)
     named = (made_at or template).encode()
     for dest, inside in copies.items():
         # What names the venv's own path: its activate scripts, pip's launchers, the config.
@@ -197,6 +194,83 @@ def place_venvs(template: str, copies: dict[Path, str], *, made_at: str | None =
                 continue
             data = path.read_bytes()
             if named in data:
-                fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data.replace(named, inside.encode()))
+                _replace(path, data.replace(named, inside.encode()))
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Put a new file with ``data`` at ``path`` (its mode kept): the old name may be a
+    link to the template's file, which must stay as it is."""
+    mode = stat.S_IMODE(os.lstat(path).st_mode)
+    fresh = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.chmod(fresh, mode)
+    os.replace(fresh, path)
+
+
+def _shareable(st: os.stat_result) -> bool:
+    """Return whether a template file may be shared as a link: root's, and nobody else
+    may write it (a file another user could change is copied instead)."""
+    return st.st_uid == 0 and not st.st_mode & 0o022 and stat.S_ISREG(st.st_mode)
+
+
+def link_tree(template: Path, dest: Path) -> None:
+    """Rebuild ``template``'s tree in the empty folder ``dest``: folders made anew (modes
+    kept), symlinks made anew with the same text, regular files hard-linked when root's
+    and read-only to others (``_shareable``), else copied. No symlink is followed on
+    either side (every step through directory descriptors). A template on another file
+    system than ``dest`` is copied whole.
+    """
+    src_top = os.open(template, _DIR_FLAGS)
+    try:
+        dest_top = os.open(dest, _DIR_FLAGS)
+        try:
+            for rel, dirs, files, src in os.fwalk(".", dir_fd=src_top, follow_symlinks=False):
+                out = os.open(rel, _DIR_FLAGS, dir_fd=dest_top)
+                try:
+                    for name in (*dirs, *files):  # fwalk lists links to folders as folders
+                        _lay(name, src, out)
+                finally:
+                    os.close(out)
+        finally:
+            os.close(dest_top)
+    finally:
+        os.close(src_top)
+
+
+def _lay(name: str, src: int, out: int) -> None:
+    st = os.stat(name, dir_fd=src, follow_symlinks=False)
+    if stat.S_ISDIR(st.st_mode):
+        os.mkdir(name, 0o700, dir_fd=out)
+        os.chmod(name, stat.S_IMODE(st.st_mode), dir_fd=out, follow_symlinks=False)
+    elif stat.S_ISLNK(st.st_mode):
+        os.symlink(os.readlink(name, dir_fd=src), name, dir_fd=out)
+    elif not stat.S_ISREG(st.st_mode):
+        raise OSError(f"the venv template holds {name!r}, neither file, folder nor link")
+    else:
+        if _shareable(st):
+            try:
+                os.link(name, name, src_dir_fd=src, dst_dir_fd=out, follow_symlinks=False)
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+                    raise
+        _copy(name, src, out, stat.S_IMODE(st.st_mode))
+
+
+def _copy(name: str, src: int, out: int, mode: int) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    reading = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src)
+    try:
+        writing = os.open(name, flags, 0o600, dir_fd=out)
+        try:
+            while chunk := os.read(reading, 1 << 20):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(writing, view) :]
+            os.fchmod(writing, mode)
+        finally:
+            os.close(writing)
+    finally:
+        os.close(reading)

@@ -1,6 +1,6 @@
 """What a run shares to start faster, and how it refuses to be led through a planted link.
 
-The run's one venv template (made by root before any pull-request code, copied into each
+The run's one venv template (made by root before any pull-request code, linked into each
 installing check's HOME before it is handed over), the install's spool (packed once by
 the install's uid, unpacked by each check that runs on it), and the timing record that
 splits a run's fixed cost by stage.
@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from cujo_action.arm import base_python
-from cujo_action.boundary import BoundaryError
+from cujo_action.boundary import BoundaryError, fresh_dir, hand_over
 from cujo_action.checks.harness import create_spool, open_spool
 from cujo_action.jail import JailError
 from cujo_action.timing import Timeline, split, timing_record
@@ -248,3 +250,108 @@ def test_two_first_runs_at_once_keep_one_template(
     two.discard()
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [one.keep_as.name]
     assert isinstance(template_for(python, tmp_path / "run-3"), KeptTemplate)
+
+
+def test_a_venv_is_laid_out_as_links_to_the_template_and_its_own_scripts(
+    tmp_path: Path,
+) -> None:
+    template = _fake_template(tmp_path)
+    (tmp_path / "home" / "work").mkdir(parents=True)
+    dest = tmp_path / "home" / "work" / "venv"
+    place_venvs(str(template), {dest: "/home/runner/work/venv"})
+    shared, own = dest / "lib" / "site.py", dest / "bin" / "pip"
+    if os.geteuid() == 0:  # root's read-only files are shared; another user's are copied
+        assert shared.stat().st_ino == (template / "lib" / "site.py").stat().st_ino
+    # What names the venv's path is a file of its own: the template's is not rewritten.
+    assert own.stat().st_ino != (template / "bin" / "pip").stat().st_ino
+    assert own.stat().st_mode == (template / "bin" / "pip").stat().st_mode
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root's files are shared as links")
+def test_a_template_file_others_could_write_is_copied_not_linked(tmp_path: Path) -> None:
+    template = _fake_template(tmp_path)
+    (template / "lib" / "loose.py").write_text("x = 1\n")
+    (template / "lib" / "loose.py").chmod(0o666)
+    (template / "lib" / "theirs.py").write_text("y = 1\n")
+    os.chown(template / "lib" / "theirs.py", 12345, 12345)
+    dest = tmp_path / "venv"
+    place_venvs(str(template), {dest: "/home/runner/work/venv"})
+    for name in ("loose.py", "theirs.py"):
+        copy, original = dest / "lib" / name, template / "lib" / name
+        assert copy.stat().st_ino != original.stat().st_ino
+        assert copy.read_text() == original.read_text()
+    assert (dest / "lib" / "loose.py").stat().st_mode & 0o777 == 0o666
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing over needs root")
+def test_handing_over_refuses_a_shared_file_others_could_write(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("shared\n")
+    outside.chmod(0o666)
+    os.link(outside, home / "linked.txt")
+    with pytest.raises(BoundaryError, match="shared with another name"):
+        hand_over(home, 12345, 12345)
+    assert outside.stat().st_uid == 0
+
+
+SANDBOX_UID = 64123  # no account: a uid that owns nothing on this machine
+
+
+@needs_root
+def test_a_check_cannot_change_the_template_through_its_links_but_can_change_its_venv(
+    tmp_path: Path,
+) -> None:
+    """Attack test: the uid a check runs as, given a venv laid out as links to root's kept
+    template, tries to write through every shared file; none changes. Its own venv stays
+    its own to change (pip uninstalls from it; the template and the other copy keep all)."""
+    top = Path(tempfile.mkdtemp(prefix="cujo-links-", dir="/tmp"))
+    try:
+        top.chmod(0o711)
+        start = TemplateStart(base_python(for_sandbox_user=True), top / "template")
+        template = Path(start.result())
+        assert str(template)
+        homes = [fresh_dir(top / name, 0o700) for name in ("one", "two")]
+        for home in homes:
+            fresh_dir(home / "work", 0o755)
+        copies = {home / "work" / "venv": f"{home}/work/venv" for home in homes}
+        place_venvs(str(template), copies, made_at=start.made_at)
+        hand_over(homes[0], SANDBOX_UID, SANDBOX_UID)
+        venv = homes[0] / "work" / "venv"
+        shared = [p for p in venv.rglob("*") if p.is_file() and not p.is_symlink()
+                  and p.stat().st_nlink > 1]  # fmt: skip
+        assert len(shared) > 500  # pip's files, at least
+        assert all(p.stat().st_uid == 0 for p in shared)  # never handed over
+        assert venv.stat().st_uid == SANDBOX_UID
+        assert (venv / "bin" / "pip").stat().st_uid == SANDBOX_UID  # rewritten: its own
+        before = {p: p.read_bytes() for p in shared[:50]}
+        as_uid = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}",
+                  "--clear-groups", "--"]  # fmt: skip
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(homes[0]), "TMPDIR": str(homes[0])}
+        attack = (
+            'for f in "$@"; do '
+            '(echo pwned >> "$f") 2>/dev/null && echo "wrote $f"; '
+            'chmod 666 "$f" 2>/dev/null && echo "chmod $f"; '
+            'truncate -s 0 "$f" 2>/dev/null && echo "truncated $f"; '
+            "done; true"
+        )
+        done = subprocess.run(
+            [*as_uid, "sh", "-c", attack, "sh", *map(str, before)],
+            env=env, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert done.stdout == ""
+        assert all(p.read_bytes() == data for p, data in before.items())
+        assert all(p.stat().st_mode & 0o022 == 0 for p in before)
+
+        uninstall = subprocess.run(
+            [*as_uid, str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-y", "pip"],
+            env=env, capture_output=True, text=True,
+        )  # fmt: skip
+        assert uninstall.returncode == 0, uninstall.stderr
+        assert not list((venv / "lib").glob("python*/site-packages/pip"))
+        for other in (template, homes[1] / "work" / "venv"):
+            assert list(other.glob("lib/python*/site-packages/pip/__init__.py"))
+        assert all(p.read_bytes() == data for p, data in before.items() if p.exists())
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
