@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from cujo_action import _venv_seed, venvseed
 from cujo_action.arm import base_python
 from cujo_action.boundary import BoundaryError, fresh_dir, hand_over
 from cujo_action.checks.harness import create_spool, open_spool
@@ -355,3 +356,64 @@ def test_a_check_cannot_change_the_template_through_its_links_but_can_change_its
         assert all(p.read_bytes() == data for p, data in before.items() if p.exists())
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+SYSTEM_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def test_the_fast_venv_is_the_venv_python_makes(tmp_path: Path) -> None:
+    """venvseed makes, file for file, what `python -m venv` makes, pip working in it."""
+    made, usual = tmp_path / "fast", tmp_path / "usual"
+    assert venvseed.main([SYSTEM_PYTHON, str(made)]) == 0
+    subprocess.run([SYSTEM_PYTHON, "-m", "venv", str(usual)], check=True)
+    assert _tree(made) == _tree(usual)
+    assert any(name.endswith(".pyc") for name in _tree(made))  # byte-compiled as pip does
+    for launcher in ("pip", "pip3"):
+        first = (made / "bin" / launcher).read_text().splitlines()[0]
+        assert first == (usual / "bin" / launcher).read_text().splitlines()[0].replace(
+            str(usual), str(made)
+        )
+    config = (made / "pyvenv.cfg").read_text()
+    assert "--without-pip" not in config
+    assert config == (usual / "pyvenv.cfg").read_text().replace(str(usual), str(made))
+    done = subprocess.run(
+        [str(made / "bin" / "python"), "-m", "pip", "--version"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert f"from {made}/lib/" in done.stdout
+
+
+def test_a_seed_that_fails_leaves_the_usual_venv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "seed.py"
+    broken.write_text("raise SystemExit('no wheels here')\n")
+    monkeypatch.setattr(venvseed, "SEED", broken)
+    made = tmp_path / "venv"
+    assert venvseed.make(SYSTEM_PYTHON, made) == 0
+    assert "making it with python -m venv" in capsys.readouterr().err
+    assert "--without-pip" not in (made / "pyvenv.cfg").read_text()
+    subprocess.run([str(made / "bin" / "python"), "-m", "pip", "--version"], check=True)
+
+
+@pytest.mark.parametrize("count", [0, 2])
+def test_the_seed_takes_one_wheel_of_each_or_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int
+) -> None:
+    import sysconfig
+
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    for version in ("24.0", "25.0")[:count]:
+        (folder / f"pip-{version}-py3-none-any.whl").write_bytes(b"")
+        (folder / f"setuptools-{version}-py3-none-any.whl").write_bytes(b"")
+    monkeypatch.setattr(sysconfig, "get_config_var", lambda name: str(folder))
+    if count == 2:  # the folder ensurepip would use, with two of each: nothing guessed
+        with pytest.raises(SystemExit, match="exactly one wheel"):
+            _venv_seed.wheels()
+    else:  # an empty folder is passed over, for the next place ensurepip looks
+        assert all(folder not in w.parents for w in _venv_seed.wheels())
