@@ -86,8 +86,10 @@ LABELS: tuple[tuple[CheckName, Phase], ...] = (
 
 
 BASE_NICE = 10
-# The checks that make a venv of their own (the others receive the install's).
-VENV_CHECKS: tuple[CheckName, ...] = ("install", "detonation", "base")
+# The checks that get the run's venv template laid out as their venv: those that install
+# into it, and those that receive the install's (whose venv is then made to match it:
+# ``_receive_install``, so the template's files need not travel through the spool).
+VENV_CHECKS: tuple[CheckName, ...] = ("install", "detonation", "base", "tests", "probes", "smoke")
 
 
 def base_runs() -> bool:

@@ -8,20 +8,22 @@ splits a run's fixed cost by stage.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from cujo_action import _venv_seed, venvseed
+from cujo_action import _receive_install, _venv_seed, venvseed
 from cujo_action.arm import base_python
 from cujo_action.boundary import BoundaryError, fresh_dir, hand_over
-from cujo_action.checks.harness import create_spool, open_spool
+from cujo_action.checks.harness import _MANIFEST, _PACK, _RECEIVE, create_spool, open_spool
 from cujo_action.jail import JailError
 from cujo_action.timing import Timeline, split, timing_record
 from cujo_action.venvs import CACHE_ENV, KeptTemplate, TemplateStart, place_venvs, template_for
@@ -417,3 +419,109 @@ def test_the_seed_takes_one_wheel_of_each_or_none(
             _venv_seed.wheels()
     else:  # an empty folder is passed over, for the next place ensurepip looks
         assert all(folder not in w.parents for w in _venv_seed.wheels())
+
+
+def test_a_manifest_names_only_plain_paths_below_the_venv() -> None:
+    data = b"\0".join(
+        [b"d ", b"d bin", b"f 12 bin/pip", b"f 13 ../../etc/passwd", b"f 14 /etc/shadow",
+         b"f x lib/a.py", b"f 15 lib//b.py", b"junk", b""]
+    )  # fmt: skip
+    folders, shared = _receive_install.read_manifest(data)
+    assert folders == {"", "bin"}
+    assert shared == {12: "bin/pip"}
+
+
+INSTALL_UID, RECEIVER_UID = 64124, 64125
+
+
+def _as(uid: int) -> list[str]:
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+
+
+def _listing(venv: Path) -> dict[str, str]:
+    """Each entry below ``venv``: a folder, a link's text, or a file's bytes."""
+    seen: dict[str, str] = {}
+    for path in sorted(venv.rglob("*")):
+        rel = str(path.relative_to(venv))
+        if path.is_symlink():
+            seen[rel] = f"-> {os.readlink(path)}"
+        elif path.is_dir():
+            seen[rel] = "dir"
+        else:
+            seen[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return seen
+
+
+@needs_root
+def test_a_receiver_gets_the_install_venv_file_for_file_without_the_template_in_the_spool(
+    tmp_path: Path,
+) -> None:
+    """The install changes its venv of template links every way pip can (removes, moves,
+    replaces, adds files and folders); its spool carries only its own files, and the
+    receiving uid's venv ends up the same, its shared files still the template's."""
+    top = Path(tempfile.mkdtemp(prefix="cujo-spool-", dir="/tmp"))
+    try:
+        top.chmod(0o711)
+        start = TemplateStart(base_python(for_sandbox_user=True), top / "template")
+        template = Path(start.result())
+        homes = {uid: fresh_dir(top / str(uid), 0o700) for uid in (INSTALL_UID, RECEIVER_UID)}
+        for home in homes.values():
+            fresh_dir(home / "work", 0o755)
+        copies = {home / "work" / "venv": "/home/runner/work/venv" for home in homes.values()}
+        place_venvs(str(template), copies, made_at=start.made_at)
+        for uid, home in homes.items():
+            hand_over(home, uid, uid)
+        work = homes[INSTALL_UID] / "work"
+        (work / "demo").mkdir()
+        (work / "demo" / "setup.py").write_text("print('demo')\n")
+        os.chown(work / "demo", INSTALL_UID, INSTALL_UID)
+        os.chown(work / "demo" / "setup.py", INSTALL_UID, INSTALL_UID)
+        site = next((work / "venv" / "lib").glob("python*/site-packages"))
+        rel_site = site.relative_to(work / "venv")
+        change = (
+            f"cd {site} && rm -r pip/_vendor/rich && rm pip/py.typed && "
+            "mv pip/__main__.py pip/moved_main.py && "
+            "rm pip/__init__.py && cp pip/moved_main.py pip/__init__.py && "
+            "mkdir -p newpkg/sub && echo 'x = 1' > newpkg/sub/mod.py && "
+            "ln -s newpkg/sub/mod.py linked.py"
+        )
+        subprocess.run([*_as(INSTALL_UID), "sh", "-c", change], check=True)
+        spool = top / "install.tar"
+        with open(spool, "wb") as out:
+            packed = subprocess.run(
+                [*_as(INSTALL_UID), "bash", "-c",
+                 _PACK.format(work=work, repo="./demo", manifest=_MANIFEST)],
+                stdout=out, stderr=subprocess.PIPE, text=True, cwd=work,
+            )  # fmt: skip
+        assert packed.returncode == 0, packed.stderr
+        with tarfile.open(spool) as archive:
+            names = archive.getnames()
+        assert names[0] == _MANIFEST
+        assert len(names) < 400  # the folders and the install's own files, not ~1,700
+        assert f"./venv/{rel_site}/newpkg/sub/mod.py" in names
+        assert f"./venv/{rel_site}/pip/_internal/main.py" not in names  # named, not sent
+
+        receiving = homes[RECEIVER_UID] / "work"
+        with open(spool, "rb") as spooled:
+            received = subprocess.run(
+                [*_as(RECEIVER_UID), base_python(for_sandbox_user=True), "-I", "-S", "-c",
+                 _RECEIVE, str(receiving)],
+                stdin=spooled, capture_output=True, text=True, cwd=receiving,
+            )  # fmt: skip
+        assert received.returncode == 0, received.stderr
+        assert _listing(receiving / "venv") == _listing(work / "venv")
+        assert (receiving / "demo" / "setup.py").read_text() == "print('demo')\n"
+        assert not (receiving / _MANIFEST).exists()
+        moved = receiving / "venv" / rel_site / "pip" / "moved_main.py"
+        assert moved.stat().st_ino == (template / rel_site / "pip" / "__main__.py").stat().st_ino
+        assert (template / rel_site / "pip" / "_vendor" / "rich").is_dir()  # untouched
+        assert (template / rel_site / "pip" / "py.typed").is_file()
+        assert not (receiving / "venv" / rel_site / "pip" / "py.typed").exists()
+        done = subprocess.run(
+            [*_as(RECEIVER_UID), str(receiving / "venv" / "bin" / "python"), "-c",
+             "import pip._internal.main, newpkg.sub.mod"],
+            capture_output=True, text=True, cwd=receiving,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

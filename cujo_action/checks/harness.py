@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from cujo_action import _receive_install
 from cujo_action.actionsjob import FILE_COMMANDS
 from cujo_action.arm import LABELS, Armed, label, sandbox_env
 from cujo_action.boundary import fingerprints, read_below
@@ -66,6 +67,25 @@ _SNAPSHOT_LIMIT = 2_000
 # Executables whose run is evidence itself: a way to root (sudo), or to run later (crontab).
 _WATCHED_TOOLS = (*PRIVILEGE_TOOLS, *(Path(tool) for tool in SCHEDULERS))
 _HANDOFF_TIMEOUT = 600.0
+# The install's tree, packed as its uid: the manifest first, then every folder and every
+# file the uid owns (what it does not own in its venv is the template's: named, not sent).
+_MANIFEST = _receive_install.MANIFEST
+_PACK = (
+    "cd {work} || exit 2\n"
+    "me=$(id -u)\n"
+    "if [ -d venv ] && [ ! -L venv ]; then\n"
+    "  find venv -xdev \\( -type d -printf 'd %P\\0' \\) -o"
+    " \\( -type f ! -uid \"$me\" -printf 'f %i %P\\0' \\) > {manifest}\n"
+    "else\n"
+    "  : > {manifest}\n"
+    "fi\n"
+    "{{ printf '%s\\0' {manifest}; find {repo} ./venv -xdev \\( -type d -o -uid \"$me\" \\)"
+    " -print0 2>/dev/null; }} | tar -cf - --null --no-recursion --ignore-failed-read -T -\n"
+    "code=$?\n"
+    "rm -f {manifest}\n"
+    "exit $code\n"
+)
+_RECEIVE = Path(_receive_install.__file__).read_text()
 _VENV_TIMEOUT = 300.0
 
 
@@ -205,6 +225,9 @@ class CheckRun:
         that run on them, as the install's uid, into a spool only root can reach.
 
         Once, however many checks receive it: each unpacks the same bytes as its own uid.
+        What the install's uid does not own in its venv is the template's, shared by every
+        check as links (``venvs.link_tree``): the spool names those files (the manifest
+        ``_receive_install`` reads first) rather than carrying them.
         """
         if self.check != "install":
             raise JailError(f"the {self.check} check has no install to pack")
@@ -213,9 +236,12 @@ class CheckRun:
             fd = create_spool(self.armed.install_spool())
             try:
                 inside = self.armed.home_inside("install")
-                names = " ".join(shlex.quote(n) for n in (self.armed.job.repo, "venv"))
                 packed = run_confined(
-                    f"cd {shlex.quote(inside)}/work && tar -cf - --ignore-failed-read {names}",
+                    _PACK.format(
+                        work=shlex.quote(f"{inside}/work"),
+                        repo=shlex.quote(f"./{self.armed.job.repo}"),
+                        manifest=_MANIFEST,
+                    ),
                     cwd=Path(inside),
                     env={"PATH": "/usr/bin:/bin", "HOME": inside, "LANG": "C.UTF-8"},
                     timeout=_HANDOFF_TIMEOUT,
@@ -233,14 +259,16 @@ class CheckRun:
         """Copy the install's results into this check's HOME, uid to uid, through a file.
 
         The install's uid packed its tree (``tar``, ``pack_install``), this check's uid
-        unpacks it: root only holds the bytes, in a file of its own, and never walks
-        either tree.
+        unpacks it (``_receive_install``: its venv of template links made to match the
+        install's first): root only holds the bytes, in a file of its own, and never
+        walks either tree.
         """
         with self.timeline.span("receive install"):
             fd = open_spool(self.armed.install_spool())
             try:
                 self._harness_command(
-                    f"tar -xf - -C {shlex.quote(self.work)}",
+                    f"{shlex.quote(self.armed.python)} -I -S -c {shlex.quote(_RECEIVE)} "
+                    f"{shlex.quote(self.work)}",
                     "unpacking the install's tree",
                     stdin_fd=fd,
                 )
