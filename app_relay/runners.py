@@ -1,7 +1,7 @@
 """Run the sandbox somewhere and hand back its bundle.
 
-``LocalRunner`` runs ``python -m cujo_action run`` as a subprocess on this machine: the
-embedded default, and the relay's runner when there is no Actions. ``ActionsRunner``
+``localrun.LocalRunner`` runs the sandbox on this machine (the embedded default, and the
+relay's runner when there is no Actions). ``ActionsRunner``
 dispatches the repository's Cujo workflow on its default branch, finds the workflow run
 (from the run details, or by the run-name ``cujo <run id>``), folds ``workflow_job`` and
 ``workflow_run`` webhooks into progress, cancels, and fetches the ``cujo-reports``
@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import logging
 import re
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, Final, Literal, ParamSpec, Protocol, TypeVar
+from typing import Any, Final, Literal, ParamSpec, Protocol, TypeVar
 
 from app_relay.bundle import Bundle, BundleError, open_bundle
 from app_relay.github import (
@@ -45,103 +42,9 @@ from app_relay.github_vocab import (
     WORKFLOW_RUN_ACTIONS,
     Reader,
 )
-from cujo_action import ledger, stages
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
-# As many record lines as a local run keeps (a flood of requests is capped by the harness).
-MAX_RECORD_LINES: Final = 500_000
-
-
-@dataclass(frozen=True)
-class LocalRunner:
-    """Run the sandbox as a local subprocess; its progress goes to this process's stderr."""
-
-    python: str = sys.executable
-    deadline_s: float = 4 * 3600
-    grace_s: float = 30.0
-
-    def run(
-        self,
-        *,
-        repo: str,
-        base: str,
-        head: str,
-        run_id: str,
-        out: Path,
-        record: list[str] | None = None,
-        on_step: Callable[[str], object] | None = None,
-    ) -> int:
-        """Run the sandbox to completion and return its exit code (0 reports, 3 failure).
-
-        With ``record``, the sandbox's standard error is read here: its tamper-record
-        lines (``cujo_action/ledger.py``) are kept in ``record`` and its stage marks
-        (``cujo_action/stages.py``) go to ``on_step`` as steps of the run's timeline,
-        rather than shown; everything else goes on to this process's stderr.
-        """
-        out.mkdir(parents=True, exist_ok=True)
-        argv = [self.python, "-m", "cujo_action", "run", "--repo", repo, "--base", base]
-        argv += ["--head", head, "--run-id", run_id, "--out", str(out)]
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE if record is not None else None,
-        )
-        reader = None
-        if record is not None and proc.stderr is not None:
-            reader = threading.Thread(
-                target=_split_record,
-                args=(proc.stderr, record, on_step),
-                name="cujo-record",
-                daemon=True,
-            )
-            reader.start()
-        try:
-            return proc.wait(timeout=self.deadline_s)
-        except subprocess.TimeoutExpired:
-            self.stop(proc)
-            return 124
-        except BaseException:
-            self.stop(proc)
-            raise
-        finally:
-            if reader is not None:
-                # The run kills what it started before it exits; a straggler holding the
-                # pipe open does not keep the review waiting.
-                reader.join(timeout=10.0)
-            if proc.stderr is not None and not (reader and reader.is_alive()):
-                proc.stderr.close()
-
-    def stop(self, proc: subprocess.Popen[bytes]) -> None:
-        """Ask the sandbox to stop (it cleans up on SIGTERM), then kill it past a grace."""
-        proc.terminate()
-        try:
-            proc.wait(timeout=self.grace_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _split_record(
-    stream: IO[bytes], record: list[str], on_step: Callable[[str], object] | None
-) -> None:
-    """Keep the sandbox's tamper-record lines in ``record``, hand its stage marks to
-    ``on_step``; pass the rest to stderr."""
-    for raw in stream:
-        line = raw.decode("utf-8", errors="replace")
-        if len(record) < MAX_RECORD_LINES and line.startswith(ledger.PREFIX + " "):
-            record.append(line.rstrip("\n"))
-            continue
-        if (step := stages.step_line(line)) is not None:
-            if on_step is not None:
-                try:
-                    on_step(step)
-                except Exception as exc:
-                    log.info("a step of the local run could not be recorded: %s", exc)
-            continue
-        sys.stderr.write(line)
-        sys.stderr.flush()
 
 
 def _asking(what: str, call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:

@@ -29,7 +29,7 @@ from typing import IO
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from .cli import _why, data_dir, shown_url
+from .cli import data_dir
 from .decide.judge import judge_for
 from .effects import OutboxConfig
 from .events import Context
@@ -39,6 +39,7 @@ from .runners import ActionsRunner
 from .runs import RunCoordinator
 from .settings import RelaySettings, SettingsError, load_settings
 from .store import IntakeError, Store
+from .subcommands import _why, shown_url
 from .workers import PoolConfig, WorkerPool
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from cujorun import CUJO
 from fakeanthropic import running
 from gitrepo import GitRepo
 
-from app_relay import cli
+from app_relay import cli, subcommands
 from app_relay.bundle import Bundle
 from app_relay.decide.bundle_verdict import verdict_of
 from app_relay.store import Store
@@ -30,8 +30,14 @@ def run(*argv: str) -> subprocess.CompletedProcess[str]:
 class NoSandbox:
     """Stands in for the local sandbox: it exits at once without a bundle."""
 
-    def run(self, **kw: object) -> int:
+    def start(self, **kw: object) -> NoSandbox:
+        return self
+
+    def wait(self, on_step: object = None) -> int:
         return 5
+
+    def stop(self) -> None:
+        pass
 
 
 def test_diff_mode_without_a_model_key_is_the_sandbox_review_and_says_why(
@@ -48,7 +54,7 @@ def test_diff_mode_without_a_model_key_is_the_sandbox_review_and_says_why(
     out = json.loads(capsys.readouterr().out)
     assert code == 3  # what the stand-in sandbox made of it
     assert out["mode"] == "sandbox"
-    assert out["summary"].startswith(cli.NO_MODEL_KEY)
+    assert out["summary"].startswith(subcommands.NO_MODEL_KEY)
     assert "the sandbox exited 5 without a bundle" in out["summary"]
 
 
@@ -221,19 +227,19 @@ def test_the_data_dir_comes_from_the_flag_then_cujo_home_then_xdg(
 
 
 def test_the_printed_record_never_shows_a_database_password() -> None:
-    shown = cli.shown_url("postgresql://cujo:s3cret@db.internal:5432/cujo")
+    shown = subcommands.shown_url("postgresql://cujo:s3cret@db.internal:5432/cujo")
     assert "s3cret" not in shown
     assert "db.internal" in shown
-    assert cli.shown_url("sqlite:////tmp/cujo.db") == "sqlite:////tmp/cujo.db"
+    assert subcommands.shown_url("sqlite:////tmp/cujo.db") == "sqlite:////tmp/cujo.db"
 
 
 def test_an_error_verdict_reads_as_one_sentence() -> None:
     failure = Failure(run_id="local-1", stage="prepare", reason="/x is not a git repository.")
     bundle = Bundle(run_id="local-1", plan=None, reports=(), failure=failure)
-    verdict = verdict_of(bundle, cli.JUDGE, policy=None)
+    verdict = verdict_of(bundle, subcommands.JUDGE, policy=None)
     assert verdict.state == "error"
     assert "`prepare: /x is not a git repository`. This says nothing" in verdict.summary
-    obj = cli.summary_object(
+    obj = subcommands.summary_object(
         run_id="local-1",
         bundle=None,
         verdict=verdict,
@@ -245,7 +251,7 @@ def test_an_error_verdict_reads_as_one_sentence() -> None:
     assert (obj["base_sha"], obj["head_sha"]) == ("a" * 40, None)
     assert obj["plan"] is None
     assert obj["checks"] == {}
-    text = cli.render(obj)
+    text = subcommands.render(obj)
     assert text.startswith("Cujo verdict: ERROR  (run local-1)")
 
 
@@ -253,7 +259,7 @@ def test_every_cited_evidence_item_carries_its_description_in_json_and_text() ->
     reports = demo_exfil_reports()
     plan = Plan.model_validate_json((DEMO_EXFIL / "plan.json").read_text())
     bundle = Bundle(run_id=plan.run_id, plan=plan, reports=tuple(reports), failure=None)
-    verdict = verdict_of(bundle, cli.JUDGE, policy=None)
+    verdict = verdict_of(bundle, subcommands.JUDGE, policy=None)
     lost = {"record:egress:42": "a request carrying a decoy to *.exfil.test (install) is gone"}
     tampered = verdict.model_copy(
         update={
@@ -264,13 +270,13 @@ def test_every_cited_evidence_item_carries_its_description_in_json_and_text() ->
         }
     )
 
-    obj = cli.summary_object(run_id=plan.run_id, bundle=bundle, verdict=verdict, record="r")
+    obj = subcommands.summary_object(run_id=plan.run_id, bundle=bundle, verdict=verdict, record="r")
     first = obj["findings"][0]["evidence"][0]
     assert first["id"].startswith("install:egress:")
     assert "collector.exfil.test" in first["description"]
-    assert f"evidence {first['id']}: {first['description']}" in cli.render(obj)
+    assert f"evidence {first['id']}: {first['description']}" in subcommands.render(obj)
 
-    gone = cli.summary_object(
+    gone = subcommands.summary_object(
         run_id=plan.run_id, bundle=bundle, verdict=tampered, record="r", lost=lost
     )
     assert gone["findings"][0]["evidence"] == [

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import stat
+import subprocess
 import sys
 import time
 import zipfile
@@ -27,11 +28,11 @@ from zipfactory import raw_zip, set_declared_size, with_mode
 
 from app_relay.bundle import BundleError
 from app_relay.github import GitHubApp, GitHubGateway
+from app_relay.localrun import LocalRunner
 from app_relay.runners import (
     FETCH_ERRORS,
     ActionsRunner,
     Dispatched,
-    LocalRunner,
     RunnerError,
     RunProgress,
     Unfolded,
@@ -676,6 +677,51 @@ def test_local_runner_keeps_the_record_and_the_stages_and_shows_the_rest(
     ]
     shown = capfd.readouterr().err
     assert shown == "cujo: run r-1: preparing\ncujo: done\n"
+
+
+def test_stages_the_sandbox_marks_before_anyone_waits_are_held_and_told_in_order(
+    tmp_path: Path,
+) -> None:
+    """`cujo review` starts the sandbox before its record is open: the stage marks printed
+    meanwhile are held, then told first, in order, once it waits."""
+    fake = tmp_path / "python"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "echo 'cujo-stage prepare began' >&2\n"
+        "echo 'cujo-stage prepare ended ok' >&2\n"
+        "echo 'cujo-stage arm began' >&2\n"
+        "exit 0\n"
+    )
+    fake.chmod(0o755)
+    record: list[str] = []
+    started = LocalRunner(python=str(fake), deadline_s=60).start(
+        repo="r", base="main", head="pr", run_id="r-1", out=tmp_path / "out", record=record
+    )
+    started.proc.wait()  # all of it printed (and read, or being read) before anyone waits
+    steps: list[str] = []
+    assert started.wait(steps.append) == 0
+    assert steps == ["prepare: in_progress", "prepare: completed (success)", "arm: in_progress"]
+
+
+def test_the_cujo_command_starts_without_the_record_or_the_verdict_loaded() -> None:
+    """What `cujo review` imports before it starts the sandbox: no SQLAlchemy, no
+    pydantic models of the verdict, no GitHub client (they load while it runs)."""
+    probe = (
+        "import sys, app_relay.cli, app_relay.localrun\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('sqlalchemy', 'alembic', 'github', 'anthropic', 'fastapi', 'pydantic'))\n"
+        "print(heavy)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_record_prefix_is_the_ledger_s() -> None:
+    from app_relay.localrun import RECORD_PREFIX
+    from cujo_action.ledger import PREFIX
+
+    assert RECORD_PREFIX == PREFIX + " "
 
 
 # ---- GitHub Enterprise Server: no run details ----------------------------------------

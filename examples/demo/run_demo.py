@@ -74,7 +74,7 @@ def main() -> int:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     sys.path.insert(0, str(HERE.parents[1]))
-    from app_relay.cli import render
+    from app_relay.subcommands import render
 
     print("\n" + "=" * 72)
     for head, obj in results.items():
