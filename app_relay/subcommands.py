@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
@@ -197,16 +197,29 @@ def review(args: argparse.Namespace, started: LocalReview | None = None) -> int:
         return _sandbox_review(args, started or start_review(args), instead, interrupted)
 
 
+def _open_record(
+    folder: Path,
+    repo: str,
+    run_id: str,
+    base_sha: str,
+    head_sha: str,
+    mode: Literal["sandbox", "diff"],
+) -> Store:
+    """Open the local record in ``folder`` and start the run in it (raises OSError or
+    SQLAlchemyError: no record, so no run)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    store = Store(database_url(folder))
+    store.start_run(store.open_session(repo, None, "local"), run_id, base_sha, head_sha, mode)
+    return store
+
+
 def _sandbox_review(
     args: argparse.Namespace, started: LocalReview, instead: str, interrupted: threading.Event
 ) -> int:
     run_id, repo, folder, out = started.run_id, started.repo, started.folder, started.out
     base_sha, head_sha = started.base_sha, started.head_sha
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        store = Store(database_url(folder))
-        session = store.open_session(repo, None, "local")
-        store.start_run(session, run_id, base_sha, head_sha, "sandbox")
+        store = _open_record(folder, repo, run_id, base_sha, head_sha, "sandbox")
     except (OSError, SQLAlchemyError) as exc:
         started.run.stop()  # no record, so no run
         # Say where the record should have been, and why it is not.
@@ -277,10 +290,7 @@ def diff_review(args: argparse.Namespace, client: ModelPort) -> int:
     repo = str(Path(args.repo).resolve()) if "://" not in args.repo else args.repo
     base_sha, head_sha = resolve(repo, args.base), resolve(repo, args.head)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        store = Store(database_url(folder))
-        session = store.open_session(repo, None, "local")
-        store.start_run(session, run_id, base_sha, head_sha, "diff")
+        store = _open_record(folder, repo, run_id, base_sha, head_sha, "diff")
     except (OSError, SQLAlchemyError) as exc:
         print(f"cujo review: cannot open the record in {folder}: {_why(exc)}", file=sys.stderr)
         return 3
