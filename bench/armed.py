@@ -90,6 +90,7 @@ def armed(repo: Path, install: str, test: str) -> str:
                 _confined(setup, install, "install")
                 setup.pack_install()
                 setup.finish("ok", "")
+                harness.staged()  # the tests' area, finished while the install ran
                 tests = CheckRun("tests", context, plan)
                 tests.receive_install()
                 _confined(tests, test, "test")

@@ -18,8 +18,9 @@ import os
 import secrets
 import shutil
 import sys
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -70,7 +71,7 @@ from cujo_action.proxy import (
 )
 from cujo_action.schema import ALL_CHECKS, REGISTRY_HOSTS, CheckName, Isolation, Phase, Plan
 from cujo_action.timing import Timeline
-from cujo_action.venvs import place_venvs, template_for
+from cujo_action.venvs import KeptTemplate, TemplateStart, place_venvs, template_for
 
 # One proxy port per (check, phase): the port a request arrives on names who sent it.
 LABELS: tuple[tuple[CheckName, Phase], ...] = (
@@ -90,6 +91,8 @@ BASE_NICE = 10
 # into it, and those that receive the install's (whose venv is then made to match it:
 # ``_receive_install``, so the template's files need not travel through the spool).
 VENV_CHECKS: tuple[CheckName, ...] = ("install", "detonation", "base", "tests", "probes", "smoke")
+# The checks that run on the install's tree: their areas are finished while it runs.
+RECEIVERS: tuple[CheckName, ...] = ("tests", "probes", "smoke")
 
 
 def base_runs() -> bool:
@@ -233,6 +236,13 @@ class Harness:
     seals: list[Seal] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
     unsealed: list[str] = field(default_factory=list)
+    # What is left to stage of the areas of the checks that receive the install's tree.
+    staging: Future[None] | None = None
+
+    def staged(self) -> None:
+        """Wait until every check's area is staged; raise what went wrong staging it."""
+        if self.staging is not None:
+            self.staging.result()
 
     def writers(self) -> dict[str, HarnessProcess]:
         """Return the harness processes that write evidence, by name."""
@@ -251,6 +261,10 @@ class Harness:
         def destroy(ns: NetNamespace) -> None:
             with contextlib.suppress(NetnsError, OSError):
                 ns.destroy()
+
+        if self.staging is not None:
+            with contextlib.suppress(Exception):  # said where the run waited for it
+                self.staging.result()
 
         writers = self.writers()
         self.lost = [
@@ -284,6 +298,28 @@ class Harness:
         return EvidenceFaults(
             lost=list(self.lost), untrusted=[*self.unsealed, *broken_seals(self.seals)]
         )
+
+
+def _in_background(
+    work: Callable[[], None], template: TemplateStart | KeptTemplate | None
+) -> Future[None]:
+    """Run ``work`` in a thread of its own; then let the run's template go (a template
+    another run kept first is not kept twice)."""
+    done: Future[None] = Future()
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:
+            done.set_exception(exc)
+        else:
+            done.set_result(None)
+        finally:
+            if template is not None:
+                template.discard()
+
+    threading.Thread(target=run, name="cujo-staging", daemon=True).start()
+    return done
 
 
 def runner_worker(python: str, job: JobIdentity, decoys: tuple[Decoy, ...]) -> Worker:
@@ -409,7 +445,7 @@ def stage(
     venv_template: str = "",
     venv_made_at: str = "",
     inside_home: str = "",
-) -> dict[str, CheckArea]:
+) -> tuple[dict[str, CheckArea], Callable[[], None]]:
     """Give each check its own HOME (decoys seeded) and copy of the head, before any PR code.
 
     Every folder is made fresh (a name already there stops the run), the copies come
@@ -420,6 +456,12 @@ def stage(
     With ``venv_template``, each check that installs gets it as ``work/venv`` (hard links
     to its read-only files, ``venvs.place_venvs``), pointed at the path its commands see
     it at (under ``inside_home``, or the host HOME).
+
+    Returns the areas, and what is left to stage for the checks that run on the install's
+    tree (``RECEIVERS``: their venvs and the hand-over of their HOMEs), to be finished
+    while the install runs (``Harness.staged``): their HOMEs sit in root's 0711 corners,
+    0700 and root's until handed over, so no uid that runs meanwhile can reach them, and
+    their own uids run nothing before the run waits for it.
     """
     corners = fresh_dir(run_dir / "checks", 0o711)
     areas: dict[str, CheckArea] = {}
@@ -448,12 +490,19 @@ def stage(
             home=str(home), uid=uid, gid=gid, limits=limits[check],
             venv_staged=home / "work" / "venv" in venvs,
         )  # fmt: skip
-    if venvs:
-        place_venvs(venv_template, venvs, made_at=venv_made_at or None)  # all at once
-    for area in areas.values():
-        if area.uid is not None and area.gid is not None:
-            hand_over(Path(area.home), area.uid, area.gid)
-    return areas
+
+    def finish(checks: Collection[str]) -> None:
+        homes = {Path(areas[c].home) for c in checks}
+        mine = {dest: inside for dest, inside in venvs.items() if dest.parents[1] in homes}
+        if mine:
+            place_venvs(venv_template, mine, made_at=venv_made_at or None)  # all at once
+        for check in checks:
+            area = areas[check]
+            if area.uid is not None and area.gid is not None:
+                hand_over(Path(area.home), area.uid, area.gid)
+
+    finish([c for c in ALL_CHECKS if c not in RECEIVERS])
+    return areas, partial(finish, [c for c in ALL_CHECKS if c in RECEIVERS])
 
 
 def stage_base(plan: Plan, checkout: Path) -> None:
@@ -604,14 +653,14 @@ def arm(
         if venv_template and python != base_python(for_sandbox_user=True):
             venv_template = ""  # made with another interpreter than the checks use
         with timed("arm/stage"):
-            areas = stage(
+            areas, finish_staging = stage(
                 plan, run_dir, decoys, owners, limits, job,
                 venv_template=venv_template,
                 venv_made_at=template.made_at if template is not None else "",
                 inside_home=INSIDE_HOME if bwrap_why is None else "",
             )  # fmt: skip
-        if template is not None:
-            template.discard()  # copied: one another run kept first is not kept twice
+        # The receivers' areas, while the install runs (stage's docstring says why safely).
+        harness.staging = _in_background(finish_staging, template)
         armed = Armed(
             run_dir=str(run_dir),
             plan_path=str(run_dir / "plan.json"),

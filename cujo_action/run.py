@@ -409,6 +409,8 @@ def _run(
         started_checks.append(install)
         install.wait()
         installed = _collect(install, plan)
+        # The areas of the checks that run on the install's tree, staged meanwhile.
+        harness.staged()
         later: list[CheckName] = ["tests", "probes", "smoke"]
         budgets = {"tests": timeouts.test, "probes": timeouts.probes, "smoke": timeouts.smoke}
         running: list[_Check] = []

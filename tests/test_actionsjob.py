@@ -6,7 +6,9 @@ import base64
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import types
 from pathlib import Path
 
@@ -24,7 +26,7 @@ from cujo_action.actionsjob import (
     worker_env,
     worker_source,
 )
-from cujo_action.arm import stage
+from cujo_action.arm import RECEIVERS, stage
 from cujo_action.boundary import BoundaryError, write_below
 from cujo_action.decoys import make_decoys
 from cujo_action.limits import make_limits
@@ -171,7 +173,10 @@ def test_each_check_gets_a_hosted_runners_layout(tmp_path: Path) -> None:
     run_dir.mkdir()
     limits = {c: make_limits(f"cujo-test-{c}-{job.plan_id[:8]}", 64) for c in ALL_CHECKS}
     try:
-        areas = stage(plan, run_dir, DECOYS, dict.fromkeys(ALL_CHECKS, (None, None)), limits, job)
+        areas, finish = stage(
+            plan, run_dir, DECOYS, dict.fromkeys(ALL_CHECKS, (None, None)), limits, job
+        )
+        finish()
     finally:
         for made in limits.values():
             made.remove()
@@ -210,6 +215,50 @@ def test_each_check_gets_a_hosted_runners_layout(tmp_path: Path) -> None:
                 capture_output=True, text=True, check=True,
             )  # fmt: skip
             assert status.stdout == "", (check, status.stdout)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing areas to uids needs root")
+def test_the_receivers_areas_are_out_of_reach_until_staged_and_handed_over(
+    tmp_path: Path,
+) -> None:
+    """Attack test: the receivers' areas (tests, probes, smoke) are finished while the
+    install runs; meanwhile the install's uid can neither enter, fill nor swap them."""
+    repo = GitRepo(tmp_path / "octo" / "app")
+    repo.write({"app.py": "x = 1\n"}).commit("one")
+    plan = prepare(str(repo.path), "main", "main", "run-1", tmp_path / "work")
+    job = new_identity(plan.repo)
+    top = Path(tempfile.mkdtemp(prefix="cujo-areas-", dir="/tmp"))  # others may pass through
+    top.chmod(0o711)
+    owners = {c: (64300 + i, 64300 + i) for i, c in enumerate(ALL_CHECKS)}
+    limits = {c: make_limits(f"cujo-test-{c}-{job.plan_id[:8]}", 64) for c in ALL_CHECKS}
+    try:
+        (top / "run").mkdir(mode=0o711)
+        areas, finish = stage(plan, top / "run", DECOYS, owners, limits, job)
+        install_uid = owners["install"][0]
+        assert Path(areas["install"].home).stat().st_uid == install_uid  # handed over now
+        for check in RECEIVERS:
+            home = Path(areas[check].home)
+            st = home.stat()
+            assert (st.st_uid, st.st_mode & 0o777) == (0, 0o700), check
+            assert home.parent.stat().st_uid == 0
+            attempts = (
+                f"ls {home}; touch {home}/planted; mv {home} {home}.gone; "
+                f"ln -s /etc {home.parent}/swapped; true"
+            )
+            done = subprocess.run(
+                ["setpriv", f"--reuid={install_uid}", f"--regid={install_uid}",
+                 "--clear-groups", "--", "sh", "-c", attempts],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            assert done.stderr.count("Permission denied") == 4, done.stderr
+            assert sorted(p.name for p in home.parent.iterdir()) == ["home"]
+        finish()
+        for check in RECEIVERS:
+            assert Path(areas[check].home).stat().st_uid == owners[check][0]
+    finally:
+        for made in limits.values():
+            made.remove()
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_writing_below_a_tree_follows_no_planted_link(tmp_path: Path) -> None:
