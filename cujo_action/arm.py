@@ -43,9 +43,15 @@ from cujo_action.actionsjob import (
 )
 from cujo_action.boundary import copy_pristine, fresh_dir, hand_over, write_below
 from cujo_action.decoys import Decoy, decoy_files, make_decoys
-from cujo_action.dns import ResolverConfig, ResolverError, ResolverHandle, ResolverStart
+from cujo_action.dns import (
+    ResolverConfig,
+    ResolverError,
+    ResolverHandle,
+    ResolverStart,
+    spawn_resolver,
+)
 from cujo_action.evidence import EvidenceFaults, Seal, broken_seals, seal
-from cujo_action.harnessproc import HarnessProcess
+from cujo_action.harnessproc import HarnessProcess, Spawned
 from cujo_action.jail import (
     ALWAYS_HIDDEN,
     INSIDE_HOME,
@@ -66,6 +72,7 @@ from cujo_action.proxy import (
     SYSTEM_CA,
     ProxyConfig,
     ProxyHandle,
+    spawn_proxy,
     start_proxy,
     write_ca_bundle,
 )
@@ -522,32 +529,85 @@ def stage_base(plan: Plan, checkout: Path) -> None:
     write_below(checkout, ".git/HEAD", plan.base_sha + "\n", 0o644)
 
 
+@dataclass
+class Warm:
+    """What a run starts before its plan is known, while prepare clones (``warm_up``): the
+    proxy and the resolver importing, then waiting for their configs, and the venv
+    template being made. ``arm`` sets them going; ``cancel`` stops what it never did."""
+
+    why_partial: str | None  # isolation_unavailable(), asked once
+    proxy: Spawned
+    resolver: Spawned | None  # full isolation only
+    template: TemplateStart | KeptTemplate | None  # as root only
+    used: bool = False
+
+    def cancel(self) -> None:
+        """Stop whatever ``arm`` did not take (after a failed prepare, say)."""
+        if self.used:
+            return
+        self.used = True
+        self.proxy.cancel()
+        if self.resolver is not None:
+            self.resolver.cancel()
+        if self.template is not None:
+            self.template.cancel()
+
+
+def warm_up(run_dir: Path) -> Warm:
+    """Start the harness's slow parts before the plan is known: call from the run's main
+    thread (``die_with_parent``), before prepare; ``run_dir`` is made here."""
+    run_dir.mkdir(parents=True, exist_ok=True)  # fresh: nothing of the PR has run yet
+    run_dir.chmod(0o711)  # the sandbox user may pass through, never list or read
+    why_partial = isolation_unavailable()
+    # The one venv the checks share, made while the proxy starts (as root only: where the
+    # harness is not root, each check makes its own as the harness's user). Kept from an
+    # earlier run on this machine where root has one (venvs.template_for).
+    template = template_for(base_python(for_sandbox_user=True), run_dir) if _root() else None
+    proxy: Spawned | None = None
+    try:
+        proxy = spawn_proxy(run_dir / "proxy-ca")
+        resolver = spawn_resolver(run_dir / "resolver") if why_partial is None else None
+    except BaseException:
+        if proxy is not None:
+            proxy.cancel()
+        if template is not None:
+            template.cancel()
+        raise
+    return Warm(why_partial, proxy, resolver, template)
+
+
+def _root() -> bool:
+    return os.geteuid() == 0
+
+
 def arm(
-    plan: Plan, run_dir: Path, *, hide: Sequence[Path] = (), timeline: Timeline | None = None
+    plan: Plan,
+    run_dir: Path,
+    *,
+    hide: Sequence[Path] = (),
+    timeline: Timeline | None = None,
+    warm: Warm | None = None,
 ) -> tuple[Armed, Harness]:
     """Seed decoys, start the harness, stage each check's area and write the context.
 
     ``hide`` names host paths (the output folder, say) no pull-request command may see;
-    ``timeline`` records how long each piece took.
+    ``timeline`` records how long each piece took; ``warm`` is what ``warm_up`` started
+    on ``run_dir`` before the plan was known (else it is started here).
     """
     timed = (timeline or Timeline()).span
-    run_dir.mkdir(parents=True, exist_ok=True)  # fresh: nothing of the PR has run yet
-    run_dir.chmod(0o711)  # the sandbox user may pass through, never list or read
-    # The one venv the checks copy, made while the proxy starts (as root only: where the
-    # harness is not root, each check makes its own as the harness's user).
-    # Kept from an earlier run on this machine where root has one (venvs.template_for).
-    template = (
-        template_for(base_python(for_sandbox_user=True), run_dir)
-        if os.geteuid() == 0 and "node" not in (plan.ecosystem, plan.base_ecosystem)
-        else None
-    )
+    warm = warm or warm_up(run_dir)
+    warm.used = True
+    template = warm.template
+    if template is not None and "node" in (plan.ecosystem, plan.base_ecosystem):
+        template.cancel()  # npm makes no venv
+        template = None
     evidence = run_dir / "evidence"
     evidence.mkdir(mode=0o700, exist_ok=True)
     decoys = make_decoys()
     allow = [*REGISTRY_HOSTS, *plan.policy.egress_allow]
     labels = [label(c, p) for c, p in LABELS]
     decoy_specs = [{"name": d.name, "value": d.value} for d in decoys]
-    why_partial = isolation_unavailable()
+    why_partial = warm.why_partial
     resolver_dir = run_dir / "resolver"
     # The resolver gives each name an address of its own and writes which here, so the
     # proxy (and the refused-packet counts) can name what a raw connection was aimed at.
@@ -570,14 +630,16 @@ def arm(
         ready_path=resolver_dir / "ready.json",
         names_path=names,
     )
-    resolver_dir.mkdir(mode=0o700, exist_ok=True)
-    # The resolver starts while the proxy does (each takes most of a second to import).
-    # Both are launched from this thread, which lives as long as the run: each dies with
-    # the thread that forked it (PR_SET_PDEATHSIG), so never from a worker thread.
-    resolver_start = ResolverStart(resolver_config, resolver_dir) if why_partial is None else None
+    # Both were launched by warm_up from this thread, which lives as long as the run: each
+    # dies with the thread that forked it (PR_SET_PDEATHSIG), so never from a worker thread.
+    resolver_start = (
+        ResolverStart(resolver_config, resolver_dir, warm=warm.resolver)
+        if warm.resolver is not None
+        else None
+    )
     try:
         with timed("arm/proxy"):
-            harness = Harness(start_proxy(config))
+            harness = Harness(start_proxy(config, warm=warm.proxy))
     except BaseException:
         if resolver_start is not None:
             resolver_start.cancel()

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cujo_action.decoys import Decoy, DecoyMatcher
 from cujo_action.egress import Action, decide, egress_record, normalize_host, split_label
-from cujo_action.harnessproc import HarnessProcess, read_ready, spawn
+from cujo_action.harnessproc import HarnessProcess, Spawned, read_ready, spawn, wait_for_go
 from cujo_action.procinfo import socket_owner
 from cujo_action.proxy import SINK_NETWORK, DecoySpec
 from cujo_action.schema import REGISTRY_HOSTS, clip
@@ -285,6 +285,17 @@ class ResolverHandle(HarnessProcess):
     """A running resolver process: its ports by label and how to stop it."""
 
 
+CONFIG_NAME = "cujo-dns.json"
+STDERR_NAME = "dns.stderr"
+
+
+def spawn_resolver(workdir: Path) -> Spawned:
+    """Start the resolver process before its config is known (``ResolverStart(…, warm=…)``
+    sets it going); ``workdir`` is made here, and must be new."""
+    workdir.mkdir(mode=0o700, parents=True)
+    return Spawned("cujo_action.dns", workdir / CONFIG_NAME, workdir / STDERR_NAME)
+
+
 class ResolverStart:
     """A resolver process launched but not yet known to listen: ``result`` waits for it.
 
@@ -293,18 +304,30 @@ class ResolverStart:
     a resolver launched from a worker thread dies as soon as that thread is done.
     """
 
-    def __init__(self, config: ResolverConfig, workdir: Path, timeout: float = 10) -> None:
-        """Write the config and start the process; do not wait for it."""
+    def __init__(
+        self,
+        config: ResolverConfig,
+        workdir: Path,
+        timeout: float = 10,
+        *,
+        warm: Spawned | None = None,
+    ) -> None:
+        """Write the config and start the process (or set ``warm`` going, from
+        ``spawn_resolver`` on the same folder); do not wait for it."""
         workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        config_path = workdir / "cujo-dns.json"
+        config_path = workdir / CONFIG_NAME
         # The config holds the decoy values: readable by the harness user only.
         fd = os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write(config.model_dump_json())
         self.config = config
-        self.stderr_path = workdir / "dns.stderr"
+        self.stderr_path = workdir / STDERR_NAME
         Path(config.ready_path).unlink(missing_ok=True)
-        self.process = spawn("cujo_action.dns", config_path, self.stderr_path)
+        self.process = (
+            warm.go()
+            if warm is not None
+            else spawn("cujo_action.dns", config_path, self.stderr_path)
+        )
         self.deadline = time.monotonic() + timeout
         self._handle: ResolverHandle | None = None
 
@@ -510,7 +533,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the resolver described by ``--config`` until terminated."""
     parser = argparse.ArgumentParser(prog="python -m cujo_action.dns")
     parser.add_argument("--config", type=Path, required=True)
+    parser.add_argument("--wait", action="store_true", help="load, then wait for go on stdin")
     args = parser.parse_args(argv)
+    if args.wait and not wait_for_go():  # loaded already: this module's imports
+        return 0
     config = ResolverConfig.model_validate_json(args.config.read_text())
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(config))

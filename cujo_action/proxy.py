@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -31,7 +32,7 @@ from cujo_action.egress import (
     normalize_host,
     split_label,
 )
-from cujo_action.harnessproc import HarnessProcess, read_ready, spawn
+from cujo_action.harnessproc import HarnessProcess, Spawned, read_ready, spawn, wait_for_go
 from cujo_action.procinfo import socket_owner
 from cujo_action.schema import (
     MAX_SHORT,
@@ -323,11 +324,25 @@ def _tail(path: Path, limit: int = 4000) -> str:
         return ""
 
 
-def start_proxy(config: ProxyConfig, timeout: float = 20) -> ProxyHandle:
-    """Start the proxy process and return once it listens on every label's port."""
+def spawn_proxy(confdir: Path) -> Spawned:
+    """Start the proxy process before its config is known: it imports mitmproxy (most of
+    its start) while the run prepares; ``start_proxy(config, warm=…)`` sets it going.
+    ``confdir`` is made here, and must be new."""
+    confdir.mkdir(mode=0o700, parents=True)
+    return Spawned("cujo_action.proxy", confdir / CONFIG_NAME, confdir / STDERR_NAME)
+
+
+def start_proxy(
+    config: ProxyConfig, timeout: float = 20, *, warm: Spawned | None = None
+) -> ProxyHandle:
+    """Start the proxy process (or set ``warm`` going, from ``spawn_proxy`` on the same
+    confdir) and return once it listens on every label's port."""
     confdir = Path(config.confdir)
-    if confdir.exists() and any(confdir.iterdir()):
+    left = [p.name for p in confdir.iterdir()] if confdir.exists() else []
+    if [name for name in left if warm is None or name != STDERR_NAME]:
         # A CA left in confdir would be reused: each run must mint its own.
+        if warm is not None:
+            warm.cancel()
         raise ProxyError(f"confdir {confdir} is not empty; give each run a fresh one")
     confdir.mkdir(mode=0o700, parents=True, exist_ok=True)
     config_path = confdir / CONFIG_NAME
@@ -340,7 +355,8 @@ def start_proxy(config: ProxyConfig, timeout: float = 20) -> ProxyHandle:
     )
     attempts = 1 if fixed else _LISTEN_RETRIES
     for attempt in range(attempts):
-        handle, failure = _launch(config, config_path, timeout)
+        process = warm.go() if warm is not None and attempt == 0 else None
+        handle, failure = _launch(config, config_path, timeout, process)
         if handle is not None:
             return handle
         # A port picked free can be taken before mitmproxy binds it: pick again.
@@ -350,11 +366,15 @@ def start_proxy(config: ProxyConfig, timeout: float = 20) -> ProxyHandle:
 
 
 def _launch(
-    config: ProxyConfig, config_path: Path, timeout: float
+    config: ProxyConfig,
+    config_path: Path,
+    timeout: float,
+    process: subprocess.Popen[bytes] | None = None,
 ) -> tuple[ProxyHandle | None, str]:
     stderr_path = Path(config.confdir) / STDERR_NAME
     Path(config.ready_path).unlink(missing_ok=True)
-    process = spawn("cujo_action.proxy", config_path, stderr_path)
+    if process is None:
+        process = spawn("cujo_action.proxy", config_path, stderr_path)
     deadline = time.monotonic() + timeout
     while True:
         ready = read_ready(Path(config.ready_path), process.pid)
@@ -835,7 +855,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the proxy described by ``--config`` until terminated."""
     parser = argparse.ArgumentParser(prog="python -m cujo_action.proxy")
     parser.add_argument("--config", type=Path, required=True)
+    parser.add_argument("--wait", action="store_true", help="load, then wait for go on stdin")
     args = parser.parse_args(argv)
+    if args.wait:
+        # Most of the proxy's start: done while the run prepares (spawn_proxy).
+        from mitmproxy import addons, options  # noqa: F401, PLC0415
+        from mitmproxy.addons.errorcheck import ErrorCheck  # noqa: F401, PLC0415
+        from mitmproxy.master import Master  # noqa: F401, PLC0415
+
+        if not wait_for_go():
+            return 0
     config = ProxyConfig.model_validate_json(args.config.read_text())
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from cujo_action.arm import Harness, arm, base_runs
+from cujo_action.arm import Harness, Warm, arm, base_runs, warm_up
 from cujo_action.boundary import BoundaryError
 from cujo_action.bundle import (
     attach_egress,
@@ -37,6 +37,7 @@ from cujo_action.bundle import (
     write_manifest,
 )
 from cujo_action.checks.harness import write_report
+from cujo_action.dns import ResolverError
 from cujo_action.egress import parse_egress_log
 from cujo_action.jail import JailError
 from cujo_action.prepare import PrepareError, prepare
@@ -323,6 +324,35 @@ def _run(
     pr = f", pull request #{pull_request}" if pull_request is not None else ""
     _say(f"run {run_id}: preparing {repo} ({base} → {head}{pr})")
     _stage("prepare", "began")
+    # The proxy and the resolver load, and the venv template is made, while prepare clones.
+    try:
+        with timeline.span("warm-up"):
+            warm = warm_up(work / "run")
+    except (ProxyError, ResolverError, BoundaryError, OSError) as exc:
+        write_failure(out, Failure(run_id=run_id, stage="arm", reason=str(exc)))
+        _say(f"cannot start the sandbox's harness: {exc}")
+        _stage("prepare", "ended", "failed")
+        return 3
+    try:
+        return _prepared(repo, base, head, run_id, out, work, pull_request, token, timeline,
+                         started, warm)  # fmt: skip
+    finally:
+        warm.cancel()  # what arm did not take (it takes all once it is reached)
+
+
+def _prepared(
+    repo: str,
+    base: str,
+    head: str,
+    run_id: str,
+    out: Path,
+    work: Path,
+    pull_request: int | None,
+    token: str | None,
+    timeline: Timeline,
+    started: float,
+    warm: Warm,
+) -> int:
     try:
         with timeline.span("prepare"):
             plan = prepare(
@@ -363,7 +393,7 @@ def _run(
         out.chmod(0o700)
         _stage("arm", "began")
         with timeline.span("arm"):
-            armed, harness = arm(plan, work / "run", hide=[out, work], timeline=timeline)
+            armed, harness = arm(plan, work / "run", hide=[out, work], timeline=timeline, warm=warm)
     except (ProxyError, JailError, BoundaryError, OSError) as exc:
         write_failure(
             out,

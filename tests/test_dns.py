@@ -27,11 +27,13 @@ from cujo_action.dns import (
     NameScanner,
     ResolverConfig,
     ResolverHandle,
+    ResolverStart,
     answer_for,
     build_response,
     dns_record,
     error_response,
     parse_query,
+    spawn_resolver,
     start_resolver,
 )
 from cujo_action.egress import parse_egress_log
@@ -330,3 +332,25 @@ def test_query_dataclass_name_keeps_odd_bytes_visible() -> None:
     query = parse_query(struct.pack("!HHHHHH", 1, 0, 1, 0, 0, 0) + b"\2a\xff\4test\0\0\1\0\1")
     assert query.labels == (b"a\xff", b"test")
     assert query.name == "a\\xff.test"
+
+
+def test_a_resolver_started_before_its_config_answers_as_configured(tmp_path: Path) -> None:
+    """Started while prepare clones, set going once arm writes its config."""
+    warm = spawn_resolver(tmp_path / "work")
+    config = ResolverConfig(
+        labels=[LABEL],
+        decoys=[DecoySpec(name=d.name, value=d.value) for d in DECOYS],
+        log_path=tmp_path / "egress.jsonl",
+        ready_path=tmp_path / "ready.json",
+    )
+    handle = ResolverStart(config, tmp_path / "work", warm=warm).result()
+    try:
+        assert handle.process is warm.process
+        name = f"w{secrets.token_hex(4)}.exfil.test"
+        assert _ask_udp(handle.ports[LABEL], query_bytes(name)).endswith(
+            socket.inet_aton(SINK_ADDRESS)
+        )
+        record = Dns(handle, config.log_path).wait(lambda r: r["host"] == name)
+        assert (record["label"], record["action"]) == (LABEL, "sunk")
+    finally:
+        assert handle.stop() == 0

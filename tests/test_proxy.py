@@ -41,6 +41,7 @@ from cujo_action.proxy import (
     ProxyError,
     ProxyHandle,
     request_size,
+    spawn_proxy,
     start_proxy,
     write_ca_bundle,
 )
@@ -726,3 +727,58 @@ def test_the_proxy_dies_with_the_run_that_started_it(tmp_path: Path) -> None:
         and Path(f"/proc/{proxy_pid}/stat").read_text().split()[2] != "Z"
     )
     assert not alive, "the proxy outlived the run that started it"
+
+
+# --------------------------------------------------------------------------- started early
+
+
+def test_a_proxy_started_before_its_config_obeys_the_config_it_is_given(
+    tmp_path: Path,
+) -> None:
+    """The run starts the proxy while prepare clones, before the policy's allow-list is
+    known: what it forwards is what the config written later allows, nothing else."""
+    warm = spawn_proxy(tmp_path / "confdir")
+    upstream = Upstream()
+    thread = threading.Thread(target=upstream.serve_forever, daemon=True)
+    thread.start()
+    config = make_config(tmp_path, make_decoys(), allow_hosts=["localhost"])
+    handle = start_proxy(config, warm=warm)
+    try:
+        assert handle.process is warm.process
+        allowed, refused = f"/{tag()}", f"/{tag()}"
+        port = upstream.server_port
+        with session() as s:
+            s.get(f"http://localhost:{port}{allowed}", proxies={"http": url(handle)}, timeout=10)
+            sunk = s.get(f"http://127.0.0.1:{port}{refused}", proxies={"http": url(handle)},
+                         timeout=10)  # fmt: skip
+        assert sunk.content == b""
+        assert upstream.seen == [allowed]
+        log = parse_egress_log(config.log_path.read_bytes()).records
+        actions = {r["url"].rsplit("/", 1)[1]: r["action"] for r in log}
+        assert actions == {allowed[1:]: "forwarded", refused[1:]: "sunk"}
+    finally:
+        handle.stop()
+        upstream.shutdown()
+        upstream.server_close()
+        thread.join()
+
+
+def url(handle: ProxyHandle) -> str:
+    return f"http://127.0.0.1:{handle.ports[LABELS[0]]}"
+
+
+def test_a_proxy_started_early_and_never_told_to_go_reads_nothing(tmp_path: Path) -> None:
+    warm = spawn_proxy(tmp_path / "confdir")
+    assert warm.process.stdin is not None
+    warm.process.stdin.close()  # the run ended (a failed prepare) before arming
+    assert warm.process.wait(timeout=30) == 0
+    assert warm.stderr_path.read_text() == ""  # no config read, no traceback
+    assert sorted(p.name for p in (tmp_path / "confdir").iterdir()) == [warm.stderr_path.name]
+
+
+def test_a_warm_proxy_refuses_a_confdir_holding_a_ca_and_is_stopped(tmp_path: Path) -> None:
+    warm = spawn_proxy(tmp_path / "confdir")
+    (tmp_path / "confdir" / "mitmproxy-ca.pem").write_text("planted\n")
+    with pytest.raises(ProxyError, match="not empty"):
+        start_proxy(make_config(tmp_path, make_decoys()), warm=warm)
+    assert warm.process.poll() is not None
