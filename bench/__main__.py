@@ -39,15 +39,18 @@ def best_of(n: int, fn: Callable[[], object]) -> float:
     return min(times)
 
 
-def bare_install_and_test(repo: Path, head: str) -> None:
-    """Do by hand what a review runs: a venv, the install, the tests, the build."""
+def bare_install_and_test(repo: Path, head: str) -> float:
+    """Do by hand what a review runs: a venv, the install, the tests, the build; return
+    how long making the venv took."""
     work = Path(tempfile.mkdtemp(prefix="cujo-bench-bare-"))
     try:
         subprocess.run(
             ["git", "clone", "--quiet", "--branch", head, str(repo), str(work / "src")], check=True
         )
         py = sys.base_prefix + "/bin/python3"
+        venv_started = time.perf_counter()
         subprocess.run([py, "-m", "venv", str(work / "venv")], check=True)
+        venv_took = time.perf_counter() - venv_started
         vpy = str(work / "venv" / "bin" / "python")
         env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "HOME": str(work / "home")}
         subprocess.run(
@@ -69,6 +72,7 @@ def bare_install_and_test(repo: Path, head: str) -> None:
             check=True,
             env=env,
         )
+        return venv_took
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -114,9 +118,13 @@ def bench_review(rounds: int) -> None:
         bares: list[float] = []
         reviews: list[float] = []
         firsts: list[float] = []
+        no_venvs: list[float] = []  # the bare side less its `python -m venv`
         stages: dict[str, list[float]] = {}
         for n in range(rounds):  # interleaved, so drift hits both alike
-            bares.append(best_of(1, lambda: bare_install_and_test(repo, "benign")))
+            start = time.perf_counter()
+            venv_took = bare_install_and_test(repo, "benign")
+            bares.append(time.perf_counter() - start)
+            no_venvs.append(bares[-1] - venv_took)
             start = time.perf_counter()
             record = review(repo, "benign", data)
             reviews.append(time.perf_counter() - start)
@@ -141,6 +149,11 @@ def bench_review(rounds: int) -> None:
         print(
             f"  the same, first run (no venv template kept) : {first_t:7.2f} s   "
             f"ratio {first_t / bare:.2f}x, fixed cost {first_t - bare:+.2f} s  (target <= 1 s)"
+        )
+        no_venv = statistics.median(no_venvs)
+        print(
+            f"  bare without making its venv               : {no_venv:7.2f} s   "
+            f"review {review_t - no_venv:+.2f} s, first run {first_t - no_venv:+.2f} s beyond it"
         )
         print("  where the review's time goes (median seconds of each stage; checks overlap):")
         for name, took in stages.items():

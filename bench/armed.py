@@ -51,13 +51,16 @@ def library_repo(root: Path, name: str = "more-itertools", version: str = "10.5.
     return repo
 
 
-def bare(repo: Path, install: str, test: str, python: str) -> None:
-    """Clone, make a venv, run install and test as they are, with no sandbox."""
+def bare(repo: Path, install: str, test: str, python: str) -> float:
+    """Clone, make a venv, run install and test as they are, with no sandbox; return how
+    long making the venv took (a part the armed side shares or makes another way)."""
     work = Path(tempfile.mkdtemp(prefix="cujo-bench-bare-"))
     try:
         src = work / "src"
         subprocess.run(["git", "clone", "-q", str(repo), str(src)], check=True)
+        venv_started = time.perf_counter()
         subprocess.run([python, "-m", "venv", str(work / "venv")], check=True)
+        venv_took = time.perf_counter() - venv_started
         env = {
             "PATH": f"{work / 'venv' / 'bin'}:/usr/local/bin:/usr/bin:/bin",
             "HOME": str(work / "home"),
@@ -67,6 +70,7 @@ def bare(repo: Path, install: str, test: str, python: str) -> None:
         for cmd in (install, test):
             subprocess.run(["bash", "-c", cmd], cwd=src, env=env, check=True,
                            capture_output=True)  # fmt: skip
+        return venv_took
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -114,10 +118,13 @@ def compare(label: str, repo: Path, install: str, test: str, rounds: int) -> Non
     The armed side twice: with the venv template root kept from an earlier run, and on a
     first run (an empty template cache, as on a hosted runner)."""
     python = base_python(for_sandbox_user=isolation_unavailable() is None)
-    best_bare = best_armed = best_first = float("inf")
+    best_bare = best_armed = best_first = best_no_venv = float("inf")
     isolation = "?"
     for _ in range(rounds):
-        best_bare = min(best_bare, _timed(lambda: bare(repo, install, test, python)))
+        start = time.perf_counter()
+        venv_took = bare(repo, install, test, python)
+        took = time.perf_counter() - start
+        best_bare, best_no_venv = min(best_bare, took), min(best_no_venv, took - venv_took)
         start = time.perf_counter()
         isolation = armed(repo, install, test)
         best_armed = min(best_armed, time.perf_counter() - start)
@@ -137,6 +144,11 @@ def compare(label: str, repo: Path, install: str, test: str, rounds: int) -> Non
           f"ratio {best_armed / best_bare:.2f}x   (target <= 1.15x)")  # fmt: skip
     print(f"  the same, first run (no template kept)  : {best_first:7.2f} s   "
           f"ratio {best_first / best_bare:.2f}x   (target <= 1.15x)")  # fmt: skip
+    # What the sandbox costs beyond the commands, whatever its venv costs: against the bare
+    # side less its `python -m venv` (which the armed side shares, or makes another way).
+    print(f"  bare without making its venv            : {best_no_venv:7.2f} s   "
+          f"armed {best_armed - best_no_venv:+.2f} s, first run "
+          f"{best_first - best_no_venv:+.2f} s beyond it")  # fmt: skip
 
 
 def _timed(fn: Callable[[], object]) -> float:
