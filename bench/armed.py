@@ -1,10 +1,14 @@
 """The cost of arming: the same install + test commands, bare and in the armed sandbox.
 
-Both sides clone the repository, make a fresh virtual environment with the same
-interpreter, start with an empty pip cache and a fresh HOME, and run the same two
-commands. The armed side also prepares the plan, starts the proxy, the resolver, six
-network namespaces and the decoy watcher, and runs the commands as the sandbox user
-through the proxy; that difference is the overhead.
+Both sides clone the repository, start with an empty pip cache and a fresh HOME, and run
+the same two commands. The bare side makes its venv with ``python -m venv``; the armed
+side uses root's venv template as a review does (kept from an earlier run, or made for
+this one: the "first run" line), and also prepares the plan, starts the proxy, the
+resolver, a network namespace per phase and the decoy watcher, stages each check's area,
+and runs the commands as the checks' uids in bubblewrap through the proxy, the install's
+tree handed to the tests' uid. The base is not staged (``CUJO_BASE=off``): its run beside
+the head is measured apart (bench/base.py). The last line sets the armed side against
+the bare commands without their venv: what the sandbox costs whatever its venv costs.
 """
 
 from __future__ import annotations
@@ -79,6 +83,10 @@ def armed(repo: Path, install: str, test: str) -> str:
     """Prepare, arm, and run install and test confined and watched, as the install and
     tests checks do (the same two commands as the bare side); return the isolation."""
     work = Path(tempfile.mkdtemp(prefix="cujo-bench-armed-"))
+    # The base's checkout and venv are not staged: its run beside the head is measured
+    # apart (bench/base.py), as the review's bench does.
+    was = os.environ.get("CUJO_BASE")
+    os.environ["CUJO_BASE"] = "off"
     try:
         with contextlib.redirect_stderr(io.StringIO()):
             plan = prepare(str(repo), "main", "main", f"bench-{secrets.token_hex(4)}",
@@ -103,6 +111,10 @@ def armed(repo: Path, install: str, test: str) -> str:
                 harness.stop()
         return context.isolation
     finally:
+        if was is None:
+            del os.environ["CUJO_BASE"]
+        else:
+            os.environ["CUJO_BASE"] = was
         shutil.rmtree(work, ignore_errors=True)
 
 
