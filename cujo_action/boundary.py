@@ -5,7 +5,11 @@ The boundary rules (DESIGN section 6), enforced here and nowhere else by hand:
 * **Before** any pull-request code runs, root may create, copy and hand over trees in
   folders it created itself (``fresh_dir`` never takes ``exist_ok``: a name that is
   already there was planted, and the run stops). ``hand_over`` walks with ``os.fwalk``
-  and changes owners through directory descriptors, never following a symlink.
+  and changes owners through directory descriptors, never following a symlink; a file
+  with another name (a hard link to root's read-only venv template) stays root's. A
+  check's area may be finished later, while other checks run, only as long as no code
+  of its own uid has run and it sits, root's and 0700, in a root-owned 0711 corner no
+  other uid can enter (``arm.stage``: the checks that receive the install's tree).
 * **After** pull-request code ran, root reads a sandbox-writable tree only through
   ``fingerprints``: every component opened relative to a directory descriptor with
   ``O_NOFOLLOW``, files opened ``O_NONBLOCK`` and read only when ``fstat`` says they are
