@@ -63,29 +63,9 @@ class LocalRunner:
         )
         return LocalRun(self, proc, record)
 
-    def run(
-        self,
-        *,
-        repo: str,
-        base: str,
-        head: str,
-        run_id: str,
-        out: Path,
-        record: list[str] | None = None,
-        on_step: Callable[[str], object] | None = None,
-    ) -> int:
-        """Run the sandbox to completion and return its exit code (0 reports, 3 failure)."""
-        started = self.start(repo=repo, base=base, head=head, run_id=run_id, out=out,
-                             record=record)  # fmt: skip
-        try:
-            return started.wait(on_step)
-        except BaseException:
-            started.stop()
-            raise
-
 
 class LocalRun:
-    """A sandbox started by ``LocalRunner.start``."""
+    """A sandbox started by ``LocalRunner.start``; ``wait`` runs it to its end."""
 
     def __init__(
         self, runner: LocalRunner, proc: subprocess.Popen[bytes], record: list[str] | None

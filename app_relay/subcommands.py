@@ -185,7 +185,7 @@ def review(args: argparse.Namespace, started: LocalReview | None = None) -> int:
     review); otherwise it is started here (a diff review with no model key).
     """
     instead = ""
-    if args.mode == "diff" and started is None:
+    if args.mode == "diff":
         from app_relay.model import model_client_from_env  # noqa: PLC0415
 
         client = model_client_from_env(os.environ)

@@ -18,7 +18,6 @@ import os
 import secrets
 import shutil
 import sys
-import threading
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -269,9 +268,8 @@ class Harness:
             with contextlib.suppress(NetnsError, OSError):
                 ns.destroy()
 
-        if self.staging is not None:
-            with contextlib.suppress(Exception):  # said where the run waited for it
-                self.staging.result()
+        with contextlib.suppress(Exception):  # said where the run waited for it
+            self.staged()
 
         writers = self.writers()
         self.lost = [
@@ -312,21 +310,19 @@ def _in_background(
 ) -> Future[None]:
     """Run ``work`` in a thread of its own; then let the run's template go (a template
     another run kept first is not kept twice)."""
-    done: Future[None] = Future()
 
     def run() -> None:
         try:
             work()
-        except BaseException as exc:
-            done.set_exception(exc)
-        else:
-            done.set_result(None)
         finally:
             if template is not None:
                 template.discard()
 
-    threading.Thread(target=run, name="cujo-staging", daemon=True).start()
-    return done
+    pool = ThreadPoolExecutor(1, thread_name_prefix="cujo-staging")
+    try:
+        return pool.submit(run)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def runner_worker(python: str, job: JobIdentity, decoys: tuple[Decoy, ...]) -> Worker:

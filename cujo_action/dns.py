@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cujo_action.decoys import Decoy, DecoyMatcher
 from cujo_action.egress import Action, decide, egress_record, normalize_host, split_label
-from cujo_action.harnessproc import HarnessProcess, Spawned, read_ready, spawn, wait_for_go
+from cujo_action.harnessproc import HarnessProcess, Spawned, read_ready, wait_for_go
 from cujo_action.procinfo import socket_owner
 from cujo_action.proxy import SINK_NETWORK, DecoySpec
 from cujo_action.schema import REGISTRY_HOSTS, clip
@@ -323,11 +323,8 @@ class ResolverStart:
         self.config = config
         self.stderr_path = workdir / STDERR_NAME
         Path(config.ready_path).unlink(missing_ok=True)
-        self.process = (
-            warm.go()
-            if warm is not None
-            else spawn("cujo_action.dns", config_path, self.stderr_path)
-        )
+        start = warm or Spawned("cujo_action.dns", config_path, self.stderr_path)
+        self.process = start.go()
         self.deadline = time.monotonic() + timeout
         self._handle: ResolverHandle | None = None
 

@@ -64,42 +64,32 @@ def die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def spawn(
-    module: str, config_path: Path, stderr_path: Path, *, wait: bool = False
-) -> subprocess.Popen[bytes]:
-    """Start ``python -m module --config config_path``, its output to ``stderr_path``.
-
-    With ``wait``, the process gets ``--wait``: it loads what it needs, then waits on its
-    standard input for ``go`` before it reads ``config_path`` (``Spawned``).
-    """
-    env = dict(os.environ)
-    # The child imports this package from wherever this process did.
-    package_root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    argv = [sys.executable, "-I", "-m", module, "--config", str(config_path)]
-    with open(stderr_path, "wb") as err:
-        return subprocess.Popen(
-            # -I: the harness imports only itself, never a `cujo_action` from the cwd.
-            [*argv, "--wait"] if wait else argv,
-            stdin=subprocess.PIPE if wait else subprocess.DEVNULL,
-            stdout=err,
-            stderr=err,
-            env=env,
-            preexec_fn=die_with_parent,  # noqa: PLW1509 - only a prctl before exec
-        )
-
-
 class Spawned:
-    """A harness process started before its config is known (while prepare clones): it
-    spends its start-up importing, then waits for ``go``; a process told nothing (its
-    standard input closed) exits without reading a config.
+    """A harness process (proxy, resolver): ``python -m module --config PATH --wait``, its
+    output to ``stderr_path``. It spends its start-up importing, then waits on its standard
+    input for ``go`` before it reads its config; one told nothing (its standard input
+    closed) exits without reading it. Started early (while prepare clones) or just before
+    ``go``: one way either way.
 
     Spawn from the thread that outlives it (the run's main thread): see ``die_with_parent``.
     """
 
     def __init__(self, module: str, config_path: Path, stderr_path: Path) -> None:
         self.config_path, self.stderr_path = config_path, stderr_path
-        self.process = spawn(module, config_path, stderr_path, wait=True)
+        env = dict(os.environ)
+        # The child imports this package from wherever this process did.
+        package_root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        with open(stderr_path, "wb") as err:
+            self.process = subprocess.Popen(
+                # -I: the harness imports only itself, never a `cujo_action` from the cwd.
+                [sys.executable, "-I", "-m", module, "--config", str(config_path), "--wait"],
+                stdin=subprocess.PIPE,
+                stdout=err,
+                stderr=err,
+                env=env,
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - only a prctl before exec
+            )
 
     def go(self) -> subprocess.Popen[bytes]:
         """Tell the process its config is written (at ``config_path``); return it."""

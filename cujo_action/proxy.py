@@ -32,7 +32,7 @@ from cujo_action.egress import (
     normalize_host,
     split_label,
 )
-from cujo_action.harnessproc import HarnessProcess, Spawned, read_ready, spawn, wait_for_go
+from cujo_action.harnessproc import HarnessProcess, Spawned, read_ready, wait_for_go
 from cujo_action.procinfo import socket_owner
 from cujo_action.schema import (
     MAX_SHORT,
@@ -355,8 +355,10 @@ def start_proxy(
     )
     attempts = 1 if fixed else _LISTEN_RETRIES
     for attempt in range(attempts):
-        process = warm.go() if warm is not None and attempt == 0 else None
-        handle, failure = _launch(config, config_path, timeout, process)
+        Path(config.ready_path).unlink(missing_ok=True)
+        start = warm if warm is not None and attempt == 0 else None
+        start = start or Spawned("cujo_action.proxy", config_path, confdir / STDERR_NAME)
+        handle, failure = _launch(config, start.go(), timeout)
         if handle is not None:
             return handle
         # A port picked free can be taken before mitmproxy binds it: pick again.
@@ -366,15 +368,9 @@ def start_proxy(
 
 
 def _launch(
-    config: ProxyConfig,
-    config_path: Path,
-    timeout: float,
-    process: subprocess.Popen[bytes] | None = None,
+    config: ProxyConfig, process: subprocess.Popen[bytes], timeout: float
 ) -> tuple[ProxyHandle | None, str]:
     stderr_path = Path(config.confdir) / STDERR_NAME
-    Path(config.ready_path).unlink(missing_ok=True)
-    if process is None:
-        process = spawn("cujo_action.proxy", config_path, stderr_path)
     deadline = time.monotonic() + timeout
     while True:
         ready = read_ready(Path(config.ready_path), process.pid)

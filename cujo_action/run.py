@@ -334,26 +334,6 @@ def _run(
         _stage("prepare", "ended", "failed")
         return 3
     try:
-        return _prepared(repo, base, head, run_id, out, work, pull_request, token, timeline,
-                         started, warm)  # fmt: skip
-    finally:
-        warm.cancel()  # what arm did not take (it takes all once it is reached)
-
-
-def _prepared(
-    repo: str,
-    base: str,
-    head: str,
-    run_id: str,
-    out: Path,
-    work: Path,
-    pull_request: int | None,
-    token: str | None,
-    timeline: Timeline,
-    started: float,
-    warm: Warm,
-) -> int:
-    try:
         with timeline.span("prepare"):
             plan = prepare(
                 repo, base, head, run_id, work / "checkout", pull_request=pull_request, token=token
@@ -378,13 +358,23 @@ def _prepared(
         _say(f"cannot prepare: {exc}")
         _stage("prepare", "ended", "failed")
         return 3
-    # The tamper record opens before any pull-request code runs (ledger.py).
-    record_begin(run_id, plan.head_sha, plan.base_sha)
-    _stage("prepare", "ended", "ok")
-    _say(
-        f"plan ({plan.ecosystem}): install `{plan.install or '-'}`, test `{plan.test or '-'}`, "
-        f"smoke `{plan.smoke or '-'}`; policy from base {plan.policy_from[:12]}"
-    )
+    else:
+        # The tamper record opens before any pull-request code runs (ledger.py).
+        record_begin(run_id, plan.head_sha, plan.base_sha)
+        _stage("prepare", "ended", "ok")
+        _say(
+            f"plan ({plan.ecosystem}): install `{plan.install or '-'}`, test `{plan.test or '-'}`, "
+            f"smoke `{plan.smoke or '-'}`; policy from base {plan.policy_from[:12]}"
+        )
+        return _armed(plan, out, work, timeline, started, warm)
+    finally:
+        warm.cancel()  # what arm did not take (it takes all once it is reached)
+
+
+def _armed(
+    plan: Plan, out: Path, work: Path, timeline: Timeline, started: float, warm: Warm
+) -> int:
+    run_id = plan.run_id
     try:
         # The sandbox users pass through the work folder to their own areas; the pristine
         # checkout stays root's, and reports stay in `out`: neither is ever visible to them.

@@ -265,17 +265,9 @@ def _lay(name: str, src: int, out: int) -> None:
 
 
 def _copy(name: str, src: int, out: int, mode: int) -> None:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     reading = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src)
-    try:
-        writing = os.open(name, flags, 0o600, dir_fd=out)
-        try:
-            while chunk := os.read(reading, 1 << 20):
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(writing, view) :]
-            os.fchmod(writing, mode)
-        finally:
-            os.close(writing)
-    finally:
-        os.close(reading)
+    with os.fdopen(reading, "rb") as source:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        with os.fdopen(os.open(name, flags, 0o600, dir_fd=out), "wb") as copy:
+            shutil.copyfileobj(source, copy)
+            os.fchmod(copy.fileno(), mode)

@@ -166,13 +166,15 @@ def test_a_dispatched_sandbox_run_comes_back_as_reports_bound_to_the_run(
         state.set_run(d.repo, d.run_id, status="in_progress")
         out = tmp_path / f"out-{d.run_id}"
         exits.append(
-            LocalRunner(deadline_s=600).run(
+            LocalRunner(deadline_s=600)
+            .start(
                 repo=str(project.path),
                 base=d.inputs["base-sha"],
                 head=d.inputs["head-sha"],
                 run_id=d.inputs["run-id"],
                 out=out,
             )
+            .wait()
         )
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -635,8 +637,10 @@ def test_local_runner_still_reports_the_sandbox_exit_code(tmp_path: Path) -> Non
     # A bad base SHA: the sandbox writes failure.json and exits 3, quickly.
     project = GitRepo(tmp_path / "p")
     head = project.write({"a.txt": "a"}).commit("a")
-    code = LocalRunner(python=sys.executable, deadline_s=120).run(
-        repo=str(project.path), base="0" * 40, head=head, run_id="r-x", out=tmp_path / "out"
+    code = (
+        LocalRunner(python=sys.executable, deadline_s=120)
+        .start(repo=str(project.path), base="0" * 40, head=head, run_id="r-x", out=tmp_path / "out")
+        .wait()
     )
     assert code == 3
     assert (tmp_path / "out" / "failure.json").is_file()
@@ -662,10 +666,9 @@ def test_local_runner_keeps_the_record_and_the_stages_and_shows_the_rest(
     record: list[str] = []
     steps: list[str] = []
 
-    code = LocalRunner(python=str(fake), deadline_s=60).run(
-        repo="r", base="main", head="pr", run_id="r-1", out=tmp_path / "out",
-        record=record, on_step=steps.append,
-    )  # fmt: skip
+    code = LocalRunner(python=str(fake), deadline_s=60).start(
+        repo="r", base="main", head="pr", run_id="r-1", out=tmp_path / "out", record=record,
+    ).wait(steps.append)  # fmt: skip
 
     assert code == 3
     assert record == ["cujo-evidence r-1 begin " + "a" * 40 + " " + "b" * 40]
