@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from cujo_action.schema import DecoyEvent, Egress, Report
+from cujo_action.schema import Cut, DecoyEvent, Egress, Report
 
 from .decide.behaviour import Item, evidence_items
 from .decide.verdict import Finding, ModelUse, Verdict
@@ -56,6 +56,10 @@ def describe(item: Item) -> str:
         return f"{said}; decoy {', '.join(item.decoy_seen)}{where}"
     if isinstance(item, DecoyEvent):
         return f"{item.event} of {item.path}{_who(item)} during {item.phase}"
+    if isinstance(item, Cut):
+        during = f" during {item.phase}" if item.phase else ""
+        said = f"limit {item.limit} reached{during}: {item.dropped} dropped, {item.kept} kept"
+        return f"{said} ({item.detail})" if item.detail else said
     parts = [p for p in (item.path, item.detail) if p]
     return f"{item.kind}: {' — '.join(parts)}" if parts else item.kind
 

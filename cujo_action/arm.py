@@ -41,6 +41,7 @@ from cujo_action.actionsjob import (
     worker_source,
 )
 from cujo_action.boundary import copy_pristine, fresh_dir, hand_over, write_below
+from cujo_action.cgroups import Limits, make_limits
 from cujo_action.decoys import Decoy, decoy_files, make_decoys
 from cujo_action.dns import (
     ResolverConfig,
@@ -65,7 +66,6 @@ from cujo_action.jail import (
     run_confined,
     system_tool,
 )
-from cujo_action.limits import Limits, make_limits
 from cujo_action.netns import NetNamespace, NetnsError, Redirect, unavailable
 from cujo_action.proxy import (
     SYSTEM_CA,

@@ -41,7 +41,7 @@ from functools import partial
 from pathlib import Path
 
 from cujo_action import fanotify as fan
-from cujo_action.limits import Limits
+from cujo_action.cgroups import Limits
 from cujo_action.netns import kill_all_in
 
 # A command that writes more than this is cut off: its output is not evidence worth

@@ -1,184 +1,299 @@
-"""Give each check of a run its own process and memory limits, through cgroups where root can.
+"""Name every cap on evidence, and what happens when one is reached.
 
-cgroup v2 (GitHub's runners): one group per check below the root, with ``pids.max`` and
-``memory.max`` (no swap). cgroup v1 (``pids`` and ``memory`` hierarchies mounted, as on
-some build machines): one group per check below this process's own group in each. A
-machine where root can write neither keeps the per-uid rlimits the jail always sets (each
-check has a uid of its own, so those are per run too) and has no memory limit; the
-report says which applied. A command joins its check's groups before it execs.
+A limit reached is itself evidence (DESIGN section 6, the evidence rules). Each cap the
+sandbox puts on what it records lives here once, with: what is kept first when it is
+reached (evidence that carries a decoy or would trigger a rule is never the part
+dropped), what is counted and named (a ``Cut`` in the report: which limit, how much was
+dropped, ``evidence_complete: false``), and the verdict's answer:
+
+* ``hides_danger``: what the cap dropped could have been dangerous, so the check is
+  ``unproven`` naming the limit (``app_relay/decide/judge.py``). A cap whose dropped part
+  is known to be harmless (lines the rules cannot tell apart from one that was kept)
+  is named in the report and changes nothing else.
+* ``flood``: reaching it is abnormal in itself (thousands of look-ups, readers or
+  processes): the rule ``evidence-flood`` makes it a finding, critical during install
+  and import, a warning later.
+
+Pure data, no I/O: the harness (which enforces the caps) and the relay (which reads the
+cuts) import it, through ``schema``. ``docs/limits.md`` says the same for people.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Final, Literal, get_args
 
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-DEFAULT_MEMORY_MB = 4096
-_RMDIR_WAIT_S = 5.0
+MiB: Final = 1024 * 1024
 
-
-def memory_limit_mb() -> int:
-    """Return the memory a check may use, in MiB (``CUJO_CHECK_MEMORY_MB`` overrides)."""
-    raw = os.environ.get("CUJO_CHECK_MEMORY_MB", "")
-    if raw.strip().isdigit() and int(raw) >= 16:
-        return int(raw)
-    return DEFAULT_MEMORY_MB
+LimitId = Literal[
+    "report-bytes",
+    "report-egress",
+    "report-decoy-events",
+    "decoy-readers",
+    "report-observations",
+    "report-commands",
+    "report-field",
+    "output-tail",
+    "output-flood",
+    "output-search",
+    "persistence-walk",
+    "persistence-text",
+    "body-size",
+    "decode-depth",
+    "decode-budget",
+    "inflate-size",
+    "tunnel-peek",
+    "dns-reassembly",
+    "egress-log-copy",
+    "refused-packets",
+    "watcher-queue",
+    "exec-guard-queue",
+    "harness-process",
+    "detonation-imports",
+    "probe-count",
+    "command-timeout",
+]
+LIMIT_IDS: Final[tuple[str, ...]] = get_args(LimitId)
 
 
 @dataclass(frozen=True)
-class Limits:
-    """One check's cgroups (empty under rlimits only) and what they enforce."""
+class Limit:
+    """One cap on evidence: its size, where it is enforced, and what reaching it does."""
 
-    kind: str  # "cgroup v2" | "cgroup v1" | "rlimits"
-    pids_max: int
-    memory_mb: int | None
-    dirs: tuple[str, ...] = ()
-    note: str = ""  # why cgroups could not be used (rlimits only)
-    # One of each controller's files, by role: where to join, and what to read back.
-    procs: tuple[str, ...] = field(default=())
-
-    def describe(self) -> str:
-        """Return a one-line statement of the limits, for the report."""
-        memory = f"memory {self.memory_mb} MiB" if self.memory_mb else "no memory limit"
-        text = f"{self.kind}: {self.pids_max} processes, {memory}"
-        return f"{text} ({self.note})" if self.note else text
-
-    def join(self) -> None:
-        """Move the calling process into the check's groups (call in the child, pre-exec)."""
-        for procs in self.procs:
-            with open(procs, "w") as fh:
-                fh.write(str(os.getpid()))
-
-    def current(self) -> int:
-        """Return how many processes the check has now (cgroups only; 0 otherwise)."""
-        path = self._file("pids.current")
-        try:
-            return int(path.read_text()) if path is not None else 0
-        except (OSError, ValueError):
-            return 0
-
-    def refused_forks(self) -> int:
-        """Return how many forks the process limit refused so far (cgroups only)."""
-        return _event(self._file("pids.events"), "max")
-
-    def oom_kills(self) -> int:
-        """Return how many processes the memory limit killed so far (cgroups only)."""
-        if self.kind == "cgroup v2":
-            return _event(self._file("memory.events"), "oom_kill")
-        return _event(self._file("memory.oom_control"), "oom_kill")
-
-    def _file(self, name: str) -> Path | None:
-        for d in self.dirs:
-            if (Path(d) / name).exists():
-                return Path(d) / name
-        return None
-
-    def remove(self) -> None:
-        """Remove the groups once their processes are gone (waits a little for exits)."""
-        end = time.monotonic() + _RMDIR_WAIT_S
-        for d in self.dirs:
-            while True:
-                try:
-                    os.rmdir(d)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    if time.monotonic() > end:
-                        break
-                    time.sleep(0.05)
+    id: LimitId
+    value: int
+    unit: str
+    where: str  # the module that enforces it
+    what: str  # what is capped
+    kept_first: str  # what survives the cap, most important first
+    when_reached: str  # what is counted and named
+    hides_danger: bool  # a cut makes the check unproven
+    flood: bool = False  # reaching it is evidence-flood
 
 
-def _event(path: Path | None, key: str) -> int:
-    if path is None:
-        return 0
-    try:
-        for line in path.read_text().splitlines():
-            name, _, value = line.partition(" ")
-            if name == key and value.strip().isdigit():
-                return int(value)
-    except OSError:
-        return 0
-    return 0
+# Report sizes (schema.py): what the relay accepts of one report.
+REPORT_BYTES: Final = 4 * MiB
+REPORT_EGRESS: Final = 500
+REPORT_DECOY_EVENTS: Final = 500
+REPORT_OBSERVATIONS: Final = 500
+REPORT_COMMANDS: Final = 50
+# Every process that opened or read a decoy, kept beyond the events for correlation.
+DECOY_READERS: Final = 8192
+# What a command printed: the tail kept in the report, the whole stream searched.
+OUTPUT_TAIL: Final = 8_000
+OUTPUT_FLOOD: Final = 64 * MiB
+# The generic walk for new files that run later (the execution points are enumerated
+# directly, without a cap).
+PERSISTENCE_WALK: Final = 50_000
+PERSISTENCE_TEXT: Final = 64 * 1024
+# Bodies: what the proxy holds of one request (the rest is refused), how deep encodings
+# are undone, how much decoded data one input may produce, one decompression's output.
+BODY_SIZE: Final = 64 * MiB
+DECODE_DEPTH: Final = 6
+DECODE_BUDGET: Final = 256 * MiB
+INFLATE_SIZE: Final = 64 * MiB
+TUNNEL_PEEK: Final = 1 * MiB
+# DNS: the labels kept per process and parent domain to search reassembled.
+DNS_REASSEMBLY: Final = 16 * 1024
+EGRESS_LOG_COPY: Final = 8 * MiB
+REFUSED_PACKETS: Final = 50
 
 
-def _own_v1_path(controller: str) -> str | None:
-    """Return this process's group in a v1 hierarchy (``/proc/self/cgroup``)."""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            _, controllers, path = line.split(":", 2)
-            if controller in controllers.split(","):
-                return path
-    return None
-
-
-def _v2(name: str, pids: int, memory_mb: int) -> Limits | None:
-    root = CGROUP_ROOT
-    if not (root / "cgroup.controllers").exists():
-        return None
-    wanted = {"pids", "memory"}
-    if not wanted <= set((root / "cgroup.controllers").read_text().split()):
-        return None
-    enabled = set((root / "cgroup.subtree_control").read_text().split())
-    if not wanted <= enabled:
-        (root / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted - enabled))
-    group = root / name
-    group.mkdir(mode=0o755)
-    (group / "pids.max").write_text(str(pids))
-    (group / "memory.max").write_text(str(memory_mb * 1024 * 1024))
-    with contextlib.suppress(OSError):
-        (group / "memory.swap.max").write_text("0")
-    return Limits("cgroup v2", pids, memory_mb, (str(group),), procs=(str(group / "cgroup.procs"),))
-
-
-def _v1(name: str, pids: int, memory_mb: int) -> Limits | None:
-    made: list[Path] = []
-    try:
-        for controller in ("pids", "memory"):
-            mount = CGROUP_ROOT / controller
-            own = _own_v1_path(controller)
-            if own is None or not (mount / "cgroup.procs").exists():
-                return None
-            group = mount / own.lstrip("/") / name
-            group.mkdir(mode=0o755)
-            made.append(group)
-        pid_dir, mem_dir = made
-        (pid_dir / "pids.max").write_text(str(pids))
-        limit = str(memory_mb * 1024 * 1024)
-        (mem_dir / "memory.limit_in_bytes").write_text(limit)
-        with contextlib.suppress(OSError):
-            (mem_dir / "memory.memsw.limit_in_bytes").write_text(limit)
-    except BaseException:
-        for d in reversed(made):
-            with contextlib.suppress(OSError):
-                os.rmdir(d)
-        raise
-    return Limits(
-        "cgroup v1",
-        pids,
-        memory_mb,
-        tuple(str(d) for d in made),
-        procs=tuple(str(d / "cgroup.procs") for d in made),
+LIMITS: Final[dict[str, Limit]] = {
+    limit.id: limit
+    for limit in (
+        Limit(
+            "report-bytes", REPORT_BYTES, "bytes", "cujo_action/evidence budget",
+            "one report as JSON",
+            "decoy-bearing and rule-triggering items; then the rest in rank order",
+            "the least important items are trimmed until the report fits; the reader reads "
+            "an over-size report whose hash matches by clipping, never refusing it",
+            hides_danger=True,
+        ),
+        Limit(
+            "report-egress", REPORT_EGRESS, "entries", "cujo_action/bundle.py",
+            "egress entries in one report",
+            "decoy-bearing lines, then by egress_rank (critical-making before warn-making "
+            "before expected); forwarded registry reads folded per host and phase",
+            "lines the rules cannot tell apart are folded; what is still over is dropped "
+            "from the least telling end and counted",
+            hides_danger=True,
+            flood=True,
+        ),
+        Limit(
+            "report-decoy-events", REPORT_DECOY_EVENTS, "entries", "cujo_action/checks/harness.py",
+            "decoy events in one report",
+            "writes and deletes, then the first reader of each file, kind and phase",
+            "the rest are counted; every reader's pid stays in decoy_readers",
+            hides_danger=False,
+            flood=True,
+        ),
+        Limit(
+            "decoy-readers", DECOY_READERS, "processes", "cujo_action/watcher.py",
+            "processes kept as decoy readers for correlation",
+            "the earliest readers",
+            "counted; the check is unproven (a sender may be among the dropped)",
+            hides_danger=True,
+            flood=True,
+        ),
+        Limit(
+            "report-observations", REPORT_OBSERVATIONS, "entries",
+            "cujo_action/checks/harness.py",
+            "observations in one report",
+            "kinds a rule acts on before notes",
+            "counted and named",
+            hides_danger=True,
+            flood=True,
+        ),
+        Limit(
+            "report-commands", REPORT_COMMANDS, "entries", "cujo_action/checks/harness.py",
+            "commands listed in one report",
+            "the first commands (the plan's own)",
+            "counted; their output is still searched",
+            hides_danger=False,
+        ),
+        Limit(
+            "report-field", 2_000, "characters", "cujo_action/schema.py",
+            "one string in a report (an executable, a command line, a URL)",
+            "the head of the value, marked cut",
+            "clipped at write time, counted",
+            hides_danger=False,
+        ),
+        Limit(
+            "output-tail", OUTPUT_TAIL, "characters", "cujo_action/jail.py",
+            "a command's output kept in the report",
+            "the tail",
+            "output_truncated on the command; the whole stream is still searched for decoys",
+            hides_danger=False,
+        ),
+        Limit(
+            "output-flood", OUTPUT_FLOOD, "bytes", "cujo_action/jail.py",
+            "a command's output",
+            "everything up to the cap, searched",
+            "the command is killed and the check is an error",
+            hides_danger=True,
+        ),
+        Limit(
+            "output-search", OUTPUT_FLOOD, "bytes", "cujo_action/jail.py",
+            "output searched for decoys",
+            "everything up to the flood cap",
+            "counted",
+            hides_danger=True,
+        ),
+        Limit(
+            "persistence-walk", PERSISTENCE_WALK, "entries", "cujo_action/persistence.py",
+            "entries the generic walk for new files that run later looks at",
+            "the execution points, enumerated directly and never capped",
+            "counted and named",
+            hides_danger=True,
+            flood=True,
+        ),
+        Limit(
+            "persistence-text", PERSISTENCE_TEXT, "bytes", "cujo_action/persistence.py",
+            "a file judged by its content (a git config, an npmrc)",
+            "the file's head",
+            "counted and named",
+            hides_danger=True,
+        ),
+        Limit(
+            "body-size", BODY_SIZE, "bytes", "cujo_action/proxy.py",
+            "one request body the proxy reads",
+            "the whole body up to the cap, streamed to disk",
+            "the request is logged unsearched: unsearched-egress to an unexpected host",
+            hides_danger=True,
+        ),
+        Limit(
+            "decode-depth", DECODE_DEPTH, "layers", "cujo_action/unwrap.py",
+            "encodings undone one inside another",
+            "every layer up to the depth",
+            "a layer with more to peel at the depth is unsearched",
+            hides_danger=True,
+        ),
+        Limit(
+            "decode-budget", DECODE_BUDGET, "bytes", "cujo_action/unwrap.py",
+            "decoded bytes one input may produce",
+            "every layer, searched in windows",
+            "what is left is unsearched",
+            hides_danger=True,
+        ),
+        Limit(
+            "inflate-size", INFLATE_SIZE, "bytes", "cujo_action/unwrap.py",
+            "what one compressed stream inflates to",
+            "the stream's head",
+            "the rest is unsearched",
+            hides_danger=True,
+        ),
+        Limit(
+            "tunnel-peek", TUNNEL_PEEK, "bytes", "cujo_action/proxy.py",
+            "bytes of a tunnel that carried no readable request",
+            "the first bytes",
+            "the tunnel is refused and logged with what was kept",
+            hides_danger=False,
+        ),
+        Limit(
+            "dns-reassembly", DNS_REASSEMBLY, "bytes", "cujo_action/dns.py",
+            "labels kept per process and parent domain for reassembly",
+            "the latest labels",
+            "older labels leave the window",
+            hides_danger=False,
+        ),
+        Limit(
+            "egress-log-copy", EGRESS_LOG_COPY, "bytes", "cujo_action/bundle.py",
+            "the raw egress log copied into the bundle",
+            "the head of the log; the reports and the job log's record hold the rest",
+            "the seal names the log's full size",
+            hides_danger=False,
+        ),
+        Limit(
+            "refused-packets", REFUSED_PACKETS, "entries", "cujo_action/checks/harness.py",
+            "refused packets listed per namespace",
+            "the first ones",
+            "counted",
+            hides_danger=False,
+        ),
+        Limit(
+            "watcher-queue", 0, "events", "cujo_action/watcher.py",
+            "the kernel's fanotify queue",
+            "what the kernel delivered",
+            "an overflow is named; the check is unproven",
+            hides_danger=True,
+        ),
+        Limit(
+            "exec-guard-queue", 0, "events", "cujo_action/jail.py",
+            "the exec guard's queue",
+            "what the kernel delivered",
+            "lost events are named; the check is unproven",
+            hides_danger=True,
+        ),
+        Limit(
+            "harness-process", 0, "processes", "cujo_action/bundle.py",
+            "the harness's own processes (proxy, resolver) staying up",
+            "what they logged before they died",
+            "named; the check is unproven",
+            hides_danger=True,
+        ),
+        Limit(
+            "detonation-imports", 25, "modules", "cujo_action/checks/detonation.py",
+            "top-level modules imported by detonation",
+            "the installed distributions' own modules first",
+            "named in the report's summary",
+            hides_danger=False,
+        ),
+        Limit(
+            "probe-count", 30, "probes", "cujo_action/checks/probes.py",
+            "probes run on the changed code",
+            "changed entry points, then changed modules",
+            "named in the report's summary",
+            hides_danger=False,
+        ),
+        Limit(
+            "command-timeout", 0, "seconds", "cujo_action/checks/harness.py",
+            "a command's time (the policy's timeouts)",
+            "what it did before it was killed",
+            "the command says timed_out; the check is unproven",
+            hides_danger=True,
+        ),
     )
+}  # fmt: skip
 
-
-def make_limits(name: str, pids: int) -> Limits:
-    """Create the groups of one check (``name`` unique per run and check), else rlimits."""
-    memory_mb = memory_limit_mb()
-    if os.geteuid() != 0:
-        return Limits("rlimits", pids, None, note="not root: no cgroup can be made")
-    errors = []
-    for make in (_v2, _v1):
-        try:
-            made = make(name, pids, memory_mb)
-        except OSError as exc:
-            errors.append(f"{exc.strerror or exc} ({exc.filename or make.__name__})")
-            continue
-        if made is not None:
-            return made
-    why = "; ".join(errors) or "neither a v2 nor a v1 pids+memory hierarchy is mounted"
-    return Limits("rlimits", pids, None, note=f"cgroups unavailable: {why}")
+assert set(LIMITS) == set(LIMIT_IDS), "every LimitId has one Limit"

@@ -14,20 +14,25 @@ from typing import Annotated, Any, Final, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from cujo_action import limits
+from cujo_action.limits import LimitId
+
 REPORT_SCHEMA: Final = "cujo.report/1"
 PLAN_SCHEMA: Final = "cujo.plan/1"
 MANIFEST_SCHEMA: Final = "cujo.manifest/1"
 
-# Caps. Producers truncate to these before building a model (see ``clip``); a consumer
-# that meets a longer value rejects the whole report.
+# Caps (``limits.py`` names each with its behaviour when reached). Producers truncate to
+# these before building a model (see ``clip``) and say what they cut (``Cut``).
 MAX_SHORT = 256
 MAX_TEXT = 2_000
-MAX_TAIL = 8_000
-MAX_COMMANDS = 50
-MAX_EGRESS = 500
-MAX_DECOY_EVENTS = 500
-MAX_OBSERVATIONS = 500
-MAX_REPORT_BYTES = 4 * 1024 * 1024
+MAX_TAIL = limits.OUTPUT_TAIL
+MAX_COMMANDS = limits.REPORT_COMMANDS
+MAX_EGRESS = limits.REPORT_EGRESS
+MAX_DECOY_EVENTS = limits.REPORT_DECOY_EVENTS
+MAX_DECOY_READERS = limits.DECOY_READERS
+MAX_OBSERVATIONS = limits.REPORT_OBSERVATIONS
+MAX_CUTS = 64
+MAX_REPORT_BYTES = limits.REPORT_BYTES
 
 # Package registries the proxy forwards to (verifying upstream TLS); every other host is
 # answered by the proxy itself. A policy's `egress_allow` adds to these.
@@ -50,6 +55,8 @@ REFUSED_PACKETS: Final = "refused_packets"
 PROCESS_FLOOD: Final = "process_flood"
 MEMORY_LIMIT: Final = "memory_limit"
 TESTS_FAILED: Final = "tests_failed"
+# A decoy (in any encoding the proxy decodes) in what a pull request's command printed.
+DECOY_IN_OUTPUT: Final = "decoy_in_output"
 # Writes that make code run later (cujo_action/persistence.py names the places).
 SHELL_PROFILE_WRITE: Final = "shell_profile_write"
 PYTHON_STARTUP_WRITE: Final = "python_startup_write"
@@ -285,6 +292,13 @@ class Egress(_Strict):
     cmdline: Text | None = None
     parents: list[Short] = Field(default_factory=list, max_length=8)  # "pid executable"
     origin: Short = ""  # what started that process, where the harness could tell
+    # Why part of it could not be searched for decoys (empty: all of it was): a body over
+    # the proxy's limit, encodings nested deeper than the limit, the decode budget.
+    unsearched: Short = ""
+    # Its body decodes into nothing readable (high entropy: encrypted or random).
+    opaque: bool = False
+    # A DNS query under a parent domain that has seen many distinct high-entropy labels.
+    dns_tunnel: bool = False
 
 
 class DecoyEvent(_Strict):
@@ -301,12 +315,37 @@ class DecoyEvent(_Strict):
     origin: Short = ""  # what started that process (an npm script, a build, the tests)
 
 
+class DecoyReader(_Strict):
+    """A process that opened or read a decoy file: kept for every reader, for correlation."""
+
+    pid: int
+    phase: Phase
+    path: Short
+    ts: float | None = None
+    parents: list[int] = Field(default_factory=list, max_length=8)  # nearest first
+
+
 class Observation(_Strict):
     id: EvidenceId
     kind: Short
     detail: Text
     path: Text | None = None
     line: int | None = None
+    # The phase it was seen in, where it matters to a rule (a flood, a decoy printed).
+    phase: Phase | None = None
+
+
+class Cut(_Strict):
+    """A limit reached (``limits.py``): which one, how much was dropped, and whether the
+    dropped part could have hidden danger (then the check is unproven)."""
+
+    id: EvidenceId  # <check>:cut:<n>
+    limit: LimitId
+    phase: Phase | None = None
+    kept: int = Field(0, ge=0)
+    dropped: int = Field(0, ge=0)
+    detail: Text = ""
+    hides_danger: bool = True
 
 
 class Report(_Strict):
@@ -329,6 +368,12 @@ class Report(_Strict):
     egress: list[Egress] = Field(default_factory=list, max_length=MAX_EGRESS)
     decoy_events: list[DecoyEvent] = Field(default_factory=list, max_length=MAX_DECOY_EVENTS)
     observations: list[Observation] = Field(default_factory=list, max_length=MAX_OBSERVATIONS)
+    # Every process that read a decoy (the events above keep the first ones in full).
+    decoy_readers: list[DecoyReader] = Field(default_factory=list, max_length=MAX_DECOY_READERS)
+    # Every limit reached while this check's evidence was gathered. evidence_complete is
+    # false when one of them could have hidden danger (``Cut.hides_danger``), or when
+    # evidence was lost some other way (a harness process died).
+    cuts: list[Cut] = Field(default_factory=list, max_length=MAX_CUTS)
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

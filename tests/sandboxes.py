@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cujo_action.actionsjob import new_identity
 from cujo_action.arm import runner_worker
+from cujo_action.cgroups import Limits, make_limits
 from cujo_action.decoys import make_decoys
 from cujo_action.jail import (
     INSIDE_HOME,
@@ -25,7 +26,6 @@ from cujo_action.jail import (
     allocate_uids,
     bwrap_unavailable,
 )
-from cujo_action.limits import Limits, make_limits
 
 
 @dataclass

@@ -28,8 +28,8 @@ from cujo_action.actionsjob import (
 )
 from cujo_action.arm import RECEIVERS, stage
 from cujo_action.boundary import BoundaryError, write_below
+from cujo_action.cgroups import make_limits
 from cujo_action.decoys import make_decoys
-from cujo_action.limits import make_limits
 from cujo_action.prepare import prepare
 from cujo_action.schema import ALL_CHECKS, Plan
 

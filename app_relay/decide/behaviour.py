@@ -13,19 +13,21 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Sequence
 
-from cujo_action.schema import DecoyEvent, Egress, Observation, Report
+from cujo_action.schema import Cut, DecoyEvent, Egress, Observation, Report
 
 from .verdict import MAX_EVIDENCE, Finding
 
 Cause = tuple[str, ...]
-Item = Egress | DecoyEvent | Observation
+Item = Egress | DecoyEvent | Observation | Cut
 
 
 def evidence_items(reports: Sequence[Report]) -> dict[str, tuple[Report, Item]]:
     """Return every evidence id the reports hold, with the report and the item."""
     index: dict[str, tuple[Report, Item]] = {}
     for report in reports:
-        items: list[Item] = [*report.egress, *report.decoy_events, *report.observations]
+        items: list[Item] = [
+            *report.egress, *report.decoy_events, *report.observations, *report.cuts
+        ]  # fmt: skip
         for item in items:
             index[item.id] = (report, item)
     return index
@@ -38,6 +40,8 @@ def cause_of(item: Item) -> Cause:
         return ("host", host) if host else ("url", item.url)
     if isinstance(item, DecoyEvent):
         return ("file", posixpath.normpath(item.path))
+    if isinstance(item, Cut):
+        return ("limit", item.limit, item.phase or "")
     if item.path:
         return ("file", posixpath.normpath(item.path))
     return ("said", item.kind, item.detail)

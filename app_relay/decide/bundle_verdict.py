@@ -11,8 +11,8 @@ from app_relay.bundle import Bundle, BundleError
 from app_relay.mode import POLICY_FILE
 from cujo_action.schema import CHECK_NAMES, Policy
 
+from .hits import RuleContext
 from .judge import Judge, error_verdict
-from .rules import RuleContext
 from .verdict import Verdict
 
 

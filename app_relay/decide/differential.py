@@ -18,6 +18,7 @@ from cujo_action.schema import (
     BASE_CHECK,
     REFUSED_PACKETS,
     TESTS_FAILED,
+    Cut,
     DecoyEvent,
     Egress,
     Observation,
@@ -25,7 +26,7 @@ from cujo_action.schema import (
 )
 
 Key = tuple[str, ...]
-Item = Egress | DecoyEvent | Observation
+Item = Egress | DecoyEvent | Observation | Cut
 
 ALSO_AT_BASE = "also at base"
 FAILS_AT_BASE_TOO = "the suite fails at base too"
@@ -49,6 +50,8 @@ def key_of(item: Item) -> Key:
     if isinstance(item, DecoyEvent):
         touched = "read" if item.event in ("open", "read") else "write"
         return ("decoy", item.phase, item.path, touched)
+    if isinstance(item, Cut):
+        return ("cut", item.phase or "", item.limit)
     if item.kind == TESTS_FAILED:
         return ("obs", TESTS_FAILED)
     if item.kind == REFUSED_PACKETS:
@@ -62,7 +65,9 @@ def behaviours(reports: Iterable[Report]) -> dict[Key, list[str]]:
     """Return every behaviour the reports show, with the evidence ids that show it."""
     seen: dict[Key, list[str]] = {}
     for report in reports:
-        items: list[Item] = [*report.egress, *report.decoy_events, *report.observations]
+        items: list[Item] = [
+            *report.egress, *report.decoy_events, *report.observations, *report.cuts
+        ]  # fmt: skip
         for item in items:
             seen.setdefault(key_of(item), []).append(item.id)
     return seen

@@ -23,10 +23,12 @@ from app_relay.inert import code_span
 from app_relay.modelport import ModelPort
 from app_relay.reviewtools import ADVISORY, BLOCKING, Accepted, Asked, ToolName, ask_for_review
 from app_relay.untrusted import Fence, estimate_tokens, sanitise
+from cujo_action.limits import LIMITS
 from cujo_action.schema import CheckName, Report, clip
 
 from .behaviour import Item, evidence_items, one_per_behaviour
-from .rules import RuleContext, apply_rules
+from .hits import RuleContext
+from .rules import apply_rules
 from .verdict import MAX_SUMMARY, SEVERITIES, Finding, ModelUse, Severity, Verdict
 
 _MAX_CMD = 80
@@ -179,10 +181,27 @@ def _report_gaps(report: Report, *, require_full_isolation: bool) -> list[str]:
         for c in report.commands
         if c.timed_out
     )
-    if not report.evidence_complete:
-        gaps.append("evidence incomplete (a harness process died or a log overflowed)")
+    gaps.extend(cut_gaps(report))
     if require_full_isolation and report.isolation == "partial":
         gaps.append("ran with partial isolation")
+    return gaps
+
+
+def cut_gaps(report: Report) -> list[str]:
+    """Return what a report's cuts leave unproven, naming each limit (``limits.py``).
+
+    A cut whose dropped part could have hidden danger is a gap; one that dropped only
+    what the rules cannot tell from what was kept is named in the report and no more.
+    Evidence marked incomplete with no such cut to say why is a gap too (fail closed).
+    """
+    gaps = [
+        f"evidence cut by the limit {cut.limit} ({LIMITS[cut.limit].what}: "
+        f"{cut.dropped} dropped{', ' + cut.detail if cut.detail else ''})"
+        for cut in report.cuts
+        if cut.hides_danger
+    ]
+    if not report.evidence_complete and not gaps:
+        gaps.append("evidence incomplete (a harness process died or a log overflowed)")
     return gaps
 
 

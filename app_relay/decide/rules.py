@@ -8,12 +8,10 @@ is a pure function of the reports and the run's context; it does no I/O.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 
 from cujo_action.schema import (
     AUTOSTART_WRITE,
-    CHECK_NAMES,
     CRON_WRITE,
     GIT_HOOK_WRITE,
     HARNESS_TAMPER,
@@ -22,7 +20,6 @@ from cujo_action.schema import (
     PROCESS_FLOOD,
     PYTHON_STARTUP_WRITE,
     REFUSED_PACKETS,
-    REGISTRY_HOSTS,
     REGISTRY_READ_METHODS,
     SHELL_PROFILE_WRITE,
     SSH_ACCESS_WRITE,
@@ -33,97 +30,27 @@ from cujo_action.schema import (
     CheckName,
     Egress,
     Phase,
-    Policy,
     Report,
 )
 
 from .behaviour import evidence_items
 from .differential import at_base, behaviours, split, title_at_base
+from .evasion import EVASION_RULES
+from .hits import (
+    RUNTIME_PHASES,
+    Hit,
+    Rule,
+    RuleContext,
+    RuleFn,
+)
+
+__all__ = ["RULES", "Hit", "Rule", "RuleContext", "apply_rules"]
+from .hits import host_name as _host_name
+from .hits import in_check_order as _in_check_order
+from .hits import npm_reading_its_config as _npm_reading_its_config
+from .hits import ordered as _ordered
+from .hits import plural as _plural
 from .verdict import MAX_EVIDENCE, SEVERITIES, Finding, Severity
-
-RUNTIME_PHASES: tuple[Phase, ...] = ("test", "probe", "smoke")
-
-# npm (and the tools that share its config) read ~/.npmrc on every run to find the
-# registry and auth, so an open or read of it by them says nothing about the pull request.
-# Stealing the value still needs a request, and decoy-egress catches that as critical.
-NPMRC = ".npmrc"
-NPM_FAMILY = frozenset({"npm", "npx", "node", "nodejs", "yarn", "pnpm", "corepack"})
-
-
-@dataclass(frozen=True)
-class RuleContext:
-    """What rules may know beyond the reports: the base policy and the registry hosts."""
-
-    policy: Policy = field(default_factory=Policy)
-    registry_hosts: tuple[str, ...] = REGISTRY_HOSTS
-
-    def expects(self, host: str) -> bool:
-        """Return whether traffic to ``host`` is expected (a registry or in egress_allow)."""
-        name = _host_name(host)
-        if not name:
-            return False
-        if name in {_host_name(h) for h in self.registry_hosts}:
-            return True
-        return any(_host_matches(name, pattern) for pattern in self.policy.egress_allow)
-
-    def is_registry(self, host: str) -> bool:
-        """Return whether ``host`` is a built-in package registry (not an egress_allow host)."""
-        return _host_name(host) in {_host_name(h) for h in self.registry_hosts}
-
-
-def _host_name(host: str) -> str:
-    return host.strip().lower().rstrip(".")
-
-
-def _host_matches(name: str, pattern: str) -> bool:
-    want = _host_name(pattern)
-    if want.startswith("*."):
-        # `*.example.com` covers subdomains at any depth but not example.com itself.
-        # Only a leading `*.` is a glob; a `*` anywhere else matches nothing, so a
-        # pattern such as `pypi.*` can never let `pypi.attacker.net` through.
-        suffix = want[1:]
-        return "*" not in suffix and name.endswith(suffix) and len(name) > len(suffix)
-    return "*" not in want and name == want
-
-
-@dataclass(frozen=True)
-class Hit:
-    """What a rule returns before it is numbered: the check, a title and the evidence."""
-
-    check: CheckName
-    title: str
-    evidence: tuple[str, ...]
-
-    def __post_init__(self) -> None:
-        if not self.evidence:
-            raise ValueError(f"a hit must cite evidence: {self.title!r}")
-
-
-RuleFn = Callable[[Sequence[Report], RuleContext], list[Hit]]
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One hard rule: an id, the severity of what it finds, a description and its function."""
-
-    id: str
-    severity: Severity
-    description: str
-    find: RuleFn
-
-
-def _in_check_order(reports: Sequence[Report]) -> list[Report]:
-    # Findings must not depend on the order the reports were uploaded in.
-    return sorted(reports, key=lambda r: CHECK_NAMES.index(r.check))
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def _ordered(items: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(items))
-
 
 # --------------------------------------------------------------------------- egress
 
@@ -308,65 +235,6 @@ def _decoy_read(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
     return hits
 
 
-def _lineage(pid: int, parents: Sequence[str]) -> set[int]:
-    """Return a process's pid and its parents' ("pid executable" entries)."""
-    found = {pid}
-    for parent in parents:
-        head = parent.split(" ", 1)[0]
-        if head.isdigit():
-            found.add(int(head))
-    return found
-
-
-def _decoy_then_opaque(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
-    hits = []
-    for report in _in_check_order(reports):
-        reads = [
-            e
-            for e in report.decoy_events
-            if e.event in ("open", "read")
-            and e.pid is not None
-            and not _npm_reading_its_config(e.path, e.exe)
-        ]
-        for egress in report.egress:
-            # A channel the proxy could not see into: a tunnel that carried no request it
-            # could read (TLS refusing the run's CA), or raw TCP.
-            if egress.action != "refused" or egress.method not in _NOT_REQUESTS:
-                continue
-            if egress.pid is None:
-                continue
-            holder = _lineage(egress.pid, egress.parents)
-            for read in reads:
-                assert read.pid is not None
-                same = read.pid in holder or egress.pid in _lineage(read.pid, read.parents)
-                later = read.ts is None or egress.ts is None or read.ts <= egress.ts
-                if not (same and later):
-                    continue
-                who = posixpath.basename(egress.exe or read.exe or "?")
-                cmd = f": `{egress.cmdline}`" if egress.cmdline else ""
-                how = "TLS refusing the run's CA" if egress.method == "CONNECT" else "raw TCP"
-                hits.append(
-                    Hit(
-                        check=report.check,
-                        title=(
-                            f"{egress.phase}: {who} (pid {egress.pid}{cmd}) read decoy "
-                            f"{read.path}, then opened a channel to {egress.host or egress.url}"
-                            f":{egress.port} the proxy could not see into ({how})"
-                        ),
-                        evidence=(read.id, egress.id),
-                    )
-                )
-                break
-    return hits
-
-
-def _npm_reading_its_config(path: str, exe: str | None) -> bool:
-    if posixpath.basename(path) != NPMRC:
-        return False
-    # When the kernel names the process, only npm's own family is excused.
-    return exe is None or posixpath.basename(exe) in NPM_FAMILY
-
-
 def _decoy_tamper(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
     groups: dict[str, tuple[CheckName, list[str], list[str], list[str]]] = {}
     for report in _in_check_order(reports):
@@ -439,12 +307,7 @@ RULES: tuple[Rule, ...] = (
         "A request carried a decoy secret (in any phase, in any encoding the proxy decodes).",
         _decoy_egress,
     ),
-    Rule(
-        "decoy-then-opaque-channel",
-        "critical",
-        "A process read a decoy, then opened a channel the proxy could not see into.",
-        _decoy_then_opaque,
-    ),
+    *EVASION_RULES,
     Rule(
         "install-egress",
         "critical",
@@ -598,7 +461,7 @@ def apply_rules(reports: Sequence[Report], ctx: RuleContext) -> list[Finding]:
     ranked: list[tuple[int, int, int, Rule, Hit, Severity]] = []
     for rule_index, rule in enumerate(RULES):
         for hit_index, hit in enumerate(rule.find(head, ctx)):
-            severity: Severity = rule.severity
+            severity: Severity = hit.severity or rule.severity
             shown = at_base(hit.evidence, index, seen_at_base) if seen_at_base else None
             if shown is not None:
                 severity = "info"

@@ -15,7 +15,9 @@ from cujo_action.persistence import Entry, changes, places
 from cujo_action.schema import (
     CheckName,
     CommandResult,
+    Cut,
     DecoyEvent,
+    DecoyReader,
     Egress,
     Observation,
     Phase,
@@ -66,6 +68,10 @@ class ReportFactory:
         port: int = 443,
         route: str = "proxy",
         dns_name: str = "",
+        unsearched: str = "",
+        opaque: bool = False,
+        dns_tunnel: bool = False,
+        bytes_out: int = 120,
         **process: Any,
     ) -> Egress:
         return Egress(
@@ -75,12 +81,15 @@ class ReportFactory:
             port=port,
             method=method,
             url=f"https://{host}/x",
-            bytes_out=120,
+            bytes_out=bytes_out,
             action=action,  # type: ignore[arg-type]
             decoy_seen=list(decoys),
             decoy_where=list(where),
             route=route,  # type: ignore[arg-type]
             dns_name=dns_name,
+            unsearched=unsearched,
+            opaque=opaque,
+            dns_tunnel=dns_tunnel,
             **process,  # pid, exe, cmdline, parents, ts
         )
 
@@ -104,9 +113,49 @@ class ReportFactory:
         )
 
     def observation(
-        self, check: CheckName, kind: str, detail: str = "", *, path: str | None = None
+        self,
+        check: CheckName,
+        kind: str,
+        detail: str = "",
+        *,
+        path: str | None = None,
+        phase: Phase | None = None,
     ) -> Observation:
-        return Observation(id=self._id(check, "obs"), kind=kind, detail=detail, path=path)
+        return Observation(
+            id=self._id(check, "obs"), kind=kind, detail=detail, path=path, phase=phase
+        )
+
+    def cut(
+        self,
+        check: CheckName,
+        limit: str,
+        *,
+        dropped: int = 1,
+        kept: int = 0,
+        phase: Phase | None = None,
+        hides_danger: bool = True,
+        detail: str = "",
+    ) -> Cut:
+        return Cut(
+            id=self._id(check, "cut"),
+            limit=limit,  # type: ignore[arg-type]
+            phase=phase,
+            kept=kept,
+            dropped=dropped,
+            hides_danger=hides_danger,
+            detail=detail,
+        )
+
+    @staticmethod
+    def reader(
+        pid: int,
+        path: str,
+        *,
+        phase: Phase = "test",
+        ts: float | None = None,
+        parents: Sequence[int] = (),
+    ) -> DecoyReader:
+        return DecoyReader(pid=pid, phase=phase, path=path, ts=ts, parents=list(parents))
 
     @staticmethod
     def command(
@@ -144,6 +193,8 @@ class ReportFactory:
         decoy_events: Sequence[DecoyEvent] = (),
         observations: Sequence[Observation] = (),
         commands: Sequence[CommandResult] = (),
+        cuts: Sequence[Cut] = (),
+        decoy_readers: Sequence[DecoyReader] = (),
     ) -> Report:
         return Report(
             run_id=RUN_ID,
@@ -160,6 +211,8 @@ class ReportFactory:
             egress=list(egress),
             decoy_events=list(decoy_events),
             observations=list(observations),
+            cuts=list(cuts),
+            decoy_readers=list(decoy_readers),
         )
 
 

@@ -48,3 +48,32 @@ def test_near_misses_other_processes_order_requests_and_unknown_holders(make, ru
     reports = [make.report("tests", decoy_events=[read], egress=[other, before, seen, unknown])]
 
     assert run_rule("decoy-then-opaque-channel", reports) == []
+
+
+def test_a_decoy_read_then_an_opaque_post_by_the_same_process_is_critical(make, run_rule):
+    # The credentials file read, its content XORed and posted: nothing to match, but the
+    # sender read the decoy first.
+    read = make.decoy("tests", "~/.aws/credentials", pid=70, exe=PY, ts=1.0)
+    post = make.egress("tests", "collector.exfil.test", method="POST", opaque=True,
+                       bytes_out=64, pid=70, exe=PY, ts=2.0)  # fmt: skip
+    reports = [make.report("tests", decoy_events=[read], egress=[post])]
+
+    (finding,) = run_rule("decoy-then-opaque-channel", reports)
+
+    assert finding.severity == "critical"
+    assert finding.evidence == [read.id, post.id]
+    assert "decode to nothing readable" in finding.title
+
+
+def test_a_reader_kept_only_among_the_readers_still_counts(make, run_rule):
+    # Twenty processes read the file first; the sender's event was past the events' cap,
+    # but every reader's pid is kept.
+    cut = make.cut("tests", "report-decoy-events", dropped=1, hides_danger=False)
+    reader = make.reader(90, "~/.aws/credentials", ts=1.0, parents=[80])
+    channel = make.egress("tests", "collector.exfil.test", method="CONNECT",
+                          action="refused", pid=90, ts=2.0)  # fmt: skip
+    reports = [make.report("tests", egress=[channel], cuts=[cut], decoy_readers=[reader])]
+
+    (finding,) = run_rule("decoy-then-opaque-channel", reports)
+
+    assert finding.evidence == [cut.id, channel.id]

@@ -1,0 +1,266 @@
+"""Rules for evidence a pull request kept Cujo from reading: a limit it filled, a body it
+made unsearchable or unreadable, a channel nobody else reads.
+
+Pure, like every rule (``hits.py``). A reviewer whose clean can be bought by filling a
+buffer launders the attack, so what could not be seen is itself evidence (DESIGN section
+6, the evidence rules; ``cujo_action/limits.py`` names every cap).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cujo_action.limits import LIMITS
+from cujo_action.schema import DECOY_IN_OUTPUT, Egress, Phase, Report
+
+from .hits import (
+    Hit,
+    Rule,
+    RuleContext,
+    host_name,
+    in_check_order,
+    lineage,
+    npm_reading_its_config,
+    ordered,
+    plural,
+    severity_by_phase,
+)
+
+# Egress methods that are no HTTP request of their own: a tunnel, a raw connection.
+NOT_REQUESTS = frozenset({"CONNECT", "TCP"})
+# Methods that send a body somewhere (an upload, a form, an API write).
+SENDS = frozenset({"POST", "PUT", "PATCH"})
+# The phase a check's own evidence is in when a cut does not name one.
+_CHECK_PHASE: dict[str, Phase] = {
+    "install": "install",
+    "detonation": "import",
+    "tests": "test",
+    "probes": "probe",
+    "smoke": "smoke",
+    "base": "install",
+}
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A decoy read, from an event (with its id) or from the full list of readers."""
+
+    pid: int
+    parents: tuple[str | int, ...]
+    ts: float | None
+    path: str
+    exe: str | None
+    evidence: str | None  # the decoy event's id; None: only in decoy_readers
+
+
+def _reads(report: Report) -> list[_Read]:
+    reads = [
+        _Read(e.pid, tuple(e.parents), e.ts, e.path, e.exe, e.id)
+        for e in report.decoy_events
+        if e.event in ("open", "read")
+        and e.pid is not None
+        and not npm_reading_its_config(e.path, e.exe)
+    ]
+    evented = {(r.pid, r.path) for r in reads}
+    reads += [
+        _Read(r.pid, tuple(r.parents), r.ts, r.path, None, None)
+        for r in report.decoy_readers
+        if (r.pid, r.path) not in evented and not npm_reading_its_config(r.path, None)
+    ]
+    return reads
+
+
+def opaque_send(egress: Egress, ctx: RuleContext) -> bool:
+    """Return whether a request sent a body nothing could read to a non-registry host."""
+    return egress.opaque and egress.method in SENDS and not ctx.is_registry(egress.host)
+
+
+def _channel(egress: Egress, ctx: RuleContext) -> str | None:
+    """Return how the proxy could not see into a channel (None: it could)."""
+    if egress.action == "refused" and egress.method in NOT_REQUESTS:
+        return "TLS refusing the run's CA" if egress.method == "CONNECT" else "raw TCP"
+    if opaque_send(egress, ctx):
+        return f"a {egress.method} of {egress.bytes_out} bytes that decode to nothing readable"
+    return None
+
+
+def _decoy_then_opaque(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    hits = []
+    for report in in_check_order(reports):
+        reads = _reads(report)
+        cut = next((c.id for c in report.cuts if c.limit == "report-decoy-events"), None)
+        for egress in report.egress:
+            how = _channel(egress, ctx)
+            if how is None or egress.pid is None:
+                continue
+            holder = lineage(egress.pid, egress.parents)
+            for read in reads:
+                same = read.pid in holder or egress.pid in lineage(read.pid, read.parents)
+                later = read.ts is None or egress.ts is None or read.ts <= egress.ts
+                if not (same and later):
+                    continue
+                who = posixpath.basename(egress.exe or read.exe or "?")
+                cmd = f": `{egress.cmdline}`" if egress.cmdline else ""
+                # A read kept only among the readers has no event to cite: the cut that
+                # dropped its event stands for it.
+                cited = tuple(i for i in (read.evidence or cut, egress.id) if i)
+                hits.append(
+                    Hit(
+                        check=report.check,
+                        title=(
+                            f"{egress.phase}: {who} (pid {egress.pid}{cmd}) read decoy "
+                            f"{read.path}, then opened a channel to {egress.host or egress.url}"
+                            f":{egress.port} the proxy could not see into ({how})"
+                        ),
+                        evidence=cited,
+                    )
+                )
+                break
+    return hits
+
+
+def _opaque_egress(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    groups: dict[tuple[str, str, str], list[Egress]] = {}
+    for report in in_check_order(reports):
+        for egress in report.egress:
+            if opaque_send(egress, ctx) and not egress.decoy_seen:
+                key = (report.check, egress.phase, host_name(egress.host))
+                groups.setdefault(key, []).append(egress)
+    return [
+        Hit(
+            check=check,  # type: ignore[arg-type]
+            title=(
+                f"{phase}: {plural(len(seen), 'request')} "
+                f"({', '.join(ordered(e.method for e in seen))}) to {host or '(no host)'} "
+                f"sent {sum(e.bytes_out for e in seen)} bytes that decode to nothing readable "
+                "(encrypted or random): the content cannot be checked for secrets"
+            ),
+            evidence=tuple(e.id for e in seen),
+        )
+        for (check, phase, host), seen in groups.items()
+    ]
+
+
+def _unsearched_egress(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    groups: dict[tuple[str, str, str], list[Egress]] = {}
+    for report in in_check_order(reports):
+        for egress in report.egress:
+            if egress.unsearched and not ctx.expects(egress.host):
+                key = (report.check, egress.phase, host_name(egress.host))
+                groups.setdefault(key, []).append(egress)
+    return [
+        Hit(
+            check=check,  # type: ignore[arg-type]
+            title=(
+                f"{phase}: {plural(len(seen), 'request')} to {host or '(no host)'} could not "
+                f"be searched for decoys ({'; '.join(ordered(e.unsearched for e in seen))})"
+            ),
+            evidence=tuple(e.id for e in seen),
+        )
+        for (check, phase, host), seen in groups.items()
+    ]
+
+
+def parent_domain(name: str) -> str:
+    """Return the last two labels of a name (where a tunnel's labels are sent)."""
+    labels = [label for label in host_name(name).split(".") if label]
+    return ".".join(labels[-2:])
+
+
+def _dns_tunnel(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    groups: dict[tuple[str, Phase, str], list[Egress]] = {}
+    for report in in_check_order(reports):
+        for egress in report.egress:
+            if egress.dns_tunnel:
+                key = (report.check, egress.phase, parent_domain(egress.host))
+                groups.setdefault(key, []).append(egress)
+    return [
+        Hit(
+            check=check,  # type: ignore[arg-type]
+            title=(
+                f"{phase}: many distinct high-entropy names looked up under {domain} "
+                f"(data sent as DNS labels; {plural(len(seen), 'query')} marked)"
+            ),
+            evidence=tuple(e.id for e in seen),
+            severity=severity_by_phase(phase),
+        )
+        for (check, phase, domain), seen in groups.items()
+    ]
+
+
+def _evidence_flood(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    hits = []
+    for report in in_check_order(reports):
+        for cut in report.cuts:
+            limit = LIMITS[cut.limit]
+            if not limit.flood:
+                continue
+            phase = cut.phase or _CHECK_PHASE[report.check]
+            hits.append(
+                Hit(
+                    check=report.check,
+                    title=(
+                        f"{phase}: a flood filled the limit on {limit.what} "
+                        f"({limit.value} {limit.unit}): {cut.dropped} more dropped"
+                        + (f" ({cut.detail})" if cut.detail else "")
+                    ),
+                    evidence=(cut.id,),
+                    severity=severity_by_phase(phase),
+                )
+            )
+    return hits
+
+
+def _decoy_in_output(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    return [
+        Hit(check=report.check, title=f"a decoy was printed: {obs.detail}", evidence=(obs.id,))
+        for report in in_check_order(reports)
+        for obs in report.observations
+        if obs.kind == DECOY_IN_OUTPUT
+    ]
+
+
+EVASION_RULES: tuple[Rule, ...] = (
+    Rule(
+        "decoy-then-opaque-channel",
+        "critical",
+        "A process read a decoy, then opened a channel or sent a body the proxy could not read.",
+        _decoy_then_opaque,
+    ),
+    Rule(
+        "decoy-in-output",
+        "critical",
+        "A command printed a decoy secret (in any encoding the proxy decodes) to its output.",
+        _decoy_in_output,
+    ),
+    Rule(
+        "unsearched-egress",
+        "critical",
+        "A request to an unexpected host could not be searched for decoys (too big, nested "
+        "too deep).",
+        _unsearched_egress,
+    ),
+    Rule(
+        "dns-tunnel",
+        "critical",
+        "Many distinct high-entropy names under one domain: data sent as DNS labels "
+        "(critical during install and import, a warning later).",
+        _dns_tunnel,
+    ),
+    Rule(
+        "evidence-flood",
+        "critical",
+        "A flood filled a limit on evidence (look-ups, readers, entries) "
+        "(critical during install and import, a warning later).",
+        _evidence_flood,
+    ),
+    Rule(
+        "opaque-egress",
+        "warn",
+        "A POST or PUT to a host that is not a registry sent a body that decodes to nothing "
+        "readable.",
+        _opaque_egress,
+    ),
+)

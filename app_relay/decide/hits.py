@@ -1,0 +1,137 @@
+"""Hold what every hard rule is made of: the context, a hit, a rule, and shared readers.
+
+Pure. ``rules.py`` (the rulebook) and ``evasion.py`` (the rules about evidence Cujo was
+kept from seeing) both build on these.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from cujo_action.schema import CHECK_NAMES, REGISTRY_HOSTS, CheckName, Phase, Policy, Report
+
+from .verdict import Severity
+
+RUNTIME_PHASES: tuple[Phase, ...] = ("test", "probe", "smoke")
+EARLY_PHASES: tuple[Phase, ...] = ("install", "import")
+
+# npm (and the tools that share its config) read ~/.npmrc on every run to find the
+# registry and auth, so an open or read of it by them says nothing about the pull request.
+# Stealing the value still needs a request, and decoy-egress catches that as critical.
+NPMRC = ".npmrc"
+NPM_FAMILY = frozenset({"npm", "npx", "node", "nodejs", "yarn", "pnpm", "corepack"})
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """What rules may know beyond the reports: the base policy and the registry hosts."""
+
+    policy: Policy = field(default_factory=Policy)
+    registry_hosts: tuple[str, ...] = REGISTRY_HOSTS
+
+    def expects(self, host: str) -> bool:
+        """Return whether traffic to ``host`` is expected (a registry or in egress_allow)."""
+        name = host_name(host)
+        if not name:
+            return False
+        if name in {host_name(h) for h in self.registry_hosts}:
+            return True
+        return any(host_matches(name, pattern) for pattern in self.policy.egress_allow)
+
+    def is_registry(self, host: str) -> bool:
+        """Return whether ``host`` is a built-in package registry (not an egress_allow host)."""
+        return host_name(host) in {host_name(h) for h in self.registry_hosts}
+
+
+def host_name(host: str) -> str:
+    """Return a host as rules compare it: lower case, no trailing dot."""
+    return host.strip().lower().rstrip(".")
+
+
+def host_matches(name: str, pattern: str) -> bool:
+    """Return whether a host name matches an ``egress_allow`` entry."""
+    want = host_name(pattern)
+    if want.startswith("*."):
+        # `*.example.com` covers subdomains at any depth but not example.com itself.
+        # Only a leading `*.` is a glob; a `*` anywhere else matches nothing, so a
+        # pattern such as `pypi.*` can never let `pypi.attacker.net` through.
+        suffix = want[1:]
+        return "*" not in suffix and name.endswith(suffix) and len(name) > len(suffix)
+    return "*" not in want and name == want
+
+
+@dataclass(frozen=True)
+class Hit:
+    """What a rule returns before it is numbered: the check, a title and the evidence.
+
+    ``severity``: set only by a rule whose severity depends on the phase (critical during
+    install and import, a warning later); otherwise the rule's own.
+    """
+
+    check: CheckName
+    title: str
+    evidence: tuple[str, ...]
+    severity: Severity | None = None
+
+    def __post_init__(self) -> None:
+        if not self.evidence:
+            raise ValueError(f"a hit must cite evidence: {self.title!r}")
+
+
+RuleFn = Callable[[Sequence[Report], RuleContext], list[Hit]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One hard rule: an id, the severity of what it finds, a description and its function.
+
+    A rule whose hits set their own severity names the highest one here.
+    """
+
+    id: str
+    severity: Severity
+    description: str
+    find: RuleFn
+
+
+def in_check_order(reports: Sequence[Report]) -> list[Report]:
+    """Return the reports in check order: findings must not depend on upload order."""
+    return sorted(reports, key=lambda r: CHECK_NAMES.index(r.check))
+
+
+def plural(n: int, word: str) -> str:
+    """Return ``n word`` or ``n words``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def ordered(items: Iterable[str]) -> list[str]:
+    """Return ``items`` once each, in first-seen order."""
+    return list(dict.fromkeys(items))
+
+
+def lineage(pid: int, parents: Sequence[str | int]) -> set[int]:
+    """Return a process's pid and its parents' ("pid executable" entries, or pids)."""
+    found = {pid}
+    for parent in parents:
+        if isinstance(parent, int):
+            found.add(parent)
+            continue
+        head = parent.split(" ", 1)[0]
+        if head.isdigit():
+            found.add(int(head))
+    return found
+
+
+def npm_reading_its_config(path: str, exe: str | None) -> bool:
+    """Return whether a decoy event is npm's family reading its own ``~/.npmrc``."""
+    if posixpath.basename(path) != NPMRC:
+        return False
+    # When the kernel names the process, only npm's own family is excused.
+    return exe is None or posixpath.basename(exe) in NPM_FAMILY
+
+
+def severity_by_phase(phase: Phase | None) -> Severity:
+    """Return critical for the install and imports (and an unknown phase), else warn."""
+    return "warn" if phase in RUNTIME_PHASES else "critical"
