@@ -35,12 +35,14 @@ from cujo_action.jail import (
     run_confined,
 )
 from cujo_action.ledger import item_line
+from cujo_action.limits import LIMITS, LimitId
 from cujo_action.netns import NetnsError, drops_for
 from cujo_action.persistence import SCHEDULERS, TEXT_CAP, Entry, changes, places
 from cujo_action.proxy import NameBook
 from cujo_action.recorder import emit
 from cujo_action.schema import (
     MAX_COMMANDS,
+    MAX_CUTS,
     MAX_DECOY_EVENTS,
     MAX_OBSERVATIONS,
     MAX_SHORT,
@@ -51,6 +53,7 @@ from cujo_action.schema import (
     SUDO,
     CheckName,
     CommandResult,
+    Cut,
     DecoyEvent,
     Observation,
     Phase,
@@ -127,6 +130,8 @@ class CheckRun:
         self.phase: Phase = next(p for c, p in LABELS if c == check)
         self.commands: list[CommandResult] = []
         self.observations: list[Observation] = []
+        self.cuts: list[Cut] = []
+        self.dropped_observations = 0
         self.evidence_complete = True
         self.decoy_paths = [self.home / rel for rel in decoy_files(armed.decoy_objects())]
         # Read before any command of this check's uid ran: nothing else can write it.
@@ -278,11 +283,17 @@ class CheckRun:
         self._before = self._snapshot()
 
     def observe(
-        self, kind: str, detail: str, *, path: str | None = None, line: int | None = None
+        self,
+        kind: str,
+        detail: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        phase: Phase | None = None,
     ) -> str:
         """Record an observation and return its evidence id."""
         if len(self.observations) >= MAX_OBSERVATIONS:
-            self.evidence_complete = False
+            self.dropped_observations += 1
             return ""
         oid = f"{self.check}:obs:{len(self.observations) + 1}"
         observation = Observation(
@@ -291,10 +302,47 @@ class CheckRun:
             detail=clip(detail, MAX_TEXT),
             path=clip(path, MAX_TEXT) if path else None,
             line=line,
+            phase=phase,
         )
         self.observations.append(observation)
         emit(item_line(self.plan.run_id, oid, observation, observation.kind))
         return oid
+
+    def cut(
+        self,
+        limit: LimitId,
+        *,
+        dropped: int,
+        kept: int = 0,
+        detail: str = "",
+        phase: Phase | None = None,
+        hides_danger: bool | None = None,
+    ) -> str:
+        """Record that a limit on evidence was reached (``limits.py``) and return its id.
+
+        ``hides_danger`` defaults to the limit's own; a cut that could hide danger marks
+        the evidence incomplete (the check is then unproven, naming the limit).
+        """
+        hides = LIMITS[limit].hides_danger if hides_danger is None else hides_danger
+        cid = f"{self.check}:cut:{len(self.cuts) + 1}"
+        if len(self.cuts) >= MAX_CUTS:
+            # The last slot says how many more limits were reached (never silent).
+            self.evidence_complete = False
+            return self.cuts[-1].id
+        self.cuts.append(
+            Cut(
+                id=cid,
+                limit=limit,
+                phase=phase,
+                kept=kept,
+                dropped=dropped,
+                detail=clip(detail, MAX_TEXT),
+                hides_danger=hides,
+            )
+        )
+        if hides:
+            self.evidence_complete = False
+        return cid
 
     def _decoy_event(self, n: int, ev: WatchEvent[DecoyKind]) -> DecoyEvent:
         """Return the report's item for the ``n``-th decoy event the watcher recorded."""
@@ -469,6 +517,10 @@ class CheckRun:
             )
         for change in changes(self._before, self._snapshot(), self._places):
             self.observe(change.kind, change.detail, path=change.path)
+        if self.dropped_observations:
+            self.cut(
+                "report-observations", dropped=self.dropped_observations, kept=MAX_OBSERVATIONS
+            )
         return Report(
             run_id=self.plan.run_id,
             check=self.check,
@@ -485,6 +537,7 @@ class CheckRun:
             commands=self.commands,
             decoy_events=decoy_events,
             observations=self.observations,
+            cuts=self.cuts,
         )
 
 
