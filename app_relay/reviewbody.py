@@ -23,6 +23,8 @@ MAX_BODY = 60_000
 # Evidence lines shown under one finding; the rest are counted.
 MAX_EVIDENCE_SHOWN = 20
 _DESCRIBED = 160
+# Limits reached listed in the review (the record and the run page hold every one).
+_MAX_CUTS_SHOWN = 10
 
 DISMISS_HINT = (
     "A maintainer can lift this block on this commit with a comment holding only "
@@ -96,6 +98,12 @@ def render_review(
         tail += ["", "**What ran**", *(f"- {line}" for line in ran_lines)]
     if verdict.unproven:
         tail += ["", "**Not proven**", *(f"- {code_span(line)}" for line in verdict.unproven)]
+    limits = [_cut_line(report.check, cut) for report in reports for cut in report.cuts]
+    if limits:
+        # Every limit reached is said, also those that could hide nothing (limits.py).
+        tail += ["", "**Limits reached**", *(f"- {line}" for line in limits[:_MAX_CUTS_SHOWN])]
+        if len(limits) > _MAX_CUTS_SHOWN:
+            tail.append(f"- and {len(limits) - _MAX_CUTS_SHOWN} more, on the run's record")
     if verdict.state == "blocked":
         tail += ["", DISMISS_HINT]
     tail += ["", f"<sub>{_decided_by(verdict)}</sub>"]
@@ -147,6 +155,11 @@ def _details(finding: Finding, described: Mapping[str, str]) -> str:
     return "\n".join(
         [f"  <details><summary>Evidence for {finding.id}</summary>", "", *lines, "", "  </details>"]
     )
+
+
+def _cut_line(check: str, cut: Cut) -> str:
+    effect = "could hide danger: unproven" if cut.hides_danger else "named only"
+    return f"{check}: {code_span(describe(cut), cap=_DESCRIBED)} ({effect})"
 
 
 def _check_line(report: Report) -> str:

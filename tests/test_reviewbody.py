@@ -11,7 +11,7 @@ from app_relay.decide.judge import decide
 from app_relay.decide.rules import RuleContext
 from app_relay.decide.verdict import Finding, ModelUse, Verdict
 from app_relay.reviewbody import MAX_BODY, describe, render_review
-from cujo_action.schema import CHECK_NAMES, Egress
+from cujo_action.schema import CHECK_NAMES, Cut, Egress
 
 HEAD = "289eabdaa43dd9b2ad5d8c4b54b0caf21bfdfad4"
 # Cujo's own HTML: the collapsed evidence and the footnote. Nothing else may be HTML.
@@ -148,3 +148,29 @@ def test_an_egress_line_names_every_decoy_and_every_place_it_was_seen():
     assert describe(egress(["A", "B"], ["url:plain", "body:hex", "sni:plain"])) == (
         f"{said}; decoy A, B (url:plain, body:hex, sni:plain)"
     )
+
+
+def test_every_limit_reached_is_listed_with_what_it_does_to_the_verdict():
+    reports = list(demo_exfil_reports())
+    tests = next(r for r in reports if r.check == "tests")
+    cuts = [
+        Cut(id="tests:cut:1", limit="report-commands", dropped=3, kept=50, hides_danger=False),
+        Cut(id="tests:cut:2", limit="persistence-walk", dropped=12, kept=50_000,
+            phase="test", detail="~/.local crowded `[x](y)`"),
+    ]  # fmt: skip
+    reports[reports.index(tests)] = tests.model_copy(
+        update={"cuts": cuts, "evidence_complete": False}
+    )
+    verdict = decide(reports, expected=CHECK_NAMES, ctx=RuleContext())
+
+    body = render_review(verdict, head_sha=HEAD, mode="sandbox", reports=reports)
+
+    section = body[body.index("**Limits reached**") :]
+    assert "- tests: `limit report-commands reached: 3 dropped, 50 kept` (named only)" in section
+    assert "persistence-walk reached during test: 12 dropped" in section
+    assert "(could hide danger: unproven)" in section
+    # The hiding cut is also what the verdict calls unproven, naming the limit.
+    assert any("persistence-walk" in line for line in verdict.unproven)
+    assert not any("report-commands" in line for line in verdict.unproven)
+    seen = view(body)
+    assert all(OURS.match(a) for a in seen.active), seen.active
