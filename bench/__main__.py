@@ -242,11 +242,16 @@ def main() -> int:
             "replicas",
             "diff",
             "board",
+            "output",
         ],
     )
     args = parser.parse_args()
     if args.only in (None, "matcher"):
         bench_matcher(20)
+    if args.only in (None, "output"):
+        from bench.output import bench_output
+
+        bench_output(args.rounds)
     if args.only in (None, "armed"):
         bench_armed(args.rounds)
     if args.only in (None, "review"):

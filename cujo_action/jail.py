@@ -43,11 +43,8 @@ from pathlib import Path
 from cujo_action import fanotify as fan
 from cujo_action.cgroups import Limits
 from cujo_action.netns import kill_all_in
+from cujo_action.output import Capture, Matcher, OutputSearch, Printed, Stream
 
-# A command that writes more than this is cut off: its output is not evidence worth
-# keeping, and a flood must not fill the runner's disk or memory.
-FLOOD_BYTES = 64 * 1024 * 1024
-TAIL_BYTES = 8_000
 FILE_SIZE_LIMIT = 2 * 1024 * 1024 * 1024
 GRACE_S = 2.0
 # Processes the sandbox user may have at once, across the run's concurrent phases. A test
@@ -315,34 +312,10 @@ class Outcome:
     process_flood: bool = False
     refused_forks: int = 0  # forks the check's process limit refused (cgroups only)
     oom_kills: int = 0  # processes its memory limit killed (cgroups only)
-
-
-class _Tail:
-    """Drain a pipe, keeping the last bytes and counting all of them."""
-
-    def __init__(self, pipe: object, on_flood: threading.Event) -> None:
-        self._pipe = pipe
-        self._on_flood = on_flood
-        self.tail = bytearray()
-        self.total = 0
-        self.thread = threading.Thread(target=self._drain, daemon=True)
-        self.thread.start()
-
-    def _drain(self) -> None:
-        read = self._pipe.read1  # type: ignore[attr-defined]
-        while chunk := read(65536):
-            self.total += len(chunk)
-            self.tail += chunk
-            if len(self.tail) > 2 * TAIL_BYTES:
-                del self.tail[: len(self.tail) - TAIL_BYTES]
-            if self.total > FLOOD_BYTES:
-                # Stop reading: the writer blocks (or dies of SIGPIPE) until it is killed.
-                self._on_flood.set()
-                break
-        self._pipe.close()  # type: ignore[attr-defined]
-
-    def text(self) -> str:
-        return bytes(self.tail[-TAIL_BYTES:]).decode("utf-8", "replace")[-TAIL_BYTES:]
+    # Decoys found in what it printed (``output.py``; only when asked to search), and
+    # the bytes of output whose decoding ran out of budget (searched only in part).
+    printed: tuple[Printed, ...] = ()
+    output_unsearched: int = 0
 
 
 def _limits(nproc: int | None, limits: Limits | None, nice: int = 0) -> Callable[[], None]:
@@ -490,11 +463,13 @@ def run_confined(
     confinement: Confinement,
     stdin_fd: int | None = None,
     stdout_fd: int | None = None,
+    search: Matcher | None = None,
 ) -> Outcome:
     """Run ``cmd`` with bash in ``cwd``; kill all it started on timeout, flood or exit.
 
     ``cwd`` is the folder as the command sees it (inside the view, if there is one).
-    ``stdin_fd`` / ``stdout_fd`` replace /dev/null and the captured stdout.
+    ``stdin_fd`` / ``stdout_fd`` replace /dev/null and the captured stdout. With
+    ``search``, everything the command prints is searched for decoys (``output.py``).
     """
     if os.geteuid() == 0 and not confinement.uid:
         raise JailError("refusing to run a pull-request command as root")
@@ -540,7 +515,7 @@ def run_confined(
                 os.close(fd)
     try:
         return _follow(proc, confinement, inode, status_r, flood, started, timeout,
-                       forks_before, ooms_before)  # fmt: skip
+                       forks_before, ooms_before, search)  # fmt: skip
     finally:
         if status_r >= 0:
             os.close(status_r)
@@ -556,9 +531,15 @@ def _follow(
     timeout: float,
     forks_before: int,
     ooms_before: int,
+    search: Matcher | None,
 ) -> Outcome:
-    out = _Tail(proc.stdout, flood) if proc.stdout is not None else None
-    err = _Tail(proc.stderr, flood)
+    lock = threading.Lock()
+
+    def searching(stream: Stream) -> OutputSearch | None:
+        return OutputSearch(search, stream, lock) if search is not None else None
+
+    out = Capture(proc.stdout, flood, searching("stdout")) if proc.stdout is not None else None
+    err = Capture(proc.stderr, flood, searching("stderr"))
     uid = confinement.uid
     reaper = _Reaper(uid, proc.pid) if uid is not None and confinement.view is None else None
     # How many processes the command has: its cgroup knows exactly, else its namespace.
@@ -623,6 +604,11 @@ def _follow(
     if status_r >= 0:
         code = status if status is not None else code
     killed = timed_out or flood.is_set()
+    captures = [c for c in (out, err) if c is not None]
+    searches = [c.search for c in captures if c.search is not None]
+    # A stream still being drained (a leftover outside the namespace holds the pipe) was
+    # not searched to its end: what is left is counted, never passed over in silence.
+    behind = sum(c.total - c.search.searched for c in captures if c.search and c.thread.is_alive())
     refused = (limits.refused_forks() - forks_before) if limits else 0
     ooms = (limits.oom_kills() - ooms_before) if limits else 0
     return Outcome(
@@ -638,6 +624,8 @@ def _follow(
         process_flood=uid is not None and (peak >= FLOOD_SHARE * confinement.nproc or refused > 0),
         refused_forks=refused,
         oom_kills=ooms,
+        printed=tuple(p for s in searches for p in s.printed()),
+        output_unsearched=sum(s.unsearched for s in searches) + behind,
     )
 
 

@@ -23,15 +23,16 @@ from cujorun import processes_with
 from sandboxes import Sandbox, Sandboxes, sandboxes_for
 
 import cujo_action
+from cujo_action.decoys import DecoyMatcher, make_decoys
 from cujo_action.jail import (
-    FLOOD_BYTES,
     INSIDE_UID,
-    TAIL_BYTES,
     UID_BASE,
     Confinement,
     JailError,
     run_confined,
 )
+from cujo_action.limits import OUTPUT_FLOOD, OUTPUT_TAIL
+from cujo_action.output import Printed
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
 ROOT = os.geteuid() == 0
@@ -122,8 +123,8 @@ def test_output_keeps_only_the_tail(box: Sandbox) -> None:
     )
     assert out.exit_code == 0
     assert out.stdout_tail.endswith("100000\n")
-    assert len(out.stdout_tail) <= TAIL_BYTES
-    assert out.stdout_bytes > TAIL_BYTES
+    assert len(out.stdout_tail) <= OUTPUT_TAIL
+    assert out.stdout_bytes > OUTPUT_TAIL
 
 
 def test_flood_is_cut_off(box: Sandbox) -> None:
@@ -134,7 +135,56 @@ def test_flood_is_cut_off(box: Sandbox) -> None:
     )  # fmt: skip
     assert out.flooded
     assert out.exit_code is None
-    assert FLOOD_BYTES < out.stdout_bytes < 1073741824 // 2
+    assert OUTPUT_FLOOD < out.stdout_bytes < 1073741824 // 2
+
+
+DECOYS = make_decoys()
+TOKEN = next(d for d in DECOYS if d.name == "GITHUB_TOKEN").value
+
+
+def test_a_decoy_printed_base64_twice_is_found_far_past_the_tail(box: Sandbox) -> None:
+    # tj-actions' trick, in pieces (separate writes) and followed by enough output that
+    # the report's tail no longer holds it: the whole stream is searched, not the tail.
+    twice = shlex.quote(TOKEN)
+    cmd = (
+        f"v=$(printf %s {twice} | base64 -w0 | base64 -w0); "
+        'printf "%s" "${v:0:30}"; printf "%s\\n" "${v:30}"; '
+        "seq 1 300000; echo done >&2"
+    )
+    out = run_confined(
+        cmd, cwd=box.cwd, env=ENV, timeout=60, confinement=box.confinement,
+        search=DecoyMatcher(DECOYS),
+    )  # fmt: skip
+    assert out.exit_code == 0
+    assert out.stdout_bytes > 2 * OUTPUT_TAIL
+    assert out.printed == (Printed("GITHUB_TOKEN", "base64+base64", "stdout"),)
+    assert out.output_unsearched == 0
+
+
+def test_a_decoy_on_stderr_is_found_and_named_by_its_stream(box: Sandbox) -> None:
+    out = run_confined(
+        f"echo ok; printf 'token=%s\\n' {shlex.quote(TOKEN)} >&2",
+        cwd=box.cwd, env=ENV, timeout=30, confinement=box.confinement,
+        search=DecoyMatcher(DECOYS),
+    )  # fmt: skip
+    assert out.printed == (Printed("GITHUB_TOKEN", "plain", "stderr"),)
+
+
+def test_a_flood_is_searched_up_to_the_cap(box: Sandbox) -> None:
+    # Printing the decoy and then flooding cannot wash it out: what came before the cap
+    # was searched as it arrived.
+    out = run_confined(
+        f"echo {shlex.quote(TOKEN)}; head -c 1073741824 /dev/zero",
+        cwd=box.cwd, env=ENV, timeout=120, confinement=box.confinement,
+        search=DecoyMatcher(DECOYS),
+    )  # fmt: skip
+    assert out.flooded
+    assert out.printed == (Printed("GITHUB_TOKEN", "plain", "stdout"),)
+
+
+def test_output_is_not_searched_unless_asked(box: Sandbox) -> None:
+    out = run(box, f"echo {shlex.quote(TOKEN)}")
+    assert out.printed == ()  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------- escape routes

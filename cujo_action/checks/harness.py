@@ -23,7 +23,7 @@ from cujo_action import _receive_install
 from cujo_action.actionsjob import FILE_COMMANDS
 from cujo_action.arm import LABELS, Armed, label, sandbox_env
 from cujo_action.boundary import fingerprints, read_below
-from cujo_action.decoys import decoy_files
+from cujo_action.decoys import DecoyMatcher, decoy_files
 from cujo_action.jail import (
     NPROC_LIMIT,
     ExecGuard,
@@ -41,6 +41,7 @@ from cujo_action.persistence import SCHEDULERS, TEXT_CAP, Entry, changes, places
 from cujo_action.proxy import NameBook
 from cujo_action.recorder import emit
 from cujo_action.schema import (
+    DECOY_IN_OUTPUT,
     MAX_COMMANDS,
     MAX_CUTS,
     MAX_DECOY_EVENTS,
@@ -134,6 +135,9 @@ class CheckRun:
         self.dropped_observations = 0
         self.evidence_complete = True
         self.decoy_paths = [self.home / rel for rel in decoy_files(armed.decoy_objects())]
+        # What a pull-request command prints is searched for the decoys (``output.py``);
+        # the harness's own commands are not the pull request's output and are not.
+        self.printed_matcher = DecoyMatcher(armed.decoy_objects())
         # Read before any command of this check's uid ran: nothing else can write it.
         self._before = self._snapshot()
         # A sudo run by this check is named by the guard while it waits to start
@@ -199,15 +203,18 @@ class CheckRun:
         """Show progress on stderr (the orchestrator passes it through)."""
         print(f"cujo: {self.check}: {message}", file=sys.stderr, flush=True)
 
-    def _harness_command(self, cmd: str, what: str, **io: int) -> Outcome:
-        """Run a command of the harness's own as the check's uid, confined; raise on failure."""
+    def _harness_command(self, cmd: str, what: str, *, stdin_fd: int | None = None) -> Outcome:
+        """Run a command of the harness's own as the check's uid, confined; raise on failure.
+
+        Its output is the harness's, not the pull request's: it is not searched for decoys.
+        """
         outcome = run_confined(
             cmd,
             cwd=Path(self.work),
             env=sandbox_env(self.armed, self.plan, check=self.check, phase=self.phase, venv=None),
             timeout=_HANDOFF_TIMEOUT,
             confinement=self.armed.confinement(self.check, self.phase),
-            **io,
+            stdin_fd=stdin_fd,
         )
         if outcome.exit_code != 0:
             tail = outcome.stderr_tail.strip()[-400:]
@@ -388,7 +395,9 @@ class CheckRun:
                 env=env,
                 timeout=timeout,
                 confinement=self.armed.confinement(self.check, phase),
+                search=self.printed_matcher,
             )
+        self._observe_printed(outcome, shown, phase)
         if outcome.process_flood:
             refused = (
                 f"; {outcome.refused_forks} forks were refused at the limit"
@@ -412,10 +421,18 @@ class CheckRun:
             self.observe("timeout", f"`{clip(cmd, 200)}` ran past its {timeout:.0f}s timeout")
         elif outcome.flooded:
             self.say(f"{phase}: output flood; killed")
+            written = outcome.stdout_bytes + outcome.stderr_bytes
             self.observe(
                 "output_flood",
-                f"`{clip(cmd, 200)}` wrote over {outcome.stdout_bytes + outcome.stderr_bytes}"
-                " bytes of output and was cut off",
+                f"`{clip(cmd, 200)}` wrote over {written} bytes of output and was cut off",
+            )
+            self.cut(
+                "output-flood",
+                dropped=1,
+                kept=written,
+                detail=f"`{clip(shown, 200)}` was killed after {written} bytes of output "
+                "(searched for decoys up to there)",
+                phase=phase,
             )
         else:
             self.say(f"{phase}: exit {outcome.exit_code} after {outcome.duration_s:.1f}s")
@@ -437,6 +454,30 @@ class CheckRun:
         else:
             self.evidence_complete = False
         return outcome
+
+    def _observe_printed(self, outcome: Outcome, shown: str, phase: Phase) -> None:
+        """Record each decoy a command printed (one per decoy and stream), and any part of
+        its output the search could not decode; never the decoy or the output itself."""
+        encodings: dict[tuple[str, str], list[str]] = {}
+        for printed in outcome.printed:
+            encodings.setdefault((printed.name, printed.stream), []).append(printed.encoding)
+        for (name, stream), found in encodings.items():
+            self.say(f"{phase}: a decoy ({name}) was printed to {stream}")
+            self.observe(
+                DECOY_IN_OUTPUT,
+                f"{name} ({', '.join(found)}) in the {stream} of `{clip(shown, 200)}`",
+                phase=phase,
+            )
+        if outcome.output_unsearched:
+            written = outcome.stdout_bytes + outcome.stderr_bytes
+            self.cut(
+                "output-search",
+                dropped=outcome.output_unsearched,
+                kept=max(written - outcome.output_unsearched, 0),
+                detail=f"{outcome.output_unsearched} bytes of the output of "
+                f"`{clip(shown, 200)}` were decoded only in part (the decode budget ran out)",
+                phase=phase,
+            )
 
     def _observe_guarded(self) -> None:
         """Record the execs of privilege tools the guard saw, one per tool and phase."""

@@ -419,3 +419,66 @@ def test_a_failed_commands_last_words_reach_the_judge_and_a_passing_ones_do_not(
     assert install["stderr_tail"].endswith("error: no such host")
     assert len(install["stderr_tail"]) == 400
     assert "stdout_tail" not in shown["tests"]["commands"][0]
+
+
+# --------------------------------------------------------------------------- opaque egress
+
+
+def opaque_run(make):
+    """A test suite that posts 4 KiB nothing could read to a host of its own."""
+    sent = make.egress(
+        "tests", "drop.example", method="POST", opaque=True, bytes_out=4096, pid=4242
+    )
+    return sent, quiet(make, tests=make.report("tests", egress=[sent]))
+
+
+def test_the_judge_is_told_what_opaque_egress_is_and_which_requests_were(api, make, ctx):
+    sent, reports = opaque_run(make)
+    api.call(
+        BLOCKING,
+        review(
+            "Posts the environment encrypted from its tests.",
+            ("an encrypted body to a host the project never used", "critical", [sent.id]),
+        ),
+    )
+
+    verdict = claude(api).decide(reports, expected=ALL, ctx=ctx)
+
+    [request] = api.requests
+    system = request.body["system"]
+    assert "## Opaque egress: what an encrypted secret looks like" in system
+    assert "A secret taken from the environment and encrypted" in system
+    assert "seen **only** as opaque egress" in system
+    assert "to a host that is not a package registry" in system
+    prompt = request.body["messages"][0]["content"]
+    [line] = fenced(prompt, "opaque egress").splitlines()
+    assert json.loads(line) == {
+        "id": sent.id, "check": "tests", "phase": "test", "method": "POST",
+        "host": "drop.example", "bytes_out": 4096, "pid": 4242,
+    }  # fmt: skip
+    # Without a model the rule only warns; the judge may block on it, citing it.
+    assert [(f.rule, f.severity) for f in verdict.findings if f.rule != "runtime-egress"] == [
+        ("opaque-egress", "warn"),
+        ("judge", "critical"),
+    ]
+    assert verdict.state == "blocked"
+    assert verdict.findings[-1].evidence == [sent.id]
+
+
+def test_only_bodies_sent_are_listed_as_opaque_egress(make, ctx):
+    sent, _ = opaque_run(make)
+    read = make.egress("tests", "cdn.example", method="GET", opaque=True)
+    plain = make.egress("tests", "api.example", method="PUT")
+    reports = quiet(
+        make,
+        tests=make.report("tests", egress=[sent, read, plain]),
+    )
+    rules = DeterministicJudge().decide(reports, expected=ALL, ctx=ctx)
+
+    _, prompt = judge_prompt(
+        rules, reports, expected=ALL, offered=[ADVISORY, BLOCKING], rubric="r",
+        fence=Fence.new(), budget_tokens=24_000,
+    )  # fmt: skip
+
+    shown = [json.loads(line)["id"] for line in fenced(prompt, "opaque egress").splitlines()]
+    assert shown == [sent.id]
