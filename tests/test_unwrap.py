@@ -28,7 +28,14 @@ import zstandard
 
 from cujo_action.decoys import SLICE, DecoyMatcher, make_decoys
 from cujo_action.proxy import scan
-from cujo_action.unwrap import INFLATE_CAP, MAX_DEPTH, Unwrap, decode_content, inflate, json_unescape
+from cujo_action.unwrap import (
+    INFLATE_CAP,
+    MAX_DEPTH,
+    Unwrap,
+    decode_content,
+    inflate,
+    json_unescape,
+)
 
 DECOYS = make_decoys()
 MATCHER = DecoyMatcher(DECOYS)
