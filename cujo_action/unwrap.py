@@ -550,13 +550,22 @@ def _zstd(data: bytes | memoryview, cap: int) -> tuple[bytes, bool] | None:
 
     import zstandard  # noqa: PLC0415 (the proxy's own dependency, through mitmproxy)
 
-    reader = zstandard.ZstdDecompressor().stream_reader(
-        io.BytesIO(bytes(data)), read_across_frames=True
-    )
-    out = reader.read(cap)
+    # One frame: what follows it (text, another stream) is not this stream's.
+    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(bytes(data)))
+    out = bytearray()
+    ended = False
+    while len(out) < cap:
+        try:
+            chunk = reader.read(min(1 << 20, cap - len(out)))
+        except zstandard.ZstdError:
+            break  # a cut or corrupt frame: keep what came out
+        if not chunk:
+            ended = True
+            break
+        out += chunk
     if not out:
         return None
-    return bytes(out), len(out) < cap or not reader.read(1)
+    return bytes(out), ended
 
 
 def _brotli(data: bytes | memoryview, cap: int, whole: bool) -> tuple[bytes, bool] | None:
