@@ -243,6 +243,7 @@ def main() -> int:
             "diff",
             "board",
             "output",
+            "bodies",
         ],
     )
     args = parser.parse_args()
@@ -281,6 +282,10 @@ def main() -> int:
         from bench.board import bench_board
 
         bench_board(20)
+    if args.only in (None, "bodies"):
+        from bench.bodies import bench_bodies
+
+        bench_bodies(args.rounds + 1)
     return 0
 
 

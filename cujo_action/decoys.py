@@ -32,6 +32,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from cujo_action.opacity import Opacity
 from cujo_action.unwrap import BUDGET, Layer, Unwrap
 
 MIN_NEEDLE = 12
@@ -262,6 +263,8 @@ SECRET_MIN = 16
 # Slices are found through GRAM-long pieces looked up every STEP bytes: any SLICE-long
 # slice holds one such piece, so the scan costs one dictionary lookup per STEP bytes.
 GRAM = 12
+# A layer larger than this is searched in windows of it (the folded copy stays small).
+WINDOW = 4 << 20
 STEP = SLICE - GRAM + 1
 _DRAWS = 2  # other draws compared with, to tell a kind's format from a decoy's own bytes
 
@@ -324,7 +327,16 @@ class DecoyMatcher:
                 if before[i + GRAM] - before[i]:  # a piece of format alone proves nothing
                     self._grams.setdefault(exact[i : i + GRAM], []).append((idx, i))
                     self._folded.setdefault(exact[i : i + GRAM].lower(), []).append((idx, i))
-        self.exhausted = False  # whether the last search ran out of budget
+        # The last search: why part of it was not searched ("" if all was), and whether
+        # nothing in it read as anything (``opacity.py``; judged when asked for).
+        self.unsearched = ""
+        self.opaque = False
+        self._longest = max((len(t.exact) for t in self._texts), default=SLICE)
+
+    @property
+    def exhausted(self) -> bool:
+        """Return whether a cap kept part of the last input from being searched."""
+        return bool(self.unsearched)
 
     def _span(self, hay: bytes, at: int, idx: int, offset: int, folded: bool) -> tuple[int, int]:
         """Return (where it ends in ``hay``, its length) if the piece at ``at`` grows into a
@@ -349,7 +361,24 @@ class DecoyMatcher:
         return (at + right, end - start) if counts else (0, 0)
 
     def _scan(self, data: bytes, folded: bool) -> dict[int, int]:
-        """Return, per decoy (by index) a slice of which is in ``data``, its longest slice."""
+        """Return, per decoy (by index) a slice of which is in ``data``, its longest slice.
+
+        A large layer is searched window by window, each overlapping the next by a whole
+        decoy, so a slice straddling two windows is in one of them whole.
+        """
+        if len(data) <= WINDOW:
+            return self._scan_window(data, folded)
+        found: dict[int, int] = {}
+        overlap = self._longest + GRAM
+        for start in range(0, len(data), WINDOW):
+            window = data[start : start + WINDOW + overlap]
+            for idx, length in self._scan_window(window, folded).items():
+                found[idx] = max(found.get(idx, 0), length)
+            if start + WINDOW + overlap >= len(data):
+                break
+        return found
+
+    def _scan_window(self, data: bytes, folded: bool) -> dict[int, int]:
         hay = data.lower() if folded else data
         grams = self._folded if folded else self._grams
         found: dict[int, int] = {}
@@ -370,14 +399,19 @@ class DecoyMatcher:
                 found[idx] = len(exact)
         return found
 
-    def find(self, data: bytes, *, fold_case: bool = False) -> list[tuple[str, str]]:
+    def find(
+        self, data: bytes, *, fold_case: bool = False, judge_opacity: bool = False
+    ) -> list[tuple[str, str]]:
         """Return (decoy name, encoding) for each decoy found in ``data``, in decoy order.
 
         ``fold_case``: the bytes may have lost their case on the way (a DNS name). A layer
         undone as a whole (URL or JSON escapes) holds what its parent held: there, the
-        layer that shows the longest slice of a decoy names the encoding.
+        layer that shows the longest slice of a decoy names the encoding. Afterwards
+        ``unsearched`` says why part was not searched, and (``judge_opacity``) ``opaque``
+        whether nothing in it read as anything.
         """
         walk = Unwrap(data, budget=self.budget)
+        judge = Opacity() if judge_opacity else None
         layers: list[Layer] = []  # kept alive: their ids name their groups
         group_of: dict[int, int] = {}
         best: dict[tuple[int, int], tuple[int, int, str]] = {}
@@ -386,11 +420,14 @@ class DecoyMatcher:
             whole_of = layer.whole and parent is not None
             group = group_of[id(parent)] if whole_of and parent is not None else id(layer)
             group_of[id(layer)] = group
+            if judge is not None and not layer.leaf:
+                judge.add(layer.data)
             for idx, length in self._scan(layer.data, fold_case and parent is None).items():
                 held = best.get((idx, group))
                 if held is None or length > held[0]:
                     best[(idx, group)] = (length, len(layer.path), layer.encoding)
-        self.exhausted = walk.exhausted
+        self.unsearched = walk.unsearched
+        self.opaque = judge is not None and judge.opaque
         ranked = sorted(
             {(idx, depth, enc) for (idx, _), (_, depth, enc) in best.items()},
             key=lambda h: (h[0], h[1], _encoding_rank(h[2]), h[2]),

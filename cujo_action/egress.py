@@ -81,7 +81,9 @@ def decide(
 # what a report keeps when a check's egress is over its cap. A line that would make a
 # critical finding comes before one that would make a warning, and that before the rest,
 # so no flood of harmless lines can push out the line that blocks.
-RANK_DECOY = 0  # decoy-egress
+RANK_DECOY = 0  # decoy-egress; unsearched-egress, opaque-egress and dns-tunnel alike:
+# a line the proxy could not read through is ranked with the decoy-bearing ones, since
+# what it hides may be a decoy (and the rules that read it may block).
 RANK_REGISTRY_WRITE = 1  # registry-write (install, import)
 RANK_BYPASS = 2  # proxy-bypass: around the proxy, to an unexpected host
 RANK_EARLY_UNEXPECTED = 3  # install-egress, import-egress
@@ -93,7 +95,10 @@ _EARLY_PHASES = frozenset({"install", "import"})
 
 def egress_rank(record: dict[str, Any], expected_hosts: Iterable[str]) -> int:
     """Return how much a log line matters to the rules (0 most); ``expected_hosts`` as allowed."""
-    if record.get("decoy_seen"):
+    if record.get("decoy_seen") or record.get("dns_tunnel"):
+        return RANK_DECOY
+    unexpected = not host_allowed(str(record.get("host", "")), expected_hosts)
+    if unexpected and (record.get("unsearched") or record.get("opaque")):
         return RANK_DECOY
     early = record.get("phase") in _EARLY_PHASES
     if record.get("dns_name") and early:
@@ -133,16 +138,27 @@ def egress_record(
     route: str = "proxy",
     dns_name: str = "",
     process: Mapping[str, Any] | None = None,
+    unsearched: str = "",
+    opaque: bool = False,
+    dns_tunnel: bool = False,
 ) -> dict[str, Any]:
     """Return the log line for one request or tunnel.
 
     ``dns_name``: a DoH request's name; ``process``: who held the channel (``pid``,
-    ``exe``, ``cmdline``, ``parents``), when the harness could tell.
+    ``exe``, ``cmdline``, ``parents``), when the harness could tell; ``unsearched``: why
+    part of it was not searched for decoys; ``opaque``: its body read as nothing;
+    ``dns_tunnel``: a query of a tunnel's shape. The last three appear only when set.
     """
     check, phase = split_label(label)
     extra: dict[str, Any] = {"dns_name": clip(dns_name, MAX_SHORT)} if dns_name else {}
     if process:
         extra["process"] = dict(process)
+    if unsearched:
+        extra["unsearched"] = clip(unsearched, MAX_SHORT)
+    if opaque:
+        extra["opaque"] = True
+    if dns_tunnel:
+        extra["dns_tunnel"] = True
     return {
         "ts": round(ts, 6),
         "label": label,
@@ -219,6 +235,9 @@ def egress_from_record(record: dict[str, Any], evidence_id: str) -> Egress:
         route=record.get("route", "proxy"),
         dns_name=clip(str(record.get("dns_name", "")), MAX_SHORT),
         ts=float(record["ts"]) if isinstance(record.get("ts"), int | float) else None,
+        unsearched=clip(str(record.get("unsearched") or ""), MAX_SHORT),
+        opaque=record.get("opaque") is True,
+        dns_tunnel=record.get("dns_tunnel") is True,
         **_process_fields(record.get("process")),
     )
 

@@ -15,31 +15,25 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cujo_action.decoys import Decoy, DecoyMatcher
-from cujo_action.doh import doh_query
+from cujo_action.decoys import DecoyMatcher
 from cujo_action.egress import (
-    Action,
-    decide,
-    egress_record,
-    host_allowed,
     normalize_host,
     split_label,
 )
 from cujo_action.harnessproc import HarnessProcess, Spawned, read_ready, wait_for_go
-from cujo_action.procinfo import socket_owner
+from cujo_action.limits import BODY_SIZE
 from cujo_action.schema import (
     MAX_SHORT,
     REGISTRY_HOSTS,
     clip,
 )
-from cujo_action.unwrap import decode_content
 
 # The proxy is mitmproxy used as a library, in a process of its own
 # (``python -m cujo_action.proxy --config CONFIG.json``). It listens on one port per
@@ -82,9 +76,12 @@ from cujo_action.unwrap import decode_content
 # "registry-write" (a write to a registry, answered by the proxy with a 403).
 # ``decoy_where`` parts: url, header, body (also with its Content-Encoding undone), sni,
 # tcp (the bytes a tunnel carried when it produced no request); each with the encodings
-# undone to find the decoy (``unwrap.py``: "body:gzip+base64"), or "unsearched" when the
-# part's search ran out of budget. A CONNECT whose own request carries a
-# decoy (say in Proxy-Authorization) is logged at once, as "sunk".
+# undone to find the decoy (``unwrap.py``: "body:gzip+base64"). ``unsearched`` (only when
+# set) says why part of a request was not searched: its body over the proxy's limit
+# (``limits.BODY_SIZE``: refused with a 413), or a decoding cap (``unwrap.py``: depth,
+# budget, a stream inflating past its cap). ``opaque: true``: a POST, PUT or PATCH body
+# that reads as nothing once decoded (``opacity.py``). A CONNECT whose own request carries
+# a decoy (say in Proxy-Authorization) is logged at once, as "sunk".
 #
 # Importing this module does not import mitmproxy; only the proxy process pays for that.
 
@@ -222,27 +219,39 @@ def header_block(headers: Iterable[tuple[bytes, bytes]]) -> bytes:
     return b"\r\n".join(k + b": " + v for k, v in headers)
 
 
-# In ``decoy_where``, a part whose search ran out of budget (``unwrap.BUDGET``) before
-# every layer was looked at: what is deeper in it was not seen.
-UNSEARCHED = "unsearched"
+class Scanned(NamedTuple):
+    """What the search of a request's parts found, and what it could not do."""
+
+    seen: list[str]  # decoy names
+    where: list[str]  # "part:encoding" places
+    unsearched: str  # "part: why" for the first part a cap kept from being searched
+    opaque: bool  # a part judged for opacity read as nothing (``opacity.py``)
 
 
-def scan(matcher: DecoyMatcher, parts: Iterable[tuple[str, bytes]]) -> tuple[list[str], list[str]]:
-    """Return (decoy names, "part:encoding" places) found in the named parts of a request."""
+def scan(
+    matcher: DecoyMatcher,
+    parts: Iterable[tuple[str, bytes]],
+    *,
+    judge: Collection[str] = (),
+) -> Scanned:
+    """Search the named parts of a request; ``judge``: the parts judged for opacity."""
     seen: list[str] = []
     where: list[str] = []
+    unsearched = ""
+    opaque = False
     for part, data in parts:
         if not data:
             continue
-        for name, encoding in matcher.find(data):
+        for name, encoding in matcher.find(data, judge_opacity=part in judge):
             if name not in seen:
                 seen.append(name)
             place = f"{part}:{encoding}"
             if place not in where:
                 where.append(place)
-        if matcher.exhausted and f"{part}:{UNSEARCHED}" not in where:
-            where.append(f"{part}:{UNSEARCHED}")
-    return seen, where
+        if matcher.unsearched and not unsearched:
+            unsearched = f"{part}: {matcher.unsearched}"
+        opaque = opaque or (part in judge and matcher.opaque)
+    return Scanned(seen, where, unsearched, opaque)
 
 
 # --------------------------------------------------------------------------- API
@@ -396,391 +405,6 @@ def _launch(
         time.sleep(0.02)
 
 
-# --------------------------------------------------------------------------- the proxy process
-# Everything below runs in the proxy process. mitmproxy is imported inside functions so
-# that importing this module (as arm.py does) stays cheap; its objects are typed loosely.
-
-
-@dataclass
-class _Tunnel:
-    """What is known about one CONNECT tunnel or transparent connection until it closes."""
-
-    label: str
-    host: str
-    port: int
-    connect_bytes: int
-    connect_parts: list[tuple[str, bytes]]
-    sni: str | None = None
-    peeks: dict[int, bytes] = field(default_factory=dict)
-    logged: bool = False
-    refused: bool = False
-    # A transparent connection: host and port are its original destination, and name
-    # the host the resolver gave that address out for (None: the client had an address).
-    transparent: bool = False
-    name: str | None = None
-    # The client's address and port as the proxy sees them, and, once looked up (while
-    # the client is alive: at its TLS hello, or when a raw channel is refused), its process.
-    peer: tuple[str, int] | None = None
-    process: dict[str, Any] | None = None
-
-
-class EgressAddon:
-    """Log every request and tunnel; answer non-allowed hosts; refuse non-HTTP tunnels."""
-
-    def __init__(
-        self,
-        config: ProxyConfig,
-        ports: dict[str, int],
-        transparent_ports: dict[str, int] | None = None,
-    ) -> None:
-        """Prepare the matcher, the label of each port, and the log file."""
-        self.config = config
-        self.ports = ports
-        self.transparent_ports = dict(transparent_ports or {})
-        self.labels_by_port = {port: label for label, port in ports.items()}
-        self.labels_by_port.update({p: label for label, p in self.transparent_ports.items()})
-        self.allow_hosts = list(config.allow_hosts)
-        self.registry_hosts = list(config.registry_hosts)
-        self.matcher = DecoyMatcher(Decoy(d.name, d.value, None, None) for d in config.decoys)
-        # The resolver's own scanner, for names asked over DNS-over-HTTPS (imported here:
-        # the resolver's module imports this one).
-        from cujo_action.dns import NameScanner  # noqa: PLC0415
-
-        self.names = NameScanner(self.matcher.decoys)
-        # Who holds each plain client connection (by its id), looked up while it waits.
-        self._processes: dict[str, dict[str, Any] | None] = {}
-        self.tunnels: dict[str, _Tunnel] = {}
-        self._names = NameBook(config.names_path) if config.names_path is not None else None
-        # One write() per line on an O_APPEND descriptor: a killed proxy leaves whole
-        # lines behind, at worst a cut last one.
-        self._log_fd = os.open(
-            config.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
-        )
-
-    # ---- helpers
-
-    def _name_of(self, address: str) -> str | None:
-        """Return the name the resolver answered with ``address``, if it did."""
-        return self._names.name_of(address) if self._names is not None else None
-
-    def _label(self, client: Any) -> str:
-        port = client.proxy_mode.custom_listen_port
-        if port is None and client.sockname:
-            port = client.sockname[1]
-        label = self.labels_by_port.get(port)
-        if label is None:
-            # Every mode is started with an explicit port, so this is a bug; still log
-            # the request rather than drop it.
-            logger.warning("no label for port %s", port)
-            return self.config.labels[0]
-        return label
-
-    def _write(self, record: dict[str, Any]) -> None:
-        if self._log_fd < 0:
-            return
-        line = json.dumps(record, separators=(",", ":")) + "\n"
-        os.write(self._log_fd, line.encode())
-
-    def _log_tunnel(self, tunnel: _Tunnel, action: Action) -> None:
-        parts = [*tunnel.connect_parts]
-        if tunnel.sni:
-            parts.append(("sni", tunnel.sni.encode()))
-        peeked = b"".join(tunnel.peeks.values())
-        parts.append(("tcp", peeked))
-        seen, where = scan(self.matcher, parts)
-        # A transparent connection's host is an address; the SNI, if any, is the name,
-        # else the name the client looked up to get that address.
-        if tunnel.transparent:
-            host = tunnel.sni or tunnel.name or tunnel.host
-        else:
-            host = tunnel.host or tunnel.sni or ""
-        self._write(
-            egress_record(
-                ts=time.time(),
-                label=tunnel.label,
-                host=host or "",
-                port=tunnel.port,
-                method=RAW_METHOD if tunnel.transparent else TUNNEL_METHOD,
-                url=f"{tunnel.name or tunnel.host}:{tunnel.port}",
-                bytes_out=tunnel.connect_bytes + len(peeked),
-                action=action,
-                decoy_seen=seen,
-                decoy_where=where,
-                route="direct" if tunnel.transparent else "proxy",
-                process=tunnel.process,
-            )
-        )
-        tunnel.logged = True
-
-    def _log_flow(self, flow: Any, action: Action) -> None:
-        req = flow.request
-        tunnel = self.tunnels.get(flow.client_conn.id)
-        raw = req.raw_content or b""
-        parts = [("url", req.url.encode()), ("header", header_block(req.headers.fields))]
-        # The body as its Content-Encoding says to read it: undone here, capped (mitmproxy
-        # would inflate without a cap); as sent when that fails (the search then unwraps
-        # whatever compression it recognises).
-        coding = req.headers.get("content-encoding")
-        decoded = decode_content(raw, coding) if coding else None
-        parts.append(("body", raw if decoded is None else decoded))
-        seen, where = scan(self.matcher, parts)
-        # A DNS-over-HTTPS lookup is named as one, and its name searched as the resolver
-        # searches names (labels joined, case folded where the encoding allows).
-        doh = doh_query(
-            req.host,
-            req.path.partition("?")[0],
-            dict(req.query.items()),
-            {k.lower(): v for k, v in req.headers.items()},
-            raw if decoded is None else decoded,
-        )
-        if doh is not None and doh.labels:
-            names, places = self.names.scan(doh.labels)
-            seen += [n for n in names if n not in seen]
-            where += [p.replace("dns:", "doh:", 1) for p in places if p not in where]
-        # Inside a tunnel the request line carried the path; a plain proxied request
-        # carried the absolute URL.
-        target = req.path if tunnel is not None or req.is_http2 else req.url
-        self._write(
-            egress_record(
-                ts=time.time(),
-                label=self._label(flow.client_conn),
-                host=req.host,
-                port=req.port,
-                method=req.method,
-                url=req.url,
-                bytes_out=request_size(
-                    req.method, target, req.http_version, req.headers.fields, len(raw)
-                ),
-                action=action,
-                decoy_seen=seen,
-                decoy_where=where,
-                route="direct" if tunnel is not None and tunnel.transparent else "proxy",
-                dns_name=doh.name if doh is not None else "",
-                process=tunnel.process
-                if tunnel is not None
-                else self._process(_peer(flow.client_conn)),
-            )
-        )
-        flow.metadata["cujo_logged"] = True
-        if tunnel is not None:
-            tunnel.logged = True
-
-    # ---- mitmproxy hooks
-
-    def running(self) -> None:
-        """Write the ready file once every label's port listens."""
-        from mitmproxy import ctx  # noqa: PLC0415
-
-        master: Any = ctx.master
-        listening = {
-            inst.mode.custom_listen_port
-            for inst in master.addons.get("proxyserver").servers
-            if inst.is_running
-        }
-        wanted = [*self.ports.items(), *self.transparent_ports.items()]
-        missing = [label for label, port in wanted if port not in listening]
-        if missing:
-            logger.error("not listening for %s", missing)
-            return
-        ready = {
-            "pid": os.getpid(),
-            "ports": self.ports,
-            "transparent_ports": self.transparent_ports,
-            "ca_cert": str(Path(self.config.confdir) / CA_CERT_NAME),
-        }
-        tmp = Path(f"{self.config.ready_path}.tmp")
-        tmp.write_text(json.dumps(ready))
-        # Renamed into place so a reader never sees half a file.
-        tmp.replace(self.config.ready_path)
-
-    def done(self) -> None:
-        """Log the tunnels still open and close the log."""
-        for tunnel in self.tunnels.values():
-            if not tunnel.logged:
-                self._log_tunnel(tunnel, "refused")
-        self.tunnels.clear()
-        os.close(self._log_fd)
-        self._log_fd = -1
-
-    def client_connected(self, client: Any) -> None:
-        """Track a transparent connection like a tunnel to its original destination."""
-        from mitmproxy.proxy.mode_specs import TransparentMode  # noqa: PLC0415
-
-        if not isinstance(client.proxy_mode, TransparentMode) or not client.sockname:
-            return
-        # mitmproxy put the SO_ORIGINAL_DST address in sockname before this hook.
-        host, port = client.sockname[0], client.sockname[1]
-        self.tunnels[client.id] = _Tunnel(
-            label=self._label(client),
-            host=host,
-            port=port,
-            connect_bytes=0,
-            connect_parts=[],
-            transparent=True,
-            name=self._name_of(host),
-            peer=_peer(client),
-        )
-        self._who(self.tunnels[client.id])
-
-    def http_connect(self, flow: Any) -> None:
-        """Remember a CONNECT; log it now only if the CONNECT itself carries a decoy."""
-        req = flow.request
-        tunnel = _Tunnel(
-            label=self._label(flow.client_conn),
-            host=req.host,
-            port=req.port,
-            connect_bytes=request_size(
-                req.method, f"{req.host}:{req.port}", req.http_version, req.headers.fields, 0
-            ),
-            connect_parts=[
-                ("url", f"{req.host}:{req.port}".encode()),
-                ("header", header_block(req.headers.fields)),
-            ],
-            peer=_peer(flow.client_conn),
-        )
-        self.tunnels[flow.client_conn.id] = tunnel
-        self._who(tunnel)  # the client waits for the proxy's answer: it is alive
-        if scan(self.matcher, tunnel.connect_parts)[0]:
-            # A CONNECT is answered here and never sent upstream, whatever its host.
-            self._log_tunnel(tunnel, "sunk")
-
-    def _refuse_host(self, host: str) -> bool:
-        return not host_allowed(host, self.allow_hosts)
-
-    def tls_clienthello(self, data: Any) -> None:
-        """Remember the SNI a tunnel's client asked for, and which process asks."""
-        tunnel = self.tunnels.get(data.context.client.id)
-        if tunnel is not None and data.client_hello.sni:
-            tunnel.sni = data.client_hello.sni
-        if tunnel is not None:
-            # Now, while it waits for the handshake: a client that refuses the run's CA
-            # closes its socket, and then no process holds it.
-            self._who(tunnel)
-
-    def _who(self, tunnel: _Tunnel) -> None:
-        """Name the sandbox process holding a tunnel, once."""
-        if tunnel.process is None and tunnel.peer is not None:
-            tunnel.process = self._process(tunnel.peer)
-
-    def _process(self, peer: tuple[str, int] | None, conn: str = "") -> dict[str, Any] | None:
-        """Return the sandbox process holding the client socket ``peer``.
-
-        ``conn`` (a client connection's id) keeps the answer for that connection's later
-        requests: a port is reused by other processes once its connection is closed.
-        """
-        if peer is None:
-            return None
-        if conn and conn in self._processes:
-            return self._processes[conn]
-        found = socket_owner(*peer)
-        fields = found.fields() if found is not None else None
-        if conn:
-            if len(self._processes) > _PROCESS_CACHE:
-                self._processes.clear()
-            self._processes[conn] = fields
-        return fields
-
-    def next_layer(self, nextlayer: Any) -> None:
-        """Keep a tunnel's first bytes; replace any layer but TLS or HTTP with a refusal."""
-        # Runs after mitmproxy's own NextLayer addon, so nextlayer.layer holds its pick.
-        from mitmproxy.proxy.layers import (  # noqa: PLC0415
-            ClientTLSLayer,
-            HttpLayer,
-            ServerTLSLayer,
-            TCPLayer,
-        )
-
-        tunnel = self.tunnels.get(nextlayer.context.client.id)
-        if tunnel is None:
-            return
-        data = nextlayer.data_client()
-        room = PEEK_CAP - sum(len(p) for k, p in tunnel.peeks.items() if k != id(nextlayer))
-        tunnel.peeks[id(nextlayer)] = data[: max(room, 0)]
-        layer = nextlayer.layer
-        if layer is None or isinstance(layer, ServerTLSLayer | ClientTLSLayer):
-            return
-        if isinstance(layer, HttpLayer):
-            # mitmproxy takes whatever is not TLS for HTTP and would wait for headers that
-            # never come (a reverse shell's greeting), holding the connection open: only
-            # what starts like a request line stays HTTP.
-            verdict = request_line_verdict(data)
-            if verdict is None:
-                nextlayer.layer = None  # not enough bytes yet: ask again on the next ones
-            if verdict is not False:
-                return
-        # Raw TCP, DNS or anything else through the tunnel: log what it sent, then let
-        # an ignoring TCP layer try to connect, which server_connect refuses, closing it.
-        tunnel.refused = True
-        self._who(tunnel)
-        self._log_tunnel(tunnel, "refused")
-        nextlayer.layer = TCPLayer(nextlayer.context, ignore=True)
-
-    def request(self, flow: Any) -> None:
-        """Log a complete request; answer it here unless its host is allowed (a registry: read)."""
-        tunnel = self.tunnels.get(flow.client_conn.id)
-        fronted = False
-        if tunnel is not None and tunnel.transparent:
-            name, fronted = transparent_name(
-                tunnel.sni, flow.request.host_header, tunnel.name or tunnel.host
-            )
-            # Logged, decided and (if allowed) forwarded by name, never to the made-up
-            # address the client connected to.
-            flow.request.data.host = name
-        action: Action = (
-            "sunk"
-            if fronted
-            else decide(
-                flow.request.host,
-                self.allow_hosts,
-                method=flow.request.method,
-                registry_hosts=self.registry_hosts,
-            )
-        )
-        if action != "forwarded":
-            from mitmproxy import http  # noqa: PLC0415
-
-            # A response set here is what the client gets: nothing goes upstream.
-            status, body = (
-                (REGISTRY_WRITE_STATUS, REGISTRY_WRITE_BODY)
-                if action == "registry-write"
-                else (200, b"")
-            )
-            flow.response = http.Response.make(status, body, {"content-type": "text/plain"})
-        self._log_flow(flow, action)
-
-    def error(self, flow: Any) -> None:
-        """Log a request that failed before it was complete (client gone mid-body)."""
-        if flow.request is not None and not flow.metadata.get("cujo_logged"):
-            self._log_flow(flow, "refused")
-
-    def server_connect(self, data: Any) -> None:
-        """Refuse every upstream connection but HTTP(S) to an allowed host."""
-        # The last guard: whatever path led here, a host not allowed is never contacted
-        # (nor resolved), and a refused tunnel never reaches even an allowed one.
-        host = data.server.address[0] if data.server.address else ""
-        tunnel = self.tunnels.get(data.client.id)
-        if self._refuse_host(host) or (tunnel is not None and tunnel.refused):
-            data.server.error = "cujo: upstream connection refused"
-
-    def client_disconnected(self, client: Any) -> None:
-        """Log a tunnel that closes without having carried a request."""
-        self._processes.pop(client.id, None)
-        tunnel = self.tunnels.pop(client.id, None)
-        if tunnel is not None and not tunnel.logged:
-            self._log_tunnel(tunnel, "refused")
-
-
-_PROCESS_CACHE = 4096
-
-
-def _peer(client: Any) -> tuple[str, int] | None:
-    """Return a client connection's address and port (IPv4), if mitmproxy knows it."""
-    peer = getattr(client, "peername", None)
-    if isinstance(peer, tuple) and len(peer) >= 2 and isinstance(peer[1], int):
-        return str(peer[0]).removeprefix("::ffff:"), peer[1]
-    return None
-
-
 def _free_ports(host: str, count: int) -> list[int]:
     """Return ``count`` distinct ports free on ``host`` right now."""
     socks = []
@@ -817,6 +441,9 @@ async def _serve(config: ProxyConfig) -> None:
     )
     host = f"[{config.listen_host}]" if ":" in config.listen_host else config.listen_host
 
+    from cujo_action.proxyaddon import EgressAddon, limit_request_bodies  # noqa: PLC0415
+
+    limit_request_bodies()
     master: Any = Master(options.Options())
     defaults: Any = addons.default_addons
     # Our addon goes last: its next_layer hook must see mitmproxy's choice.
@@ -836,6 +463,8 @@ async def _serve(config: ProxyConfig) -> None:
         ssl_verify_upstream_trusted_ca=str(config.upstream_ca),
         onboarding=False,
         http3=False,
+        # Request bodies only (limit_request_bodies): what the proxy holds of one.
+        body_size_limit=f"{BODY_SIZE}b",
     )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

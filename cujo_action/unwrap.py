@@ -17,25 +17,43 @@ What is peeled, from each layer:
   decoded at every alignment its start could have (a prefix the alphabet shares, a label
   split); the alignment that reads best is peeled further, the others are only searched.
 
-Cost is bounded: at most ``MAX_DEPTH`` encodings deep, each decompression capped at
-``INFLATE_CAP`` bytes out, and every layer but the first counted against ``budget``
-bytes; when the budget runs out the walk stops and ``Unwrap.exhausted`` says so.
+Compressed streams are found at any offset of a layer by their magic (gzip, zlib, bzip2,
+xz, zstd), so text before a stream cannot hide it; each run that reads as text or starts
+a stream is a layer of its own, so joining runs cannot move a stream off its start.
+
+Cost is bounded and linear in the input: at most ``MAX_DEPTH`` encodings deep, each
+decompression capped at ``INFLATE_CAP`` bytes out, and every layer but the first counted
+against ``budget`` bytes (the caps are ``limits.py``'s). What a cap keeps from being
+searched is never skipped silently: ``Unwrap.unsearched`` names the first cap reached (a
+layer with more to peel at the depth, the budget spent, a stream inflating past the cap).
 """
 
 from __future__ import annotations
 
 import binascii
+import bz2
 import hashlib
+import lzma
 import re
 import zlib
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote_to_bytes
 
-MAX_DEPTH = 4
-BUDGET = 24 << 20
-INFLATE_CAP = 8 << 20
+from cujo_action.limits import DECODE_BUDGET, DECODE_DEPTH, INFLATE_SIZE, MiB
+
+MAX_DEPTH = DECODE_DEPTH
+BUDGET = DECODE_BUDGET
+INFLATE_CAP = INFLATE_SIZE
+# Compressed streams found by their magic inside one layer, inflated each (a magic that
+# does not start a valid stream costs one short trial and is not counted).
+MAX_STREAMS = 64
+_TRIAL = 512  # input bytes a magic's stream must decompress without error to count
+# Decoded runs that read as text, each a layer of its own per encoding (the rest joined).
+MAX_RUN_LAYERS = 64
+# Printable runs of a binary layer searched for escapes (URL, JSON, quoted-printable).
+_TEXT_IN_BINARY = re.compile(rb"[\t\n\r\x20-\x7e]{16,}")
 # Shorter runs carry less than a decoy's slice (base64 of 12 bytes, hex of 12 bytes).
 MIN_BASE64 = 16
 MIN_HEX = 24
@@ -97,7 +115,7 @@ class Layer:
 
 
 class Unwrap:
-    """Walk the layers of one input; ``exhausted`` is True if the budget cut the walk."""
+    """Walk the layers of one input; ``unsearched`` names the cap that cut the walk, if any."""
 
     def __init__(
         self,
@@ -105,11 +123,23 @@ class Unwrap:
         *,
         budget: int = BUDGET,
         max_depth: int = MAX_DEPTH,
+        inflate_cap: int = INFLATE_CAP,
     ) -> None:
         """Prepare the walk over ``data``."""
         self.data, self.budget, self.max_depth = data, budget, max_depth
+        self.inflate_cap = inflate_cap
         self.spent = 0
-        self.exhausted = False
+        self.unsearched = ""
+
+    @property
+    def exhausted(self) -> bool:
+        """Return whether a cap kept part of the input from being searched."""
+        return bool(self.unsearched)
+
+    def _cut(self, reason: str) -> None:
+        # The first cap reached names the part not searched; later ones add nothing.
+        if not self.unsearched:
+            self.unsearched = reason
 
     def __iter__(self) -> Iterator[tuple[Layer, Layer | None]]:
         """Yield (layer, its parent) breadth first, the input itself first."""
@@ -118,20 +148,43 @@ class Unwrap:
         while queue:
             layer, parent = queue.popleft()
             yield layer, parent
-            if layer.leaf or len(layer.path) >= self.max_depth:
+            if layer.leaf:
                 continue
-            for child in children(layer):
+            deepest = len(layer.path) >= self.max_depth
+            for child in children(layer, self.inflate_cap, self._cut):
                 if not child.data:
                     continue
                 key = _key(child.data)
                 if key in seen:
                     continue
+                if deepest:
+                    if _more_to_peel(child):
+                        # More to peel than the depth allows: what is inside was not seen.
+                        self._cut(f"encodings nested deeper than {self.max_depth}")
+                        break
+                    continue
                 if self.spent + len(child.data) > self.budget:
-                    self.exhausted = True
+                    self._cut(f"decoding past the budget of {self.budget // MiB} MiB")
                     return
                 seen.add(key)
                 self.spent += len(child.data)
                 queue.append((child, layer))
+
+
+_COMPRESSED = frozenset({"gzip", "zlib", "deflate", "zstd", "brotli", "bzip2", "xz"})
+
+
+def _more_to_peel(child: Layer) -> bool:
+    """Return whether a layer below the depth would be more than a chance decoding.
+
+    Any run of letters decodes as base64 to noise; what counts is an escape undone, a
+    stream inflated, or a decoding that reads as text or as a stream without a magic.
+    """
+    if child.leaf:
+        return False
+    if child.whole or child.path[-1] in _COMPRESSED:
+        return True
+    return _score(child.data) >= _READS_AS_TEXT or _guess(child.data, 1 << 16) is not None
 
 
 def _key(data: bytes) -> bytes:
@@ -141,22 +194,25 @@ def _key(data: bytes) -> bytes:
 # --------------------------------------------------------------------------- peeling
 
 
-def children(layer: Layer) -> Iterator[Layer]:
-    """Yield the layers one step below ``layer``."""
+def children(
+    layer: Layer, inflate_cap: int = INFLATE_CAP, cut: Callable[[str], None] | None = None
+) -> Iterator[Layer]:
+    """Yield the layers one step below ``layer`` (``cut`` hears of a cap reached)."""
     data, path = layer.data, layer.path
-    if not _binary(data):
-        # Escapes belong to text: in binary bytes they are chance, and peeling them would
-        # only copy the layer.
-        if b"%" in data:
-            unquoted = unquote_to_bytes(data)
-            if unquoted != data:
-                yield Layer(unquoted, (*path, "url"), whole=True)
-        if b"\\" in data and _JSON_ESCAPE.search(data):
-            yield Layer(json_unescape(data), (*path, "json"), whole=True)
-        if b"=" in data and len(_QP.findall(data[:65536])) >= 2:
-            decoded = binascii.a2b_qp(data)
-            if decoded != data:
-                yield Layer(decoded, (*path, "qp"), whole=True)
+    note = cut or (lambda _reason: None)
+    # Escapes belong to text: in binary bytes they are chance, and peeling them would
+    # only copy the layer; the printable runs of a binary layer are peeled on their own.
+    text = data if not _binary(data) else b"\n".join(_TEXT_IN_BINARY.findall(data))
+    if b"%" in text:
+        unquoted = unquote_to_bytes(text)
+        if unquoted != text:
+            yield Layer(unquoted, (*path, "url"), whole=True)
+    if b"\\" in text and _JSON_ESCAPE.search(text):
+        yield Layer(json_unescape(text), (*path, "json"), whole=True)
+    if b"=" in text and _has_qp(text):
+        decoded = binascii.a2b_qp(text)
+        if decoded != text:
+            yield Layer(decoded, (*path, "qp"), whole=True)
     # A request carried raw (a tunnel's bytes), and each part of a multipart body, on its
     # own: a compressed one then starts with its magic.
     if _REQUEST.match(data):
@@ -165,11 +221,23 @@ def children(layer: Layer) -> Iterator[Layer]:
             yield Layer(body, (*path, "http"), whole=True)
     for part in multipart_bodies(data):
         yield Layer(part, (*path, "multipart"), whole=True)
-    inflated = inflate(data)
-    if inflated is not None:
-        kind, out = inflated
+    found_stream = False
+    for kind, out, complete in streams(data, inflate_cap, note):
+        found_stream = True
+        if not complete:
+            note(f"a {kind} stream inflating past {inflate_cap // MiB} MiB")
         yield Layer(out, (*path, kind))
+    if not found_stream:
+        guessed = _guess(data, inflate_cap)
+        if guessed is not None:
+            yield Layer(guessed[1], (*path, guessed[0]))
     yield from _runs(data, path)
+
+
+def _has_qp(text: bytes) -> bool:
+    """Return whether ``text`` holds two quoted-printable escapes, anywhere."""
+    escapes = _QP.finditer(text)
+    return next(escapes, None) is not None and next(escapes, None) is not None
 
 
 def multipart_bodies(data: bytes) -> list[bytes]:
@@ -253,8 +321,12 @@ def _runs(data: bytes, path: tuple[str, ...]) -> Iterator[Layer]:
                 alone.extend(decodes)
             else:
                 rest.extend(decodes)
-        if best:
-            yield Layer(b"\n".join(best) if len(best) > 1 else best[0], (*path, name))
+        # Each run its own layer, so a stream it holds starts its layer; past the count,
+        # joined (a stream in the joined layer is still found by its magic).
+        for decoded in best[:MAX_RUN_LAYERS]:
+            yield Layer(decoded, (*path, name))
+        if len(best) > MAX_RUN_LAYERS:
+            yield Layer(b"\n".join(best[MAX_RUN_LAYERS:]), (*path, name))
         for decoded in alone:
             yield Layer(decoded, (*path, name))
         if rest:
@@ -340,8 +412,71 @@ def _magic(data: bytes) -> str | None:
         return "gzip"
     if data[:4] == b"\x28\xb5\x2f\xfd":
         return "zstd"
+    if data[:6] == b"\xfd7zXZ\x00":
+        return "xz"
+    if _BZIP2.match(data):
+        return "bzip2"
     if len(data) >= 2 and data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0:
         return "zlib"
+    return None
+
+
+# Where a compressed stream may start inside a layer. zlib's two header bytes are looked
+# for in the forms its levels write (78 01/5e/9c/da); at offset 0 any valid header counts.
+_STREAM_START = re.compile(
+    rb"\x1f\x8b\x08|\x28\xb5\x2f\xfd|\xfd7zXZ\x00|BZh[1-9](?:1AY&SY|\x17rE8P\x90)|\x78[\x01\x5e\x9c\xda]"
+)
+_BZIP2 = re.compile(rb"BZh[1-9](?:1AY&SY|\x17rE8P\x90)")
+
+
+def streams(
+    data: bytes, cap: int = INFLATE_CAP, cut: Callable[[str], None] | None = None
+) -> Iterator[tuple[str, bytes, bool]]:
+    """Yield (kind, what it inflates to, whether it ended) for each stream found by magic.
+
+    At any offset: text or another stream before it hides nothing. A magic whose bytes do
+    not start a stream costs a short trial; past ``MAX_STREAMS`` real ones, ``cut`` hears.
+    """
+    view = memoryview(data)
+    found = 0
+    offsets = [0] if _magic(data) is not None else []
+    offsets += [m.start() for m in _STREAM_START.finditer(data, 1)]
+    for offset in offsets:
+        kind = _magic(bytes(view[offset : offset + 16]))
+        if kind is None or not _starts_stream(kind, view[offset : offset + _TRIAL]):
+            continue
+        if found == MAX_STREAMS:
+            if cut is not None:
+                cut(f"more than {MAX_STREAMS} compressed streams in one layer")
+            return
+        found += 1
+        result = _decompress(kind, view[offset:], cap, whole=False)
+        if result is not None and result[0]:
+            yield kind, result[0], result[1]
+
+
+def _starts_stream(kind: str, head: memoryview) -> bool:
+    """Return whether ``head`` decompresses as ``kind`` without an error, as far as it goes."""
+    try:
+        if kind in ("gzip", "zlib"):
+            zlib.decompressobj(31 if kind == "gzip" else 15).decompress(head, 1 << 16)
+        elif kind == "bzip2":
+            bz2.BZ2Decompressor().decompress(head, 1 << 16)
+        elif kind == "xz":
+            lzma.LZMADecompressor().decompress(head, 1 << 16)
+        return True
+    except (zlib.error, OSError, EOFError, lzma.LZMAError, ValueError):
+        return False
+
+
+def _guess(data: bytes, cap: int) -> tuple[str, bytes] | None:
+    """Return (kind, inflated) for a binary layer that is a stream without a magic."""
+    if len(data) < 16 or not _binary(data):
+        return None
+    for tried in ("deflate", "brotli"):
+        result = _decompress(tried, data, cap, whole=True)
+        if result is not None and result[0]:
+            return tried, result[0]
     return None
 
 
@@ -356,19 +491,16 @@ def inflate(
     """Return (kind, what it inflates to, capped) if ``data`` is a compressed stream."""
     kind = hint or _magic(data)
     if kind is None:
-        if len(data) < 16 or not _binary(data):
-            return None
-        for tried in ("deflate", "brotli"):
-            out = _decompress(tried, data, cap, whole=True)
-            if out:
-                return tried, out
-        return None
-    out = _decompress(kind, data, cap, whole=False)
-    return (kind, out) if out else None
+        return _guess(data, cap)
+    result = _decompress(kind, data, cap, whole=False)
+    return (kind, result[0]) if result is not None and result[0] else None
 
 
-def _decompress(kind: str, data: bytes, cap: int, *, whole: bool) -> bytes | None:
-    """Return up to ``cap`` bytes of ``data`` decompressed as ``kind`` (None if it is not).
+def _decompress(
+    kind: str, data: bytes | memoryview, cap: int, *, whole: bool
+) -> tuple[bytes, bool] | None:
+    """Return (up to ``cap`` bytes of ``data`` decompressed as ``kind``, whether the
+    stream ended before the cap), or None if it is not one.
 
     ``whole``: the stream must end cleanly (a guess without a magic is kept only then).
     """
@@ -379,52 +511,78 @@ def _decompress(kind: str, data: bytes, cap: int, *, whole: bool) -> bytes | Non
             return _zstd(data, cap)
         if kind == "brotli":
             return _brotli(data, cap, whole)
+        if kind in ("bzip2", "xz"):
+            return _stdlib(kind, data, cap)
     except Exception:
         return None
     return None
 
 
-def _zlib(kind: str, data: bytes, cap: int, whole: bool) -> bytes | None:
+def _zlib(kind: str, data: bytes | memoryview, cap: int, whole: bool) -> tuple[bytes, bool] | None:
     wbits = {"gzip": 31, "zlib": 15, "deflate": -15}[kind]
     out = bytearray()
-    rest = data
+    rest: bytes | memoryview = data
     while rest and len(out) < cap:
         stream = zlib.decompressobj(wbits)
         out += stream.decompress(rest, cap - len(out))
         if not stream.eof:
             # Cut short (the cap, or a truncated stream): keep what came out.
-            return None if whole and len(out) < cap else bytes(out)
+            if whole and len(out) < cap:
+                return None
+            return bytes(out), len(out) < cap
         # gzip allows members one after another; anything else after the end is not ours.
         rest = (
             stream.unused_data if kind == "gzip" and stream.unused_data[:2] == b"\x1f\x8b" else b""
         )
-    return bytes(out)
+    return bytes(out), not rest
 
 
-def _zstd(data: bytes, cap: int) -> bytes | None:
+def _stdlib(kind: str, data: bytes | memoryview, cap: int) -> tuple[bytes, bool] | None:
+    stream: bz2.BZ2Decompressor | lzma.LZMADecompressor = (
+        bz2.BZ2Decompressor() if kind == "bzip2" else lzma.LZMADecompressor()
+    )
+    out = stream.decompress(data, cap)
+    return out, stream.eof or len(out) < cap
+
+
+def _zstd(data: bytes | memoryview, cap: int) -> tuple[bytes, bool] | None:
     import io  # noqa: PLC0415
 
     import zstandard  # noqa: PLC0415 (the proxy's own dependency, through mitmproxy)
 
-    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
-    out = reader.read(cap)
-    return bytes(out) or None
+    # One frame: what follows it (text, another stream) is not this stream's.
+    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(bytes(data)))
+    out = bytearray()
+    ended = False
+    while len(out) < cap:
+        try:
+            chunk = reader.read(min(1 << 20, cap - len(out)))
+        except zstandard.ZstdError:
+            break  # a cut or corrupt frame: keep what came out
+        if not chunk:
+            ended = True
+            break
+        out += chunk
+    if not out:
+        return None
+    return bytes(out), ended
 
 
-def _brotli(data: bytes, cap: int, whole: bool) -> bytes | None:
+def _brotli(data: bytes | memoryview, cap: int, whole: bool) -> tuple[bytes, bool] | None:
     import brotli  # noqa: PLC0415 (the proxy's own dependency, through mitmproxy)
 
     stream = brotli.Decompressor()
     out = bytearray()
+    view = memoryview(data)
     # No output limit in this brotli: a few input bytes can stand for 16 MiB out, so feed
     # a few at a time and stop at the cap.
-    for start in range(0, len(data), _BROTLI_STEP):
-        out += stream.process(data[start : start + _BROTLI_STEP])
+    for start in range(0, len(view), _BROTLI_STEP):
+        out += stream.process(bytes(view[start : start + _BROTLI_STEP]))
         if len(out) >= cap:
-            return bytes(out[:cap])
+            return bytes(out[:cap]), False
     if whole and not stream.is_finished():
         return None
-    return bytes(out)
+    return bytes(out), True
 
 
 def decode_content(body: bytes, content_encoding: str, cap: int = INFLATE_CAP) -> bytes | None:
@@ -438,10 +596,10 @@ def decode_content(body: bytes, content_encoding: str, cap: int = INFLATE_CAP) -
         kind = names.get(coding)
         if kind is None:
             return None
-        out = _decompress(kind, data, cap, whole=False)
-        if out is None and kind == "zlib":
-            out = _decompress("deflate", data, cap, whole=False)  # deflate sent raw
-        if out is None:
+        result = _decompress(kind, data, cap, whole=False)
+        if result is None and kind == "zlib":
+            result = _decompress("deflate", data, cap, whole=False)  # deflate sent raw
+        if result is None:
             return None
-        data = out
+        data = result[0]
     return data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import json
 import os
@@ -26,13 +27,18 @@ import requests
 
 from cujo_action.decoys import Decoy, make_decoys
 from cujo_action.egress import (
+    RANK_DECOY,
+    RANK_EXPECTED,
+    RANK_RUNTIME_UNEXPECTED,
     decide,
     egress_from_record,
+    egress_rank,
     egress_record,
     host_allowed,
     parse_egress_log,
     split_label,
 )
+from cujo_action.limits import BODY_SIZE, MiB
 from cujo_action.proxy import (
     REGISTRY_WRITE_BODY,
     SYSTEM_CA,
@@ -254,6 +260,31 @@ def test_records_become_report_egress_items() -> None:
     assert egress.phase == "import"
     assert egress.decoy_where == ["body:base64"]
     assert len(egress.url) <= 2000
+
+
+def test_unsearched_opaque_and_tunnel_lines_reach_the_report_and_rank_first() -> None:
+    def line(**extra: Any) -> dict[str, Any]:
+        return egress_record(ts=1.0, label="tests/test", host=SINK, port=80, method="POST",
+                             url="/", bytes_out=10, action="sunk", **extra)  # fmt: skip
+
+    plain = line()
+    assert {"unsearched", "opaque", "dns_tunnel"}.isdisjoint(plain)
+    cut, dark, tunnel = (
+        line(unsearched="body: over the limit"),
+        line(opaque=True),
+        line(dns_tunnel=True),
+    )
+    assert egress_from_record(cut, "tests:egress:1").unsearched == "body: over the limit"
+    assert egress_from_record(dark, "tests:egress:2").opaque
+    assert egress_from_record(tunnel, "tests:egress:3").dns_tunnel
+    item = egress_from_record(plain, "tests:egress:4")
+    assert (item.unsearched, item.opaque, item.dns_tunnel) == ("", False, False)
+    # Ranked with the decoy-bearing lines: a flood of plain lines cannot push them out.
+    for line in (cut, dark, tunnel):
+        assert egress_rank(line, REGISTRY_HOSTS) == RANK_DECOY
+    assert egress_rank(plain, REGISTRY_HOSTS) == RANK_RUNTIME_UNEXPECTED
+    # To an expected host an opaque upload is only what it is.
+    assert egress_rank(dark, [*REGISTRY_HOSTS, SINK]) == RANK_EXPECTED
 
 
 # --------------------------------------------------------------------------- sinking
@@ -782,3 +813,96 @@ def test_a_warm_proxy_refuses_a_confdir_holding_a_ca_and_is_stopped(tmp_path: Pa
     with pytest.raises(ProxyError, match="not empty"):
         start_proxy(make_config(tmp_path, make_decoys()), warm=warm)
     assert warm.process.poll() is not None
+
+
+# --------------------------------------------------------------------------- body limits
+
+
+def _post_raw(proxy: Proxy, head: str, chunks: Iterator[bytes]) -> bytes:
+    """Send a request's head and body chunks through the proxy; return what it answers."""
+    sock = socket.create_connection(("127.0.0.1", proxy.handle.ports[LABELS[2]]), timeout=30)
+    with sock:
+        sock.sendall(head.encode())
+        try:
+            for chunk in chunks:
+                sock.sendall(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the proxy refused the rest, as it should
+        answer = b""
+        with contextlib.suppress(ConnectionResetError, TimeoutError):
+            while chunk := sock.recv(65536):
+                answer += chunk
+        return answer
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_a_body_over_the_limit_is_refused_logged_unsearched_and_the_proxy_serves_on(
+    proxy: Proxy, framing: str
+) -> None:
+    path = f"/{tag()}"
+    block = os.urandom(1 << 20)
+    blocks = BODY_SIZE // len(block) + 2
+    if framing == "chunked":
+        framed = "Transfer-Encoding: chunked"
+        body = (b"%x\r\n%s\r\n" % (len(block), block) for _ in range(blocks))
+    else:
+        framed = f"Content-Length: {blocks * len(block)}"
+        body = (block for _ in range(blocks))
+    head = f"POST http://{SINK}{path} HTTP/1.1\r\nHost: {SINK}\r\n{framed}\r\n\r\n"
+    answer = _post_raw(proxy, head, body)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    (rec,) = proxy.wait_records(lambda r: path in r["url"])
+    assert rec["action"] == "refused"
+    assert rec["unsearched"] == f"body over the proxy's limit of {BODY_SIZE // MiB} MiB"
+    assert rec["label"] == LABELS[2]
+    # Still alive and serving.
+    with session() as s:
+        resp = s.get(f"http://{SINK}/{tag()}", proxies=proxy.proxies(), timeout=10)
+    assert resp.status_code == 200
+    assert proxy.handle.alive()
+
+
+def test_a_large_legit_body_is_searched_to_its_very_end(proxy: Proxy) -> None:
+    aws = proxy.decoy("AWS_SECRET_ACCESS_KEY")
+    rows = b"".join(b"%d,user%d,%d\n" % (i, i, i * 7) for i in range(1_500_000))
+    assert len(rows) > 24 << 20  # past the old decode budget
+    path = f"/{tag()}"
+    with session() as s:
+        # At its very end, and percent-encoded: its url layer is past the old budget.
+        hidden = "".join(f"%{b:02X}" for b in aws.value.encode()).encode()
+        resp = s.post(f"http://{SINK}{path}", data=rows + hidden,
+                      proxies=proxy.proxies(), timeout=60)  # fmt: skip
+    assert resp.status_code == 200
+    (rec,) = proxy.records(lambda r: path in r["url"])
+    assert rec["decoy_seen"] == ["AWS_SECRET_ACCESS_KEY"]
+    assert rec["decoy_where"] == ["body:url"]
+    assert "unsearched" not in rec
+    assert "opaque" not in rec
+    # The same rows alone: searched whole, nothing found, nothing cut, readable.
+    path = f"/{tag()}"
+    with session() as s:
+        s.post(f"http://{SINK}{path}", data=rows, proxies=proxy.proxies(), timeout=60)
+    (rec,) = proxy.records(lambda r: path in r["url"])
+    assert rec["decoy_seen"] == []
+    assert "unsearched" not in rec
+    assert "opaque" not in rec
+
+
+def test_an_encrypted_upload_is_logged_opaque_and_a_readable_one_is_not(proxy: Proxy) -> None:
+    aws = proxy.decoy("AWS_SECRET_ACCESS_KEY").value.encode()
+    key = os.urandom(len(aws))
+    xored = bytes(a ^ b for a, b in zip(aws, key, strict=True))
+    sent = {
+        "xor": (xored, True),
+        "xor-base64": (base64.b64encode(xored), True),
+        "json": (json.dumps({"build": 12, "ok": True, "msg": "done"}).encode(), False),
+        "gzip-text": (gzip.compress(b"a readable log line\n" * 200), False),
+    }
+    paths = {}
+    with session() as s:
+        for name, (body, _) in sent.items():
+            paths[name] = f"/{tag()}"
+            s.put(f"http://{SINK}{paths[name]}", data=body, proxies=proxy.proxies(), timeout=10)
+    for name, (_, opaque) in sent.items():
+        (rec,) = proxy.records(lambda r, p=paths[name]: p in r["url"])  # type: ignore[misc]
+        assert rec.get("opaque", False) is opaque, name
