@@ -325,7 +325,9 @@ def egress_kept_faithfully(expected: Sequence[Egress], held: Sequence[Egress]) -
     last = -1
     for item in held:
         want = by_id.get(item.id)
-        if want is None or want != item or order[item.id] <= last:
+        if want is None or want.model_dump_json() != item.model_dump_json():
+            return False
+        if order[item.id] <= last:
             return False
         last = order[item.id]
     kept = {e.id for e in held}
