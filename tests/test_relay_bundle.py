@@ -95,7 +95,8 @@ def test_a_report_over_a_field_cap_is_read_clipped_and_says_so(tmp_path: Path) -
     (folder / "tests.json").write_text(json.dumps(data))
     write_manifest(folder, RUN, HEAD, BASE)
     tests = {r.check: r for r in read_bundle(folder, run_id=RUN).reports}["tests"]
-    assert tests.summary.startswith("x" * 1900) and len(tests.summary) <= 2000
+    assert tests.summary.startswith("x" * 1900)
+    assert len(tests.summary) <= 2000
     assert [(c.limit, c.dropped, c.hides_danger) for c in tests.cuts] == [
         ("report-field", 1, False)
     ]
@@ -132,7 +133,8 @@ def test_a_report_over_its_byte_budget_is_read_whole(tmp_path: Path) -> None:
     (folder / "tests.json").write_bytes(raw)
     write_manifest(folder, RUN, HEAD, BASE)
     tests = {r.check: r for r in read_bundle(folder, run_id=RUN).reports}["tests"]
-    assert len(tests.decoy_readers) == 4000 and len(tests.commands) == 50
+    assert len(tests.decoy_readers) == 4000
+    assert len(tests.commands) == 50
     assert not tests.evidence_complete
     (cut,) = tests.cuts
     assert (cut.limit, cut.kept, cut.dropped) == ("report-bytes", len(raw), 0)
