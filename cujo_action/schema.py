@@ -125,14 +125,15 @@ def clip(text: str, limit: int, *, keep: Literal["head", "tail"] = "head") -> st
         except UnicodeEncodeError:
             raw = text.encode("utf-8", "surrogatepass")
         text = raw.decode("utf-8", "backslashreplace")
+    # Only as many characters as the limit are ever counted: a long text is cut anyway.
     if len(text) <= limit and (len(text) * 6 <= limit or json_size(text) <= limit):
         return text
     room = limit - json_size(_CUT_MARK)
     if room <= 0:
-        return _fit_chars(text, limit)
+        return _fit_chars(text[:limit], limit)
     if keep == "head":
-        return _fit_chars(text, room) + _CUT_MARK
-    return _CUT_MARK + _fit_chars(text[::-1], room)[::-1]
+        return _fit_chars(text[:room], room) + _CUT_MARK
+    return _CUT_MARK + _fit_chars(text[-room:][::-1], room)[::-1]
 
 
 def _fit_chars(text: str, room: int) -> str:
