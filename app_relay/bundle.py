@@ -12,6 +12,8 @@ archive leaves nothing behind.
 
 ``read_bundle`` then validates the folder (the manifest and its hashes, the plan, the
 reports bound to the run, or the run's stated failure), capped file by file and in total.
+A report over one of its caps whose hash matched is read as far as it fits and says so
+(a cut); only what cannot be trusted is refused.
 Whatever the bundle holds, the answer is a ``Bundle`` of validated models or a
 ``BundleError`` that says why; the caller turns the error into an ``error`` run, never
 ``clean``. File I/O only; no network.
@@ -34,9 +36,9 @@ from typing import Final
 
 from pydantic import ValidationError
 
+from cujo_action.reportfit import MAX_REPORT_READ
 from cujo_action.schema import (
     ALL_CHECKS,
-    MAX_REPORT_BYTES,
     Failure,
     Manifest,
     Plan,
@@ -350,8 +352,10 @@ def read_bundle(
         if name not in listed:
             continue
         try:
+            # Over its budget it is still read (it matched its hash): as far as it fits,
+            # with a cut saying what was not (cujo_action/reportfit.py).
             report = parse_report(
-                _read(folder / name, MAX_REPORT_BYTES),
+                _read(folder / name, MAX_REPORT_READ),
                 run_id=run_id,
                 head_sha=head,
                 base_sha=base,

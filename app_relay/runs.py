@@ -71,7 +71,7 @@ from .runstate import (
 )
 from .runstate import review_for as review_kind
 from .store import Intent, RunClosed, RunRecord, Store
-from .tamper import described, reconcile, with_tampering
+from .tamper import described, reconcile, record_verdict, with_tampering
 
 log = logging.getLogger(__name__)
 
@@ -596,8 +596,8 @@ class RunCoordinator:
             except FAILURES as exc:
                 log.warning("run %s: the bundle cannot be used: %s", run.run_id, exc)
                 self.store.add_event(run.run_id, "reports", f"unusable: {exc}")
-                verdict = error_verdict(f"the sandbox's reports cannot be used: {exc}")
-                bundle, lost = None, {}
+                verdict, lost = self._from_the_record(run, run.workflow_run_id, str(exc))
+                bundle = None
             self._finish(
                 run.run_id,
                 verdict,
@@ -621,6 +621,26 @@ class RunCoordinator:
         if found.lost:
             log.warning("run %s: %s", run.run_id, found.line())
         return with_tampering(verdict, found), described(found)
+
+    def _from_the_record(
+        self, run: RunRecord, workflow_run_id: int, why: str
+    ) -> tuple[Verdict, dict[str, str]]:
+        """Decide from the job's log alone when the bundle cannot be used: blocked when
+        it records a decoy leaving or a critical event (``tamper.record_verdict``), else
+        the error it was."""
+        error = error_verdict(f"the sandbox's reports cannot be used: {why}")
+        try:
+            log_text = self.runner.job_log(run.repo, workflow_run_id)
+        except FAILURES as exc:
+            self.store.add_event(run.run_id, "log-unread", f"the job's log cannot be read: {exc}")
+            return error, {}
+        verdict, said = record_verdict(log_text, run.run_id, why)
+        if verdict is None:
+            self.store.add_event(run.run_id, "log", "the job's log records nothing that blocks")
+            return error, {}
+        found = f"blocked from the job's log: {len(said)} events"
+        self.store.add_event(run.run_id, "tamper", found)
+        return verdict, said
 
     def _policy_of(self, gh: GitHubGateway, run: RunRecord) -> Policy:
         """Return the policy the relay read at the run's base (read again if not recorded)."""

@@ -40,7 +40,7 @@ from app_relay.mode import POLICY_FILE
 from app_relay.modelport import ModelPort
 from app_relay.reviewbody import evidence_lines
 from app_relay.store import Store
-from app_relay.tamper import described, reconcile, with_tampering
+from app_relay.tamper import described, reconcile, record_verdict, with_tampering
 from cujo_action.schema import PolicyError, Report, load_policy
 
 # Unproven holds the merge on GitHub; a script gets 4 so it holds too (DESIGN section 10).
@@ -250,6 +250,9 @@ def _sandbox_review(
             verdict, lost = with_tampering(verdict, found), described(found)
     except BundleError as exc:
         verdict = error_verdict(f"the sandbox bundle was rejected: {exc}")
+        # What the harness printed as it happened still decides a decoy sent (tamper.py).
+        from_record, lost = record_verdict("\n".join(started.printed), run_id, str(exc))
+        verdict = from_record or verdict
     except OSError as exc:
         verdict = error_verdict(f"the sandbox could not be run or read: {_why(exc)}")
     except KeyboardInterrupt:

@@ -25,10 +25,12 @@ from pydantic import BaseModel, ValidationError
 from app_relay.bundle import Bundle
 from app_relay.decide.verdict import MAX_EVIDENCE, Finding, Verdict
 from app_relay.inert import code_span
+from cujo_action import schema
 from cujo_action.bundle import MAX_EVIDENCE_LOG, egress_for
 from cujo_action.egress import parse_egress_log
 from cujo_action.ledger import Record, digest, item_digest, read_record
-from cujo_action.schema import DecoyEvent, Manifest, Observation, Report
+from cujo_action.reportfit import egress_kept_faithfully
+from cujo_action.schema import DecoyEvent, Egress, Manifest, Observation, Report
 
 RULE = "evidence-tamper"
 EGRESS_COPY = "evidence/egress.jsonl"
@@ -178,12 +180,22 @@ def _unfaithful_egress(bundle: Bundle, copy: bytes | None, record: Record) -> li
     lost = []
     for report in bundle.reports:
         expected, _ = egress_for(report.check, lines, allow)
-        if _dump(expected) != _dump(report.egress):
+        if not _faithful(expected, report):
             first = report.egress[0].id if report.egress else f"{report.check}:egress:1"
             lost.append(
                 Lost(first, f"{report.check}'s egress is not what the bundle's egress log shows")
             )
     return lost
+
+
+def _faithful(expected: Sequence[Egress], report: Report) -> bool:
+    """Return whether the report's egress is what the log makes of it, less only what
+    fitting the report to its budget may leave out (``reportfit.fit_report``): requests
+    that carried no decoy, each left out whole, and said by a ``report-bytes`` cut."""
+    if _dump(expected) == _dump(report.egress):
+        return True
+    trimmed = any(cut.limit == "report-bytes" for cut in report.cuts)
+    return trimmed and egress_kept_faithfully(expected, report.egress)
 
 
 def _dump(items: Sequence[BaseModel]) -> list[object]:
@@ -226,6 +238,98 @@ def with_tampering(verdict: Verdict, found: Reconciled) -> Verdict:
         judge=judge,
         model_use=verdict.model_use,
     )
+
+
+# --------------------------------------------------------------------------- no bundle
+
+RECORD_DECOY_EGRESS = "record-decoy-egress"
+RECORD_CRITICAL_EVENT = "record-critical-event"
+# Observation kinds a hard rule makes critical whatever the phase and the detail: seen in
+# the record, they block even when the bundle that held them is refused.
+CRITICAL_KINDS: frozenset[str] = frozenset(
+    {
+        schema.PERSISTENCE_WRITE,
+        schema.SHELL_PROFILE_WRITE,
+        schema.PYTHON_STARTUP_WRITE,
+        schema.SYSTEMD_UNIT_WRITE,
+        schema.AUTOSTART_WRITE,
+        schema.CRON_WRITE,
+        schema.GIT_HOOK_WRITE,
+        schema.SSH_ACCESS_WRITE,
+        schema.PACKAGE_INDEX_WRITE,
+        schema.WORKFLOW_COMMAND_WRITE,
+        schema.HARNESS_TAMPER,
+        schema.SUDO,
+        schema.PROCESS_FLOOD,
+        schema.DECOY_IN_OUTPUT,
+    }
+)
+
+
+def record_verdict(log: str, run_id: str, why: str) -> tuple[Verdict | None, dict[str, str]]:
+    """Return the verdict the job's log alone supports when the bundle cannot be used.
+
+    The bundle was refused (``why``): its reports cannot be read, but what the harness
+    printed as it happened still can. A request of the head's checks that carried a decoy
+    blocks (``record-decoy-egress``, citing ``record:egress:<offset>``), and so does an
+    observation whose kind a hard rule makes critical in any phase, unless the base's run
+    recorded the same kind (``record-critical-event``, citing the item's id). Anything
+    else the record holds says nothing certain: None, and the run stays an error.
+    """
+    record = read_record(log, run_id)
+    said: dict[str, str] = {}
+    findings: list[Finding] = []
+    sent = [e for e in record.egress if e.decoy and e.check in schema.CHECK_NAMES]
+    if sent:
+        for e in sent:
+            said[f"record:egress:{e.offset}"] = (
+                f"a request carrying a decoy to {e.host} ({e.check}), in the job's log"
+            )
+        hosts = sorted({e.host for e in sent})
+        findings.append(
+            Finding(
+                id="F1",
+                rule=RECORD_DECOY_EGRESS,
+                severity="critical",
+                check="record",
+                title=f"a decoy secret left the sandbox (to {', '.join(hosts)}), as the job's "
+                f"log recorded it: {len(sent)} request{'s' if len(sent) != 1 else ''}",
+                evidence=[f"record:egress:{e.offset}" for e in sent][:MAX_EVIDENCE],
+            )
+        )
+    at_base = {i.what for i in record.items if i.evidence_id.startswith(f"{schema.BASE_CHECK}:")}
+    events = [
+        i
+        for i in record.items
+        if i.what in CRITICAL_KINDS
+        and i.what not in at_base
+        and i.evidence_id.split(":", 1)[0] in schema.CHECK_NAMES
+    ]
+    if events:
+        for i in events:
+            said[i.evidence_id] = f"{i.what}, in the job's log"
+        kinds = sorted({i.what for i in events})
+        findings.append(
+            Finding(
+                id=f"F{len(findings) + 1}",
+                rule=RECORD_CRITICAL_EVENT,
+                severity="critical",
+                check="record",
+                title=f"the job's log recorded {', '.join(kinds)}",
+                evidence=[i.evidence_id for i in events][:MAX_EVIDENCE],
+            )
+        )
+    if not findings:
+        return None, {}
+    summary = (
+        "Blocked: the sandbox's reports could not be used "
+        f"({code_span(why.strip().rstrip('.'))}), but the job's log, printed by the harness as "
+        "it happened, records what blocks the pull request."
+    )
+    verdict = Verdict(
+        state="blocked", summary=summary, findings=findings, unproven=[], judge="deterministic"
+    )
+    return verdict, said
 
 
 def described(found: Reconciled) -> dict[str, str]:

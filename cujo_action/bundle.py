@@ -3,18 +3,22 @@
 The proxy's log is read once the proxy has stopped, so every request it saw is in the
 bundle. Requests forwarded to a registry are folded into one entry per host and phase
 (an ``npm install`` makes hundreds); everything else is kept one by one, what the hard
-rules act on first.
+rules act on first. Every limit reached on the way is a cut in the report, and the
+report is fitted to what the reader accepts (``reportfit``) once its egress is attached.
 """
 
 from __future__ import annotations
 
 import hashlib
 import shutil
+from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from cujo_action.egress import egress_from_record, order_egress
+from cujo_action import limits
+from cujo_action.egress import RANK_EXPECTED, egress_from_record, egress_rank, order_egress
+from cujo_action.reportfit import add_cut, fit_report, note_clipped_fields
 from cujo_action.schema import (
     MAX_EGRESS,
     MAX_OBSERVATIONS,
@@ -29,7 +33,7 @@ from cujo_action.schema import (
     Report,
 )
 
-MAX_EVIDENCE_LOG = 8 * 1024 * 1024
+MAX_EVIDENCE_LOG = limits.EGRESS_LOG_COPY
 _PHASES = {"install", "import", "test", "probe", "smoke"}
 
 
@@ -62,15 +66,23 @@ def _alike(line: dict[str, Any]) -> Hashable:
     return tuple(str(line.get(f)) for f in fields)
 
 
-def egress_for(
+class CheckEgress(NamedTuple):
+    """A check's egress entries, and the log lines that did not fit ``MAX_EGRESS``."""
+
+    entries: list[Egress]
+    dropped: list[dict[str, Any]]
+
+
+def fit_egress(
     check: str, lines: list[dict[str, Any]], egress_allow: Sequence[str] = ()
-) -> tuple[list[Egress], bool]:
-    """Return the check's egress entries (forwarded ones folded) and whether all fit.
+) -> CheckEgress:
+    """Return the check's egress entries (forwarded ones folded) and the lines left out.
 
     Lines are kept in the order the rules care about (``order_egress``): within the cap,
     every line that would make a critical finding goes before the first that would not.
     Over the cap, lines the rules cannot tell apart (same phase, host, method, action
-    and route) are folded into one, as forwarded ones always are.
+    and route) are folded into one, as forwarded ones always are; what is still over is
+    dropped from the least telling end.
     """
     mine = [ln for ln in lines if ln.get("check") == check and ln.get("phase") in _PHASES]
     kept: list[dict[str, Any]] = []
@@ -87,7 +99,37 @@ def egress_for(
         groups = _fold(ordered, _alike)
     entries = [*groups, *folded]
     out = [_entry(check, n, group) for n, group in enumerate(entries[:MAX_EGRESS], start=1)]
-    return out, len(entries) <= MAX_EGRESS
+    return CheckEgress(out, [line for group in entries[MAX_EGRESS:] for line in group])
+
+
+def egress_for(
+    check: str, lines: list[dict[str, Any]], egress_allow: Sequence[str] = ()
+) -> tuple[list[Egress], bool]:
+    """Return the check's egress entries (``fit_egress``) and whether all fit."""
+    entries, dropped = fit_egress(check, lines, egress_allow)
+    return entries, not dropped
+
+
+def _egress_cut(report: Report, dropped: list[dict[str, Any]], expected: list[str]) -> Report:
+    """Return ``report`` with the ``report-egress`` cut for the lines that did not fit.
+
+    It hides danger when a dropped line would have made a finding (its rank is above
+    ``RANK_EXPECTED``): the rules never saw it. A line only a registry or ``egress_allow``
+    host received is one the rules cannot tell from those kept, and hides nothing.
+    """
+    phases = Counter(str(line.get("phase")) for line in dropped)
+    phase = phases.most_common(1)[0][0]
+    telling = sum(1 for line in dropped if egress_rank(line, expected) < RANK_EXPECTED)
+    return add_cut(
+        report,
+        "report-egress",
+        kept=len(report.egress),
+        dropped=len(dropped),
+        phase=phase if phase in _PHASES else None,  # type: ignore[arg-type]
+        detail=f"{len(dropped)} requests did not fit the report's {MAX_EGRESS} entries even "
+        f"after folding ({telling} of them would have made a finding); most during {phase}",
+        hides_danger=telling > 0,
+    )
 
 
 def attach_egress(
@@ -98,10 +140,11 @@ def attach_egress(
     bad_lines: int,
     egress_allow: Sequence[str] = (),
 ) -> Report:
-    """Return the report with its egress attached and completeness updated."""
-    egress, fits = egress_for(report.check, lines, egress_allow)
+    """Return the report with its egress attached, every limit reached named as a cut,
+    and fitted to what the reader accepts (``reportfit.fit_report``)."""
+    expected = [*REGISTRY_HOSTS, *egress_allow]
+    egress, dropped = fit_egress(report.check, lines, egress_allow)
     observations = list(report.observations)
-    complete = report.evidence_complete and fits and proxy_ok
     # model_copy does not validate: a 501st observation would make the report invalid.
     if not proxy_ok and len(observations) < MAX_OBSERVATIONS:
         observations.append(
@@ -112,15 +155,28 @@ def attach_egress(
                 "egress after it died was not seen",
             )
         )
+    report = report.model_copy(update={"egress": egress, "observations": observations})
+    if dropped:
+        report = _egress_cut(report, dropped, expected)
+    if not proxy_ok:
+        report = add_cut(
+            report,
+            "harness-process",
+            dropped=1,
+            detail="the logging proxy was not running at the end of the run: what it would "
+            "have logged after it died was not seen",
+        )
     if bad_lines:
-        complete = False
-    return report.model_copy(
-        update={
-            "egress": egress,
-            "observations": observations,
-            "evidence_complete": complete,
-        }
-    )
+        report = add_cut(
+            report,
+            "harness-process",
+            dropped=bad_lines,
+            kept=len(lines),
+            detail=f"{bad_lines} lines of the egress log are not whole records (a harness "
+            "process cut off while writing): what they held was not read",
+        )
+    report = note_clipped_fields(report)
+    return fit_report(report, expected_hosts=egress_allow)
 
 
 def write_manifest(

@@ -103,11 +103,14 @@ LIMITS: Final[dict[str, Limit]] = {
     limit.id: limit
     for limit in (
         Limit(
-            "report-bytes", REPORT_BYTES, "bytes", "cujo_action/evidence budget",
+            "report-bytes", REPORT_BYTES, "bytes", "cujo_action/reportfit.py",
             "one report as JSON",
-            "decoy-bearing and rule-triggering items; then the rest in rank order",
-            "the least important items are trimmed until the report fits; the reader reads "
-            "an over-size report whose hash matches by clipping, never refusing it",
+            "decoy events, observations and decoy-bearing requests, never trimmed; then "
+            "critical-making, warn-making and last expected requests; output tails",
+            "trimmed at write time from expected requests, output tails, readers' paths, "
+            "warn- then critical-making requests, decoy readers (hides danger only from "
+            "warn-making on); the reader reads an over-size report whose hash matches, "
+            "clipping what is over a cap, never refusing it",
             hides_danger=True,
         ),
         Limit(
@@ -153,10 +156,11 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=False,
         ),
         Limit(
-            "report-field", 2_000, "characters", "cujo_action/schema.py",
-            "one string in a report (an executable, a command line, a URL)",
+            "report-field", 2_000, "bytes of JSON", "cujo_action/schema.py clip",
+            "one string in a report (an executable, a command line, a URL); a control "
+            "character costs six bytes; procinfo clips a process's names tighter",
             "the head of the value, marked cut",
-            "clipped at write time, counted",
+            "clipped at write time, counted in one cut per report",
             hides_danger=False,
         ),
         Limit(

@@ -15,8 +15,17 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from cujo_action.schema import clip
+
 MAX_PARENTS = 8
 _CMDLINE_CAP = 400
+# What a process is named by in a report, each capped in bytes of its JSON encoding: a
+# pull request chooses its executable's name and its arguments (a run of control
+# characters costs six bytes each), and every decoy event and request repeats them.
+EXE_BYTES = 512
+CMDLINE_BYTES = 1_000
+PARENT_BYTES = 200
+ORIGIN_BYTES = 200
 
 
 @dataclass(frozen=True)
@@ -91,9 +100,16 @@ def describe(pid: int) -> Proc:
         # The chain ends where the sandbox does: a root process is the harness's.
         if current <= 1 or not _sandbox_uid(_uid(current)):
             break
-        parents.append(f"{current} {_exe(current) or '?'}")
+        parents.append(clip(f"{current} {_exe(current) or '?'}", PARENT_BYTES))
         origin = origin or origin_of(current, _cmdline(current, 1 << 16))
-    return Proc(pid, _exe(pid), cmdline, tuple(parents), origin)
+    exe = _exe(pid)
+    return Proc(
+        pid,
+        clip(exe, EXE_BYTES) if exe is not None else None,
+        clip(cmdline, CMDLINE_BYTES),
+        tuple(parents),
+        clip(origin, ORIGIN_BYTES),
+    )
 
 
 def _cmdline(pid: int, cap: int = _CMDLINE_CAP) -> str:

@@ -1,8 +1,9 @@
 """Define the data that crosses Cujo's boundaries: the policy, the plan and the reports.
 
 This is the one module of ``cujo_action`` that ``app_relay`` imports. Every string and
-list in a report is capped here, so an oversized report fails validation (and the run
-is ``error``) instead of being trusted.
+list in a report is capped here; writers clip to the caps (``clip`` counts bytes of JSON)
+and fit a report to its budget, and a reader takes an over-cap report as far as it fits
+and says so with a cut (``reportfit``), refusing only what it cannot trust.
 """
 
 from __future__ import annotations
@@ -86,13 +87,68 @@ Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
 EvidenceId = Annotated[str, StringConstraints(pattern=r"^[a-z]+:[a-z_]+:[0-9]+$", max_length=64)]
 
 
+_CUT_MARK: Final = "…[cut]…"
+# What one character costs in a report's JSON (pydantic writes UTF-8 and escapes as
+# serde_json does): a control character is six bytes (\u0001), so a field's cap must be
+# counted in bytes of its encoding, or a pull request chooses how big its report grows.
+_TWO_BYTE_ESCAPES: Final = frozenset('"\\\b\f\n\r\t')
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_NEEDS_COUNTING = re.compile('[\x00-\x1f"\\\\\x80-\U0010ffff]')
+
+
+def _char_cost(ch: str) -> int:
+    code = ord(ch)
+    if ch in _TWO_BYTE_ESCAPES:
+        return 2
+    if code < 0x20:
+        return 6
+    return 1 if code < 0x80 else 2 if code < 0x800 else 3 if code < 0x10000 else 4
+
+
+def json_size(text: str) -> int:
+    """Return how many bytes ``text`` takes inside a report's JSON string (no quotes)."""
+    if _NEEDS_COUNTING.search(text) is None:
+        return len(text)
+    return sum(_char_cost(ch) for ch in text)
+
+
 def clip(text: str, limit: int, *, keep: Literal["head", "tail"] = "head") -> str:
-    """Return ``text`` cut to ``limit`` characters, marking the cut."""
-    if len(text) <= limit:
+    """Return ``text`` within ``limit`` bytes of its JSON encoding, marking the cut.
+
+    A string within ``limit`` bytes is within ``limit`` characters too, so a clipped
+    value always fits its field's cap. Lone surrogates (a file name that is not UTF-8,
+    as ``os.readlink`` decodes it) cannot be written as JSON: they are spelled out.
+    """
+    if _SURROGATE.search(text):
+        try:
+            raw = text.encode("utf-8", "surrogateescape")  # the bytes the name was
+        except UnicodeEncodeError:
+            raw = text.encode("utf-8", "surrogatepass")
+        text = raw.decode("utf-8", "backslashreplace")
+    # Only as many characters as the limit are ever counted: a long text is cut anyway.
+    if len(text) <= limit and (len(text) * 6 <= limit or json_size(text) <= limit):
         return text
-    mark = "…[cut]…"
-    room = max(limit - len(mark), 0)
-    return text[:room] + mark if keep == "head" else mark + text[len(text) - room :]
+    room = limit - json_size(_CUT_MARK)
+    if room <= 0:
+        return _fit_chars(text[:limit], limit)
+    if keep == "head":
+        return _fit_chars(text[:room], room) + _CUT_MARK
+    return _CUT_MARK + _fit_chars(text[-room:][::-1], room)[::-1]
+
+
+def _fit_chars(text: str, room: int) -> str:
+    """Return the longest head of ``text`` whose JSON encoding is within ``room`` bytes."""
+    used = 0
+    for n, ch in enumerate(text):
+        used += _char_cost(ch)
+        if used > room:
+            return text[:n]
+    return text
+
+
+def was_clipped(text: str | None) -> bool:
+    """Return whether ``clip`` cut ``text`` (it carries the cut mark)."""
+    return text is not None and _CUT_MARK in text
 
 
 def utcnow() -> datetime:
@@ -416,22 +472,13 @@ _SAFE_NAME = re.compile(r"^[a-z]+\.json$")
 
 
 def parse_report(raw: bytes, *, run_id: str, head_sha: str, base_sha: str) -> Report:
-    """Validate one report's bytes and bind it to the run; raise ReportError with why."""
-    if len(raw) > MAX_REPORT_BYTES:
-        raise ReportError(f"report is {len(raw)} bytes, over the cap of {MAX_REPORT_BYTES}")
-    try:
-        report = Report.model_validate_json(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ReportError(f"report fails validation at {where}: {first['msg']}") from None
-    for field, want in (("run_id", run_id), ("head_sha", head_sha), ("base_sha", base_sha)):
-        if getattr(report, field) != want:
-            raise ReportError(
-                f"report {report.check} is bound to {field}={getattr(report, field)!r}, "
-                f"not this run's {want!r}"
-            )
-    return report
+    """Validate one report's bytes and bind it to the run; raise ReportError with why.
+
+    Over a cap it is read as far as it fits, with a cut that says so (``reportfit``).
+    """
+    from cujo_action import reportfit  # noqa: PLC0415 (reportfit builds on this module)
+
+    return reportfit.parse_report(raw, run_id=run_id, head_sha=head_sha, base_sha=base_sha)
 
 
 def report_file_name(check: CheckName) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -10,7 +11,17 @@ from bundlefactory import make_report
 from app_relay.decide.rules import RuleContext, apply_rules
 from cujo_action.bundle import attach_egress, egress_for
 from cujo_action.egress import egress_rank, egress_record, order_egress
-from cujo_action.schema import MAX_EGRESS, REGISTRY_HOSTS
+from cujo_action.limits import REPORT_BYTES
+from cujo_action.reportfit import fit_report, report_bytes
+from cujo_action.schema import (
+    MAX_EGRESS,
+    MAX_OBSERVATIONS,
+    MAX_TEXT,
+    REGISTRY_HOSTS,
+    Observation,
+    clip,
+    parse_report,
+)
 
 
 def line(
@@ -158,3 +169,109 @@ def test_within_a_rank_lines_keep_their_time_order() -> None:
     registry = line("pypi.org", method="CONNECT", action="refused", ts=1)
 
     assert order_egress([registry, late, early], REGISTRY_HOSTS) == [early, late, registry]
+
+
+# --------------------------------------------------------------------------- limits as cuts
+
+
+def test_egress_over_its_cap_is_a_cut_that_hides_danger_when_a_dropped_line_was_telling() -> None:
+    report = make_report("install", run_id="r", base_sha="b" * 40, head_sha="a" * 40)
+    final = attach_egress(
+        report, flood(MAX_EGRESS + 100, label="install/install"), proxy_ok=True, bad_lines=0
+    )
+    (cut,) = final.cuts
+    assert (cut.limit, cut.kept, cut.dropped, cut.phase, cut.hides_danger) == (
+        "report-egress",
+        MAX_EGRESS,
+        100,
+        "install",
+        True,
+    )
+    assert not final.evidence_complete
+
+
+def test_egress_over_its_cap_that_only_expected_hosts_saw_hides_nothing() -> None:
+    report = make_report("tests", run_id="r", base_sha="b" * 40, head_sha="a" * 40)
+    lines = flood(MAX_EGRESS + 20, label="tests/test", action="refused")
+    final = attach_egress(report, lines, proxy_ok=True, bad_lines=0, egress_allow=["*.flood.test"])
+    (cut,) = final.cuts
+    assert (cut.limit, cut.dropped, cut.hides_danger) == ("report-egress", 20, False)
+    assert final.evidence_complete
+
+
+def test_a_dead_proxy_and_cut_off_lines_are_named_as_cuts() -> None:
+    report = make_report("tests", run_id="r", base_sha="b" * 40, head_sha="a" * 40)
+    final = attach_egress(report, [], proxy_ok=False, bad_lines=3)
+    assert [(c.limit, c.dropped, c.hides_danger) for c in final.cuts] == [
+        ("harness-process", 1, True),
+        ("harness-process", 3, True),
+    ]
+    assert not final.evidence_complete
+    assert [o.kind for o in final.observations] == ["harness_died"]
+
+
+# --------------------------------------------------------------------------- the byte budget
+
+ODD = "\x01" * 5000  # each costs six bytes in JSON
+
+
+def odd_line(n: int, *, decoys: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A look-up by a process whose names are runs of control characters (worst case)."""
+    return egress_record(
+        ts=1 + n,
+        label="install/install",
+        host=f"h{n}.lookups.test",
+        port=53,
+        method="POST" if decoys else "QUERY",
+        url=f"dns://h{n}.lookups.test/{ODD}",
+        bytes_out=40,
+        action="sunk",
+        route="proxy" if decoys else "dns",
+        decoy_seen=decoys,
+        process={"pid": 7, "exe": ODD, "cmdline": ODD, "parents": [f"6 {ODD}"] * 8},
+    )
+
+
+def test_clip_counts_bytes_of_json_so_a_field_cannot_inflate() -> None:
+    for text in (ODD, "é" * 5000, '"' * 5000, "x\udcffy" * 1000):
+        clipped = clip(text, MAX_TEXT)
+        encoded = json.dumps(clipped, ensure_ascii=False).encode()
+        assert len(encoded) - 2 <= MAX_TEXT, text[:3]
+    assert clip("exe\udcff", 100) == "exe\\xff"  # not UTF-8: spelled out, still writable
+
+
+def test_an_inflated_report_is_fitted_to_its_budget_and_keeps_what_blocks() -> None:
+    notes = [
+        Observation(id=f"install:obs:{n}", kind="note", detail=clip(ODD, MAX_TEXT))
+        for n in range(1, MAX_OBSERVATIONS + 1)
+    ]
+    report = make_report(
+        "install", run_id="r", base_sha="b" * 40, head_sha="a" * 40, observations=notes
+    )
+    lines = [*(odd_line(n) for n in range(600)), odd_line(600, decoys=("NPM_TOKEN",))]
+
+    final = attach_egress(report, lines, proxy_ok=True, bad_lines=0)
+
+    assert report_bytes(final) <= REPORT_BYTES
+    assert final.observations == notes  # the job's log holds each by digest
+    assert final.egress[0].decoy_seen == ["NPM_TOKEN"]
+    fit = [c for c in final.cuts if c.limit == "report-bytes"]
+    assert len(fit) == 1
+    was = int(fit[0].detail.split(" bytes")[0].rsplit(" ", 1)[1])
+    assert was > REPORT_BYTES  # it was over: the fitting is what made it fit
+    assert fit[0].hides_danger  # look-ups that would have made a finding went
+    assert {c.limit for c in final.cuts} >= {"report-egress", "report-field", "report-bytes"}
+    found = apply_rules([final], RuleContext())
+    assert "decoy-egress" in {f.rule for f in found if f.severity == "critical"}
+    again = parse_report(final.dump().encode(), run_id="r", head_sha="a" * 40, base_sha="b" * 40)
+    assert again == final  # the reader takes it as written: nothing more to cut
+
+
+def test_a_report_within_its_budget_is_not_touched() -> None:
+    report = make_report("install", run_id="r", base_sha="b" * 40, head_sha="a" * 40)
+    final = attach_egress(
+        report, [line("pypi.org", action="forwarded")], proxy_ok=True, bad_lines=0
+    )
+    assert final.cuts == []
+    assert final.evidence_complete
+    assert fit_report(final) is final

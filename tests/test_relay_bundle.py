@@ -88,13 +88,73 @@ def test_report_for_another_run_is_refused_even_with_a_matching_hash(tmp_path: P
         read_bundle(folder, run_id=RUN)
 
 
-def test_report_over_its_caps_is_refused(tmp_path: Path) -> None:
+def test_a_report_over_a_field_cap_is_read_clipped_and_says_so(tmp_path: Path) -> None:
     folder = make_bundle(tmp_path / "b")
     data = json.loads((folder / "tests.json").read_text())
     data["summary"] = "x" * 5000
     (folder / "tests.json").write_text(json.dumps(data))
     write_manifest(folder, RUN, HEAD, BASE)
-    with pytest.raises(BundleError, match="fails validation at summary"):
+    tests = {r.check: r for r in read_bundle(folder, run_id=RUN).reports}["tests"]
+    assert tests.summary.startswith("x" * 1900)
+    assert len(tests.summary) <= 2000
+    assert [(c.limit, c.dropped, c.hides_danger) for c in tests.cuts] == [
+        ("report-field", 1, False)
+    ]
+
+
+def test_a_report_past_its_list_caps_keeps_the_head_and_is_unproven(tmp_path: Path) -> None:
+    folder = make_bundle(tmp_path / "b")
+    data = json.loads((folder / "tests.json").read_text())
+    obs = {"kind": "note", "detail": "d"}
+    data["observations"] = [{**obs, "id": f"tests:obs:{n}"} for n in range(1, 601)]
+    (folder / "tests.json").write_text(json.dumps(data))
+    write_manifest(folder, RUN, HEAD, BASE)
+    tests = {r.check: r for r in read_bundle(folder, run_id=RUN).reports}["tests"]
+    assert [o.id for o in tests.observations] == [f"tests:obs:{n}" for n in range(1, 501)]
+    assert not tests.evidence_complete
+    (cut,) = tests.cuts
+    assert (cut.limit, cut.dropped, cut.hides_danger) == ("report-bytes", 100, True)
+
+
+def test_a_report_over_its_byte_budget_is_read_whole(tmp_path: Path) -> None:
+    # 450 commands' worth of output would have been refused; every item is within its caps.
+    folder = make_bundle(tmp_path / "b")
+    data = json.loads((folder / "tests.json").read_text())
+    tail = "\x01" * 700
+    data["commands"] = [
+        {"cmd": "c", "phase": "test", "exit_code": 0, "duration_s": 1,
+         "stdout_tail": tail * 1, "stderr_tail": tail}
+    ] * 50  # fmt: skip
+    data["decoy_readers"] = [
+        {"pid": n, "phase": "test", "path": "\x01" * 250, "parents": [1]} for n in range(4000)
+    ]
+    raw = json.dumps(data, indent=2).encode()
+    assert len(raw) > 4 * 1024 * 1024
+    (folder / "tests.json").write_bytes(raw)
+    write_manifest(folder, RUN, HEAD, BASE)
+    tests = {r.check: r for r in read_bundle(folder, run_id=RUN).reports}["tests"]
+    assert len(tests.decoy_readers) == 4000
+    assert len(tests.commands) == 50
+    assert not tests.evidence_complete
+    (cut,) = tests.cuts
+    assert (cut.limit, cut.kept, cut.dropped) == ("report-bytes", len(raw), 0)
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("{not json", "not JSON"),
+        ('{"schema": "cujo.report/2"}', "fails validation at schema"),
+        ("[]", "fails validation"),
+    ],
+)
+def test_a_report_that_cannot_be_trusted_is_still_refused(
+    tmp_path: Path, text: str, why: str
+) -> None:
+    folder = make_bundle(tmp_path / "b")
+    (folder / "tests.json").write_text(text)
+    write_manifest(folder, RUN, HEAD, BASE)
+    with pytest.raises(BundleError, match=why):
         read_bundle(folder, run_id=RUN)
 
 

@@ -479,3 +479,62 @@ def test_the_jobs_steps_are_noted_as_they_change_from_polls_and_webhooks(make: A
     kinds = [e.kind for e in w.store.events(run.run_id)]
     assert "reports" in kinds
     assert w.store.get_run(run.run_id).state == "clean"
+
+
+# ------------------------------------------------------------------ a refused bundle
+
+
+def refused_bundle_with_a_record(*, decoy: bool) -> Any:
+    """A producer whose bundle fails its hash, and whose job log recorded one request."""
+    import json
+
+    from cujo_action.ledger import begin_line, egress_line, end_line
+
+    clean = synthetic()
+
+    def produce(dispatch: Any, out: Any) -> str | None:
+        rid = dispatch.inputs["run-id"]
+        clean(dispatch, out)
+        (out / "install.json").write_text("{}")  # no longer what the manifest hashed
+        record = {
+            "check": "install",
+            "route": "proxy",
+            "action": "sunk",
+            "host": "collector.exfil.test",
+            "decoy_seen": ["AWS_SECRET_ACCESS_KEY"] if decoy else [],
+        }
+        raw = json.dumps(record).encode() + b"\n"
+        return "\n".join(
+            [
+                begin_line(rid, dispatch.inputs["head-sha"], dispatch.inputs["base-sha"]),
+                egress_line(rid, 0, raw),
+                end_line(rid, len(raw)),
+            ]
+        )
+
+    return produce
+
+
+def test_a_refused_bundle_whose_job_log_recorded_a_decoy_leaving_is_blocked(make: Any) -> None:
+    w = make()
+    head = w.review(30, refused_bundle_with_a_record(decoy=True))
+
+    (check,) = w.checks(head)
+    assert check["conclusion"] == "failure"
+    (review,) = w.reviews()
+    assert review["state"] == "CHANGES_REQUESTED"
+    assert "record-decoy-egress" in review["body"]
+    assert "record:egress:0" in review["body"]
+    (run,) = w.store.list_runs()
+    assert run.state == "blocked"
+    assert any(e.kind == "reports" and "sha256" in e.detail for e in w.store.events(run.run_id))
+
+
+def test_a_refused_bundle_whose_job_log_holds_no_decoy_stays_an_error(make: Any) -> None:
+    w = make()
+    head = w.review(31, refused_bundle_with_a_record(decoy=False))
+
+    (check,) = w.checks(head)
+    assert check["conclusion"] == "action_required"
+    (run,) = w.store.list_runs()
+    assert run.state == "error"

@@ -13,17 +13,20 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from bundlefactory import make_plan, make_report
 from coordinatorworld import BASE
 from relayworld import REPO, synthetic
 
 from app_relay.bundle import read_bundle
+from app_relay.decide.rules import RuleContext, apply_rules
 from app_relay.decide.verdict import Finding, ModelUse, Verdict
-from app_relay.tamper import reconcile, with_tampering
+from app_relay.tamper import CRITICAL_KINDS, reconcile, record_verdict, with_tampering
 from cujo_action import bundle as harness_bundle
 from cujo_action.bundle import attach_egress, write_failure, write_manifest
 from cujo_action.egress import parse_egress_log
 from cujo_action.ledger import begin_line, egress_line, end_line, item_line
+from cujo_action.reportfit import fit_report, report_bytes
 from cujo_action.schema import (
     CHECK_NAMES,
     DecoyEvent,
@@ -31,6 +34,7 @@ from cujo_action.schema import (
     Failure,
     Observation,
     Policy,
+    Report,
 )
 
 RUN, HEAD = "run-1", "c" * 40
@@ -335,3 +339,121 @@ def test_the_blocked_summary_quotes_the_loss_inertly(tmp_path: Path) -> None:
     after = with_tampering(before, found)
 
     assert f"`{found.lost[0].why}`" in after.summary
+
+
+# --------------------------------------------------------------------------- fitted reports
+
+SPREAD = [
+    line("pypi.org"),
+    line("files.pythonhosted.org", n=1),
+    line("registry.npmjs.org", n=2),
+    line("collector.exfil.test", decoy=True, n=3),
+]
+
+
+def fit_install(folder: Path, **change: Any) -> None:
+    """Rewrite install.json as the writer's fitting would leave it (a smaller budget)."""
+    report = Report.model_validate_json((folder / "install.json").read_bytes())
+    fitted = fit_report(report, budget=report_bytes(report) - 1)
+    data = json.loads(fitted.dump())
+    rewrite_report(folder, "install", **{"egress": data["egress"], "cuts": data["cuts"], **change})
+
+
+def test_a_report_fitted_to_its_budget_still_reconciles(tmp_path: Path) -> None:
+    harness = Harness(tmp_path / "b", SPREAD)
+    folder = harness.write()
+    fit_install(folder)
+    install = {r.check: r for r in read_bundle(folder, run_id=RUN).reports}["install"]
+    assert len(install.egress) == 3  # one expected request left out, the decoy kept
+    assert [c.limit for c in install.cuts] == ["report-bytes"]
+
+    assert reconciled(folder, harness.record()).lost == []
+
+
+def test_a_decoy_request_left_out_is_tampering_even_with_a_cut(tmp_path: Path) -> None:
+    harness = Harness(tmp_path / "b", SPREAD)
+    folder = harness.write()
+    fit_install(folder)
+    data = json.loads((folder / "install.json").read_text())
+    rewrite_report(folder, "install", egress=[e for e in data["egress"] if not e["decoy_seen"]])
+
+    lost = reconciled(folder, harness.record()).lost
+    assert [why.why for why in lost] == [
+        "install's egress is not what the bundle's egress log shows"
+    ]
+
+
+def test_a_request_left_out_without_a_cut_is_tampering(tmp_path: Path) -> None:
+    harness = Harness(tmp_path / "b", SPREAD)
+    folder = harness.write()
+    fit_install(folder, cuts=[])
+
+    lost = reconciled(folder, harness.record()).lost
+    assert [why.why for why in lost] == [
+        "install's egress is not what the bundle's egress log shows"
+    ]
+
+
+# --------------------------------------------------------------------------- no bundle
+
+
+def printed(*lines: str) -> str:
+    return "\n".join([begin_line(RUN, HEAD, BASE), *lines, end_line(RUN, 0)])
+
+
+def test_a_decoy_leaving_in_the_record_blocks_without_a_bundle() -> None:
+    raw = line("collector.exfil.test", decoy=True, n=1)
+    log = printed(egress_line(RUN, 0, line("pypi.org")), egress_line(RUN, 120, raw))
+
+    verdict, said = record_verdict(log, RUN, "install.json does not match its sha256")
+
+    assert verdict is not None
+    assert verdict.state == "blocked"
+    (finding,) = verdict.findings
+    assert (finding.rule, finding.severity, finding.check) == (
+        "record-decoy-egress",
+        "critical",
+        "record",
+    )
+    assert finding.evidence == ["record:egress:120"]
+    assert "*.exfil.test" in said["record:egress:120"]
+
+
+def test_a_critical_event_in_the_record_blocks_unless_the_base_did_it_too() -> None:
+    cron = Observation(id="tests:obs:4", kind="cron_write", detail="crontab written")
+    log = printed(
+        item_line(RUN, cron.id, cron, cron.kind), item_line(RUN, READ.id, READ, "decoy-read")
+    )
+
+    verdict, _said = record_verdict(log, RUN, "refused")
+
+    assert verdict is not None
+    assert [(f.rule, f.evidence) for f in verdict.findings] == [
+        ("record-critical-event", ["tests:obs:4"])
+    ]
+    at_base = Observation(id="base:obs:1", kind="cron_write", detail="crontab written")
+    both = printed(
+        item_line(RUN, cron.id, cron, cron.kind), item_line(RUN, at_base.id, at_base, "cron_write")
+    )
+    assert record_verdict(both, RUN, "refused") == (None, {})
+
+
+def test_a_record_with_nothing_that_blocks_leaves_the_error() -> None:
+    base_sent = json.dumps({"check": "base", "host": "x.exfil.test", "decoy_seen": ["K"]})
+    log = printed(
+        egress_line(RUN, 0, line("pypi.org")),
+        egress_line(RUN, 99, base_sent.encode() + b"\n"),  # the base's doing, not the head's
+        item_line(RUN, READ.id, READ, "decoy-read"),  # a warning at most
+    )
+    assert record_verdict(log, RUN, "refused") == (None, {})
+    assert record_verdict("", RUN, "refused") == (None, {})
+
+
+@pytest.mark.parametrize("kind", sorted(CRITICAL_KINDS))
+def test_each_kind_the_record_blocks_on_is_critical_by_the_rules_in_any_phase(kind: str) -> None:
+    """An oracle from the rules themselves: the kind alone makes a critical finding."""
+    for phase in ("install", "test"):
+        obs = Observation(id="tests:obs:1", kind=kind, detail="d", phase=phase)  # type: ignore[arg-type]
+        report = make_report("tests", run_id=RUN, base_sha=BASE, head_sha=HEAD, observations=[obs])
+        findings = apply_rules([report], RuleContext())
+        assert any(f.severity == "critical" for f in findings), (kind, phase, findings)
