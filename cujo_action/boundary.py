@@ -315,7 +315,7 @@ def folders_holding(
                 continue
             finally:
                 os.close(fd)
-            queue.extend((f"{where}/{sub}", level + 1) for sub in sorted(folders))
+            queue.extend((f"{where}/{sub}".lstrip("/"), level + 1) for sub in sorted(folders))
     finally:
         os.close(top)
     return found, len(queue)

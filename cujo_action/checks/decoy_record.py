@@ -26,9 +26,8 @@ from cujo_action.schema import (
 )
 from cujo_action.watcher import DecoyKind, Reader, WatchEvent
 
-# Repeated readers (not the first of their decoy, kind and phase) may fill only this much
-# of the report: the rest stays free for writes, deletes and first accesses still to come.
-REPEATS_ROOM = MAX_DECOY_EVENTS // 2
+# Repeated readers (not the first of their decoy, kind and phase) may fill only half the
+# report: the rest stays free for writes, deletes and first accesses still to come.
 
 
 class DecoyRecord:
@@ -36,7 +35,7 @@ class DecoyRecord:
 
     def __init__(self, check: CheckName, run_id: str, home: Path, cap: int = MAX_DECOY_EVENTS):
         self.check, self.run_id, self.home, self.cap = check, run_id, home, cap
-        self.repeats_room = min(REPEATS_ROOM, cap)
+        self.repeats_room = cap // 2
         self.kept: list[DecoyEvent] = []
         self.dropped = 0
         self._firsts: set[tuple[str, str, str]] = set()
