@@ -30,6 +30,8 @@ _VENV_HOMES = (
 )
 # A RECORD is read whole to know which startup files an install wrote (numpy's is 100 KiB).
 _RECORD_CAP = 8 * 1024 * 1024
+# The lines of a .pth file that site.py executes rather than adds to sys.path.
+_RUNS = ("import ", "import\t")
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ def scan(home: Path, places: Iterable[Place]) -> Scan:
             if place.names:
                 prints = matching(base, rel, place.names)
                 if place.installs:
-                    prints = _not_installed(base, prints, out)
+                    prints = _not_installed(base, shown, prints, out)
             else:
                 prints, reached = walk_prints(base, [rel], PERSISTENCE_WALK - walked)
                 walked += len(prints)
@@ -113,16 +115,24 @@ def _judged_text(base: Path, rel: str, shown: str, out: Scan) -> str | None:
     return data.decode("utf-8", "replace")
 
 
-def _not_installed(base: Path, prints: dict[str, str], out: Scan) -> dict[str, str]:
-    """Return ``prints`` without the files an installed distribution's RECORD lists."""
+def _not_installed(base: Path, shown: str, prints: dict[str, str], out: Scan) -> dict[str, str]:
+    """Return ``prints`` without what installs write: the files an installed
+    distribution's RECORD lists, and .pth files that only add folders to ``sys.path``
+    (``setup.py develop``'s easy-install.pth): site(7) runs only a line that imports."""
     owned: dict[str, set[str]] = {}
     kept: dict[str, str] = {}
     for path, fp in prints.items():
         site, name = posixpath.split(path)
         if site not in owned:
             owned[site] = _recorded(base, site, out)
-        if name not in owned[site]:
-            kept[path] = fp
+        if name in owned[site]:
+            continue
+        if name.endswith(".pth"):
+            text = _judged_text(base, path, f"{shown}{path}", out)
+            lines = (text or "").splitlines()
+            if text is not None and not any(line.startswith(_RUNS) for line in lines):
+                continue
+        kept[path] = fp
     return kept
 
 

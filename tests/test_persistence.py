@@ -232,9 +232,17 @@ def test_the_venvs_startup_files_count_unless_an_install_recorded_them(tmp_path:
     (venv_site / "__editable__.calc-0.1.pth").write_text("/home/runner/work/app/app\n")
     (dist / "RECORD").write_text((dist / "RECORD").read_text() + "__editable__.calc-0.1.pth,,\n")
     assert changes(before.entries, snap(home).entries, PLACES) == []
+    # setup.py develop's easy-install.pth only adds a folder to sys.path.
+    (venv_site / "easy-install.pth").write_text("/home/runner/work/app/app\n")
+    assert changes(before.entries, snap(home).entries, PLACES) == []
     (venv_site / "sitecustomize.py").write_text("import os\n")
+    with (venv_site / "easy-install.pth").open("a") as pth:
+        pth.write("import os; os.system('true')\n")
     found = changes(before.entries, snap(home).entries, PLACES)
-    assert [c.path for c in found] == ["~/work/venv/lib/python3.12/site-packages/sitecustomize.py"]
+    assert [c.path for c in found] == [
+        "~/work/venv/lib/python3.12/site-packages/easy-install.pth",
+        "~/work/venv/lib/python3.12/site-packages/sitecustomize.py",
+    ]
 
 
 def test_venvs_found_before_the_commands_are_watched_and_new_ones_are_not(
