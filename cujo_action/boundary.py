@@ -21,10 +21,12 @@ The boundary rules (DESIGN section 6), enforced here and nowhere else by hand:
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 import shutil
 import stat
+from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -167,13 +169,20 @@ def fingerprints(
 
     Keys are ``rel`` paths joined with ``/``. Missing paths are simply absent; a folder
     is walked through descriptors (``os.fwalk``), its files and links fingerprinted, no
-    deeper than ``depth`` folders below ``rel`` when given.
+    deeper than ``depth`` folders below ``rel`` when given, at most ``limit`` of them.
     """
+    return walk_prints(base, rels, limit, depth)[0]
+
+
+def walk_prints(
+    base: Path, rels: Iterable[str], limit: int, depth: int | None = None
+) -> tuple[dict[str, str], bool]:
+    """Return ``fingerprints`` and whether the walk stopped at ``limit`` with more to see."""
     prints: dict[str, str] = {}
     try:
         top = os.open(base, _DIR_FLAGS)
     except OSError:
-        return prints
+        return prints, False
     try:
         for rel in rels:
             opened = _open_under(top, rel)
@@ -187,6 +196,8 @@ def fingerprints(
                     continue
                 if not stat.S_ISDIR(st.st_mode):
                     if (fp := _print(leaf, parent)) is not None:
+                        if len(prints) >= limit:
+                            return prints, True
                         prints[rel] = fp
                     continue
                 walk = os.fwalk(leaf, dir_fd=parent, follow_symlinks=False)
@@ -197,7 +208,7 @@ def fingerprints(
                     # A symlink to a folder is listed in dirs, never entered: print it.
                     for name in [*files, *(d for d in dirs if _is_link(d, dfd))]:
                         if len(prints) >= limit:
-                            return prints
+                            return prints, True
                         if (fp := _print(name, dfd)) is not None:
                             where = f"{rel}/{dirpath.removeprefix(leaf).strip('/')}".rstrip("/")
                             prints[f"{where}/{name}"] = fp
@@ -205,7 +216,125 @@ def fingerprints(
                 os.close(parent)
     finally:
         os.close(top)
+    return prints, False
+
+
+def matching(base: Path, rel: str, patterns: Iterable[str]) -> dict[str, str]:
+    """Fingerprint the entries below ``rel`` of ``base`` that ``patterns`` name, uncapped.
+
+    A pattern is matched folder by folder (``python*/site-packages/*.pth``: a ``*`` never
+    spans a ``/``). Every folder on the way is listed in full and only the names that
+    match are fingerprinted, so no number of other entries beside them can crowd them
+    out. No symlink is followed: one where a folder of a pattern is (a link named
+    ``python3.12``) is fingerprinted as itself, as is ``rel`` when it is not a folder.
+    """
+    prints: dict[str, str] = {}
+    wanted = [[p for p in pattern.split("/") if p] for pattern in patterns]
+    try:
+        top = os.open(base, _DIR_FLAGS)
+    except OSError:
+        return prints
+    try:
+        opened = _open_under(top, rel)
+        if opened is None:
+            return prints
+        parent, leaf = opened
+        try:
+            try:
+                fd = os.open(leaf, _DIR_FLAGS, dir_fd=parent)
+            except OSError:
+                if (fp := _print(leaf, parent)) is not None:
+                    prints[rel] = fp  # a link or a file where the folder belongs
+                return prints
+            _match_in(fd, rel.strip("/"), [w for w in wanted if w], prints)
+        finally:
+            os.close(parent)
+    finally:
+        os.close(top)
     return prints
+
+
+def _match_in(fd: int, where: str, wanted: list[list[str]], prints: dict[str, str]) -> None:
+    """Fingerprint what ``wanted`` (pattern parts below this folder) names in ``fd``; close it."""
+    try:
+        try:
+            names = sorted(os.listdir(fd))
+        except OSError:
+            return
+        for name in names:
+            alive = [parts for parts in wanted if fnmatch.fnmatchcase(name, parts[0])]
+            if not alive:
+                continue
+            printed = any(len(parts) == 1 for parts in alive) or _is_link(name, fd)
+            if printed and (fp := _print(name, fd)) is not None:
+                prints[f"{where}/{name}"] = fp
+            deeper = [parts[1:] for parts in alive if len(parts) > 1]
+            if not deeper:
+                continue
+            try:
+                sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                continue  # not a folder (or a link, printed above): nothing below it
+            _match_in(sub, f"{where}/{name}", deeper, prints)
+    finally:
+        os.close(fd)
+
+
+def folders_holding(
+    base: Path, rel: str, name: str, depth: int, budget: int
+) -> tuple[list[str], int]:
+    """Return the folders at most ``depth`` below ``rel`` holding an entry ``name``.
+
+    Breadth first, each folder opened from ``base`` component by component with
+    ``O_NOFOLLOW`` (no link is entered), at most ``budget`` folders listed. Returns the
+    paths found and how many folders were left unlisted for the budget (0: complete).
+    """
+    found: list[str] = []
+    try:
+        top = os.open(base, _DIR_FLAGS)
+    except OSError:
+        return found, 0
+    queue = deque([(rel.strip("/"), 0)])
+    listed = 0
+    try:
+        while queue and listed < budget:
+            where, level = queue.popleft()
+            fd = _open_dir(top, where)
+            if fd is None:
+                continue
+            listed += 1
+            try:
+                with os.scandir(fd) as entries:
+                    folders = []
+                    for entry in entries:
+                        if entry.name == name:
+                            found.append(where)
+                        if level < depth and entry.is_dir(follow_symlinks=False):
+                            folders.append(entry.name)
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
+            queue.extend((f"{where}/{sub}".lstrip("/"), level + 1) for sub in sorted(folders))
+    finally:
+        os.close(top)
+    return found, len(queue)
+
+
+def _open_dir(top: int, rel: str) -> int | None:
+    """Open the folder ``rel`` below ``top`` without following a link, or None."""
+    if not rel:
+        return os.dup(top)
+    opened = _open_under(top, rel)
+    if opened is None:
+        return None
+    parent, leaf = opened
+    try:
+        return os.open(leaf, _DIR_FLAGS, dir_fd=parent)
+    except OSError:
+        return None
+    finally:
+        os.close(parent)
 
 
 def read_below(base: Path, rel: str, cap: int) -> bytes | None:

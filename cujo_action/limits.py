@@ -124,9 +124,11 @@ LIMITS: Final[dict[str, Limit]] = {
             flood=True,
         ),
         Limit(
-            "report-decoy-events", REPORT_DECOY_EVENTS, "entries", "cujo_action/checks/harness.py",
+            "report-decoy-events", REPORT_DECOY_EVENTS, "entries",
+            "cujo_action/checks/decoy_record.py",
             "decoy events in one report",
-            "writes and deletes, then the first reader of each file, kind and phase",
+            "writes, deletes and the first access of each file, kind and phase; repeated "
+            "readers fill at most half",
             "the rest are counted; every reader's pid stays in decoy_readers",
             hides_danger=False,
             flood=True,
@@ -186,15 +188,16 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=True,
         ),
         Limit(
-            "persistence-walk", PERSISTENCE_WALK, "entries", "cujo_action/persistence.py",
-            "entries the generic walk for new files that run later looks at",
+            "persistence-walk", PERSISTENCE_WALK, "entries", "cujo_action/persistence_scan.py",
+            "entries the generic walk for new files that run later looks at (the places "
+            "walked whole, and the folders searched for virtual environments)",
             "the execution points, enumerated directly and never capped",
             "counted and named",
             hides_danger=True,
             flood=True,
         ),
         Limit(
-            "persistence-text", PERSISTENCE_TEXT, "bytes", "cujo_action/persistence.py",
+            "persistence-text", PERSISTENCE_TEXT, "bytes", "cujo_action/persistence_scan.py",
             "a file judged by its content (a git config, an npmrc)",
             "the file's head",
             "counted and named",

@@ -43,7 +43,10 @@ _SEPARATOR: Final = bytes(0 if b in _RUN_BYTES else 1 for b in range(256))
 class Matcher(Protocol):
     """What the search needs of ``decoys.DecoyMatcher``."""
 
-    exhausted: bool
+    @property
+    def exhausted(self) -> bool:
+        """Return whether the last search ran out of budget."""
+        ...
 
     def find(self, data: bytes, *, fold_case: bool = False) -> list[tuple[str, str]]:
         """Return (decoy name, encoding) for each decoy found in ``data``."""

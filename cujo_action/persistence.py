@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from cujo_action.limits import PERSISTENCE_TEXT
 from cujo_action.schema import (
     AUTOSTART_WRITE,
     CRON_WRITE,
@@ -53,7 +54,10 @@ from cujo_action.schema import (
 SCHEDULERS: dict[str, str] = {"/usr/bin/crontab": CRON_WRITE, "/usr/bin/at": CRON_WRITE,
                               "/usr/bin/batch": CRON_WRITE}  # fmt: skip
 
-TEXT_CAP = 64 * 1024  # of a file judged by its content
+TEXT_CAP = PERSISTENCE_TEXT  # of a file judged by its content
+# What every Python runs at start from a site folder (site(7)): .pth files, and the
+# customize modules in any form Python imports (a .py, a .pyc, a package, an extension).
+STARTUP_NAMES = ("*.pth", "sitecustomize*", "usercustomize*")
 PUBLIC_INDEXES = frozenset(
     {"pypi.org", "files.pythonhosted.org", "registry.npmjs.org", "registry.yarnpkg.com"}
 )
@@ -84,10 +88,16 @@ class Place:
 
     kind: str
     paths: tuple[str, ...]
-    # Of what is found under ``paths``, only names matching one of these count (none: all),
-    # and no deeper than ``depth`` folders below (None: all the way).
+    # The execution points under ``paths``: each folder on the way listed in full and
+    # only these names fingerprinted, never capped (``boundary.matching``). None: the
+    # place is walked whole, no deeper than ``depth`` folders below (None: all the way),
+    # within the generic walk's cap (``limits.PERSISTENCE_WALK``).
     names: tuple[str, ...] = ()
     depth: int | None = None
+    # A virtual environment's site folder: a file an installed distribution's RECORD
+    # lists (setuptools' distutils-precedence.pth, an editable install's .pth) is that
+    # install's, not a write of the code that ran.
+    installs: bool = False
     # How a change here is named, when its path says less (the step's file commands).
     label: str | None = None
     # Judged by content: (before text or None, after text or None) → why it counts, or
@@ -207,6 +217,12 @@ def ssh_commands(before: str | None, after: str | None) -> str | None:
     return "gained " + ", ".join(sorted(new - old)) if new - old else None
 
 
+def site_place(root: str, *, installs: bool) -> Place:
+    """Return the startup files of the site folders of a Python whose ``lib`` is ``root``."""
+    names = tuple(f"python*/site-packages/{name}" for name in STARTUP_NAMES)
+    return Place(PYTHON_STARTUP_WRITE, (root,), names=names, installs=installs)
+
+
 def places(workspace: str, file_commands: Mapping[str, str] | None = None) -> list[Place]:
     """Return every persistence place of a check whose checkout is ``workspace`` (HOME-rel).
 
@@ -227,28 +243,37 @@ def places(workspace: str, file_commands: Mapping[str, str] | None = None) -> li
                 ".zprofile",
                 ".zshenv",
                 ".zlogin",
-                ".config/fish",
-                "/etc/profile.d",
                 "/etc/bash.bashrc",
                 "/etc/profile",
             ),
         ),
+        Place(SHELL_PROFILE_WRITE, (".config/fish", "/etc/profile.d"), names=("*", "*/*")),
+        # The user site of every Python, and the check's own venv (later checks run it).
+        site_place(".local/lib", installs=False),
+        site_place("work/venv/lib", installs=True),
+        # The host's Pythons, should the host be writable (partial isolation).
         Place(
             PYTHON_STARTUP_WRITE,
-            (".local/lib",),
-            names=(
-                "python*/site-packages/*.pth",
-                "python*/site-packages/sitecustomize.py",
-                "python*/site-packages/usercustomize.py",
+            ("/usr/local/lib", "/usr/lib"),
+            names=tuple(
+                f"python*/{d}/{n}"
+                for d in ("site-packages", "dist-packages")
+                for n in STARTUP_NAMES
             ),
-            depth=2,
+            installs=True,
         ),
-        Place(SYSTEMD_UNIT_WRITE, (".config/systemd/user", ".local/share/systemd/user")),
-        Place(AUTOSTART_WRITE, (".config/autostart",)),
-        Place(CRON_WRITE, ("/var/spool/cron", "/etc/cron.d", "/etc/crontab")),
+        Place(
+            SYSTEMD_UNIT_WRITE,
+            (".config/systemd/user", ".local/share/systemd/user"),
+            names=("*", "*/*"),
+        ),
+        Place(AUTOSTART_WRITE, (".config/autostart",), names=("*",)),
+        Place(CRON_WRITE, ("/var/spool/cron", "/etc/cron.d", "/etc/crontab"), names=("*", "*/*")),
         # Root's own config, should the host be writable (partial isolation).
-        Place(PERSISTENCE_WRITE, ("/etc/sudoers.d",)),
-        Place(GIT_HOOK_WRITE, (f"{workspace}/.git/hooks", ".git-templates", ".config/git/hooks")),
+        Place(PERSISTENCE_WRITE, ("/etc/sudoers.d",), names=("*",)),
+        Place(GIT_HOOK_WRITE, (f"{workspace}/.git/hooks", ".config/git/hooks"), names=("*",)),
+        # Templates copied into every new repository: walked whole (the generic walk).
+        Place(GIT_HOOK_WRITE, (".git-templates",)),
         Place(
             GIT_HOOK_WRITE,
             (".gitconfig", ".config/git/config", f"{workspace}/.git/config"),
@@ -283,14 +308,18 @@ def places(workspace: str, file_commands: Mapping[str, str] | None = None) -> li
 
 
 def counts(place: Place, rel: str, root: str) -> bool:
-    """Return whether ``rel`` (found under ``root``, one of ``place.paths``) is watched."""
-    if not place.names:
+    """Return whether ``rel`` (found under ``root``, one of ``place.paths``) is watched.
+
+    The place's own path counts, and so does anything on the way to one of its names (a
+    link where a folder of the pattern is: what runs later is wherever it points).
+    """
+    if not place.names or rel == root:
         return True
     below = rel.removeprefix(root).lstrip("/").split("/")
     # Folder by folder: a pattern's "*" never spans a "/".
     return any(
-        len(parts) == len(below)
-        and all(fnmatch.fnmatchcase(name, part) for name, part in zip(below, parts, strict=True))
+        len(below) <= len(parts)
+        and all(fnmatch.fnmatchcase(name, part) for name, part in zip(below, parts, strict=False))
         for parts in (pattern.split("/") for pattern in place.names)
     )
 

@@ -112,6 +112,18 @@ def describe(pid: int) -> Proc:
     )
 
 
+def parent_pids(pid: int) -> tuple[int, ...]:
+    """Return ``pid``'s parents' pids, nearest first, up to the sandbox's (cheap: stat only)."""
+    found: list[int] = []
+    current = pid
+    for _ in range(MAX_PARENTS):
+        current = _parent(current)
+        if current <= 1 or not _sandbox_uid(_uid(current)):
+            break
+        found.append(current)
+    return tuple(found)
+
+
 def _cmdline(pid: int, cap: int = _CMDLINE_CAP) -> str:
     raw = _read(f"/proc/{pid}/cmdline", cap)
     return raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")

@@ -20,7 +20,8 @@ from inotify_simple import INotify
 from inotify_simple import flags as in_flags
 
 from cujo_action import fanotify as fan
-from cujo_action.procinfo import describe
+from cujo_action.limits import DECOY_READERS
+from cujo_action.procinfo import describe, parent_pids
 
 # Two kernel sources, one picked per watcher (``backend``):
 #
@@ -55,8 +56,9 @@ PRIVILEGE_TOOLS: tuple[Path, ...] = tuple(
     Path("/usr/bin", name) for name in ("sudo", "su", "pkexec", "doas")
 )
 
-# Accesses are recorded once per file, kind, phase and process, for this many processes
-# of each file, kind and phase (a loop of readers is one behaviour, not a flood).
+# Accesses are described in full (command line, parents, origin) once per file, kind,
+# phase and process, for this many processes of each file, kind and phase (a loop of
+# readers is one behaviour); every reading process is still kept as a ``Reader``.
 PROCESSES_PER_KIND = 16
 
 # Moving a decoy away removes it from where code looks for it, as deleting does.
@@ -107,6 +109,17 @@ class WatchEvent(Generic[KindT]):
     cmdline: str | None = None
     parents: tuple[str, ...] = ()  # "pid executable", nearest first (procinfo.py)
     origin: str = ""
+
+
+@dataclass(frozen=True)
+class Reader:
+    """A process that opened or read a decoy: kept for every one, however many there are."""
+
+    pid: int
+    path: str
+    phase: str
+    ts: float
+    parents: tuple[int, ...] = ()  # nearest first, up to the sandbox's
 
 
 def _fanotify_init() -> int:
@@ -179,6 +192,7 @@ class DecoyWatcher:
         ignore_pids: Callable[[int], bool] | AbstractSet[int] | None = None,
         backend: Literal["auto", "fanotify", "inotify"] = "auto",
         on_event: Callable[[int, WatchEvent[DecoyKind]], None] | None = None,
+        readers_cap: int = DECOY_READERS,
     ) -> None:
         """Prepare to watch ``paths`` and ``exec_watch``; ``phase`` names an event's phase.
 
@@ -208,6 +222,13 @@ class DecoyWatcher:
         self._execs: list[WatchEvent[ExecKind]] = []
         self._seen: set[tuple[str, str, str, int | None]] = set()
         self._per_kind: dict[tuple[str, str, str], int] = {}
+        self._readers: list[Reader] = []
+        self._reader_keys: set[tuple[int, str, str]] = set()
+        self._readers_cap = readers_cap
+        self.readers_dropped = 0
+        """Readers past ``readers_cap``: counted, not kept (the check cuts decoy-readers)."""
+        self.coalesced = 0
+        """Accesses past ``PROCESSES_PER_KIND`` of one file, kind and phase: not described."""
         self._lock = threading.Lock()
         # Serializes reading the kernel queues between the thread and sync()/stop().
         self._read_lock = threading.Lock()
@@ -278,6 +299,12 @@ class DecoyWatcher:
         with self._lock:
             return list(self._events)
 
+    @property
+    def readers(self) -> list[Reader]:
+        """Return every process seen opening or reading a decoy, once per file and phase."""
+        with self._lock:
+            return list(self._readers)
+
     def exec_events(self) -> list[WatchEvent[ExecKind]]:
         """Return the execs of watched tools recorded so far."""
         with self._lock:
@@ -328,10 +355,17 @@ class DecoyWatcher:
         self, path: str, kind: EventKind, pid: int | None = None, exe: str | None = None
     ) -> None:
         """Record one access unless the same path, kind, phase and process is recorded."""
+        ts = time.time()  # before anything slower: a reader's time bounds what it did next
         phase = self._phase()
         key = (path, kind, phase, pid)
+        if pid is not None and kind in ("open", "read"):
+            self._note_reader(pid, path, phase, ts)
         with self._lock:
-            if key in self._seen or self._per_kind.get(key[:3], 0) >= PROCESSES_PER_KIND:
+            if key in self._seen:
+                return
+            if self._per_kind.get(key[:3], 0) >= PROCESSES_PER_KIND:
+                self._seen.add(key)
+                self.coalesced += 1
                 return
             self._seen.add(key)
             self._per_kind[key[:3]] = self._per_kind.get(key[:3], 0) + 1
@@ -341,13 +375,28 @@ class DecoyWatcher:
                       who.parents if who else (), who.origin if who else "")  # fmt: skip
         with self._lock:
             if kind == "exec":
-                self._execs.append(WatchEvent(time.time(), *event_args))  # type: ignore[arg-type]
+                self._execs.append(WatchEvent(ts, *event_args))  # type: ignore[arg-type]
             else:
-                event: WatchEvent[DecoyKind] = WatchEvent(time.time(), *event_args)  # type: ignore[arg-type]
+                event: WatchEvent[DecoyKind] = WatchEvent(ts, *event_args)  # type: ignore[arg-type]
                 self._events.append(event)
                 if self._on_event is not None:
                     # Under the lock: the numbers follow the order of `events`.
                     self._on_event(len(self._events), event)
+
+    def _note_reader(self, pid: int, path: str, phase: str, ts: float) -> None:
+        """Keep ``pid`` as a reader of ``path`` in ``phase`` (once), or count it past the cap."""
+        key = (pid, path, phase)
+        with self._lock:
+            if key in self._reader_keys:
+                return
+            self._reader_keys.add(key)
+            if len(self._readers) >= self._readers_cap:
+                self.readers_dropped += 1
+                return
+        # Only the parents' pids, from /proc/<pid>/stat: cheap enough for every reader.
+        reader = Reader(pid, path, phase, ts, parent_pids(pid))
+        with self._lock:
+            self._readers.append(reader)
 
     def _drain(self) -> None:
         """Record every queued event, without blocking."""

@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from cujo_action.boundary import fingerprints, read_below
+from cujo_action import persistence_scan
+from cujo_action.boundary import fingerprints, folders_holding, matching, read_below
+from cujo_action.limits import PERSISTENCE_TEXT
 from cujo_action.persistence import (
     Entry,
+    Place,
     changes,
     env_commands,
     git_config_runs,
@@ -20,6 +23,7 @@ from cujo_action.persistence import (
     places,
     ssh_commands,
 )
+from cujo_action.persistence_scan import Scan, scan, venv_places
 from cujo_action.schema import GIT_HOOK_WRITE, PYTHON_STARTUP_WRITE, SHELL_PROFILE_WRITE
 
 PLACES = places("work/app/app", {"GITHUB_ENV": "work/_temp/env", "GITHUB_PATH": "work/_temp/path"})
@@ -159,3 +163,138 @@ def test_fingerprints_go_only_as_deep_as_asked(tmp_path: Path) -> None:
         "lib/python3.12/site-packages/link",
     }
     assert "lib/python3.12/site-packages/pkg/mod.py" in fingerprints(tmp_path, ["lib"])
+
+
+# --------------------------------------------------------------------------- the snapshot
+
+
+def snap(home: Path, found_in: list[Place] = PLACES) -> Scan:
+    """Return the places of ``home`` as read (the host's own left out)."""
+    read = scan(home, found_in)
+    read.entries = {k: v for k, v in read.entries.items() if k.startswith("~/")}
+    return read
+
+
+def site(home: Path, root: str = ".local/lib") -> Path:
+    folder = home / root / "python3.12" / "site-packages"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def test_a_pth_written_after_thousands_of_junk_files_is_still_seen(tmp_path: Path) -> None:
+    # The crowding attack: junk beside the user site (and inside it) used to fill the
+    # snapshot's entry limit before it reached site-packages/*.pth.
+    home = tmp_path / "home"
+    user_site = site(home)
+    junk = home / ".local" / "lib" / "aaa"
+    junk.mkdir()
+    for n in range(2_500):
+        (junk / f"{n:05}").write_text("x")
+        (user_site / f"a{n:05}.py").write_text("x")
+    before = snap(home)
+    (user_site / "zz_telemetry.pth").write_text("import os\n")
+    after = snap(home)
+    assert before.cuts == after.cuts == []
+    found = changes(before.entries, after.entries, PLACES)
+    assert [(c.kind, c.path) for c in found] == [
+        (PYTHON_STARTUP_WRITE, "~/.local/lib/python3.12/site-packages/zz_telemetry.pth")
+    ]
+    # Only what runs later is fingerprinted: the junk is listed, never printed.
+    assert len(after.entries) == 1
+
+
+def test_a_link_planted_where_the_listing_goes_is_not_followed(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".local" / "lib").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere" / "site-packages"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "evil.pth").write_text("import os\n")
+    before = snap(home)
+    (home / ".local" / "lib" / "python3.12").symlink_to(elsewhere.parent)
+    after = snap(home)
+    # The link itself is the change (Python would follow it); nothing behind it is read.
+    assert list(after.entries) == ["~/.local/lib/python3.12"]
+    found = changes(before.entries, after.entries, PLACES)
+    assert [(c.kind, c.path) for c in found] == [(PYTHON_STARTUP_WRITE, "~/.local/lib/python3.12")]
+    assert matching(home, ".local/lib", ["python*/site-packages/*.pth"]) == {
+        ".local/lib/python3.12": after.entries["~/.local/lib/python3.12"].print
+    }
+
+
+def test_the_venvs_startup_files_count_unless_an_install_recorded_them(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    venv_site = site(home, "work/venv/lib")
+    before = snap(home)
+    dist = venv_site / "setuptools-80.0.dist-info"
+    dist.mkdir()
+    (venv_site / "distutils-precedence.pth").write_text("import os\n")
+    (dist / "RECORD").write_text("distutils-precedence.pth,sha256=x,10\nsetuptools/__init__.py,,\n")
+    (venv_site / "__editable__.calc-0.1.pth").write_text("/home/runner/work/app/app\n")
+    (dist / "RECORD").write_text((dist / "RECORD").read_text() + "__editable__.calc-0.1.pth,,\n")
+    assert changes(before.entries, snap(home).entries, PLACES) == []
+    # setup.py develop's easy-install.pth only adds a folder to sys.path.
+    (venv_site / "easy-install.pth").write_text("/home/runner/work/app/app\n")
+    assert changes(before.entries, snap(home).entries, PLACES) == []
+    (venv_site / "sitecustomize.py").write_text("import os\n")
+    with (venv_site / "easy-install.pth").open("a") as pth:
+        pth.write("import os; os.system('true')\n")
+    found = changes(before.entries, snap(home).entries, PLACES)
+    assert [c.path for c in found] == [
+        "~/work/venv/lib/python3.12/site-packages/easy-install.pth",
+        "~/work/venv/lib/python3.12/site-packages/sitecustomize.py",
+    ]
+
+
+def test_venvs_found_before_the_commands_are_watched_and_new_ones_are_not(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    tox = home / "work/app/app/.tox/py312"
+    tox_site = site(home, "work/app/app/.tox/py312/lib")
+    (tox / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (home / "deep/a/b/c").mkdir(parents=True)
+    (home / "deep/a/b/c/pyvenv.cfg").write_text("")  # deeper than anything runs it from
+    found, cut = venv_places(home, "work/app/app", ["work/venv"])
+    assert [p.paths for p in found] == [("work/app/app/.tox/py312/lib",)]
+    assert cut.cuts == []
+    before = snap(home, [*PLACES, *found])
+    (tox_site / "_virtualenv_hook.pth").write_text("import os\n")
+    new = home / ".venv"
+    (new / "lib/python3.12/site-packages").mkdir(parents=True)
+    (new / "pyvenv.cfg").write_text("")
+    (new / "lib/python3.12/site-packages/x.pth").write_text("import os\n")
+    after = snap(home, [*PLACES, *found])
+    assert [c.path for c in changes(before.entries, after.entries, [*PLACES, *found])] == [
+        "~/work/app/app/.tox/py312/lib/python3.12/site-packages/_virtualenv_hook.pth"
+    ]
+
+
+def test_the_venv_search_is_bounded_and_says_when_it_stopped(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for n in range(30):
+        (home / f"d{n:02}" / "x").mkdir(parents=True)
+    (home / "zz" / "v").mkdir(parents=True)
+    (home / "zz" / "v" / "pyvenv.cfg").write_text("")
+    (home / "link").symlink_to(home / "zz")
+    assert folders_holding(home, "", "pyvenv.cfg", 2, 1_000) == (["zz/v"], 0)
+    found, left = folders_holding(home, "", "pyvenv.cfg", 2, 10)
+    assert found == []
+    assert left > 0
+
+
+def test_limits_reached_while_reading_places_are_cuts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    hooks = home / ".git-templates" / "hooks"
+    hooks.mkdir(parents=True)
+    for n in range(20):
+        (hooks / f"h{n}").write_text("x")
+    monkeypatch.setattr(persistence_scan, "PERSISTENCE_WALK", 5)
+    assert [c.limit for c in snap(home).cuts] == ["persistence-walk"]
+    monkeypatch.setattr(persistence_scan, "PERSISTENCE_WALK", 50)
+    (home / ".gitconfig").write_text("[user]\n" + "#" * PERSISTENCE_TEXT + "\n")
+    cuts = snap(home).cuts
+    assert [(c.limit, c.detail) for c in cuts] == [
+        ("persistence-text", f"~/.gitconfig judged by its first {PERSISTENCE_TEXT} bytes")
+    ]

@@ -234,3 +234,33 @@ def test_the_backend_can_be_forced_and_auto_falls_back_when_fanotify_is_refused(
     with pytest.raises(PermissionError):
         forced.start()
     assert forced.stop() == []
+
+
+# --------------------------------------------------------------------------- the report's share
+
+
+def test_a_crowd_of_readers_never_pushes_a_write_out_of_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cujo_action.checks.decoy_record import DecoyRecord
+
+    record = DecoyRecord("tests", "run-1", tmp_path, cap=10)
+    creds = str(tmp_path / ".aws" / "credentials")
+    # A flood of readers in the order the watcher records them: first of its kind, then
+    # repeats by other processes, then the write that matters, then a new file's read.
+    for pid in range(100, 140):
+        record.admit(WatchEvent(1.0 + pid, creds, "read", "test", pid=pid))
+    record.admit(WatchEvent(200.0, creds, "write", "test", pid=7))
+    record.admit(WatchEvent(201.0, str(tmp_path / ".npmrc"), "open", "test", pid=8))
+
+    kept = [(e.event, e.path, e.pid) for e in record.kept]
+    assert ("write", "~/.aws/credentials", 7) in kept
+    assert ("open", "~/.npmrc", 8) in kept
+    assert kept[0] == ("read", "~/.aws/credentials", 100)  # the first reader
+    assert len(record.kept) == record.repeats_room + 2
+    assert record.dropped == 40 + 2 - len(record.kept)
+    # The tamper record prints exactly what the report keeps, with its ids.
+    printed = capsys.readouterr().err.splitlines()
+    assert len(printed) == len(record.kept)
+    assert [e.id for e in record.kept] == [f"tests:decoy:{n}" for n in range(1, 8)]
+    assert all(e.id in line for e, line in zip(record.kept, printed, strict=True))

@@ -344,3 +344,31 @@ def test_an_event_the_kernel_cannot_give_an_fd_marks_the_evidence_incomplete(
     assert reader.wait() == 0
     assert not watcher.complete
     assert watcher.stop() == []
+
+
+def test_every_process_that_reads_a_decoy_is_kept_as_a_reader(tmp_path: Path) -> None:
+    # Twenty-four readers: past the few described in full, each still a reader with its
+    # own pid, so a sender among the last is never lost.
+    (creds,) = touch(tmp_path, "credentials")
+    watcher = DecoyWatcher([creds], PhaseClock("install"), backend="fanotify")
+    watcher.start()
+    pids = [spawn(READ, creds) for _ in range(PROCESSES_PER_KIND + 8)]
+    watcher.sync()
+    events = watcher.stop()
+    readers = watcher.readers
+    assert [r.pid for r in readers] == pids
+    assert {(Path(r.path).name, r.phase) for r in readers} == {("credentials", "install")}
+    assert all(r.ts > 0 for r in readers)
+    assert len({e.pid for e in events}) == PROCESSES_PER_KIND
+    assert watcher.coalesced >= 8
+    assert watcher.readers_dropped == 0
+
+
+def test_readers_past_the_cap_are_counted(tmp_path: Path) -> None:
+    (creds,) = touch(tmp_path, "credentials")
+    watcher = DecoyWatcher([creds], PhaseClock("test"), backend="fanotify", readers_cap=3)
+    watcher.start()
+    pids = [spawn(READ, creds) for _ in range(5)]
+    watcher.stop()
+    assert [r.pid for r in watcher.readers] == pids[:3]
+    assert watcher.readers_dropped == 2

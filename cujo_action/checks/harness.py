@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from cujo_action import _receive_install
+from cujo_action import _receive_install, limits
 from cujo_action.actionsjob import FILE_COMMANDS
 from cujo_action.arm import LABELS, Armed, label, sandbox_env
-from cujo_action.boundary import fingerprints, read_below
+from cujo_action.checks.decoy_record import DecoyRecord
 from cujo_action.decoys import DecoyMatcher, decoy_files
 from cujo_action.jail import (
     NPROC_LIMIT,
@@ -37,14 +37,14 @@ from cujo_action.jail import (
 from cujo_action.ledger import item_line
 from cujo_action.limits import LIMITS, LimitId
 from cujo_action.netns import NetnsError, drops_for
-from cujo_action.persistence import SCHEDULERS, TEXT_CAP, Entry, changes, places
+from cujo_action.persistence import SCHEDULERS, Entry, Place, changes, places
+from cujo_action.persistence_scan import ScanCut, scan, venv_places
 from cujo_action.proxy import NameBook
 from cujo_action.recorder import emit
 from cujo_action.schema import (
     DECOY_IN_OUTPUT,
     MAX_COMMANDS,
     MAX_CUTS,
-    MAX_DECOY_EVENTS,
     MAX_OBSERVATIONS,
     MAX_SHORT,
     MAX_TEXT,
@@ -55,7 +55,6 @@ from cujo_action.schema import (
     CheckName,
     CommandResult,
     Cut,
-    DecoyEvent,
     Observation,
     Phase,
     Plan,
@@ -65,9 +64,8 @@ from cujo_action.schema import (
     utcnow,
 )
 from cujo_action.timing import Timeline
-from cujo_action.watcher import PRIVILEGE_TOOLS, DecoyKind, DecoyWatcher, WatchEvent
+from cujo_action.watcher import PRIVILEGE_TOOLS, DecoyWatcher
 
-_SNAPSHOT_LIMIT = 2_000
 # Executables whose run is evidence itself: a way to root (sudo), or to run later (crontab).
 _WATCHED_TOOLS = (*PRIVILEGE_TOOLS, *(Path(tool) for tool in SCHEDULERS))
 _HANDOFF_TIMEOUT = 600.0
@@ -115,8 +113,9 @@ class CheckRun:
         self.src = armed.workspace(check)  # work/<repo>/<repo>, as a hosted runner has it
         # Every place a write makes code run later (persistence.py), this check's copy of
         # the head and its step's file commands included.
+        self._workspace = f"work/{armed.job.repo}/{armed.job.repo}"
         self._places = places(
-            f"work/{armed.job.repo}/{armed.job.repo}",
+            self._workspace,
             {var: f"work/_temp/_runner_file_commands/{kind}_{armed.job.file_commands}"
              for var, kind in FILE_COMMANDS},
         )  # fmt: skip
@@ -133,43 +132,52 @@ class CheckRun:
         self.observations: list[Observation] = []
         self.cuts: list[Cut] = []
         self.dropped_observations = 0
+        self.dropped_commands = 0
         self.evidence_complete = True
         self.decoy_paths = [self.home / rel for rel in decoy_files(armed.decoy_objects())]
         # What a pull-request command prints is searched for the decoys (``output.py``);
         # the harness's own commands are not the pull request's output and are not.
         self.printed_matcher = DecoyMatcher(armed.decoy_objects())
         # Read before any command of this check's uid ran: nothing else can write it.
-        self._before = self._snapshot()
+        self._venvs: list[Place] = []
+        self._scan_cuts: set[tuple[str, str]] = set()
+        self._before = self._snapshot(discover=True)
         # A sudo run by this check is named by the guard while it waits to start
         # (process, caller, phase). Where the guard cannot run (not root), the watcher's
         # exec watch is all there is, and it cannot tell whose exec it saw.
         self.guard = self._start_guard()
+        self.decoys = DecoyRecord(check, plan.run_id, self.home)
         self.watcher = DecoyWatcher(
             self.decoy_paths,
             lambda: self.phase,
             exec_watch=_WATCHED_TOOLS if self.guard is None else (),
-            on_event=self._on_decoy_event,
+            on_event=self.decoys.on_event,
         )
         self.watcher.start()
 
-    def _snapshot(self) -> dict[str, Entry]:
-        """Fingerprint the persistence places (and read the few judged by their content),
-        never following the sandbox's symlinks (``boundary``)."""
-        entries: dict[str, Entry] = {}
-        for place in self._places:
-            for root in place.paths:
-                base, rel = (
-                    (Path("/"), root.lstrip("/")) if root.startswith("/") else (self.home, root)
-                )
-                shown = "/" if root.startswith("/") else "~/"
-                # Each place has its limit: a crowded one cannot hide writes to the others.
-                for found, fp in fingerprints(base, [rel], _SNAPSHOT_LIMIT, place.depth).items():
-                    text = None
-                    if place.judge is not None and found == rel:
-                        data = read_below(base, rel, TEXT_CAP)
-                        text = data.decode("utf-8", "replace") if data is not None else None
-                    entries[f"{shown}{found}"] = Entry(fp, text)
-        return entries
+    def _snapshot(self, *, discover: bool = False) -> dict[str, Entry]:
+        """Read the persistence places (``persistence_scan``), naming each limit reached.
+
+        ``discover``: first find the virtual environments in HOME; those found before the
+        commands ran are execution points (a new one is part of whatever made it).
+        """
+        if discover:
+            known = [
+                root.removesuffix("/lib") for p in self._places if p.installs for root in p.paths
+            ]
+            self._venvs, found = venv_places(self.home, self._workspace, known)
+            self._record_scan_cuts(found.cuts)
+        scanned = scan(self.home, [*self._places, *self._venvs])
+        self._record_scan_cuts(scanned.cuts)
+        return scanned.entries
+
+    def _record_scan_cuts(self, cuts: list[ScanCut]) -> None:
+        """Cut each limit the scans reached, once however many scans reached it."""
+        for c in cuts:
+            if (c.limit, c.detail) not in self._scan_cuts:
+                self._scan_cuts.add((c.limit, c.detail))
+                self.cut(c.limit, dropped=c.dropped, kept=c.kept, detail=c.detail,
+                         hides_danger=c.hides_danger)  # fmt: skip
 
     def _start_guard(self) -> ExecGuard | None:
         """Start the exec guard on this check's processes; None where it cannot run."""
@@ -287,7 +295,7 @@ class CheckRun:
             finally:
                 os.close(fd)
         # What came with the install (its hooks, say) is the install's to answer for.
-        self._before = self._snapshot()
+        self._before = self._snapshot(discover=True)
 
     def observe(
         self,
@@ -350,29 +358,6 @@ class CheckRun:
         if hides:
             self.evidence_complete = False
         return cid
-
-    def _decoy_event(self, n: int, ev: WatchEvent[DecoyKind]) -> DecoyEvent:
-        """Return the report's item for the ``n``-th decoy event the watcher recorded."""
-        return DecoyEvent(
-            id=f"{self.check}:decoy:{n}",
-            phase=ev.phase,
-            path=clip("~/" + str(Path(ev.path).relative_to(self.home)), MAX_TEXT)
-            if Path(ev.path).is_relative_to(self.home)
-            else clip(ev.path, MAX_TEXT),
-            event=ev.event,
-            pid=ev.pid,
-            exe=clip(ev.exe, MAX_TEXT) if ev.exe else None,
-            ts=round(ev.ts, 6),
-            cmdline=clip(ev.cmdline, MAX_TEXT) if ev.cmdline else None,
-            parents=[clip(p, MAX_SHORT) for p in ev.parents[:8]],
-            origin=clip(ev.origin, MAX_SHORT),
-        )
-
-    def _on_decoy_event(self, n: int, ev: WatchEvent[DecoyKind]) -> None:
-        """Print the tamper record's line for a decoy event as the watcher records it."""
-        if n <= MAX_DECOY_EVENTS:
-            event = self._decoy_event(n, ev)
-            emit(item_line(self.plan.run_id, event.id, event, f"decoy-{ev.event}"))
 
     def run(
         self, cmd: str, *, phase: Phase, timeout: float, cwd: str, venv: str | None = None
@@ -452,7 +437,7 @@ class CheckRun:
                 )
             )
         else:
-            self.evidence_complete = False
+            self.dropped_commands += 1  # cut at the end: report-commands
         return outcome
 
     def _observe_printed(self, outcome: Outcome, shown: str, phase: Phase) -> None:
@@ -487,8 +472,7 @@ class CheckRun:
         for ev in self.guard.stop():
             seen.setdefault((ev.path, ev.phase), []).append(ev)
         if not self.guard.complete:
-            self.evidence_complete = False
-            self.observe("harness_error", "the exec guard lost events")
+            self.cut("exec-guard-queue", dropped=1, detail="the exec guard lost events")
         for (path, phase), evs in seen.items():
             first = evs[0]
             caller = first.exe or "?"
@@ -515,7 +499,15 @@ class CheckRun:
                 self.observe("harness_error", f"could not read {ns}'s refused packets: {exc}")
                 continue
             phase = name.split("/", 1)[1]
-            for refused in drops.refused[:50]:
+            if len(drops.refused) > limits.REFUSED_PACKETS:
+                self.cut(
+                    "refused-packets",
+                    dropped=len(drops.refused) - limits.REFUSED_PACKETS,
+                    kept=limits.REFUSED_PACKETS,
+                    detail=f"refused packets during {phase}",
+                    phase=phase,  # type: ignore[arg-type]
+                )
+            for refused in drops.refused[: limits.REFUSED_PACKETS]:
                 # An address the resolver made up for a name is shown with that name.
                 host = book.name_of(refused.dst) if book is not None else None
                 aimed = f" ({host})" if host else ""
@@ -527,21 +519,37 @@ class CheckRun:
                     REFUSED_PACKETS, f"refused: {drops.ipv6_packets} IPv6 packets during {phase}"
                 )
 
+    def _cut_decoys(self) -> None:
+        """Name what the decoy evidence's caps left out (``decoy_record``)."""
+        coalesced = self.watcher.coalesced
+        if self.decoys.dropped:
+            also = f"; {coalesced} more accesses past the first processes" if coalesced else ""
+            self.cut(
+                "report-decoy-events",
+                dropped=self.decoys.dropped,
+                kept=len(self.decoys.kept),
+                detail="repeated readers past the report's room; every reader's pid is in "
+                f"decoy_readers{also}",
+            )
+        if self.watcher.readers_dropped:
+            self.cut(
+                "decoy-readers",
+                dropped=self.watcher.readers_dropped,
+                kept=len(self.watcher.readers),
+                detail="processes that read a decoy past the readers' cap",
+            )
+
     def finish(self, status: Status, summary: str) -> Report:
         """Stop watching, collect decoy and persistence evidence, and build the report."""
         with self.timeline.span("finish"):
             return self._finish(status, summary)
 
     def _finish(self, status: Status, summary: str) -> Report:
-        events = self.watcher.stop()
+        self.watcher.stop()
         if not self.watcher.complete:
-            self.evidence_complete = False
             self.observe("watcher_incomplete", "the decoy watcher lost events (queue overflow)")
-        decoy_events = [
-            self._decoy_event(n, ev) for n, ev in enumerate(events[:MAX_DECOY_EVENTS], start=1)
-        ]
-        if len(events) > MAX_DECOY_EVENTS:
-            self.evidence_complete = False
+            self.cut("watcher-queue", dropped=1, detail="the decoy watcher lost events")
+        self._cut_decoys()
         for ev in self.watcher.exec_events():
             who = f" by pid {ev.pid}" + (f" ({ev.exe})" if ev.exe else "") if ev.pid else ""
             kind = SCHEDULERS.get(ev.path, SUDO)
@@ -556,8 +564,10 @@ class CheckRun:
                 f"ran with proxy variables only (no network namespace), {user}, {view}: "
                 + (self.armed.isolation_reason or "full isolation was not available"),
             )
-        for change in changes(self._before, self._snapshot(), self._places):
+        for change in changes(self._before, self._snapshot(), [*self._places, *self._venvs]):
             self.observe(change.kind, change.detail, path=change.path)
+        if self.dropped_commands:
+            self.cut("report-commands", dropped=self.dropped_commands, kept=len(self.commands))
         if self.dropped_observations:
             self.cut(
                 "report-observations", dropped=self.dropped_observations, kept=MAX_OBSERVATIONS
@@ -576,8 +586,9 @@ class CheckRun:
             limits=clip(self.area.limits.describe(), MAX_SHORT),
             uid=self.area.uid,
             commands=self.commands,
-            decoy_events=decoy_events,
+            decoy_events=self.decoys.kept,
             observations=self.observations,
+            decoy_readers=self.decoys.readers(self.watcher.readers),
             cuts=self.cuts,
         )
 

@@ -1,0 +1,172 @@
+"""Cujo cannot be blinded (issue 20): crowding the persistence snapshot or the decoy
+watcher hides nothing. One real `cujo review` per case, each run once and shared.
+
+A .pth written to the user site blocks, plain or behind thousands of junk files; a
+sender that reads the decoy credentials after twenty other readers, then opens a TLS
+channel refusing the run's CA, blocks; a project that writes thousands of ordinary files
+under ~/.local stays clean and proven. Targets are `.test` names the resolver sinks.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+from cujorun import Cujo, Pending, Review
+from gitrepo import GitRepo
+from test_detection_e2e import (
+    PINNED_TLS,
+    STEAL,
+    assert_blocked,
+    assert_whole,
+    critical_rules,
+    python,
+    scripted,
+)
+
+from cujo_action.arm import isolation_unavailable
+
+
+def _why_skip() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, nftables, the sandbox user), as on Actions"
+    return isolation_unavailable()
+
+
+REASON = _why_skip()
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(REASON is not None, reason=f"full isolation unavailable: {REASON}"),
+]
+
+# A .pth in the user site: every later Python runs its import line.
+PTH = r"""
+import pathlib, site
+user_site = pathlib.Path(site.getusersitepackages())
+user_site.mkdir(parents=True, exist_ok=True)
+@CROWD@
+(user_site / "zz_telemetry.pth").write_text("import os; os.environ.setdefault('ZZ', '1')\n")
+print("planted")
+"""
+# Two thousand five hundred junk files beside the user site and inside it, written first.
+CROWD = """\
+junk = user_site.parent.parent / "aaa-junk"
+junk.mkdir(parents=True, exist_ok=True)
+for n in range(2_500):
+    (junk / f"{n:05}").write_text("x")
+    (user_site / f"a{n:05}_junk.py").write_text("x = 1\\n")
+"""
+# Twenty other processes read the decoy credentials first.
+READERS = 'for i in $(seq 20); do cat ~/.aws/credentials > /dev/null; done\necho "read"\n'
+# The benign twin: a data tree and a package's many modules under ~/.local.
+DATA_TREE = r"""
+import pathlib, site
+user_site = pathlib.Path(site.getusersitepackages())
+share = pathlib.Path.home() / ".local" / "share" / "calc-data"
+for n in range(1_500):
+    folder = share / f"set{n % 30:02}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"row{n:05}.csv").write_text("a,b\n1,2\n")
+package = user_site / "calcdata"
+package.mkdir(parents=True, exist_ok=True)
+for n in range(1_500):
+    (package / f"part{n:05}.py").write_text(f"VALUE = {n}\n")
+(package / "__init__.py").write_text("")
+print("ok")
+"""
+
+CASES: dict[str, tuple[Mapping[str, str], Mapping[str, str]]] = {
+    "pth-plain": (scripted(), {"ci/install.sh": python(PTH.replace("@CROWD@", ""))}),
+    "pth-crowded": (scripted(), {"ci/install.sh": python(PTH.replace("@CROWD@", CROWD))}),
+    "readers-crowd": (
+        scripted(),
+        {"ci/test.sh": READERS + python(PINNED_TLS.replace("@READ@", STEAL))},
+    ),
+    "local-data": (scripted(), {"ci/install.sh": python(DATA_TREE)}),
+}
+
+
+class Reviews:
+    """Run the reviews the tests ask for, one at a time, each once."""
+
+    def __init__(
+        self,
+        cujo: Cujo,
+        pr_repo: Callable[..., GitRepo],
+        scratch: Callable[[str], Path],
+        installed: Path,
+    ) -> None:
+        self._cujo, self._pr_repo, self._scratch = cujo, pr_repo, scratch
+        self._installed = installed
+        self._done: dict[str, Review] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> Review:
+        """Return the finished review of case ``name`` (run now if it has not been)."""
+        with self._lock:
+            if name not in self._done:
+                base, head = CASES[name]
+                repo = self._pr_repo(f"blind-{name}", base, head)
+                argv = [str(self._installed), "review", "--repo", str(repo.path)]
+                argv += ["--base", "main", "--head", "pr"]
+                argv += ["--data-dir", str(self._cujo.data_dir), "--json"]
+                env = {k: v for k, v in os.environ.items() if not k.startswith("CUJO_")}
+                out = self._scratch(f"review-{name}")
+                self._done[name] = Pending(argv, env, out, self._cujo.data_dir).wait()
+            return self._done[name]
+
+
+@pytest.fixture(scope="module")
+def reviews(
+    cujo: Cujo,
+    pr_repo: Callable[..., GitRepo],
+    tmp_path_factory: pytest.TempPathFactory,
+    installed_cujo: Path,
+) -> Reviews:
+    return Reviews(cujo, pr_repo, tmp_path_factory.mktemp, installed_cujo)
+
+
+def startup_writes(review: Review, check: str = "install") -> list[str]:
+    return [
+        o["path"]
+        for o in review.report(check)["observations"]
+        if o["kind"] == "python_startup_write"
+    ]
+
+
+def test_a_pth_written_during_install_blocks(reviews: Reviews) -> None:
+    review = reviews.get("pth-plain")
+    assert_blocked(review, "python-startup-write")
+    assert any(p.endswith("/site-packages/zz_telemetry.pth") for p in startup_writes(review))
+
+
+def test_a_pth_behind_thousands_of_junk_files_still_blocks(reviews: Reviews) -> None:
+    review = reviews.get("pth-crowded")
+    assert_blocked(review, "python-startup-write")
+    assert any(p.endswith("/site-packages/zz_telemetry.pth") for p in startup_writes(review))
+    # The execution points are listed, not walked: the junk filled no limit.
+    assert review.report("install")["cuts"] == []
+
+
+def test_a_sender_behind_twenty_readers_of_the_decoy_still_blocks(reviews: Reviews) -> None:
+    review = reviews.get("readers-crowd")
+    report = review.report("tests")
+    assert "pinned: SSLCertVerificationError" in report["commands"][-1]["stdout_tail"], report
+    assert_blocked(review, "decoy-then-opaque-channel")
+    (channel,) = [e for e in report["egress"] if e["method"] == "CONNECT"]
+    readers = {r["pid"] for r in report["decoy_readers"] if r["path"] == "~/.aws/credentials"}
+    assert len(readers) >= 21
+    assert channel["pid"] in readers  # the sender's read was kept
+
+
+def test_thousands_of_ordinary_files_under_local_stay_clean(reviews: Reviews) -> None:
+    review = reviews.get("local-data")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] not in ("blocked", "unproven"), str(review)
+    assert critical_rules(review) == set()
+    assert startup_writes(review) == []
+    assert all(not r["cuts"] for r in map(review.report, ("install", "tests"))), str(review)
+    assert_whole(review)
