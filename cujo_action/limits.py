@@ -305,3 +305,24 @@ LIMITS: Final[dict[str, Limit]] = {
 }  # fmt: skip
 
 assert set(LIMITS) == set(LIMIT_IDS), "every LimitId has one Limit"
+
+
+def table() -> str:
+    """Return every limit as the Markdown table ``docs/limits.md`` shows."""
+    rows = [
+        "| Limit | Value | Enforced in | What is capped | Kept first | When reached | Verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for limit in LIMITS.values():
+        value = "(not a fixed number)" if limit.value == 0 else f"{limit.value:,} {limit.unit}"
+        verdict = "unproven" if limit.hides_danger else "named only"
+        if limit.flood:
+            verdict += ", `evidence-flood`"
+        cells = [f"`{limit.id}`", value, f"`{limit.where}`", limit.what, limit.kept_first,
+                 limit.when_reached, verdict]  # fmt: skip
+        rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(table())

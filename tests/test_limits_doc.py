@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cujo_action.limits import LIMIT_IDS, LIMITS
+from cujo_action.limits import LIMIT_IDS, LIMITS, table
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = (ROOT / "docs" / "limits.md").read_text()
@@ -37,3 +37,8 @@ def test_the_table_names_no_limit_that_does_not_exist() -> None:
 def test_readme_and_the_rules_link_to_it() -> None:
     assert "docs/limits.md" in (ROOT / "README.md").read_text()
     assert "(limits.md)" in (ROOT / "docs" / "rules.md").read_text()
+
+
+def test_the_table_is_the_one_limits_py_makes() -> None:
+    # `python -m cujo_action.limits` prints it: paste it after changing a limit.
+    assert table() in DOC
