@@ -28,6 +28,7 @@ import dns.rrset
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cujo_action.decoys import Decoy, DecoyMatcher
+from cujo_action.dnsflow import FlowResult, NameFlow
 from cujo_action.egress import Action, decide, egress_record, normalize_host, split_label
 from cujo_action.harnessproc import HarnessProcess, Spawned, read_ready, wait_for_go
 from cujo_action.procinfo import socket_owner
@@ -176,9 +177,15 @@ class NameScanner:
     """
 
     def __init__(self, decoys: Iterable[Decoy]) -> None:
-        """Build the matcher once."""
+        """Build the matcher once, and the streams names are followed in (``follow``)."""
         self.decoys = tuple(decoys)
         self.matcher = DecoyMatcher(self.decoys)
+        self.flow = NameFlow(self.matcher)
+
+    def follow(self, label: str, pid: int | None, labels: Sequence[bytes]) -> FlowResult:
+        """Return what one query completes in its streams (dnsflow.py): decoys sent a few
+        characters per query, a tunnel."""
+        return self.flow.follow(label, pid, labels)
 
     def scan(self, labels: Sequence[bytes]) -> tuple[list[str], list[str]]:
         """Return (decoy names, "dns:encoding" places) found in a query name."""
@@ -238,6 +245,15 @@ def dns_record(
         decoy_where=where,
         route="dns",
     )
+
+
+def merge_flow(record: dict[str, Any], found: FlowResult, prefix: str = "dns:") -> None:
+    """Add to a log line what following its query found (decoys, ``dns_tunnel``)."""
+    record["decoy_seen"] += [n for n in found.seen if n not in record["decoy_seen"]]
+    places = [prefix + w.removeprefix("dns:") for w in found.where]
+    record["decoy_where"] += [w for w in places if w not in record["decoy_where"]]
+    if found.tunnel:
+        record["dns_tunnel"] = True
 
 
 # --------------------------------------------------------------------------- config and API
@@ -418,6 +434,10 @@ class Resolver:
         )
         if asker is not None:
             record["process"] = asker.fields()
+        if query is not None:
+            merge_flow(
+                record, self.scanner.follow(label, asker.pid if asker else None, query.labels)
+            )
         line = json.dumps(record, separators=(",", ":")) + "\n"
         os.write(self._log_fd, line.encode())
         if query is None:

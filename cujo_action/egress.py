@@ -98,6 +98,8 @@ def egress_rank(record: dict[str, Any], expected_hosts: Iterable[str]) -> int:
     early = record.get("phase") in _EARLY_PHASES
     if record.get("dns_name") and early:
         return RANK_BYPASS  # dns-over-https: a lookup around the resolver
+    if record.get("dns_tunnel") and early:
+        return RANK_BYPASS  # dns-tunnel: critical at install and import
     if record.get("action") == "registry-write":
         return RANK_REGISTRY_WRITE if early else RANK_RUNTIME_REGISTRY_WRITE
     if host_allowed(str(record.get("host", "")), expected_hosts):
@@ -219,6 +221,7 @@ def egress_from_record(record: dict[str, Any], evidence_id: str) -> Egress:
         route=record.get("route", "proxy"),
         dns_name=clip(str(record.get("dns_name", "")), MAX_SHORT),
         ts=float(record["ts"]) if isinstance(record.get("ts"), int | float) else None,
+        dns_tunnel=record.get("dns_tunnel") is True,
         **_process_fields(record.get("process")),
     )
 
