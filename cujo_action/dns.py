@@ -28,7 +28,7 @@ import dns.rrset
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cujo_action.decoys import Decoy, DecoyMatcher
-from cujo_action.dnsflow import FlowResult, NameFlow
+from cujo_action.dnsflow import FlowResult, NameFlow, merge_flow
 from cujo_action.egress import Action, decide, egress_record, normalize_host, split_label
 from cujo_action.harnessproc import HarnessProcess, Spawned, read_ready, wait_for_go
 from cujo_action.procinfo import socket_owner
@@ -245,15 +245,6 @@ def dns_record(
         decoy_where=where,
         route="dns",
     )
-
-
-def merge_flow(record: dict[str, Any], found: FlowResult, prefix: str = "dns:") -> None:
-    """Add to a log line what following its query found (decoys, ``dns_tunnel``)."""
-    record["decoy_seen"] += [n for n in found.seen if n not in record["decoy_seen"]]
-    places = [prefix + w.removeprefix("dns:") for w in found.where]
-    record["decoy_where"] += [w for w in places if w not in record["decoy_where"]]
-    if found.tunnel:
-        record["dns_tunnel"] = True
 
 
 # --------------------------------------------------------------------------- config and API

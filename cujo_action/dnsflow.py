@@ -32,6 +32,7 @@ import math
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from cujo_action.decoys import SLICE, DecoyMatcher
 from cujo_action.limits import DNS_REASSEMBLY, DNS_STREAMS
@@ -320,3 +321,12 @@ class NameFlow:
         seen = sorted(hits, key=lambda n: self._order.get(n, len(self._order)))
         where = list(dict.fromkeys(f"dns:joined+{hits[n]}" for n in seen))
         return FlowResult(seen, where, tunnel)
+
+
+def merge_flow(record: dict[str, Any], found: FlowResult, prefix: str = "dns:") -> None:
+    """Add to a log line what following its query found (decoys, ``dns_tunnel``)."""
+    record["decoy_seen"] += [n for n in found.seen if n not in record["decoy_seen"]]
+    places = [prefix + w.removeprefix("dns:") for w in found.where]
+    record["decoy_where"] += [w for w in places if w not in record["decoy_where"]]
+    if found.tunnel:
+        record["dns_tunnel"] = True

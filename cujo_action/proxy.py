@@ -23,7 +23,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cujo_action.decoys import Decoy, DecoyMatcher
-from cujo_action.doh import doh_query
+from cujo_action.dnsflow import merge_flow
+from cujo_action.doh import DohQuery, doh_query
 from cujo_action.egress import (
     Action,
     decide,
@@ -481,6 +482,13 @@ class EgressAddon:
         line = json.dumps(record, separators=(",", ":")) + "\n"
         os.write(self._log_fd, line.encode())
 
+    def _write_followed(self, doh: DohQuery | None, record: dict[str, Any]) -> None:
+        """Write a request's line, a DoH lookup followed across requests first (dnsflow.py)."""
+        if doh is not None and doh.labels:
+            pid = record.get("process", {}).get("pid")
+            merge_flow(record, self.names.follow(record["label"], pid, doh.labels), "doh:")
+        self._write(record)
+
     def _log_tunnel(self, tunnel: _Tunnel, action: Action) -> None:
         parts = [*tunnel.connect_parts]
         if tunnel.sni:
@@ -540,7 +548,8 @@ class EgressAddon:
         # Inside a tunnel the request line carried the path; a plain proxied request
         # carried the absolute URL.
         target = req.path if tunnel is not None or req.is_http2 else req.url
-        self._write(
+        self._write_followed(
+            doh,
             egress_record(
                 ts=time.time(),
                 label=self._label(flow.client_conn),
@@ -559,7 +568,7 @@ class EgressAddon:
                 process=tunnel.process
                 if tunnel is not None
                 else self._process(_peer(flow.client_conn)),
-            )
+            ),
         )
         flow.metadata["cujo_logged"] = True
         if tunnel is not None:
