@@ -182,10 +182,12 @@ class NameScanner:
         self.matcher = DecoyMatcher(self.decoys)
         self.flow = NameFlow(self.matcher)
 
-    def follow(self, label: str, pid: int | None, labels: Sequence[bytes]) -> FlowResult:
+    def follow(
+        self, label: str, pid: int | None, labels: Sequence[bytes], qtype: int = 1
+    ) -> FlowResult:
         """Return what one query completes in its streams (dnsflow.py): decoys sent a few
         characters per query, a tunnel."""
-        return self.flow.follow(label, pid, labels)
+        return self.flow.follow(label, pid, labels, qtype)
 
     def scan(self, labels: Sequence[bytes]) -> tuple[list[str], list[str]]:
         """Return (decoy names, "dns:encoding" places) found in a query name."""
@@ -426,9 +428,8 @@ class Resolver:
         if asker is not None:
             record["process"] = asker.fields()
         if query is not None:
-            merge_flow(
-                record, self.scanner.follow(label, asker.pid if asker else None, query.labels)
-            )
+            pid = asker.pid if asker is not None else None
+            merge_flow(record, self.scanner.follow(label, pid, query.labels, query.qtype))
         line = json.dumps(record, separators=(",", ":")) + "\n"
         os.write(self._log_fd, line.encode())
         if query is None:

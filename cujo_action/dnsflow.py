@@ -179,6 +179,19 @@ class _Stream:
         self.joined = b""  # the data's latest bytes, every label
         self.uncounted = b""  # the same without counters
         self.tunnel = _Tunnel() if tunnel else None
+        self.last: tuple[bytes, ...] = ()  # the last name's labels, folded
+        self.last_types: set[int] = set()  # the types asked for it since
+
+    def repeats(self, left: tuple[bytes, ...], qtype: int) -> bool:
+        """Return whether a query asks again for the last name (A, then AAAA; a retry)."""
+        folded = tuple(label.lower() for label in left)
+        # The same name for a type not yet asked is the same look-up (getaddrinfo asks A
+        # and AAAA); asked for a type again, it is a new look-up (the same data again).
+        if folded == self.last and qtype not in self.last_types:
+            self.last_types.add(qtype)
+            return True
+        self.last, self.last_types = folded, {qtype}
+        return False
 
     def _learn(self, left: tuple[bytes, ...]) -> bool:
         """Note each label's position; return whether one became or stopped being static."""
@@ -293,7 +306,9 @@ class NameFlow:
             self.streams.move_to_end(key)
         return stream
 
-    def follow(self, label: str, pid: int | None, labels: Sequence[bytes]) -> FlowResult:
+    def follow(
+        self, label: str, pid: int | None, labels: Sequence[bytes], qtype: int = 1
+    ) -> FlowResult:
         """Take one query (``pid``: its asker, None when unknown); return what it completed."""
         labels = tuple(label for label in labels if label)
         parent_n = registrable_length(labels)
@@ -309,6 +324,9 @@ class NameFlow:
         tunnel = False
         for key in keys:
             stream = self._stream(key)
+            if stream.repeats(left, qtype):
+                tunnel |= stream.tunnel is not None and stream.tunnel.marked
+                continue
             regions, data = stream.add(left)
             if stream.tunnel is not None:
                 tunnel = stream.tunnel.add(data)

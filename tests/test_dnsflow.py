@@ -21,8 +21,13 @@ from cujo_action.dnsflow import (
     merge_flow,
     registrable_length,
 )
-from cujo_action.egress import RANK_BYPASS, RANK_RUNTIME_UNEXPECTED, egress_from_record
-from cujo_action.egress import egress_rank, parse_egress_log
+from cujo_action.egress import (
+    RANK_BYPASS,
+    RANK_RUNTIME_UNEXPECTED,
+    egress_from_record,
+    egress_rank,
+    parse_egress_log,
+)
 from cujo_action.limits import DNS_REASSEMBLY, LIMITS
 from cujo_action.proxy import DecoySpec
 
@@ -50,7 +55,9 @@ def names(data: str, size: int, seq: str | None, zone: str = "t.exfil.test") -> 
     return out
 
 
-def follow(flow: NameFlow, name: str, pid: int | None = 1, label: str = LABEL) -> dnsflow.FlowResult:
+def follow(
+    flow: NameFlow, name: str, pid: int | None = 1, label: str = LABEL
+) -> dnsflow.FlowResult:
     return flow.follow(label, pid, [p.encode() for p in name.split(".")])
 
 
@@ -229,3 +236,23 @@ def test_the_parent_domain_is_the_registrable_part() -> None:
     assert parent("ab.evil.com.au") == 3
     assert parent("ab.cloudfront.net") == 2
     assert parent("localhost") == 1
+
+
+def test_a_name_asked_for_a_and_aaaa_is_one_look_up_and_asked_again_is_data() -> None:
+    """getaddrinfo asks A and AAAA for each name: the data is not doubled."""
+    token = next(d for d in DECOYS if d.name == "NPM_TOKEN")
+    flow = NameFlow(MATCHER)
+    seen = []
+    for name in names(token.value.encode().hex(), 8, None):
+        for qtype in (1, 28):
+            seen += flow.follow(LABEL, 5, [p.encode() for p in name.split(".")], qtype).seen
+    assert seen == ["NPM_TOKEN"] * len(seen)
+    assert seen
+    # One character a query, no counter: the same name asked again is the same data again.
+    value = token.value
+    flow = NameFlow(MATCHER)
+    seen = []
+    for char in value:
+        for qtype in (1, 28):
+            seen += flow.follow(LABEL, 5, [char.encode(), b"exfil", b"test"], qtype).seen
+    assert "NPM_TOKEN" in seen
