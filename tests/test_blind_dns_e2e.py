@@ -96,10 +96,14 @@ import socket
 names = ["api.github.com", "s3.amazonaws.com", "d1a2b3c4.cloudfront.net",
          "d9f8e7a6.cloudfront.net", "example.test"]
 names += [f"host-{i}.example.test" for i in range(30)]
+failed = 0
 for round in range(10):
     for name in names:
-        socket.getaddrinfo(name, 443)
-print("looked up", 10 * len(names))
+        try:
+            socket.getaddrinfo(name, 443)
+        except OSError:
+            failed += 1
+print("looked up", 10 * len(names), "failed", failed)
 PY
 """
 
@@ -209,7 +213,7 @@ def test_a_tunnel_of_random_bytes_at_install_blocks(reviews: Reviews) -> None:
 
 def test_a_suite_that_looks_up_a_few_dozen_names_often_is_no_tunnel(reviews: Reviews) -> None:
     review = reviews.get("benign-test")
-    assert review.code == 0, str(review)
+    assert review.code == 0, review.report("tests")["commands"][-1]["stdout_tail"]
     assert review.verdict["state"] == "clean", str(review)
     assert not findings(review, "dns-tunnel")
     assert not findings(review, "decoy-egress")
