@@ -242,6 +242,7 @@ def main() -> int:
             "replicas",
             "diff",
             "board",
+            "dns",
         ],
     )
     args = parser.parse_args()
@@ -276,6 +277,10 @@ def main() -> int:
         from bench.board import bench_board
 
         bench_board(20)
+    if args.only in (None, "dns"):
+        from bench.dns import bench_dns
+
+        bench_dns(5)
     return 0
 
 

@@ -280,7 +280,7 @@ class FlowResult:
     """What following one query found: decoys (names, places), and whether it is a tunnel."""
 
     seen: list[str]
-    where: list[str]
+    where: list[str]  # "dns:joined+<encoding>", one per decoy in ``seen``
     tunnel: bool
 
 
@@ -337,14 +337,18 @@ class NameFlow:
                 for name, encoding in self.matcher.find(region, fold_case=True):
                     hits.setdefault(name, encoding)
         seen = sorted(hits, key=lambda n: self._order.get(n, len(self._order)))
-        where = list(dict.fromkeys(f"dns:joined+{hits[n]}" for n in seen))
+        where = [f"dns:joined+{hits[n]}" for n in seen]
         return FlowResult(seen, where, tunnel)
 
 
 def merge_flow(record: dict[str, Any], found: FlowResult, prefix: str = "dns:") -> None:
-    """Add to a log line what following its query found (decoys, ``dns_tunnel``)."""
-    record["decoy_seen"] += [n for n in found.seen if n not in record["decoy_seen"]]
-    places = [prefix + w.removeprefix("dns:") for w in found.where]
-    record["decoy_where"] += [w for w in places if w not in record["decoy_where"]]
+    """Add to a log line what following its query found (decoys, ``dns_tunnel``); a decoy
+    its name held alone is named as found there."""
+    for name, place in zip(found.seen, found.where, strict=True):
+        if name not in record["decoy_seen"]:
+            record["decoy_seen"].append(name)
+            named = prefix + place.removeprefix("dns:")
+            if named not in record["decoy_where"]:
+                record["decoy_where"].append(named)
     if found.tunnel:
         record["dns_tunnel"] = True
