@@ -179,6 +179,7 @@ class _Stream:
         self.joined = b""  # the data's latest bytes, every label
         self.uncounted = b""  # the same without counters
         self.tunnel = _Tunnel() if tunnel else None
+        self.recent: set[str] = set()  # decoys the last search found (in its overlap)
         self.last: tuple[bytes, ...] = ()  # the last name's labels, folded
         self.last_types: set[int] = set()  # the types asked for it since
 
@@ -319,7 +320,7 @@ class NameFlow:
         keys: list[tuple[str, int | None, bytes]] = [(label, None, parent)]
         if pid is not None:
             keys.append((label, pid, parent))
-        searched: list[bytes] = []
+        searched: dict[bytes, dict[str, str]] = {}
         hits: dict[str, str] = {}
         tunnel = False
         for key in keys:
@@ -330,12 +331,21 @@ class NameFlow:
             regions, data = stream.add(left)
             if stream.tunnel is not None:
                 tunnel = stream.tunnel.add(data)
+            found: dict[str, str] = {}
             for region in regions:
-                if len(region) < SLICE or region in searched:
+                if len(region) < SLICE:
                     continue
-                searched.append(region)
-                for name, encoding in self.matcher.find(region, fold_case=True):
+                if region in searched:
+                    found.update(searched[region])
+                    continue
+                searched[region] = dict(self.matcher.find(region, fold_case=True))
+                found.update(searched[region])
+            # A slice the last search found may still be in this one's overlap: the query
+            # that completed it was named then.
+            for name, encoding in found.items():
+                if name not in stream.recent:
                     hits.setdefault(name, encoding)
+            stream.recent = set(found)
         seen = sorted(hits, key=lambda n: self._order.get(n, len(self._order)))
         where = [f"dns:joined+{hits[n]}" for n in seen]
         return FlowResult(seen, where, tunnel)

@@ -88,7 +88,7 @@ def test_a_decoy_sent_in_chunks_of_any_size_is_found_joined(
     assert all(w.startswith("dns:joined+") for w in found[0][1])
 
 
-def test_only_the_query_that_completes_the_slice_and_later_ones_carry_the_decoy() -> None:
+def test_the_query_that_completes_the_slice_carries_the_decoy_and_the_next_not() -> None:
     token = next(d for d in DECOYS if d.name == "GITHUB_TOKEN")
     flow = NameFlow(MATCHER)
     results = [follow(flow, n) for n in names(token.value.encode().hex(), 8, None)]
@@ -97,6 +97,7 @@ def test_only_the_query_that_completes_the_slice_and_later_ones_carry_the_decoy(
     assert first == 4
     assert results[first].seen == ["GITHUB_TOKEN"]
     assert results[first].where == ["dns:joined+hex"]
+    assert results[first + 1].seen == []  # the overlap holds the slice, found already
 
 
 def test_random_chunks_carry_no_decoy() -> None:
