@@ -244,6 +244,7 @@ def main() -> int:
             "board",
             "output",
             "bodies",
+            "dns",
         ],
     )
     args = parser.parse_args()
@@ -286,6 +287,10 @@ def main() -> int:
         from bench.bodies import bench_bodies
 
         bench_bodies(args.rounds + 1)
+    if args.only in (None, "dns"):
+        from bench.dns import bench_dns
+
+        bench_dns(5)
     return 0
 
 

@@ -28,6 +28,7 @@ import dns.rrset
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cujo_action.decoys import Decoy, DecoyMatcher
+from cujo_action.dnsflow import FlowResult, NameFlow, merge_flow
 from cujo_action.egress import Action, decide, egress_record, normalize_host, split_label
 from cujo_action.harnessproc import HarnessProcess, Spawned, read_ready, wait_for_go
 from cujo_action.procinfo import socket_owner
@@ -176,9 +177,17 @@ class NameScanner:
     """
 
     def __init__(self, decoys: Iterable[Decoy]) -> None:
-        """Build the matcher once."""
+        """Build the matcher once, and the streams names are followed in (``follow``)."""
         self.decoys = tuple(decoys)
         self.matcher = DecoyMatcher(self.decoys)
+        self.flow = NameFlow(self.matcher)
+
+    def follow(
+        self, label: str, pid: int | None, labels: Sequence[bytes], qtype: int = 1
+    ) -> FlowResult:
+        """Return what one query completes in its streams (dnsflow.py): decoys sent a few
+        characters per query, a tunnel."""
+        return self.flow.follow(label, pid, labels, qtype)
 
     def scan(self, labels: Sequence[bytes]) -> tuple[list[str], list[str]]:
         """Return (decoy names, "dns:encoding" places) found in a query name."""
@@ -418,6 +427,9 @@ class Resolver:
         )
         if asker is not None:
             record["process"] = asker.fields()
+        if query is not None:
+            pid = asker.pid if asker is not None else None
+            merge_flow(record, self.scanner.follow(label, pid, query.labels, query.qtype))
         line = json.dumps(record, separators=(",", ":")) + "\n"
         os.write(self._log_fd, line.encode())
         if query is None:

@@ -44,6 +44,7 @@ LimitId = Literal[
     "inflate-size",
     "tunnel-peek",
     "dns-reassembly",
+    "dns-streams",
     "egress-log-copy",
     "refused-packets",
     "watcher-queue",
@@ -93,8 +94,10 @@ DECODE_DEPTH: Final = 6
 DECODE_BUDGET: Final = 256 * MiB
 INFLATE_SIZE: Final = 64 * MiB
 TUNNEL_PEEK: Final = 1 * MiB
-# DNS: the labels kept per process and parent domain to search reassembled.
+# DNS: the labels kept per process and parent domain to search reassembled (dnsflow.py),
+# and how many such streams are followed at once (the latest used).
 DNS_REASSEMBLY: Final = 16 * 1024
+DNS_STREAMS: Final = 512
 EGRESS_LOG_COPY: Final = 8 * MiB
 REFUSED_PACKETS: Final = 50
 
@@ -239,10 +242,18 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=False,
         ),
         Limit(
-            "dns-reassembly", DNS_REASSEMBLY, "bytes", "cujo_action/dns.py",
+            "dns-reassembly", DNS_REASSEMBLY, "bytes", "cujo_action/dnsflow.py",
             "labels kept per process and parent domain for reassembly",
-            "the latest labels",
+            "the latest labels (each query's data is searched as it arrives, so only a "
+            "re-reading after the zone's labels change is bounded by it)",
             "older labels leave the window",
+            hides_danger=False,
+        ),
+        Limit(
+            "dns-streams", DNS_STREAMS, "streams", "cujo_action/dnsflow.py",
+            "query streams (per label, process and parent domain) followed at once",
+            "the latest used streams",
+            "the least recently used stream is forgotten, with its window and tunnel count",
             hides_danger=False,
         ),
         Limit(

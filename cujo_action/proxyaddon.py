@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cujo_action.decoys import Decoy, DecoyMatcher
+from cujo_action.dnsflow import merge_flow
 from cujo_action.doh import doh_query
 from cujo_action.egress import Action, decide, egress_record, host_allowed
 from cujo_action.limits import BODY_SIZE, MiB
@@ -243,7 +244,7 @@ class EgressAddon:
         target = req.path if tunnel is not None or req.is_http2 else req.url
         # A body refused over the limit was never held: its size is what it announced.
         size = len(raw) or _announced(req.headers.get("content-length"))
-        return egress_record(
+        record = egress_record(
             ts=time.time(),
             label=self._label(flow.client_conn),
             host=req.host,
@@ -260,6 +261,11 @@ class EgressAddon:
             unsearched=unsearched or found.unsearched,
             opaque=found.opaque,
         )
+        if doh is not None and doh.labels:
+            # A lookup followed across requests, as the resolver follows queries (dnsflow).
+            pid = process.get("pid") if process else None
+            merge_flow(record, self.names.follow(record["label"], pid, doh.labels), "doh:")
+        return record
 
     # ---- mitmproxy hooks
 

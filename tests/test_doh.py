@@ -51,3 +51,24 @@ def test_ordinary_requests_are_no_doh() -> None:
     assert doh_query("pypi.org", "/simple/six/", {}, {}, b"") is None
     assert doh_query("api.example.test", "/search", {"name": "bob"}, {}, b"") is None
     assert doh_query("dns.google", "/", {}, {"accept": "text/html"}, b"") is None
+
+
+def test_a_decoy_sent_a_few_characters_per_doh_request_is_found_joined() -> None:
+    """The proxy follows DoH names across requests as the resolver follows queries."""
+    from cujo_action.decoys import make_decoys
+    from cujo_action.dns import NameScanner
+    from cujo_action.dnsflow import merge_flow
+
+    decoys = make_decoys()
+    scanner = NameScanner(decoys)
+    data = next(d for d in decoys if d.name == "GITHUB_TOKEN").value.encode().hex()
+    places: list[str] = []
+    for i in range(0, len(data), 8):
+        encoded = base64.urlsafe_b64encode(wire(f"{data[i : i + 8]}.{i}.t.exfil.test"))
+        found = doh_query("dns.google", "/dns-query", {"dns": encoded.decode()}, {}, b"")
+        assert found is not None
+        assert scanner.scan(found.labels) == ([], [])  # no request holds a slice alone
+        record: dict[str, object] = {"decoy_seen": [], "decoy_where": []}
+        merge_flow(record, scanner.follow("tests/test", 42, found.labels), "doh:")
+        places += record["decoy_where"]  # type: ignore[arg-type]
+    assert "doh:joined+hex" in places
