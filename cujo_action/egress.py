@@ -95,7 +95,7 @@ _EARLY_PHASES = frozenset({"install", "import"})
 
 def egress_rank(record: dict[str, Any], expected_hosts: Iterable[str]) -> int:
     """Return how much a log line matters to the rules (0 most); ``expected_hosts`` as allowed."""
-    if record.get("decoy_seen") or record.get("dns_tunnel"):
+    if record.get("decoy_seen"):
         return RANK_DECOY
     unexpected = not host_allowed(str(record.get("host", "")), expected_hosts)
     if unexpected and (record.get("unsearched") or record.get("opaque")):
@@ -103,6 +103,8 @@ def egress_rank(record: dict[str, Any], expected_hosts: Iterable[str]) -> int:
     early = record.get("phase") in _EARLY_PHASES
     if record.get("dns_name") and early:
         return RANK_BYPASS  # dns-over-https: a lookup around the resolver
+    if record.get("dns_tunnel") and early:
+        return RANK_BYPASS  # dns-tunnel: critical at install and import
     if record.get("action") == "registry-write":
         return RANK_REGISTRY_WRITE if early else RANK_RUNTIME_REGISTRY_WRITE
     if host_allowed(str(record.get("host", "")), expected_hosts):
