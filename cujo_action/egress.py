@@ -103,8 +103,6 @@ def egress_rank(record: dict[str, Any], expected_hosts: Iterable[str]) -> int:
     early = record.get("phase") in _EARLY_PHASES
     if record.get("dns_name") and early:
         return RANK_BYPASS  # dns-over-https: a lookup around the resolver
-    if record.get("dns_tunnel") and early:
-        return RANK_BYPASS  # dns-tunnel: critical at install and import
     if record.get("action") == "registry-write":
         return RANK_REGISTRY_WRITE if early else RANK_RUNTIME_REGISTRY_WRITE
     if host_allowed(str(record.get("host", "")), expected_hosts):

@@ -22,7 +22,7 @@ from cujo_action.dnsflow import (
     registrable_length,
 )
 from cujo_action.egress import (
-    RANK_BYPASS,
+    RANK_DECOY,
     RANK_RUNTIME_UNEXPECTED,
     egress_from_record,
     egress_rank,
@@ -186,8 +186,12 @@ def test_dns_tunnel_is_carried_to_the_report_and_ranked_critical_early() -> None
     assert egress_from_record(record, "install:egress:1").dns_tunnel is False
     merge_flow(record, dnsflow.FlowResult([], [], True))
     assert egress_from_record(record, "install:egress:1").dns_tunnel is True
-    assert egress_rank(record, []) == RANK_BYPASS
-    assert egress_rank({**record, "phase": "test"}, []) == RANK_RUNTIME_UNEXPECTED
+    # Kept ahead of plain lines in every phase (a rule acts on it in every phase).
+    assert egress_rank(record, []) == RANK_DECOY
+    assert egress_rank({**record, "phase": "test"}, []) == RANK_DECOY
+    assert egress_rank({**record, "dns_tunnel": False, "phase": "test"}, []) == (
+        RANK_RUNTIME_UNEXPECTED
+    )
 
 
 # --------------------------------------------------------------------------- bounds
