@@ -95,7 +95,9 @@ _EARLY_PHASES = frozenset({"install", "import"})
 
 def egress_rank(record: dict[str, Any], expected_hosts: Iterable[str]) -> int:
     """Return how much a log line matters to the rules (0 most); ``expected_hosts`` as allowed."""
-    if record.get("decoy_seen"):
+    # What a rule acts on whatever the phase is kept first: no flood of plain lines can
+    # push out a decoy, a tunnel's query, or a body that could not be read.
+    if record.get("decoy_seen") or record.get("dns_tunnel"):
         return RANK_DECOY
     unexpected = not host_allowed(str(record.get("host", "")), expected_hosts)
     if unexpected and (record.get("unsearched") or record.get("opaque")):
