@@ -665,7 +665,9 @@ def test_decoys_wrapped_as_campaigns_wrap_them_are_found_and_block(reviews: Revi
         twice["decoy_seen"]
     )
     form = by_host["upload.exfil.test"]
-    assert (form["decoy_seen"], form["decoy_where"]) == (["NPM_TOKEN"], ["body:multipart+gzip"])
+    # The gzip'd part is found where it starts, inside the form or (any offset) in the body.
+    assert form["decoy_seen"] == ["NPM_TOKEN"]
+    assert form["decoy_where"] in (["body:multipart+gzip"], ["body:gzip"]), form
     (dns,) = [e for e in by_host.values() if e["route"] == "dns"]
     assert dns["host"].endswith(".dns.exfil.test")
     # 40 characters of a 1,300-character token, base32 in lower case over two labels.
