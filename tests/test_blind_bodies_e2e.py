@@ -12,30 +12,18 @@ Each must block; the benign twin, a test uploading 30 MiB of CSV, must not. Targ
 from __future__ import annotations
 
 import json
-import os
-import threading
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import pytest
-from cujorun import Cujo, Pending, Review
-from gitrepo import GitRepo
+from cujorun import Review
+from e2ecases import (
+    ISOLATION,
+    Case,
+    CaseReviews,
+    case_reviews,
+    critical_rules,
+)
 
-from cujo_action.arm import isolation_unavailable
-
-
-def _why_skip() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, nftables, the sandbox user), as on Actions"
-    return isolation_unavailable()
-
-
-REASON = _why_skip()
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.skipif(REASON is not None, reason=f"full isolation unavailable: {REASON}"),
-]
+pytestmark = ISOLATION
 
 FAST = {"install": 120, "test": 180, "smoke": 60, "probes": 60}
 CALC = "def add(a, b):\n    return a + b\n"
@@ -72,49 +60,12 @@ SCRIPTS = {
     "for i in range(2_000_000))\n"
     'urllib.request.urlopen("https://upload.example.test/csv", data=rows, timeout=120)',
 }
-
-
-class Reviews:
-    """Run each case's review once, on first use, one at a time."""
-
-    def __init__(
-        self,
-        cujo: Cujo,
-        pr_repo: Callable[..., GitRepo],
-        scratch: Callable[[str], Path],
-        installed: Path,
-    ) -> None:
-        self._cujo, self._pr_repo, self._scratch = cujo, pr_repo, scratch
-        self._installed = installed
-        self._done: dict[str, Review] = {}
-        self._lock = threading.Lock()
-
-    def get(self, name: str) -> Review:
-        with self._lock:
-            if name not in self._done:
-                script = "python - <<'PY'\n" + SCRIPTS[name].strip() + "\nPY\necho sent\n"
-                repo = self._pr_repo(f"blind-{name}", BASE, {"ci/test.sh": script})
-                argv = [str(self._installed), "review", "--repo", str(repo.path)]
-                argv += ["--base", "main", "--head", "pr"]
-                argv += ["--data-dir", str(self._cujo.data_dir), "--json"]
-                env = {k: v for k, v in os.environ.items() if not k.startswith("CUJO_")}
-                out = self._scratch(f"review-blind-{name}")
-                self._done[name] = Pending(argv, env, out, self._cujo.data_dir).wait()
-            return self._done[name]
-
-
-@pytest.fixture(scope="module")
-def reviews(
-    cujo: Cujo,
-    pr_repo: Callable[..., GitRepo],
-    tmp_path_factory: pytest.TempPathFactory,
-    installed_cujo: Path,
-) -> Reviews:
-    return Reviews(cujo, pr_repo, tmp_path_factory.mktemp, installed_cujo)
-
-
-def critical(review: Review) -> set[str]:
-    return {f["rule"] for f in review.verdict["findings"] if f["severity"] == "critical"}
+CASES = {
+    name: Case(BASE, {"ci/test.sh": "python - <<'PY'\n" + code.strip() + "\nPY\necho sent\n"})
+    for name, code in SCRIPTS.items()
+}
+reviews = case_reviews(CASES, "blind-bodies")
+Reviews = CaseReviews
 
 
 def sent(review: Review) -> dict[str, Any]:
@@ -130,7 +81,7 @@ def sent(review: Review) -> dict[str, Any]:
 def test_a_decoy_ahead_of_padding_past_the_old_budget_blocks(reviews: Reviews) -> None:
     review = reviews.get("padding")
     assert review.verdict["state"] == "blocked", str(review)
-    assert "decoy-egress" in critical(review), review.verdict["findings"]
+    assert "decoy-egress" in critical_rules(review), review.verdict["findings"]
     item = sent(review)
     assert item["decoy_seen"], item
     assert item["unsearched"] == "", item  # searched whole, not cut
@@ -139,7 +90,7 @@ def test_a_decoy_ahead_of_padding_past_the_old_budget_blocks(reviews: Reviews) -
 def test_a_gzip_run_after_a_text_run_is_inflated_and_blocks(reviews: Reviews) -> None:
     review = reviews.get("joined")
     assert review.verdict["state"] == "blocked", str(review)
-    assert "decoy-egress" in critical(review), review.verdict["findings"]
+    assert "decoy-egress" in critical_rules(review), review.verdict["findings"]
     item = sent(review)
     assert any(w.endswith("gzip") for w in item["decoy_where"]), item
 
@@ -147,7 +98,7 @@ def test_a_gzip_run_after_a_text_run_is_inflated_and_blocks(reviews: Reviews) ->
 def test_a_decoy_file_xored_and_posted_blocks_as_an_opaque_channel(reviews: Reviews) -> None:
     review = reviews.get("xor")
     assert review.verdict["state"] == "blocked", str(review)
-    assert "decoy-then-opaque-channel" in critical(review), review.verdict["findings"]
+    assert "decoy-then-opaque-channel" in critical_rules(review), review.verdict["findings"]
     item = sent(review)
     assert item["opaque"] is True, item
     assert item["decoy_seen"] == [], item  # nothing decodes it: the channel is the evidence
@@ -156,7 +107,7 @@ def test_a_decoy_file_xored_and_posted_blocks_as_an_opaque_channel(reviews: Revi
 def test_a_large_readable_upload_is_searched_whole_and_does_not_block(reviews: Reviews) -> None:
     review = reviews.get("csv")
     assert review.verdict["state"] == "clean", str(review)
-    assert critical(review) == set(), review.verdict["findings"]
+    assert critical_rules(review) == set(), review.verdict["findings"]
     item = sent(review)
     assert item["bytes_out"] > 30 << 20, item
     assert (item["decoy_seen"], item["unsearched"], item["opaque"]) == ([], "", False), item

@@ -10,30 +10,19 @@ Every name is a `.test` name the logging resolver answers itself.
 from __future__ import annotations
 
 import json
-import os
-import threading
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-from cujorun import Cujo, Pending, Review
-from gitrepo import GitRepo
+from cujorun import Review
+from e2ecases import (
+    ISOLATION,
+    CaseReviews,
+    case_reviews,
+    critical_rules,
+    findings,
+)
 
-from cujo_action.arm import isolation_unavailable
-
-
-def _why_skip() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, nftables, the sandbox user), as on Actions"
-    return isolation_unavailable()
-
-
-REASON = _why_skip()
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.skipif(REASON is not None, reason=f"full isolation unavailable: {REASON}"),
-]
+pytestmark = ISOLATION
 
 FAST = {"install": 120, "test": 120, "smoke": 60, "probes": 60}
 
@@ -115,53 +104,8 @@ CASES: dict[str, tuple[dict[str, str], dict[str, str]]] = {
     "benign-test": (project(), {"ci/test.sh": BENIGN}),
 }
 
-
-class Reviews:
-    """Run the reviews the tests ask for, one at a time, each once."""
-
-    def __init__(
-        self,
-        cujo: Cujo,
-        pr_repo: Callable[..., GitRepo],
-        scratch: Callable[[str], Path],
-        installed: Path,
-    ) -> None:
-        self._cujo, self._pr_repo, self._scratch = cujo, pr_repo, scratch
-        self._installed = installed
-        self._done: dict[str, Review] = {}
-        self._lock = threading.Lock()
-
-    def get(self, name: str) -> Review:
-        """Return the finished review of case ``name`` (run now if it has not been)."""
-        with self._lock:
-            if name not in self._done:
-                base, head = CASES[name]
-                repo = self._pr_repo(f"blind-dns-{name}", base, head)
-                argv = [str(self._installed), "review", "--repo", str(repo.path)]
-                argv += ["--base", "main", "--head", "pr"]
-                argv += ["--data-dir", str(self._cujo.data_dir), "--json"]
-                env = {k: v for k, v in os.environ.items() if not k.startswith("CUJO_")}
-                out = self._scratch(f"review-{name}")
-                self._done[name] = Pending(argv, env, out, self._cujo.data_dir).wait()
-            return self._done[name]
-
-
-@pytest.fixture(scope="module")
-def reviews(
-    cujo: Cujo,
-    pr_repo: Callable[..., GitRepo],
-    tmp_path_factory: pytest.TempPathFactory,
-    installed_cujo: Path,
-) -> Reviews:
-    return Reviews(cujo, pr_repo, tmp_path_factory.mktemp, installed_cujo)
-
-
-def findings(review: Review, rule: str) -> list[dict[str, Any]]:
-    return [f for f in review.verdict["findings"] if f["rule"] == rule]
-
-
-def critical_rules(review: Review) -> set[str]:
-    return {f["rule"] for f in review.verdict["findings"] if f["severity"] == "critical"}
+reviews = case_reviews(CASES, "blind-dns")
+Reviews = CaseReviews
 
 
 def assert_blocked_by(review: Review, rule: str) -> None:

@@ -13,32 +13,20 @@ Reviews run one at a time, each once, and need full isolation (root, as on Actio
 from __future__ import annotations
 
 import json
-import os
-import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import pytest
-from cujorun import Cujo, Pending, Review
-from gitrepo import GitRepo
+from cujorun import Review
+from e2ecases import (
+    ISOLATION,
+    Case,
+    CaseReviews,
+    case_reviews,
+    critical_rules,
+)
 
-from cujo_action.arm import isolation_unavailable
 from cujo_action.schema import DECOY_IN_OUTPUT
 
-
-def _why_skip() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, nftables, the sandbox user), as on Actions"
-    return isolation_unavailable()
-
-
-REASON = _why_skip()
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.skipif(REASON is not None, reason=f"full isolation unavailable: {REASON}"),
-]
+pytestmark = ISOLATION
 
 FAST = {"install": 180, "test": 120, "smoke": 60, "probes": 60}
 CALC = "def add(a, b):\n    return a + b\n"
@@ -97,60 +85,14 @@ print("3000 passed")
 """
 
 
-@dataclass(frozen=True)
-class Case:
-    """A pull request: base files, and the head files written over them."""
-
-    base: Mapping[str, str]
-    head: Mapping[str, str]
-
-
 CASES: dict[str, Case] = {
     "printed-plain": Case(BASE, {"ci/test.py": PLAIN}),
     "printed-summary": Case(PYTEST_BASE, {"tests/conftest.py": CONFTEST}),
     "printed-noise": Case(BASE, {"ci/test.py": NOISE}),
 }
 
-
-class Reviews:
-    """Run the reviews the tests ask for, one at a time, each once."""
-
-    def __init__(
-        self, cujo: Cujo, pr_repo: Callable[..., GitRepo], scratch: Callable[[str], Path],
-        installed: Path,
-    ) -> None:  # fmt: skip
-        self._cujo, self._pr_repo, self._scratch = cujo, pr_repo, scratch
-        self._installed = installed
-        self._done: dict[str, Review] = {}
-        self._lock = threading.Lock()
-
-    def get(self, name: str) -> Review:
-        """Return the finished review of case ``name`` (run now if it has not been)."""
-        with self._lock:
-            if name not in self._done:
-                case = CASES[name]
-                repo = self._pr_repo(f"blind-{name}", case.base, case.head)
-                argv = [str(self._installed), "review", "--repo", str(repo.path)]
-                argv += ["--base", "main", "--head", "pr"]
-                argv += ["--data-dir", str(self._cujo.data_dir), "--json"]
-                env = {k: v for k, v in os.environ.items() if not k.startswith("CUJO_")}
-                out = self._scratch(f"review-{name}")
-                self._done[name] = Pending(argv, env, out, self._cujo.data_dir).wait()
-            return self._done[name]
-
-
-@pytest.fixture(scope="module")
-def reviews(
-    cujo: Cujo,
-    pr_repo: Callable[..., GitRepo],
-    tmp_path_factory: pytest.TempPathFactory,
-    installed_cujo: Path,
-) -> Reviews:
-    return Reviews(cujo, pr_repo, tmp_path_factory.mktemp, installed_cujo)
-
-
-def critical_rules(review: Review) -> set[str]:
-    return {f["rule"] for f in review.verdict["findings"] if f["severity"] == "critical"}
+reviews = case_reviews(CASES, "blind-output")
+Reviews = CaseReviews
 
 
 def printed(review: Review, check: str = "tests") -> list[dict[str, Any]]:

@@ -15,29 +15,17 @@ Reviews run one at a time, each once. They need full isolation (root, `ip`, `nft
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 from cujorun import Cujo, Review
+from e2ecases import ISOLATION
 from gitrepo import GitRepo
 
-from cujo_action.arm import isolation_unavailable
 from cujo_action.limits import REPORT_BYTES
 
-
-def _why_skip() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, nftables, the sandbox user), as on Actions"
-    return isolation_unavailable()
-
-
-REASON = _why_skip()
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.skipif(REASON is not None, reason=f"full isolation unavailable: {REASON}"),
-]
+pytestmark = ISOLATION
 
 FAST = {"install": 120, "test": 120, "smoke": 60, "probes": 60}
 LOOKUPS = 400

@@ -9,38 +9,25 @@ under ~/.local stays clean and proven. Targets are `.test` names the resolver si
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 
-import pytest
-from cujorun import Cujo, Pending, Review
-from gitrepo import GitRepo
+from cujorun import Review
+from e2ecases import (
+    ISOLATION,
+    CaseReviews,
+    assert_blocked,
+    assert_whole,
+    case_reviews,
+    critical_rules,
+)
 from test_detection_e2e import (
     PINNED_TLS,
     STEAL,
-    assert_blocked,
-    assert_whole,
-    critical_rules,
     python,
     scripted,
 )
 
-from cujo_action.arm import isolation_unavailable
-
-
-def _why_skip() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, nftables, the sandbox user), as on Actions"
-    return isolation_unavailable()
-
-
-REASON = _why_skip()
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.skipif(REASON is not None, reason=f"full isolation unavailable: {REASON}"),
-]
+pytestmark = ISOLATION
 
 # A .pth in the user site: every later Python runs its import line.
 PTH = r"""
@@ -88,45 +75,8 @@ CASES: dict[str, tuple[Mapping[str, str], Mapping[str, str]]] = {
     "local-data": (scripted(), {"ci/install.sh": python(DATA_TREE)}),
 }
 
-
-class Reviews:
-    """Run the reviews the tests ask for, one at a time, each once."""
-
-    def __init__(
-        self,
-        cujo: Cujo,
-        pr_repo: Callable[..., GitRepo],
-        scratch: Callable[[str], Path],
-        installed: Path,
-    ) -> None:
-        self._cujo, self._pr_repo, self._scratch = cujo, pr_repo, scratch
-        self._installed = installed
-        self._done: dict[str, Review] = {}
-        self._lock = threading.Lock()
-
-    def get(self, name: str) -> Review:
-        """Return the finished review of case ``name`` (run now if it has not been)."""
-        with self._lock:
-            if name not in self._done:
-                base, head = CASES[name]
-                repo = self._pr_repo(f"blind-{name}", base, head)
-                argv = [str(self._installed), "review", "--repo", str(repo.path)]
-                argv += ["--base", "main", "--head", "pr"]
-                argv += ["--data-dir", str(self._cujo.data_dir), "--json"]
-                env = {k: v for k, v in os.environ.items() if not k.startswith("CUJO_")}
-                out = self._scratch(f"review-{name}")
-                self._done[name] = Pending(argv, env, out, self._cujo.data_dir).wait()
-            return self._done[name]
-
-
-@pytest.fixture(scope="module")
-def reviews(
-    cujo: Cujo,
-    pr_repo: Callable[..., GitRepo],
-    tmp_path_factory: pytest.TempPathFactory,
-    installed_cujo: Path,
-) -> Reviews:
-    return Reviews(cujo, pr_repo, tmp_path_factory.mktemp, installed_cujo)
+reviews = case_reviews(CASES, "blind-watch")
+Reviews = CaseReviews
 
 
 def startup_writes(review: Review, check: str = "install") -> list[str]:

@@ -15,32 +15,21 @@ as on an Actions runner; elsewhere they are skipped with the reason.
 from __future__ import annotations
 
 import json
-import os
-import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import pytest
-from cujorun import Cujo, Pending, Review
-from gitrepo import GitRepo
+from cujorun import Review
+from e2ecases import (
+    ISOLATION,
+    Case,
+    CaseReviews,
+    assert_blocked,
+    assert_whole,
+    case_reviews,
+    critical_rules,
+    findings,
+)
 
-from cujo_action.arm import isolation_unavailable
-from cujo_action.schema import CHECK_NAMES
-
-
-def _why_skip() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, nftables, the sandbox user), as on Actions"
-    return isolation_unavailable()
-
-
-REASON = _why_skip()
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.skipif(REASON is not None, reason=f"full isolation unavailable: {REASON}"),
-]
+pytestmark = ISOLATION
 
 FAST = {"install": 120, "test": 120, "smoke": 60, "probes": 60}
 CALC = "def add(a, b):\n    return a + b\n"
@@ -65,15 +54,6 @@ def scripted(install: str = "echo installed\n", test: str = "echo tested\n") -> 
         "ci/test.sh": test,
         ".cujo.yml": policy(install="bash ci/install.sh", test="bash ci/test.sh", smoke="true"),
     }
-
-
-@dataclass(frozen=True)
-class Case:
-    """A pull request: base files, and the head files written over them."""
-
-    base: Mapping[str, str]
-    head: Mapping[str, str]
-    env: Mapping[str, str] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- item 1: the job
@@ -488,85 +468,14 @@ CASES: dict[str, Case] = {
     ),
 }
 
+reviews = case_reviews(CASES, "detect")
+Reviews = CaseReviews
+
 
 # --------------------------------------------------------------------------- running
 
 
-class Reviews:
-    """Run the reviews the tests ask for, one at a time, each once."""
-
-    def __init__(
-        self,
-        cujo: Cujo,
-        pr_repo: Callable[..., GitRepo],
-        scratch: Callable[[str], Path],
-        installed: Path,
-    ) -> None:
-        self._cujo, self._pr_repo, self._scratch, self._installed = (
-            cujo,
-            pr_repo,
-            scratch,
-            installed,
-        )
-        self._done: dict[str, Review] = {}
-        self._lock = threading.Lock()
-
-    def get(self, name: str) -> Review:
-        """Return the finished review of case ``name`` (run now if it has not been)."""
-        with self._lock:
-            if name not in self._done:
-                self._done[name] = self._run(name)
-            return self._done[name]
-
-    def _run(self, name: str) -> Review:
-        case = CASES[name]
-        repo = self._pr_repo(f"detect-{name}", case.base, case.head)
-        # The harness as action.yml installs it (a wheel in a venv), not this checkout.
-        argv = [str(self._installed), "review", "--repo", str(repo.path)]
-        argv += ["--base", "main", "--head", "pr"]
-        argv += ["--data-dir", str(self._cujo.data_dir), "--json"]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CUJO_")}
-        env.update(case.env)
-        return Pending(argv, env, self._scratch(f"review-{name}"), self._cujo.data_dir).wait()
-
-
-@pytest.fixture(scope="module")
-def reviews(
-    cujo: Cujo,
-    pr_repo: Callable[..., GitRepo],
-    tmp_path_factory: pytest.TempPathFactory,
-    installed_cujo: Path,
-) -> Reviews:
-    return Reviews(cujo, pr_repo, tmp_path_factory.mktemp, installed_cujo)
-
-
 # --------------------------------------------------------------------------- reading
-
-
-def findings(review: Review, rule: str) -> list[dict[str, Any]]:
-    return [f for f in review.verdict["findings"] if f["rule"] == rule]
-
-
-def critical_rules(review: Review) -> set[str]:
-    return {f["rule"] for f in review.verdict["findings"] if f["severity"] == "critical"}
-
-
-def assert_blocked(review: Review, *rules: str) -> None:
-    """The review is blocked, exactly by ``rules``, with full isolation."""
-    verdict = review.verdict
-    assert review.code == 1, str(review)
-    assert verdict["state"] == "blocked", str(review)
-    assert verdict["isolation"] == "full", str(review)
-    assert critical_rules(review) == set(rules), verdict["findings"]
-
-
-def assert_whole(review: Review) -> None:
-    """No harness process died and no evidence was lost, in any check."""
-    for check in CHECK_NAMES:
-        report = review.report(check)
-        kinds = {o["kind"] for o in report["observations"]}
-        assert not kinds & {"harness_died", "harness_error"}, (check, report["observations"])
-        assert report["evidence_complete"] is True, (check, report)
 
 
 def said(review: Review, check: str = "tests") -> dict[str, str]:
