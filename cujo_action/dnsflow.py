@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cujo_action.decoys import SLICE, DecoyMatcher
+from cujo_action.egress import registrable_length
 from cujo_action.limits import DNS_REASSEMBLY, DNS_STREAMS
 
 # How far before a stream's new bytes each search starts: the longest encoding of a
@@ -44,12 +45,6 @@ from cujo_action.limits import DNS_REASSEMBLY, DNS_STREAMS
 SCAN_OVERLAP = 2 * SLICE + 16
 # A counter label: decimal digits, no longer than this (a zero-padded 32-bit counter).
 COUNTER_MAX = 10
-# Generic second levels under two-letter country codes (co.uk, com.au, ne.jp, gob.mx…).
-_SECOND_LEVELS = frozenset(
-    {b"co", b"com", b"net", b"org", b"ac", b"gov", b"edu", b"ne", b"or", b"go", b"gob", b"ltd",
-     b"plc", b"nic", b"mil", b"sch", b"nom"}
-)  # fmt: skip
-
 # Tunnel thresholds, per check/phase and parent domain. A test suite looks up a few
 # dozen names, hundreds of times: repeats are not new. A CDN name carries a short hash
 # (d1a2b3c4.cloudfront.net): a handful of distributions is normal, dozens of distinct
@@ -71,18 +66,6 @@ BYTES_ENTROPY_MIN = 3.5
 # New data strings remembered per label and parent domain (beyond, a repeat of a
 # forgotten one counts as new: by then the stream is a tunnel by any measure).
 DISTINCT_CAP = 4096
-
-
-def registrable_length(labels: Sequence[bytes]) -> int:
-    """Return how many labels, from the right, make the name's parent domain."""
-    if (
-        len(labels) >= 3
-        and len(labels[-1]) == 2
-        and labels[-1].isalpha()
-        and labels[-2].lower() in _SECOND_LEVELS
-    ):
-        return 3
-    return min(2, len(labels))
 
 
 def entropy(counts: Sequence[int] | dict[int, int]) -> float:

@@ -9,11 +9,12 @@ buffer launders the attack, so what could not be seen is itself evidence (DESIGN
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from cujo_action.egress import parent_domain
 from cujo_action.limits import LIMITS
-from cujo_action.schema import DECOY_IN_OUTPUT, Egress, Phase, Report
+from cujo_action.schema import DECOY_IN_OUTPUT, CheckName, Egress, Phase, Report
 
 from .hits import (
     Hit,
@@ -121,16 +122,27 @@ def _decoy_then_opaque(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]
     return hits
 
 
-def _opaque_egress(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
-    groups: dict[tuple[str, str, str], list[Egress]] = {}
+def _grouped(
+    reports: Sequence[Report], matches: Callable[[Egress], bool], key: Callable[[Egress], str]
+) -> dict[tuple[CheckName, Phase, str], list[Egress]]:
+    """Return matching egress by (check, phase, ``key``), in check order."""
+    groups: dict[tuple[CheckName, Phase, str], list[Egress]] = {}
     for report in in_check_order(reports):
         for egress in report.egress:
-            if opaque_send(egress, ctx) and not egress.decoy_seen:
-                key = (report.check, egress.phase, host_name(egress.host))
-                groups.setdefault(key, []).append(egress)
+            if matches(egress):
+                groups.setdefault((report.check, egress.phase, key(egress)), []).append(egress)
+    return groups
+
+
+def _by_host(egress: Egress) -> str:
+    return host_name(egress.host)
+
+
+def _opaque_egress(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    groups = _grouped(reports, lambda e: opaque_send(e, ctx) and not e.decoy_seen, _by_host)
     return [
         Hit(
-            check=check,  # type: ignore[arg-type]
+            check=check,
             title=(
                 f"{phase}: {plural(len(seen), 'request')} "
                 f"({', '.join(ordered(e.method for e in seen))}) to {host or '(no host)'} "
@@ -144,15 +156,10 @@ def _opaque_egress(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
 
 
 def _unsearched_egress(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
-    groups: dict[tuple[str, str, str], list[Egress]] = {}
-    for report in in_check_order(reports):
-        for egress in report.egress:
-            if egress.unsearched and not ctx.expects(egress.host):
-                key = (report.check, egress.phase, host_name(egress.host))
-                groups.setdefault(key, []).append(egress)
+    groups = _grouped(reports, lambda e: bool(e.unsearched) and not ctx.expects(e.host), _by_host)
     return [
         Hit(
-            check=check,  # type: ignore[arg-type]
+            check=check,
             title=(
                 f"{phase}: {plural(len(seen), 'request')} to {host or '(no host)'} could not "
                 f"be searched for decoys ({'; '.join(ordered(e.unsearched for e in seen))})"
@@ -163,22 +170,11 @@ def _unsearched_egress(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]
     ]
 
 
-def parent_domain(name: str) -> str:
-    """Return the last two labels of a name (where a tunnel's labels are sent)."""
-    labels = [label for label in host_name(name).split(".") if label]
-    return ".".join(labels[-2:])
-
-
 def _dns_tunnel(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
-    groups: dict[tuple[str, Phase, str], list[Egress]] = {}
-    for report in in_check_order(reports):
-        for egress in report.egress:
-            if egress.dns_tunnel:
-                key = (report.check, egress.phase, parent_domain(egress.host))
-                groups.setdefault(key, []).append(egress)
+    groups = _grouped(reports, lambda e: e.dns_tunnel, lambda e: parent_domain(e.host))
     return [
         Hit(
-            check=check,  # type: ignore[arg-type]
+            check=check,
             title=(
                 f"{phase}: many distinct high-entropy names looked up under {domain} "
                 f"(data sent as DNS labels; {plural(len(seen), 'query')} marked)"
