@@ -314,7 +314,12 @@ def _runs(data: bytes, path: tuple[str, ...]) -> Iterator[Layer]:
             decodes.sort(key=_score, reverse=True)
             if _score(decodes[0]) >= _READS_AS_TEXT:
                 best.append(decodes[0])
-                rest.extend(decodes[1:])
+                # Two header bytes can happen by chance: an alignment that looks like a
+                # stream's start never pushes out the one that reads as text.
+                text = next((d for d in decodes[1:] if _magic(d) is None), None)
+                if _magic(decodes[0]) is not None and text and _score(text) >= _READS_AS_TEXT:
+                    best.append(text)
+                rest.extend(d for d in decodes[1:] if d is not text or text not in best)
             elif len(alone) < _ALONE:
                 # None reads as text (compressed without a magic, or encrypted): any may
                 # be the one, and a stream must start its layer to be inflated.
@@ -416,7 +421,13 @@ def _magic(data: bytes) -> str | None:
         return "xz"
     if _BZIP2.match(data):
         return "bzip2"
-    if len(data) >= 2 and data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0:
+    # RFC 1950: deflate (CM 8), a window of at most 32 KiB (CINFO <= 7), FCHECK.
+    if (
+        len(data) >= 2
+        and data[0] & 0x0F == 8
+        and data[0] >> 4 <= 7
+        and (data[0] << 8 | data[1]) % 31 == 0
+    ):
         return "zlib"
     return None
 
