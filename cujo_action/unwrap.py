@@ -80,6 +80,9 @@ _READS_AS_TEXT = 0.95
 _ALONE = 16
 _PURE_HEX = re.compile(rb"[0-9A-Fa-f]+")
 _QP = re.compile(rb"=[0-9A-F]{2}|=\r?\n")
+# Runs of at least MIN_ESCAPES percent-escapes, each decoded as a layer of its own.
+MIN_ESCAPES = 16
+_ESCAPED_RUN = re.compile(rb"(?:%%[0-9A-Fa-f]{2}){%d,}" % MIN_ESCAPES)
 _JSON_ESCAPE = re.compile(rb'\\(u[0-9A-Fa-f]{4}|["\\/bfnrt])')
 _WRAP = re.compile(rb"\r?\n|\\n")
 _URLSAFE = bytes.maketrans(b"-_", b"+/")
@@ -207,6 +210,11 @@ def children(
         unquoted = unquote_to_bytes(text)
         if unquoted != text:
             yield Layer(unquoted, (*path, "url"), whole=True)
+        # Each long run of escapes on its own too: what it encodes then starts its layer
+        # (a stream without a magic, brotli, is only tried there).
+        for run in _ESCAPED_RUN.findall(text)[:_ALONE]:
+            if len(run) != len(text):
+                yield Layer(unquote_to_bytes(run), (*path, "url"))
     if b"\\" in text and _JSON_ESCAPE.search(text):
         yield Layer(json_unescape(text), (*path, "json"), whole=True)
     if b"=" in text and _has_qp(text):
@@ -221,16 +229,14 @@ def children(
             yield Layer(body, (*path, "http"), whole=True)
     for part in multipart_bodies(data):
         yield Layer(part, (*path, "multipart"), whole=True)
-    found_stream = False
     for kind, out, complete in streams(data, inflate_cap, note):
-        found_stream = True
         if not complete:
             note(f"a {kind} stream inflating past {inflate_cap // MiB} MiB")
         yield Layer(out, (*path, kind))
-    if not found_stream:
-        guessed = _guess(data, inflate_cap)
-        if guessed is not None:
-            yield Layer(guessed[1], (*path, guessed[0]))
+    # Tried even where a magic was found: in random-looking bytes a magic turns up by
+    # chance, and must not stand in for the stream that has none.
+    for kind, out in _guesses(data, inflate_cap):
+        yield Layer(out, (*path, kind))
     yield from _runs(data, path)
 
 
@@ -480,15 +486,22 @@ def _starts_stream(kind: str, head: memoryview) -> bool:
         return False
 
 
-def _guess(data: bytes, cap: int) -> tuple[str, bytes] | None:
-    """Return (kind, inflated) for a binary layer that is a stream without a magic."""
+def _guesses(data: bytes, cap: int) -> list[tuple[str, bytes]]:
+    """Return (kind, inflated) for each stream without a magic a binary layer reads as
+    (raw deflate and brotli both: one reading by chance must not hide the other)."""
     if len(data) < 16 or not _binary(data):
-        return None
+        return []
+    found = []
     for tried in ("deflate", "brotli"):
         result = _decompress(tried, data, cap, whole=True)
         if result is not None and result[0]:
-            return tried, result[0]
-    return None
+            found.append((tried, result[0]))
+    return found
+
+
+def _guess(data: bytes, cap: int) -> tuple[str, bytes] | None:
+    """Return the first stream without a magic a binary layer reads as, if any."""
+    return next(iter(_guesses(data, cap)), None)
 
 
 def _binary(data: bytes) -> bool:
@@ -582,18 +595,44 @@ def _zstd(data: bytes | memoryview, cap: int) -> tuple[bytes, bool] | None:
 def _brotli(data: bytes | memoryview, cap: int, whole: bool) -> tuple[bytes, bool] | None:
     import brotli  # noqa: PLC0415 (the proxy's own dependency, through mitmproxy)
 
+    view = memoryview(data)
     stream = brotli.Decompressor()
     out = bytearray()
-    view = memoryview(data)
     # No output limit in this brotli: a few input bytes can stand for 16 MiB out, so feed
     # a few at a time and stop at the cap.
     for start in range(0, len(view), _BROTLI_STEP):
-        out += stream.process(bytes(view[start : start + _BROTLI_STEP]))
+        try:
+            out += stream.process(bytes(view[start : start + _BROTLI_STEP]))
+        except brotli.error:
+            # The stream may have ended inside this step, with other bytes after it
+            # (text an encoder put after the stream): feed it again up to there, a byte
+            # at a time over the last step, and keep what the stream held.
+            return _brotli_ended(view, start, cap)
         if len(out) >= cap:
             return bytes(out[:cap]), False
+        if stream.is_finished():
+            return bytes(out), True
     if whole and not stream.is_finished():
         return None
     return bytes(out), True
+
+
+def _brotli_ended(view: memoryview, last: int, cap: int) -> tuple[bytes, bool] | None:
+    """Return what a brotli stream that ends inside ``view[last:last + step]`` holds."""
+    import brotli  # noqa: PLC0415
+
+    stream = brotli.Decompressor()
+    out = bytearray()
+    for start in range(0, last, _BROTLI_STEP):
+        out += stream.process(bytes(view[start : start + _BROTLI_STEP]))
+    try:
+        for at in range(last, min(last + _BROTLI_STEP, len(view))):
+            out += stream.process(bytes(view[at : at + 1]))
+            if stream.is_finished():
+                return bytes(out[:cap]), True
+    except brotli.error:
+        return None  # not a stream that ended there: corrupt, or not brotli at all
+    return None
 
 
 def decode_content(body: bytes, content_encoding: str, cap: int = INFLATE_CAP) -> bytes | None:
