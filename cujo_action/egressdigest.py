@@ -121,8 +121,6 @@ class CheckDigest:
         """Digest one log line of this check, the ``seq``-th of the log."""
         rank = egress_rank(line, self.expected)
         phase = sys.intern(str(line["phase"]))
-        size = _int(line.get("bytes_out", 0))
-        telling = rank < RANK_EXPECTED
         if line.get("action") == "forwarded" and not line.get("decoy_seen"):
             fkey = (phase, str(line.get("host")), sys.intern(str(line.get("method"))))
             kind = self.forwarded.get(fkey)
@@ -131,7 +129,6 @@ class CheckDigest:
                 # first ``max_entries`` of them can ever be in the report.
                 keep = line if len(self.forwarded) < self.max_entries else None
                 kind = self.forwarded[fkey] = _Kind((rank, 0.0, seq), keep, phase)
-                self._grew()
         else:
             self.lines += 1
             ts = line.get("ts", 0)
@@ -140,10 +137,13 @@ class CheckDigest:
                 self.single.append((key, line))
             kind = self._alike_kind(line, key, phase)
         kind.count += 1
-        kind.bytes += size
-        kind.telling += telling
+        kind.bytes += _int(line.get("bytes_out", 0))
+        kind.telling += rank < RANK_EXPECTED
         if self.single is not None and self.lines + len(self.forwarded) > self.max_entries:
             self.single = None  # folded from now on: the kinds say it all
+        # Counted first: the kind just made may be the one evicted.
+        if len(self.kinds) + len(self.forwarded) > self.cap:
+            self._evict()
 
     def _alike_kind(self, line: dict[str, Any], key: Key, phase: str) -> _Kind:
         """Return the kind ``line`` folds into, with ``line`` as its first if it sorts first."""
@@ -156,7 +156,6 @@ class CheckDigest:
         if kind is None:
             kind = self.kinds[akey] = _Kind(key, line if may_lead else None, phase)
             self.held += may_lead
-            self._grew()
         elif key < kind.key:
             self.held += may_lead - (kind.first is not None)
             kind.key, kind.first = key, line if may_lead else None
@@ -176,10 +175,6 @@ class CheckDigest:
             if kind.first is not None and kind.key > self.threshold:
                 kind.first = None
                 self.held -= 1
-
-    def _grew(self) -> None:
-        if len(self.kinds) + len(self.forwarded) > self.cap:
-            self._evict()
 
     def _evict(self) -> None:
         """Count only the least telling kinds, down to a share of the cap."""
