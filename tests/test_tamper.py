@@ -342,6 +342,29 @@ def test_the_blocked_summary_quotes_the_loss_inertly(tmp_path: Path) -> None:
     assert f"`{found.lost[0].why}`" in after.summary
 
 
+def test_a_flooded_log_the_harness_streamed_reconciles_with_the_relays_reading(
+    tmp_path: Path,
+) -> None:
+    # Over the report's cap: requests folded and dropped by the harness's streamed digest,
+    # recomputed by the relay from the bundle's copy, must agree to the byte.
+    flood = [line(f"h{n % 700}.cdn.test", n=n) for n in range(1_500)]
+    flood += [line(f"s{n}.sink.test", decoy=False, n=n).replace(b'"forwarded"', b'"sunk"')
+              for n in range(600)]  # fmt: skip
+    harness = Harness(tmp_path / "b", [*flood, line("collector.exfil.test", decoy=True, n=9_999)])
+    folder = harness.write()
+    install = {r.check: r for r in read_bundle(folder, run_id=RUN).reports}["install"]
+    assert install.egress[0].decoy_seen == ["NPM_TOKEN"]
+    assert [c.limit for c in install.cuts] == ["report-egress"]
+
+    assert reconciled(folder, harness.record()).lost == []
+
+    data = json.loads((folder / "install.json").read_text())
+    rewrite_report(folder, "install", egress=data["egress"][:-1])
+    assert [x.evidence_id for x in reconciled(folder, harness.record()).lost] == [
+        "install:egress:1"
+    ]
+
+
 # --------------------------------------------------------------------------- fitted reports
 
 SPREAD = [
