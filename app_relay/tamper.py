@@ -15,6 +15,7 @@ and the bundle stands on its own seals as before.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -26,8 +27,8 @@ from app_relay.bundle import Bundle
 from app_relay.decide.verdict import MAX_EVIDENCE, Finding, Verdict
 from app_relay.inert import code_span
 from cujo_action import schema
-from cujo_action.bundle import MAX_EVIDENCE_LOG, egress_for
-from cujo_action.egress import parse_egress_log
+from cujo_action.bundle import MAX_EVIDENCE_LOG
+from cujo_action.egressdigest import read_egress
 from cujo_action.ledger import Record, digest, item_digest, read_record
 from cujo_action.reportfit import egress_kept_faithfully
 from cujo_action.schema import DecoyEvent, Egress, Manifest, Observation, Report
@@ -175,11 +176,11 @@ def _unfaithful_egress(bundle: Bundle, copy: bytes | None, record: Record) -> li
         copy = b""
     if len(copy) >= MAX_EVIDENCE_LOG:
         return []  # capped: the harness read more than the bundle holds
-    lines, _ = parse_egress_log(copy)
-    allow = bundle.plan.policy.egress_allow
+    # The same streamed digest the harness made of the whole log.
+    egress = read_egress(io.BytesIO(copy), bundle.plan.policy.egress_allow)
     lost = []
     for report in bundle.reports:
-        expected, _ = egress_for(report.check, lines, allow)
+        expected = egress.fit(report.check).entries
         if not _faithful(expected, report):
             first = report.egress[0].id if report.egress else f"{report.check}:egress:1"
             lost.append(

@@ -245,6 +245,7 @@ def main() -> int:
             "output",
             "bodies",
             "dns",
+            "egresslog",
         ],
     )
     args = parser.parse_args()
@@ -291,6 +292,10 @@ def main() -> int:
         from bench.dns import bench_dns
 
         bench_dns(5)
+    if args.only in (None, "egresslog"):
+        from bench.egresslog import bench_egresslog
+
+        bench_egresslog(args.rounds + 1)
     return 0
 
 

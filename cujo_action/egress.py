@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal, NamedTuple, get_args
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import IO, Any, Literal, NamedTuple, get_args
 
+from cujo_action.limits import EGRESS_LOG_LINE
 from cujo_action.schema import (
     ALL_CHECKS,
     MAX_SHORT,
@@ -19,7 +21,8 @@ from cujo_action.schema import (
 
 # The policy the proxy (proxy.py) and the resolver (dns.py) apply, and the one log line
 # format both append to ``run_dir/evidence/egress.jsonl``, read back by bundle.py. Pure:
-# no I/O here, so the harness processes and the bundler cannot disagree.
+# no I/O here beyond reading a stream it is given, so the harness processes, the bundler
+# and the relay cannot disagree.
 
 _PHASES: tuple[str, ...] = get_args(Phase)
 
@@ -225,24 +228,47 @@ _RECORD_KEYS = frozenset(
 )
 
 
+BadLine = Literal["bad", "long"]
+
+
+def read_egress_log(
+    stream: IO[bytes], labels: set[str] | None = None
+) -> Iterator[dict[str, Any] | BadLine]:
+    """Yield each record of the egress log in ``stream``, "bad" or "long" for other lines."""
+    # Line by line, never whole: a pull request that floods the log cannot grow the
+    # reader's memory. A line over EGRESS_LOG_LINE is skipped to its end unread ("long").
+    while chunk := stream.readline(EGRESS_LOG_LINE + 1):
+        if len(chunk) > EGRESS_LOG_LINE and not chunk.endswith(b"\n"):
+            while chunk and not chunk.endswith(b"\n"):
+                chunk = stream.readline(EGRESS_LOG_LINE + 1)
+            yield "long"
+            continue
+        # As bytes.splitlines on the whole log: a stray carriage return splits too.
+        for line in chunk.splitlines():
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                yield "bad"
+                continue
+            if not isinstance(record, dict) or not record.keys() >= _RECORD_KEYS:
+                yield "bad"
+                continue
+            if labels is None or record["label"] in labels:
+                yield record
+
+
 def parse_egress_log(data: bytes, labels: set[str] | None = None) -> EgressLog:
     """Return the records of an egress log's bytes (only ``labels`` when given), bad lines."""
     # A missing log is an error, not "no egress": read it with read_bytes, which raises.
     records: list[dict[str, Any]] = []
     bad = 0
-    for line in data.splitlines():
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
+    for item in read_egress_log(io.BytesIO(data), labels):
+        if isinstance(item, dict):
+            records.append(item)
+        else:
             bad += 1
-            continue
-        if not isinstance(record, dict) or not record.keys() >= _RECORD_KEYS:
-            bad += 1
-            continue
-        if labels is None or record["label"] in labels:
-            records.append(record)
     return EgressLog(records, bad)
 
 

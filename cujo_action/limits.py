@@ -46,6 +46,8 @@ LimitId = Literal[
     "dns-reassembly",
     "dns-streams",
     "egress-log-copy",
+    "egress-digest",
+    "egress-log-line",
     "refused-packets",
     "watcher-queue",
     "exec-guard-queue",
@@ -99,6 +101,13 @@ TUNNEL_PEEK: Final = 1 * MiB
 DNS_REASSEMBLY: Final = 16 * 1024
 DNS_STREAMS: Final = 512
 EGRESS_LOG_COPY: Final = 8 * MiB
+# The egress log is read as a stream (egressdigest.py), keeping per check one digest of
+# each kind of line the rules cannot tell apart: at most this many kinds. A whole record
+# with a kind of its own takes at least 180 bytes, so only a log of 11 MiB or more for
+# one check alone can reach it, never one the bundle's copy holds whole.
+EGRESS_DIGEST: Final = 65_536
+# One line of the egress log as read: the harness writes lines of a few KiB at most.
+EGRESS_LOG_LINE: Final = 1 * MiB
 REFUSED_PACKETS: Final = 50
 
 
@@ -262,6 +271,23 @@ LIMITS: Final[dict[str, Limit]] = {
             "the head of the log; the reports and the job log's record hold the rest",
             "the seal names the log's full size",
             hides_danger=False,
+        ),
+        Limit(
+            "egress-digest", EGRESS_DIGEST, "kinds of lines", "cujo_action/egressdigest.py",
+            "kinds of egress log lines (alike to the rules, or one decoy-bearing line each) "
+            "digested per check while the log streams",
+            "decoy-bearing and rule-triggering lines (by egress_rank), then the earliest",
+            "the least telling kinds are only counted, into the report-egress cut; if "
+            "decoy-bearing lines alone are over it, they are counted and the cut says so",
+            hides_danger=True,
+            flood=True,
+        ),
+        Limit(
+            "egress-log-line", EGRESS_LOG_LINE, "bytes", "cujo_action/egress.py",
+            "one line of the egress log as read",
+            "the lines within it",
+            "the line is skipped unread and counted; the check is unproven",
+            hides_danger=True,
         ),
         Limit(
             "refused-packets", REFUSED_PACKETS, "entries", "cujo_action/checks/harness.py",

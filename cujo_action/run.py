@@ -38,7 +38,7 @@ from cujo_action.bundle import (
 )
 from cujo_action.checks.harness import write_report
 from cujo_action.dns import ResolverError
-from cujo_action.egress import parse_egress_log
+from cujo_action.egressdigest import read_egress
 from cujo_action.jail import JailError
 from cujo_action.prepare import PrepareError, prepare
 from cujo_action.proxy import ProxyError
@@ -519,11 +519,12 @@ def _bundle(
     if faults.untrusted:
         # A log that changed after its seal is not read at all: nothing in it counts.
         return refuse()
-    lines, bad = parse_egress_log(log.read_bytes())
+    # Streamed into a bounded digest per check: a flooded log cannot exhaust memory.
+    allow = plan.policy.egress_allow
+    with log.open("rb") as stream:
+        egress = read_egress(stream, allow, checks=[r.check for r in reports])
     for report in reports:
-        final = attach_egress(
-            report, lines, proxy_ok=proxy_ok, bad_lines=bad, egress_allow=plan.policy.egress_allow
-        )
+        final = attach_egress(report, egress, proxy_ok=proxy_ok, egress_allow=allow)
         write_report(final, report_path(out, report.check))
     (out / "plan.json").write_text(plan.model_dump_json(by_alias=True, indent=2))
     copy_evidence(log, out)

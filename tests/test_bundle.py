@@ -11,6 +11,7 @@ from bundlefactory import make_report
 from app_relay.decide.rules import RuleContext, apply_rules
 from cujo_action.bundle import attach_egress, egress_for
 from cujo_action.egress import egress_rank, egress_record, order_egress
+from cujo_action.egressdigest import digest_records
 from cujo_action.limits import REPORT_BYTES
 from cujo_action.reportfit import fit_report, report_bytes
 from cujo_action.schema import (
@@ -79,7 +80,7 @@ def flood(n: int, *, label: str, **kw: Any) -> list[dict[str, Any]]:
 def blocked(check: str, lines: list[dict[str, Any]]) -> tuple[list[str], bool]:
     """Return the critical rules that fire on ``check``'s report, and whether egress fit."""
     report = make_report(check, run_id="r", base_sha="b" * 40, head_sha="a" * 40)
-    final = attach_egress(report, lines, proxy_ok=True, bad_lines=0)
+    final = attach_egress(report, digest_records(lines), proxy_ok=True)
     found = apply_rules([final], RuleContext())
     return [f.rule for f in found if f.severity == "critical"], final.evidence_complete
 
@@ -176,9 +177,8 @@ def test_within_a_rank_lines_keep_their_time_order() -> None:
 
 def test_egress_over_its_cap_is_a_cut_that_hides_danger_when_a_dropped_line_was_telling() -> None:
     report = make_report("install", run_id="r", base_sha="b" * 40, head_sha="a" * 40)
-    final = attach_egress(
-        report, flood(MAX_EGRESS + 100, label="install/install"), proxy_ok=True, bad_lines=0
-    )
+    lines = flood(MAX_EGRESS + 100, label="install/install")
+    final = attach_egress(report, digest_records(lines), proxy_ok=True)
     (cut,) = final.cuts
     assert (cut.limit, cut.kept, cut.dropped, cut.phase, cut.hides_danger) == (
         "report-egress",
@@ -193,7 +193,12 @@ def test_egress_over_its_cap_is_a_cut_that_hides_danger_when_a_dropped_line_was_
 def test_egress_over_its_cap_that_only_expected_hosts_saw_hides_nothing() -> None:
     report = make_report("tests", run_id="r", base_sha="b" * 40, head_sha="a" * 40)
     lines = flood(MAX_EGRESS + 20, label="tests/test", action="refused")
-    final = attach_egress(report, lines, proxy_ok=True, bad_lines=0, egress_allow=["*.flood.test"])
+    final = attach_egress(
+        report,
+        digest_records(lines, ["*.flood.test"]),
+        proxy_ok=True,
+        egress_allow=["*.flood.test"],
+    )
     (cut,) = final.cuts
     assert (cut.limit, cut.dropped, cut.hides_danger) == ("report-egress", 20, False)
     assert final.evidence_complete
@@ -201,7 +206,7 @@ def test_egress_over_its_cap_that_only_expected_hosts_saw_hides_nothing() -> Non
 
 def test_a_dead_proxy_and_cut_off_lines_are_named_as_cuts() -> None:
     report = make_report("tests", run_id="r", base_sha="b" * 40, head_sha="a" * 40)
-    final = attach_egress(report, [], proxy_ok=False, bad_lines=3)
+    final = attach_egress(report, digest_records([], bad_lines=3), proxy_ok=False)
     assert [(c.limit, c.dropped, c.hides_danger) for c in final.cuts] == [
         ("harness-process", 1, True),
         ("harness-process", 3, True),
@@ -250,7 +255,7 @@ def test_an_inflated_report_is_fitted_to_its_budget_and_keeps_what_blocks() -> N
     )
     lines = [*(odd_line(n) for n in range(600)), odd_line(600, decoys=("NPM_TOKEN",))]
 
-    final = attach_egress(report, lines, proxy_ok=True, bad_lines=0)
+    final = attach_egress(report, digest_records(lines), proxy_ok=True)
 
     assert report_bytes(final) <= REPORT_BYTES
     assert final.observations == notes  # the job's log holds each by digest
@@ -269,9 +274,8 @@ def test_an_inflated_report_is_fitted_to_its_budget_and_keeps_what_blocks() -> N
 
 def test_a_report_within_its_budget_is_not_touched() -> None:
     report = make_report("install", run_id="r", base_sha="b" * 40, head_sha="a" * 40)
-    final = attach_egress(
-        report, [line("pypi.org", action="forwarded")], proxy_ok=True, bad_lines=0
-    )
+    egress = digest_records([line("pypi.org", action="forwarded")])
+    final = attach_egress(report, egress, proxy_ok=True)
     assert final.cuts == []
     assert final.evidence_complete
     assert fit_report(final) is final

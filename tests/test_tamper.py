@@ -9,6 +9,7 @@ tests/test_relay_e2e.py (a bundle rewritten after the fact is blocked).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from app_relay.decide.verdict import Finding, ModelUse, Verdict
 from app_relay.tamper import CRITICAL_KINDS, reconcile, record_verdict, with_tampering
 from cujo_action import bundle as harness_bundle
 from cujo_action.bundle import attach_egress, write_failure, write_manifest
-from cujo_action.egress import parse_egress_log
+from cujo_action.egressdigest import read_egress
 from cujo_action.ledger import begin_line, egress_line, end_line, item_line
 from cujo_action.reportfit import fit_report, report_bytes
 from cujo_action.schema import (
@@ -82,7 +83,7 @@ class Harness:
         out.mkdir(parents=True, exist_ok=True)
         plan = make_plan(run_id=RUN, base_sha=BASE, head_sha=HEAD, policy=Policy())
         (out / "plan.json").write_text(plan.model_dump_json(by_alias=True))
-        lines, bad = parse_egress_log(self.log)
+        egress = read_egress(io.BytesIO(self.log))
         for check in CHECK_NAMES:
             over: dict[str, Any] = {}
             if check == "tests":
@@ -90,7 +91,7 @@ class Harness:
             if check == "install":
                 over["observations"] = [BASHRC]
             report = make_report(check, run_id=RUN, base_sha=BASE, head_sha=HEAD, **over)
-            final = attach_egress(report, lines, proxy_ok=True, bad_lines=bad)
+            final = attach_egress(report, egress, proxy_ok=True)
             (out / f"{check}.json").write_text(final.dump())
         (out / "evidence").mkdir(exist_ok=True)
         data = self.log if copy is None else copy
@@ -339,6 +340,29 @@ def test_the_blocked_summary_quotes_the_loss_inertly(tmp_path: Path) -> None:
     after = with_tampering(before, found)
 
     assert f"`{found.lost[0].why}`" in after.summary
+
+
+def test_a_flooded_log_the_harness_streamed_reconciles_with_the_relays_reading(
+    tmp_path: Path,
+) -> None:
+    # Over the report's cap: requests folded and dropped by the harness's streamed digest,
+    # recomputed by the relay from the bundle's copy, must agree to the byte.
+    flood = [line(f"h{n % 700}.cdn.test", n=n) for n in range(1_500)]
+    flood += [line(f"s{n}.sink.test", decoy=False, n=n).replace(b'"forwarded"', b'"sunk"')
+              for n in range(600)]  # fmt: skip
+    harness = Harness(tmp_path / "b", [*flood, line("collector.exfil.test", decoy=True, n=9_999)])
+    folder = harness.write()
+    install = {r.check: r for r in read_bundle(folder, run_id=RUN).reports}["install"]
+    assert install.egress[0].decoy_seen == ["NPM_TOKEN"]
+    assert [c.limit for c in install.cuts] == ["report-egress"]
+
+    assert reconciled(folder, harness.record()).lost == []
+
+    data = json.loads((folder / "install.json").read_text())
+    rewrite_report(folder, "install", egress=data["egress"][:-1])
+    assert [x.evidence_id for x in reconciled(folder, harness.record()).lost] == [
+        "install:egress:1"
+    ]
 
 
 # --------------------------------------------------------------------------- fitted reports
