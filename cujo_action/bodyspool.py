@@ -18,8 +18,9 @@ cannot show whole is taken from the file as a whole:
 * a compressed stream that starts in a window and runs past it is inflated from the file
   at its offset (capped) and its output searched in windows too.
 
-The decode budget (``limits.DECODE_BUDGET``) is shared: each window gets its share of it
-in proportion to its size within ``BODY_SIZE``.
+Each window is one input to the matcher, with the whole decode budget
+(``limits.DECODE_BUDGET``): its decodings are dropped before the next window is read, so
+the proxy holds one window and its decodings at a time.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from cujo_action.decoys import DecoyMatcher
-from cujo_action.limits import BODY_SIZE, DECODE_BUDGET, INFLATE_SIZE, MiB
+from cujo_action.limits import BODY_SIZE, INFLATE_SIZE, MiB
 from cujo_action.unwrap import _STREAM_START, MAX_STREAMS, _magic, _starts_stream
 
 # What is searched at once: a body up to it whole (as any part), a larger one in windows.
@@ -351,13 +352,7 @@ class _Walk:
 
     def _search_window(self, window: bytes, prefix: str) -> None:
         self.windows += 1
-        budget = self.matcher.budget
-        # The decode budget is shared out by size, so a body's windows spend at most it.
-        self.matcher.budget = max(DECODE_BUDGET * len(window) // BODY_SIZE, 1 * MiB)
-        try:
-            found = self.matcher.find(window, judge_opacity=self.judge and not prefix)
-        finally:
-            self.matcher.budget = budget
+        found = self.matcher.find(window, judge_opacity=self.judge and not prefix)
         self.result.add(found, prefix)
         if self.matcher.unsearched:
             self.result.cut(self.matcher.unsearched)
