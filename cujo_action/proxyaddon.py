@@ -24,26 +24,20 @@ import asyncio
 import json
 import logging
 import os
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cujo_action.bodyspool import OVER_LIMIT_REASON, Spool, search_spool, spool_dir
+from cujo_action.bodyspool import OVER_LIMIT_REASON, Spool, spool_dir
 from cujo_action.decoys import Decoy, DecoyMatcher
-from cujo_action.dnsflow import merge_flow
-from cujo_action.doh import doh_query
-from cujo_action.egress import Action, decide, egress_record, host_allowed
+from cujo_action.egress import Action, decide, host_allowed
 from cujo_action.procinfo import socket_owner
 from cujo_action.proxy import (
     CA_CERT_NAME,
     PEEK_CAP,
-    RAW_METHOD,
     REGISTRY_WRITE_BODY,
     REGISTRY_WRITE_STATUS,
-    TUNNEL_METHOD,
     NameBook,
     ProxyConfig,
     header_block,
@@ -52,39 +46,14 @@ from cujo_action.proxy import (
     scan,
     transparent_name,
 )
+from cujo_action.proxyrecord import Tunnel, flow_record, tunnel_record
 from cujo_action.proxysink import Sink
-from cujo_action.unwrap import decode_content
 
 logger = logging.getLogger("cujo.proxy")
 
-# Methods whose body is judged for opacity (egress.opaque): what sends data somewhere.
-SENDS = frozenset({"POST", "PUT", "PATCH"})
 # Encodings of a decoy are at most this many times its length (``\u00XX`` JSON escapes):
 # windows of a large body overlap by that much of the longest decoy.
 _ENCODED_GROWTH = 8
-
-
-@dataclass
-class _Tunnel:
-    """What is known about one CONNECT tunnel or transparent connection until it closes."""
-
-    label: str
-    host: str
-    port: int
-    connect_bytes: int
-    connect_parts: list[tuple[str, bytes]]
-    sni: str | None = None
-    peeks: dict[int, bytes] = field(default_factory=dict)
-    logged: bool = False
-    refused: bool = False
-    # A transparent connection: host and port are its original destination, and name
-    # the host the resolver gave that address out for (None: the client had an address).
-    transparent: bool = False
-    name: str | None = None
-    # The client's address and port as the proxy sees them, and, once looked up (while
-    # the client is alive: at its TLS hello, or when a raw channel is refused), its process.
-    peer: tuple[str, int] | None = None
-    process: dict[str, Any] | None = None
 
 
 class EgressAddon:
@@ -112,7 +81,7 @@ class EgressAddon:
         self.names = NameScanner(self.matcher.decoys)
         # Who holds each plain client connection (by its id), looked up while it waits.
         self._processes: dict[str, dict[str, Any] | None] = {}
-        self.tunnels: dict[str, _Tunnel] = {}
+        self.tunnels: dict[str, Tunnel] = {}
         self._names = NameBook(config.names_path) if config.names_path is not None else None
         # One write() per line on an O_APPEND descriptor: a killed proxy leaves whole
         # lines behind, at worst a cut last one.
@@ -158,39 +127,9 @@ class EgressAddon:
         line = json.dumps(record, separators=(",", ":")) + "\n"
         os.write(self._log_fd, line.encode())
 
-    async def _log_tunnel(self, tunnel: _Tunnel, action: Action) -> None:
+    async def _log_tunnel(self, tunnel: Tunnel, action: Action) -> None:
         tunnel.logged = True  # now, so no other hook logs it while it is searched
-        self._write(await self._off_loop(self._tunnel_record, tunnel, action))
-
-    def _tunnel_record(self, tunnel: _Tunnel, action: Action) -> dict[str, Any]:
-        parts = [*tunnel.connect_parts]
-        if tunnel.sni:
-            parts.append(("sni", tunnel.sni.encode()))
-        peeked = b"".join(tunnel.peeks.values())
-        parts.append(("tcp", peeked))
-        found = scan(self.matcher, parts)
-        # A transparent connection's host is an address; the SNI, if any, is the name,
-        # else the name the client looked up to get that address.
-        if tunnel.transparent:
-            host = tunnel.sni or tunnel.name or tunnel.host
-        else:
-            host = tunnel.host or tunnel.sni or ""
-        tunnel.logged = True
-        return egress_record(
-            ts=time.time(),
-            label=tunnel.label,
-            host=host or "",
-            port=tunnel.port,
-            method=RAW_METHOD if tunnel.transparent else TUNNEL_METHOD,
-            url=f"{tunnel.name or tunnel.host}:{tunnel.port}",
-            bytes_out=tunnel.connect_bytes + len(peeked),
-            action=action,
-            decoy_seen=found.seen,
-            decoy_where=found.where,
-            route="direct" if tunnel.transparent else "proxy",
-            process=tunnel.process,
-            unsearched=found.unsearched,
-        )
+        self._write(await self._off_loop(tunnel_record, self.matcher, tunnel, action))
 
     async def _log_flow(
         self, flow: Any, action: Action, unsearched: str = "", spool: Spool | None = None
@@ -205,94 +144,12 @@ class EgressAddon:
             process = await self._process(_peer(flow.client_conn))
         try:
             record = await self._off_loop(
-                self._flow_record, flow, action, unsearched, process, spool
+                flow_record, self, flow, action, unsearched, process, spool
             )
         finally:
             if spool is not None:
                 spool.remove()
         self._write(record)
-
-    def _flow_record(
-        self,
-        flow: Any,
-        action: Action,
-        unsearched: str,
-        process: dict[str, Any] | None,
-        spool: Spool | None = None,
-    ) -> dict[str, Any]:
-        # A sunk request was rewritten to reach the sink: logged as the client sent it.
-        req = flow.metadata.get("cujo_original") or flow.request
-        tunnel = self.tunnels.get(flow.client_conn.id)
-        raw = req.raw_content or b""
-        parts = [("url", req.url.encode()), ("header", header_block(req.headers.fields))]
-        judge = ("body",) if req.method in SENDS else ()
-        coding = req.headers.get("content-encoding")
-        if spool is None:
-            # The body as its Content-Encoding says to read it: undone here, capped
-            # (mitmproxy would inflate without a cap); as sent when that fails (the search
-            # then unwraps whatever compression it recognises).
-            decoded = decode_content(raw, coding) if coding else None
-            body: bytes | None = raw if decoded is None else decoded
-            parts.append(("body", body or b""))
-            found = scan(self.matcher, parts, judge=judge)
-            seen, where = found.seen, found.where
-            body_unsearched, opaque = found.unsearched, found.opaque
-            size = len(raw)
-        else:
-            found = scan(self.matcher, parts)
-
-            def whole(data: bytes) -> tuple[list[str], list[str], str, bool]:
-                got = scan(self.matcher, [("body", data)], judge=judge)
-                return got.seen, got.where, got.unsearched, got.opaque
-
-            searched = search_spool(
-                self.matcher, spool, coding, judge=bool(judge), overlap=self.overlap,
-                scan_whole=whole,
-            )  # fmt: skip
-            seen = found.seen + [n for n in searched.seen if n not in found.seen]
-            where = found.where + [w for w in searched.where if w not in found.where]
-            body_unsearched = found.unsearched or searched.unsearched
-            opaque = searched.opaque
-            body = searched.whole
-            size = spool.received
-        # A DNS-over-HTTPS lookup is named as one, and its name searched as the resolver
-        # searches names (labels joined, case folded where the encoding allows).
-        doh = doh_query(
-            req.host,
-            req.path.partition("?")[0],
-            dict(req.query.items()),
-            {k.lower(): v for k, v in req.headers.items()},
-            body or b"",
-        )
-        if doh is not None and doh.labels:
-            names, places = self.names.scan(doh.labels)
-            seen += [n for n in names if n not in seen]
-            where += [p.replace("dns:", "doh:", 1) for p in places if p not in where]
-        # Inside a tunnel the request line carried the path; a plain proxied request
-        # carried the absolute URL.
-        target = req.path if tunnel is not None or req.is_http2 else req.url
-        record = egress_record(
-            ts=time.time(),
-            label=self._label(flow.client_conn),
-            host=req.host,
-            port=req.port,
-            method=req.method,
-            url=req.url,
-            bytes_out=request_size(req.method, target, req.http_version, req.headers.fields, size),
-            action=action,
-            decoy_seen=seen,
-            decoy_where=where,
-            route="direct" if tunnel is not None and tunnel.transparent else "proxy",
-            dns_name=doh.name if doh is not None else "",
-            process=process,
-            unsearched=unsearched or body_unsearched,
-            opaque=opaque,
-        )
-        if doh is not None and doh.labels:
-            # A lookup followed across requests, as the resolver follows queries (dnsflow).
-            pid = process.get("pid") if process else None
-            merge_flow(record, self.names.follow(record["label"], pid, doh.labels), "doh:")
-        return record
 
     # ---- mitmproxy hooks
 
@@ -331,7 +188,7 @@ class EgressAddon:
         self._searcher.shutdown(wait=True)
         for tunnel in self.tunnels.values():
             if not tunnel.logged:
-                self._write(self._tunnel_record(tunnel, "refused"))
+                self._write(tunnel_record(self.matcher, tunnel, "refused"))
         self.tunnels.clear()
         self.sink.close()
         os.close(self._log_fd)
@@ -345,7 +202,7 @@ class EgressAddon:
             return
         # mitmproxy put the SO_ORIGINAL_DST address in sockname before this hook.
         host, port = client.sockname[0], client.sockname[1]
-        self.tunnels[client.id] = _Tunnel(
+        self.tunnels[client.id] = Tunnel(
             label=self._label(client),
             host=host,
             port=port,
@@ -360,7 +217,7 @@ class EgressAddon:
     async def http_connect(self, flow: Any) -> None:
         """Remember a CONNECT; log it now only if the CONNECT itself carries a decoy."""
         req = flow.request
-        tunnel = _Tunnel(
+        tunnel = Tunnel(
             label=self._label(flow.client_conn),
             host=req.host,
             port=req.port,
@@ -392,7 +249,7 @@ class EgressAddon:
             # closes its socket, and then no process holds it.
             await self._who(tunnel)
 
-    async def _who(self, tunnel: _Tunnel) -> None:
+    async def _who(self, tunnel: Tunnel) -> None:
         """Name the sandbox process holding a tunnel, once."""
         if tunnel.process is None and tunnel.peer is not None:
             tunnel.process = await self._process(tunnel.peer)
