@@ -24,6 +24,21 @@ list: its last two labels (``exfil.test``, ``example.com``), three when the last
 two-letter country code under a generic second level (``evil.co.uk``, ``x.com.au``).
 A miss there merges streams (all of ``co.zz``), never splits one: static labels are
 still left out, so the reassembly holds.
+
+At most ``limits.DNS_STREAMS`` streams of each kind (by parent domain; by process and
+parent domain) are followed at once; past that the least recently used of that kind is
+forgotten, with what it held. That is loud: a later query that comes back to a
+forgotten stream (its process and parent domain, or its parent domain alone) is logged
+``unsearched``, naming how many streams its check/phase forgot, and the rule
+``unsearched-egress`` makes it critical when its host is not expected. An attacker who
+cycles through hundreds of parent domains between chunks to make the reassembly forget
+is named so. A benign suite is not: it must ask for hundreds of distinct parent domains
+between two queries under one of them, and the query that comes back must be to a host
+it was not allowed, which an ordinary suite's look-ups of its registries and a few test
+hosts never are. A process's stream forgotten (hundreds of processes, one look-up each)
+marks nothing while its parent domain's stream is followed and no other process asked
+under it since (that stream then holds the same data); a one-off stream forgotten and
+never asked again marks nothing.
 """
 
 from __future__ import annotations
@@ -165,6 +180,7 @@ class _Stream:
         self.recent: set[str] = set()  # decoys the last search found (in its overlap)
         self.last: tuple[bytes, ...] = ()  # the last name's labels, folded
         self.last_types: set[int] = set()  # the types asked for it since
+        self.last_pid: int | None = None  # who asked last (a parent domain's stream)
 
     def repeats(self, left: tuple[bytes, ...], qtype: int) -> bool:
         """Return whether a query asks again for the last name (A, then AAAA; a retry)."""
@@ -259,6 +275,9 @@ class _Stream:
         return regions
 
 
+Streams = OrderedDict[tuple[str, int | None, bytes], "_Stream"]
+
+
 @dataclass(frozen=True)
 class FlowResult:
     """What following one query found: decoys (names, places), and whether it is a tunnel."""
@@ -266,6 +285,15 @@ class FlowResult:
     seen: list[str]
     where: list[str]  # "dns:joined+<encoding>", one per decoy in ``seen``
     tunnel: bool
+    # Streams of this query's check/phase forgotten so far, when the query continues one
+    # of them (0 otherwise): what it completed may have begun in what was forgotten.
+    forgotten: int = 0
+
+
+# Streams forgotten are remembered by one bit each of a table this large: a query that
+# comes back to one is named (``FlowResult.forgotten``). A collision names a query that
+# lost nothing: the table fails loud, never silent, and stays 256 KiB whatever is asked.
+FORGOTTEN_BITS = 1 << 21
 
 
 class NameFlow:
@@ -275,20 +303,40 @@ class NameFlow:
         """Search with ``matcher``; keep at most ``max_streams`` streams (the latest used)."""
         self.matcher = matcher
         self.max_streams = max_streams
-        self.streams: OrderedDict[tuple[str, int | None, bytes], _Stream] = OrderedDict()
+        # Streams by parent domain alone, and by process too, each kind kept apart: a
+        # process per look-up (curl in a loop) forgets other processes' streams only.
+        self._kinds: tuple[Streams, Streams] = (OrderedDict(), OrderedDict())
         self.evicted = 0  # streams forgotten to stay within max_streams
+        self.evicted_by_label: dict[str, int] = {}
+        self._forgotten = bytearray(FORGOTTEN_BITS // 8)
         self._order = {d.name: i for i, d in enumerate(matcher.decoys)}
 
-    def _stream(self, key: tuple[str, int | None, bytes]) -> _Stream:
-        stream = self.streams.get(key)
-        if stream is None:
-            stream = self.streams[key] = _Stream(tunnel=key[1] is None)
-            while len(self.streams) > self.max_streams:
-                self.streams.popitem(last=False)
-                self.evicted += 1
-        else:
-            self.streams.move_to_end(key)
-        return stream
+    def _bit(self, key: tuple[str, int | None, bytes]) -> tuple[int, int]:
+        at = hash(key) % FORGOTTEN_BITS
+        return at >> 3, 1 << (at & 7)
+
+    @property
+    def streams(self) -> dict[tuple[str, int | None, bytes], _Stream]:
+        """Return every stream followed now."""
+        return {**self._kinds[0], **self._kinds[1]}
+
+    def _stream(self, key: tuple[str, int | None, bytes]) -> tuple[_Stream, bool]:
+        """Return the stream of ``key`` and whether it was forgotten before (now anew)."""
+        streams = self._kinds[key[1] is not None]
+        stream = streams.get(key)
+        if stream is not None:
+            streams.move_to_end(key)
+            return stream, False
+        byte, bit = self._bit(key)
+        forgotten = bool(self._forgotten[byte] & bit)
+        stream = streams[key] = _Stream(tunnel=key[1] is None)
+        while len(streams) > self.max_streams:
+            old, _ = streams.popitem(last=False)
+            self.evicted += 1
+            self.evicted_by_label[old[0]] = self.evicted_by_label.get(old[0], 0) + 1
+            byte, bit = self._bit(old)
+            self._forgotten[byte] |= bit
+        return stream, forgotten
 
     def follow(
         self, label: str, pid: int | None, labels: Sequence[bytes], qtype: int = 1
@@ -306,8 +354,17 @@ class NameFlow:
         searched: dict[bytes, dict[str, str]] = {}
         hits: dict[str, str] = {}
         tunnel = False
+        resumed = False
         for key in keys:
-            stream = self._stream(key)
+            stream, forgotten = self._stream(key)
+            if key[1] is None:
+                # The parent domain's stream holds its tunnel count, and this process's
+                # data unless another process asked under it since.
+                resumed |= forgotten
+                interleaved = stream.last_pid != pid
+                stream.last_pid = pid
+            else:
+                resumed |= forgotten and interleaved
             if stream.repeats(left, qtype):
                 tunnel |= stream.tunnel is not None and stream.tunnel.marked
                 continue
@@ -331,12 +388,13 @@ class NameFlow:
             stream.recent = set(found)
         seen = sorted(hits, key=lambda n: self._order.get(n, len(self._order)))
         where = [f"dns:joined+{hits[n]}" for n in seen]
-        return FlowResult(seen, where, tunnel)
+        count = self.evicted_by_label.get(label, 0) if resumed else 0
+        return FlowResult(seen, where, tunnel, count)
 
 
 def merge_flow(record: dict[str, Any], found: FlowResult, prefix: str = "dns:") -> None:
-    """Add to a log line what following its query found (decoys, ``dns_tunnel``); a decoy
-    its name held alone is named as found there."""
+    """Add to a log line what following its query found (decoys, ``dns_tunnel``, a stream
+    forgotten: ``unsearched``); a decoy its name held alone is named as found there."""
     for name, place in zip(found.seen, found.where, strict=True):
         if name not in record["decoy_seen"]:
             record["decoy_seen"].append(name)
@@ -345,3 +403,13 @@ def merge_flow(record: dict[str, Any], found: FlowResult, prefix: str = "dns:") 
                 record["decoy_where"].append(named)
     if found.tunnel:
         record["dns_tunnel"] = True
+    if found.forgotten and not record.get("unsearched"):
+        record["unsearched"] = forgotten_reason(found.forgotten)
+
+
+def forgotten_reason(count: int) -> str:
+    """Return why a query continuing a forgotten stream was not searched whole."""
+    return (
+        f"DNS reassembly forgot this stream: {count} streams of this phase forgotten "
+        f"past the limit of {DNS_STREAMS}"
+    )

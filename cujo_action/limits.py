@@ -216,10 +216,11 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=True,
         ),
         Limit(
-            "body-size", BODY_SIZE, "bytes", "cujo_action/proxy.py",
-            "one request body the proxy reads",
-            "the whole body up to the cap, streamed to disk",
-            "the request is logged unsearched: unsearched-egress to an unexpected host",
+            "body-size", BODY_SIZE, "bytes", "cujo_action/bodyspool.py",
+            "one request body the proxy stores (streamed to its own disk) and searches",
+            "the whole body up to the cap, streamed to disk, searched in windows",
+            "the rest is read and dropped; the request is logged unsearched "
+            "(unsearched-egress to an unexpected host), a sunk one answered 413 at once",
             hides_danger=True,
         ),
         Limit(
@@ -262,8 +263,10 @@ LIMITS: Final[dict[str, Limit]] = {
             "dns-streams", DNS_STREAMS, "streams", "cujo_action/dnsflow.py",
             "query streams (per label, process and parent domain) followed at once",
             "the latest used streams",
-            "the least recently used stream is forgotten, with its window and tunnel count",
-            hides_danger=False,
+            "the least recently used stream is forgotten, with its window and tunnel count; "
+            "a later query continuing a forgotten stream is logged unsearched "
+            "(unsearched-egress to an unexpected host)",
+            hides_danger=True,
         ),
         Limit(
             "egress-log-copy", EGRESS_LOG_COPY, "bytes", "cujo_action/bundle.py",

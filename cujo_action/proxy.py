@@ -28,7 +28,6 @@ from cujo_action.egress import (
     split_label,
 )
 from cujo_action.harnessproc import HarnessProcess, Spawned, read_ready, wait_for_go
-from cujo_action.limits import BODY_SIZE
 from cujo_action.schema import (
     MAX_SHORT,
     REGISTRY_HOSTS,
@@ -78,10 +77,10 @@ from cujo_action.schema import (
 # tcp (the bytes a tunnel carried when it produced no request); each with the encodings
 # undone to find the decoy (``unwrap.py``: "body:gzip+base64"). ``unsearched`` (only when
 # set) says why part of a request was not searched: its body over the proxy's limit
-# (``limits.BODY_SIZE``: refused with a 413), or a decoding cap (``unwrap.py``: depth,
-# budget, a stream inflating past its cap). ``opaque: true``: a POST, PUT or PATCH body
-# that reads as nothing once decoded (``opacity.py``). A CONNECT whose own request carries
-# a decoy (say in Proxy-Authorization) is logged at once, as "sunk".
+# (``limits.BODY_SIZE``: the rest not stored, a sunk request answered 413), or a decoding
+# cap (``unwrap.py``: depth, budget, a stream inflating past its cap). ``opaque: true``: a
+# POST, PUT or PATCH body that reads as nothing once decoded (``opacity.py``). A CONNECT
+# whose own request carries a decoy (say in Proxy-Authorization) is logged at once, as "sunk".
 #
 # Importing this module does not import mitmproxy; only the proxy process pays for that.
 
@@ -441,9 +440,8 @@ async def _serve(config: ProxyConfig) -> None:
     )
     host = f"[{config.listen_host}]" if ":" in config.listen_host else config.listen_host
 
-    from cujo_action.proxyaddon import EgressAddon, limit_request_bodies  # noqa: PLC0415
+    from cujo_action.proxyaddon import EgressAddon  # noqa: PLC0415
 
-    limit_request_bodies()
     master: Any = Master(options.Options())
     defaults: Any = addons.default_addons
     # Our addon goes last: its next_layer hook must see mitmproxy's choice.
@@ -463,8 +461,8 @@ async def _serve(config: ProxyConfig) -> None:
         ssl_verify_upstream_trusted_ca=str(config.upstream_ca),
         onboarding=False,
         http3=False,
-        # Request bodies only (limit_request_bodies): what the proxy holds of one.
-        body_size_limit=f"{BODY_SIZE}b",
+        # No body_size_limit: request bodies stream to disk (proxyaddon.requestheaders),
+        # capped there; responses come only from allowed hosts (a large package).
     )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

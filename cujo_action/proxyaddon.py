@@ -7,9 +7,15 @@ functions and its objects are typed loosely.
 Nothing here may block the event loop, which serves every sandbox connection: a body's
 search (up to ``limits.BODY_SIZE`` and all its decodings) runs on one worker thread, one
 body at a time so the proxy's memory stays bounded, and the /proc reads that name a
-socket's process run on threads of their own. A request body over ``BODY_SIZE`` is
-refused by mitmproxy before it is held (``limit_request_bodies``): it is logged with
-``unsearched`` naming the limit, the client gets a 413 and the proxy serves on.
+socket's process run on threads of their own.
+
+No request body is held in memory: from ``requestheaders`` on, mitmproxy streams it
+(``flow.request.stream``) to a spool file of the proxy's own (``bodyspool.py``), searched
+in windows once complete. A forwarded request's chunks go on to its allowed host as they
+come; a sunk one's go nowhere, its request being sent to the proxy's own answering server
+(``proxysink.py``) with an empty body. Past ``BODY_SIZE`` nothing more is stored: the
+request is logged with ``unsearched`` naming the limit, a sunk one is answered 413, and
+the proxy serves on.
 """
 
 from __future__ import annotations
@@ -18,26 +24,20 @@ import asyncio
 import json
 import logging
 import os
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cujo_action.bodyspool import OVER_LIMIT_REASON, Spool, spool_dir
 from cujo_action.decoys import Decoy, DecoyMatcher
-from cujo_action.dnsflow import merge_flow
-from cujo_action.doh import doh_query
-from cujo_action.egress import Action, decide, egress_record, host_allowed
-from cujo_action.limits import BODY_SIZE, MiB
+from cujo_action.egress import Action, decide, host_allowed
 from cujo_action.procinfo import socket_owner
 from cujo_action.proxy import (
     CA_CERT_NAME,
     PEEK_CAP,
-    RAW_METHOD,
     REGISTRY_WRITE_BODY,
     REGISTRY_WRITE_STATUS,
-    TUNNEL_METHOD,
     NameBook,
     ProxyConfig,
     header_block,
@@ -46,60 +46,14 @@ from cujo_action.proxy import (
     scan,
     transparent_name,
 )
-from cujo_action.unwrap import decode_content
+from cujo_action.proxyrecord import Tunnel, flow_record, tunnel_record
+from cujo_action.proxysink import Sink
 
 logger = logging.getLogger("cujo.proxy")
 
-# Methods whose body is judged for opacity (egress.opaque): what sends data somewhere.
-SENDS = frozenset({"POST", "PUT", "PATCH"})
-# What mitmproxy says when it refuses a body over body_size_limit (its flow error).
-_OVER_LIMIT = "body_size_limit"
-OVER_LIMIT_REASON = f"body over the proxy's limit of {BODY_SIZE // MiB} MiB"
-
-
-def limit_request_bodies() -> None:
-    """Make mitmproxy's ``body_size_limit`` refuse request bodies only.
-
-    Requests past the limit are refused before they are held (a multi-gigabyte POST
-    cannot exhaust the proxy); responses, which come only from the allowed registries,
-    stay as they were (a large package is still downloaded).
-    """
-    from mitmproxy.proxy.layers.http import HttpStream  # noqa: PLC0415
-
-    original: Callable[..., Any] = HttpStream.check_body_size
-    if getattr(original, "cujo_requests_only", False):
-        return
-
-    def check_body_size(self: Any, request: bool) -> Any:
-        if request:
-            return (yield from original(self, request))
-        return False
-
-    check_body_size.cujo_requests_only = True  # type: ignore[attr-defined]
-    HttpStream.check_body_size = check_body_size  # type: ignore[method-assign]
-
-
-@dataclass
-class _Tunnel:
-    """What is known about one CONNECT tunnel or transparent connection until it closes."""
-
-    label: str
-    host: str
-    port: int
-    connect_bytes: int
-    connect_parts: list[tuple[str, bytes]]
-    sni: str | None = None
-    peeks: dict[int, bytes] = field(default_factory=dict)
-    logged: bool = False
-    refused: bool = False
-    # A transparent connection: host and port are its original destination, and name
-    # the host the resolver gave that address out for (None: the client had an address).
-    transparent: bool = False
-    name: str | None = None
-    # The client's address and port as the proxy sees them, and, once looked up (while
-    # the client is alive: at its TLS hello, or when a raw channel is refused), its process.
-    peer: tuple[str, int] | None = None
-    process: dict[str, Any] | None = None
+# Encodings of a decoy are at most this many times its length (``\u00XX`` JSON escapes):
+# windows of a large body overlap by that much of the longest decoy.
+_ENCODED_GROWTH = 8
 
 
 class EgressAddon:
@@ -127,7 +81,7 @@ class EgressAddon:
         self.names = NameScanner(self.matcher.decoys)
         # Who holds each plain client connection (by its id), looked up while it waits.
         self._processes: dict[str, dict[str, Any] | None] = {}
-        self.tunnels: dict[str, _Tunnel] = {}
+        self.tunnels: dict[str, Tunnel] = {}
         self._names = NameBook(config.names_path) if config.names_path is not None else None
         # One write() per line on an O_APPEND descriptor: a killed proxy leaves whole
         # lines behind, at worst a cut last one.
@@ -137,6 +91,13 @@ class EgressAddon:
         # One search at a time, off the event loop: the matcher keeps its last search's
         # state, and one body's decodings at a time bound the proxy's memory.
         self._searcher = ThreadPoolExecutor(1, thread_name_prefix="cujo-search")
+        # Request bodies stream to files here (root-only, in the proxy's confdir); sunk
+        # requests are sent to the sink, which answers them once logged.
+        self.spool_dir = spool_dir(config.confdir)
+        self.sink = Sink()
+        longest = max((len(d.value) for d in config.decoys), default=64)
+        self.overlap = _ENCODED_GROWTH * longest + 64
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def _off_loop(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run a search on the search thread, leaving the event loop to other clients."""
@@ -166,41 +127,13 @@ class EgressAddon:
         line = json.dumps(record, separators=(",", ":")) + "\n"
         os.write(self._log_fd, line.encode())
 
-    async def _log_tunnel(self, tunnel: _Tunnel, action: Action) -> None:
+    async def _log_tunnel(self, tunnel: Tunnel, action: Action) -> None:
         tunnel.logged = True  # now, so no other hook logs it while it is searched
-        self._write(await self._off_loop(self._tunnel_record, tunnel, action))
+        self._write(await self._off_loop(tunnel_record, self.matcher, tunnel, action))
 
-    def _tunnel_record(self, tunnel: _Tunnel, action: Action) -> dict[str, Any]:
-        parts = [*tunnel.connect_parts]
-        if tunnel.sni:
-            parts.append(("sni", tunnel.sni.encode()))
-        peeked = b"".join(tunnel.peeks.values())
-        parts.append(("tcp", peeked))
-        found = scan(self.matcher, parts)
-        # A transparent connection's host is an address; the SNI, if any, is the name,
-        # else the name the client looked up to get that address.
-        if tunnel.transparent:
-            host = tunnel.sni or tunnel.name or tunnel.host
-        else:
-            host = tunnel.host or tunnel.sni or ""
-        tunnel.logged = True
-        return egress_record(
-            ts=time.time(),
-            label=tunnel.label,
-            host=host or "",
-            port=tunnel.port,
-            method=RAW_METHOD if tunnel.transparent else TUNNEL_METHOD,
-            url=f"{tunnel.name or tunnel.host}:{tunnel.port}",
-            bytes_out=tunnel.connect_bytes + len(peeked),
-            action=action,
-            decoy_seen=found.seen,
-            decoy_where=found.where,
-            route="direct" if tunnel.transparent else "proxy",
-            process=tunnel.process,
-            unsearched=found.unsearched,
-        )
-
-    async def _log_flow(self, flow: Any, action: Action, unsearched: str = "") -> None:
+    async def _log_flow(
+        self, flow: Any, action: Action, unsearched: str = "", spool: Spool | None = None
+    ) -> None:
         """Log one request: its process looked up and its parts searched off the loop."""
         flow.metadata["cujo_logged"] = True  # now, so the error hook does not log it again
         tunnel = self.tunnels.get(flow.client_conn.id)
@@ -209,69 +142,23 @@ class EgressAddon:
             process = tunnel.process
         else:
             process = await self._process(_peer(flow.client_conn))
-        self._write(await self._off_loop(self._flow_record, flow, action, unsearched, process))
-
-    def _flow_record(
-        self, flow: Any, action: Action, unsearched: str, process: dict[str, Any] | None
-    ) -> dict[str, Any]:
-        req = flow.request
-        tunnel = self.tunnels.get(flow.client_conn.id)
-        raw = req.raw_content or b""
-        parts = [("url", req.url.encode()), ("header", header_block(req.headers.fields))]
-        # The body as its Content-Encoding says to read it: undone here, capped (mitmproxy
-        # would inflate without a cap); as sent when that fails (the search then unwraps
-        # whatever compression it recognises).
-        coding = req.headers.get("content-encoding")
-        decoded = decode_content(raw, coding) if coding else None
-        parts.append(("body", raw if decoded is None else decoded))
-        found = scan(self.matcher, parts, judge=("body",) if req.method in SENDS else ())
-        seen, where = found.seen, found.where
-        # A DNS-over-HTTPS lookup is named as one, and its name searched as the resolver
-        # searches names (labels joined, case folded where the encoding allows).
-        doh = doh_query(
-            req.host,
-            req.path.partition("?")[0],
-            dict(req.query.items()),
-            {k.lower(): v for k, v in req.headers.items()},
-            raw if decoded is None else decoded,
-        )
-        if doh is not None and doh.labels:
-            names, places = self.names.scan(doh.labels)
-            seen += [n for n in names if n not in seen]
-            where += [p.replace("dns:", "doh:", 1) for p in places if p not in where]
-        # Inside a tunnel the request line carried the path; a plain proxied request
-        # carried the absolute URL.
-        target = req.path if tunnel is not None or req.is_http2 else req.url
-        # A body refused over the limit was never held: its size is what it announced.
-        size = len(raw) or _announced(req.headers.get("content-length"))
-        record = egress_record(
-            ts=time.time(),
-            label=self._label(flow.client_conn),
-            host=req.host,
-            port=req.port,
-            method=req.method,
-            url=req.url,
-            bytes_out=request_size(req.method, target, req.http_version, req.headers.fields, size),
-            action=action,
-            decoy_seen=seen,
-            decoy_where=where,
-            route="direct" if tunnel is not None and tunnel.transparent else "proxy",
-            dns_name=doh.name if doh is not None else "",
-            process=process,
-            unsearched=unsearched or found.unsearched,
-            opaque=found.opaque,
-        )
-        if doh is not None and doh.labels:
-            # A lookup followed across requests, as the resolver follows queries (dnsflow).
-            pid = process.get("pid") if process else None
-            merge_flow(record, self.names.follow(record["label"], pid, doh.labels), "doh:")
-        return record
+        try:
+            record = await self._off_loop(
+                flow_record, self, flow, action, unsearched, process, spool
+            )
+        finally:
+            if spool is not None:
+                spool.remove()
+        self._write(record)
 
     # ---- mitmproxy hooks
 
-    def running(self) -> None:
-        """Write the ready file once every label's port listens."""
+    async def running(self) -> None:
+        """Start the sink; write the ready file once every label's port listens."""
         from mitmproxy import ctx  # noqa: PLC0415
+
+        if not self.sink.port:
+            await self.sink.start()
 
         master: Any = ctx.master
         listening = {
@@ -301,8 +188,9 @@ class EgressAddon:
         self._searcher.shutdown(wait=True)
         for tunnel in self.tunnels.values():
             if not tunnel.logged:
-                self._write(self._tunnel_record(tunnel, "refused"))
+                self._write(tunnel_record(self.matcher, tunnel, "refused"))
         self.tunnels.clear()
+        self.sink.close()
         os.close(self._log_fd)
         self._log_fd = -1
 
@@ -314,7 +202,7 @@ class EgressAddon:
             return
         # mitmproxy put the SO_ORIGINAL_DST address in sockname before this hook.
         host, port = client.sockname[0], client.sockname[1]
-        self.tunnels[client.id] = _Tunnel(
+        self.tunnels[client.id] = Tunnel(
             label=self._label(client),
             host=host,
             port=port,
@@ -329,7 +217,7 @@ class EgressAddon:
     async def http_connect(self, flow: Any) -> None:
         """Remember a CONNECT; log it now only if the CONNECT itself carries a decoy."""
         req = flow.request
-        tunnel = _Tunnel(
+        tunnel = Tunnel(
             label=self._label(flow.client_conn),
             host=req.host,
             port=req.port,
@@ -361,7 +249,7 @@ class EgressAddon:
             # closes its socket, and then no process holds it.
             await self._who(tunnel)
 
-    async def _who(self, tunnel: _Tunnel) -> None:
+    async def _who(self, tunnel: Tunnel) -> None:
         """Name the sandbox process holding a tunnel, once."""
         if tunnel.process is None and tunnel.peer is not None:
             tunnel.process = await self._process(tunnel.peer)
@@ -420,8 +308,8 @@ class EgressAddon:
         await self._log_tunnel(tunnel, "refused")
         nextlayer.layer = TCPLayer(nextlayer.context, ignore=True)
 
-    async def request(self, flow: Any) -> None:
-        """Log a complete request; answer it here unless its host is allowed (a registry: read)."""
+    def _decide(self, flow: Any) -> Action:
+        """Return what becomes of a request (a transparent one is named first)."""
         tunnel = self.tunnels.get(flow.client_conn.id)
         fronted = False
         if tunnel is not None and tunnel.transparent:
@@ -431,35 +319,118 @@ class EgressAddon:
             # Logged, decided and (if allowed) forwarded by name, never to the made-up
             # address the client connected to.
             flow.request.data.host = name
-        action: Action = (
-            "sunk"
-            if fronted
-            else decide(
-                flow.request.host,
-                self.allow_hosts,
-                method=flow.request.method,
-                registry_hosts=self.registry_hosts,
-            )
+        if fronted:
+            return "sunk"
+        return decide(
+            flow.request.host,
+            self.allow_hosts,
+            method=flow.request.method,
+            registry_hosts=self.registry_hosts,
         )
-        if action != "forwarded":
+
+    def requestheaders(self, flow: Any) -> None:
+        """Decide a request; stream a body that may follow to a spool of the proxy's own."""
+        if flow.request.method == "CONNECT":
+            return
+        action = self._decide(flow)
+        flow.metadata["cujo_action"] = action
+        if not _may_have_body(flow.request):
+            return
+        spool = Spool(self.spool_dir)
+        flow.metadata["cujo_spool"] = spool
+        forward = action == "forwarded"
+
+        def stream(chunk: bytes) -> list[bytes]:
+            # Called with each chunk as it arrives, then with b"" at the body's end.
+            spool.streamed = True
+            over = spool.over
+            spool.feed(chunk)
+            if not forward and spool.over and not over:
+                # Past the limit: logged and answered 413 now; the rest is read and
+                # dropped. An empty chunk ends the sink's (chunked) body: it answers.
+                task = asyncio.get_running_loop().create_task(self._over_limit(flow, spool))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+                return [b""]
+            # A forwarded request's chunks go on to its (allowed) host as they come; a
+            # sunk one's nowhere: the sink gets an empty body. Never an empty chunk: sent
+            # chunked, that would end the body.
+            return [chunk] if forward and chunk else []
+
+        if not forward:
+            # mitmproxy streams only to a server it connected to: a sunk request is sent,
+            # rewritten, to the proxy's own sink, and logged as the client sent it.
+            flow.metadata["cujo_original"] = flow.request.copy()
+            token = self.sink.expect()
+            flow.metadata["cujo_sink"] = token
+            req = flow.request
+            req.scheme = "http"
+            req.host, req.port = self.sink.address
+            req.path = f"/{token}"
+            # Chunked, so the empty body's end tells the sink when to answer.
+            req.headers.pop("content-length", None)
+            req.headers["transfer-encoding"] = "chunked"
+        flow.request.stream = stream
+
+    async def _over_limit(self, flow: Any, spool: Spool) -> None:
+        """Log a sunk request whose body passed the limit, then have the sink answer 413."""
+        flow.metadata.pop("cujo_spool", None)
+        spool.close()
+        await self._log_flow(flow, "refused", OVER_LIMIT_REASON, spool)
+        self.sink.answer(flow.metadata["cujo_sink"], 413, b"")
+
+    async def request(self, flow: Any) -> None:
+        """Log a complete request; answer it here unless its host is allowed (a registry: read)."""
+        if flow.metadata.get("cujo_logged"):
+            return  # logged and answered when its body passed the limit
+        action: Action = flow.metadata.get("cujo_action") or self._decide(flow)
+        spool: Spool | None = flow.metadata.pop("cujo_spool", None)
+        token: str | None = flow.metadata.get("cujo_sink")
+        if spool is not None and not spool.streamed:
+            # The request ended with its headers (an HTTP/2 GET): nothing was streamed,
+            # so it is answered here, as it came.
+            spool.remove()
+            spool = None
+            if token is not None:
+                self.sink.forget(token)
+                flow.request = flow.metadata.pop("cujo_original")
+                del flow.metadata["cujo_sink"]
+                token = None
+        if spool is not None:
+            spool.close()
+        unsearched = OVER_LIMIT_REASON if spool is not None and spool.over else ""
+        if unsearched and action != "forwarded":
+            action = "refused"  # answered 413, as a body past the limit always was
+        status, body = (
+            (REGISTRY_WRITE_STATUS, REGISTRY_WRITE_BODY)
+            if action == "registry-write"
+            else (413, b"")
+            if action == "refused"
+            else (200, b"")
+        )
+        if token is not None:
+            # The sink answers once mitmproxy sends it the body's end, after this hook.
+            self.sink.answer(token, status, body)
+            flow.request.trailers = None
+        elif action != "forwarded":
             from mitmproxy import http  # noqa: PLC0415
 
             # A response set here is what the client gets: nothing goes upstream.
-            status, body = (
-                (REGISTRY_WRITE_STATUS, REGISTRY_WRITE_BODY)
-                if action == "registry-write"
-                else (200, b"")
-            )
             flow.response = http.Response.make(status, body, {"content-type": "text/plain"})
-        await self._log_flow(flow, action)
+        await self._log_flow(flow, action, unsearched, spool)
 
     async def error(self, flow: Any) -> None:
-        """Log a request that failed before it was complete (client gone mid-body, or a
-        body over the limit, refused by mitmproxy with a 413 before it was held)."""
+        """Log a request that failed before it was complete (the client gone mid-body)."""
+        spool: Spool | None = flow.metadata.pop("cujo_spool", None)
+        token = flow.metadata.get("cujo_sink")
+        if token is not None:
+            self.sink.forget(token)
         if flow.request is not None and not flow.metadata.get("cujo_logged"):
-            message = flow.error.msg if flow.error is not None else ""
-            over = _OVER_LIMIT in message and flow.response is None
-            await self._log_flow(flow, "refused", OVER_LIMIT_REASON if over else "")
+            if spool is not None:
+                spool.close()
+            await self._log_flow(flow, "refused", "", spool)
+        elif spool is not None:
+            spool.remove()
 
     def server_connect(self, data: Any) -> None:
         """Refuse every upstream connection but HTTP(S) to an allowed host."""
@@ -467,7 +438,11 @@ class EgressAddon:
         # (nor resolved), and a refused tunnel never reaches even an allowed one.
         host = data.server.address[0] if data.server.address else ""
         tunnel = self.tunnels.get(data.client.id)
-        if self._refuse_host(host) or (tunnel is not None and tunnel.refused):
+        if tunnel is not None and tunnel.refused:
+            data.server.error = "cujo: upstream connection refused"
+        elif self.sink.port and tuple(data.server.address or ()) == self.sink.address:
+            return  # the proxy's own sink, where sunk requests are sent (requestheaders)
+        elif self._refuse_host(host):
             data.server.error = "cujo: upstream connection refused"
 
     async def client_disconnected(self, client: Any) -> None:
@@ -481,9 +456,16 @@ class EgressAddon:
 _PROCESS_CACHE = 4096
 
 
-def _announced(length: str | None) -> int:
-    """Return a Content-Length header's value, 0 when absent or not a number."""
-    return int(length) if length is not None and length.isdigit() else 0
+def _may_have_body(request: Any) -> bool:
+    """Return whether a body may follow a request's headers."""
+    if request.is_http2 or request.is_http3:
+        return True  # said by the stream's end, after this: a bodiless one is undone
+    from mitmproxy.net.http.http1 import expected_http_body_size  # noqa: PLC0415
+
+    try:
+        return expected_http_body_size(request) != 0
+    except ValueError:
+        return False  # mitmproxy refuses such a request itself
 
 
 def _peer(client: Any) -> tuple[str, int] | None:

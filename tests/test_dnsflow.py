@@ -201,8 +201,9 @@ def test_the_window_and_the_streams_are_bounded() -> None:
     flow = NameFlow(MATCHER, max_streams=8)
     for i in range(40):
         follow(flow, f"{secrets.token_hex(30)}.{secrets.token_hex(30)}.z{i % 20}.test", pid=i % 3)
-    assert len(flow.streams) == 8
-    assert flow.evicted == 20 * 2 + 20 * 2 - 8  # a label stream and a pid stream per domain
+    assert len(flow.streams) == 8 + 8  # of each kind: by parent domain, and by process too
+    # 40 queries, each new to both kinds (z0 comes back after z19 evicted it): 40 - 8 each.
+    assert flow.evicted == (40 - 8) * 2
     flow = NameFlow(MATCHER)
     for _ in range(2000):
         follow(flow, f"{secrets.token_hex(30)}.t.exfil.test")
@@ -261,3 +262,82 @@ def test_a_name_asked_for_a_and_aaaa_is_one_look_up_and_asked_again_is_data() ->
         for qtype in (1, 28):
             seen += flow.follow(LABEL, 5, [char.encode(), b"exfil", b"test"], qtype).seen
     assert "NPM_TOKEN" in seen
+
+
+# --------------------------------------------------------------------------- forgotten streams
+
+
+def _resolve_all(tmp_path: Path, queries: list[tuple[str, str]]) -> list[dict[str, object]]:
+    """Ask the logging resolver each (label, name) in turn; return its log lines."""
+    labels = sorted({label for label, _ in queries})
+    tmp_path.mkdir(exist_ok=True)
+    config = ResolverConfig(
+        labels=labels,
+        decoys=[DecoySpec(name=d.name, value=d.value) for d in DECOYS],
+        log_path=tmp_path / "egress.jsonl",
+        ready_path=tmp_path / "ready.json",
+    )
+    resolver = Resolver(config)
+    try:
+        for n, (label, name) in enumerate(queries):
+            qname = b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0"
+            header = struct.pack("!HHHHHH", n & 0xFFFF, 0x0100, 1, 0, 0, 0)
+            assert resolver.handle(label, header + qname + b"\0\1\0\1") is not None
+    finally:
+        resolver.close()
+    return parse_egress_log(config.log_path.read_bytes()).records
+
+
+def test_cycling_parent_domains_to_make_reassembly_forget_is_named_unsearched(
+    tmp_path: Path,
+) -> None:
+    """Half a token, then more distinct parents than the streams kept, then the rest."""
+    # 32 characters of the token: each half alone is shorter than a counting slice.
+    token = next(d for d in DECOYS if d.name == "NPM_TOKEN").value[4:36].encode().hex()
+    chunks = names(token, 8, "after")
+    half = len(chunks) // 2
+    joined = _resolve_all(tmp_path / "whole", [(LABEL, q) for q in chunks])
+    assert any(r["decoy_seen"] for r in joined)  # followed whole, the chunks are found
+    flood = [f"{secrets.token_hex(4)}.a.d{i}.test" for i in range(dnsflow.DNS_STREAMS + 8)]
+    queries = [*chunks[:half], *flood, *chunks[half:]]
+    records = _resolve_all(tmp_path, [(LABEL, q) for q in queries])
+    rest = records[-(len(chunks) - half) :]
+    assert not any(r["decoy_seen"] for r in records)  # what was forgotten is gone...
+    reason = str(rest[0]["unsearched"])
+    assert reason.startswith("DNS reassembly forgot this stream")  # ...and that is said
+    assert f"limit of {dnsflow.DNS_STREAMS}" in reason
+    assert egress_rank(rest[0], []) == RANK_DECOY
+    assert egress_from_record(rest[0], "install:egress:1").unsearched == reason
+    # The flood's own one-off look-ups came back to nothing forgotten: none is marked.
+    assert not any(r.get("unsearched") for r in records[: half + len(flood)])
+    assert LIMITS["dns-streams"].hides_danger
+
+
+def test_a_suite_with_many_hosts_and_processes_marks_nothing(tmp_path: Path) -> None:
+    """Hundreds of one-off look-ups between a suite's repeated ones forget nothing it uses."""
+    flow = NameFlow(MATCHER)
+    for round_ in range(3):
+        for host in ("files.pythonhosted.org", "registry.npmjs.org", "api.github.com"):
+            assert follow(flow, host, pid=7).forgotten == 0
+        # A process per look-up (curl in a loop), each its own stream under one parent.
+        for i in range(dnsflow.DNS_STREAMS):
+            assert (
+                follow(flow, f"svc{i % 40}.db.example.test", pid=1000 + round_ * 1000 + i).forgotten
+                == 0
+            )
+    assert flow.evicted > 0  # streams were forgotten, and nothing came back to one
+
+
+def test_a_query_coming_back_to_a_forgotten_stream_says_how_many_were_forgotten() -> None:
+    flow = NameFlow(MATCHER, max_streams=4)
+    assert follow(flow, "aaaa.one.test", pid=None).forgotten == 0
+    for i in range(6):
+        follow(flow, f"bbbb.p{i}.test", pid=None, label="tests/test")
+        follow(flow, f"bbbb.q{i}.test", pid=None)
+    back = follow(flow, "cccc.one.test", pid=None)
+    assert back.forgotten == flow.evicted_by_label[LABEL] > 0
+    record: dict[str, object] = {"decoy_seen": [], "decoy_where": []}
+    merge_flow(record, back)
+    assert str(record["unsearched"]).startswith("DNS reassembly forgot this stream")
+    # Asked again while it is followed: nothing more is said.
+    assert follow(flow, "dddd.one.test", pid=None).forgotten == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import gzip
+import itertools
 import json
 import os
 import secrets
@@ -844,7 +845,8 @@ def test_a_body_over_the_limit_is_refused_logged_unsearched_and_the_proxy_serves
     blocks = BODY_SIZE // len(block) + 2
     if framing == "chunked":
         framed = "Transfer-Encoding: chunked"
-        body = (b"%x\r\n%s\r\n" % (len(block), block) for _ in range(blocks))
+        chunks = (b"%x\r\n%s\r\n" % (len(block), block) for _ in range(blocks))
+        body = itertools.chain(chunks, [b"0\r\n\r\n"])
     else:
         framed = f"Content-Length: {blocks * len(block)}"
         body = (block for _ in range(blocks))
@@ -906,3 +908,51 @@ def test_an_encrypted_upload_is_logged_opaque_and_a_readable_one_is_not(proxy: P
     for name, (_, opaque) in sent.items():
         (rec,) = proxy.records(lambda r, p=paths[name]: p in r["url"])  # type: ignore[misc]
         assert rec.get("opaque", False) is opaque, name
+
+
+def _peak_rss(pid: int) -> int:
+    """Return a process's peak resident memory (VmHWM), in bytes."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    (line,) = [ln for ln in status.splitlines() if ln.startswith("VmHWM:")]
+    return int(line.split()[1]) * 1024
+
+
+# What the proxy may hold at its peak, whatever a client sends: its own start (mitmproxy,
+# about 100 MiB) plus one search window and its decodings (bodyspool.WINDOW).
+PEAK_RSS_BOUND = 400 * MiB
+
+
+def test_a_200_mib_post_streams_to_disk_and_the_proxy_memory_stays_bounded(
+    tmp_path: Path,
+) -> None:
+    """Memory, not timing: the body never sits in the proxy; its peak RSS is bounded."""
+    decoys = make_decoys()
+    config = make_config(tmp_path, decoys)
+    handle = start_proxy(config)
+    try:
+        aws = next(d for d in decoys if d.name == "AWS_SECRET_ACCESS_KEY").value.encode()
+        block = os.urandom(1 << 20)
+        size = 200 * MiB
+        path = f"/{tag()}"
+        head = (
+            f"POST http://{SINK}{path} HTTP/1.1\r\nHost: {SINK}\r\nContent-Length: {size}\r\n\r\n"
+        )
+        body = (aws + block[len(aws) :] if i == 0 else block for i in range(size // len(block)))
+        proxy = Proxy(handle, config, decoys, tmp_path / "none.pem", None)  # type: ignore[arg-type]
+        answer = _post_raw(proxy, head, body)
+        assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+        (rec,) = proxy.wait_records(lambda r: path in r["url"])
+        assert rec["action"] == "refused"
+        assert rec["unsearched"] == f"body over the proxy's limit of {BODY_SIZE // MiB} MiB"
+        assert rec["decoy_seen"] == ["AWS_SECRET_ACCESS_KEY"]  # in what was kept
+        assert rec["bytes_out"] > BODY_SIZE
+        peak = _peak_rss(handle.process.pid)
+        print(f"proxy peak RSS after a {size // MiB} MiB POST: {peak / MiB:.0f} MiB")
+        assert peak < PEAK_RSS_BOUND
+        # Nothing is left on disk, and the proxy serves on.
+        assert list((config.confdir / "spool").iterdir()) == []
+        with session() as s:
+            resp = s.get(f"http://{SINK}/{tag()}", proxies=proxy.proxies(), timeout=10)
+        assert resp.status_code == 200
+    finally:
+        handle.stop()

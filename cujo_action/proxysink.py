@@ -1,0 +1,97 @@
+"""The proxy's own answering server, for sunk requests whose body streams to its spool.
+
+mitmproxy streams a request body only to a server connection it has opened. A request
+the proxy sinks (its host not allowed, a write to a registry) must never reach its host,
+yet its body must stream to disk rather than be held: such a request is sent, as the
+proxy's addon rewrote it, to this server on the proxy's own loopback. Its body reaches
+the spool, never this server (the stream forwards nothing); the server reads the empty
+chunked body's end (sent by mitmproxy after the addon's ``request`` hook, or by the
+addon's stream once the body passes the proxy's limit), then waits for what the addon
+decides for the request's token, set once it has logged the request, and answers that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from http import HTTPStatus
+
+# The longest request head the sink reads (mitmproxy has already parsed it once).
+HEAD_LIMIT = 1 << 20
+# The answer to a body past the proxy's limit.
+REFUSED = 413
+
+
+class Sink:
+    """Answer each request the addon sent here with what it decided for its token."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        """Listen nowhere yet (``start``)."""
+        self.host = host
+        self.port = 0
+        self.answers: dict[str, asyncio.Future[tuple[int, bytes]]] = {}
+        self._server: asyncio.Server | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """Return where the sink listens."""
+        return self.host, self.port
+
+    async def start(self) -> None:
+        """Listen on a free port of ``host``."""
+        self._server = await asyncio.start_server(self._serve, self.host, 0, limit=HEAD_LIMIT)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    def close(self) -> None:
+        """Stop listening."""
+        if self._server is not None:
+            self._server.close()
+
+    def expect(self) -> str:
+        """Return a new token: its request is answered once ``answer`` is called."""
+        token = secrets.token_hex(16)
+        self.answers[token] = asyncio.get_running_loop().create_future()
+        return token
+
+    def answer(self, token: str, status: int, body: bytes) -> None:
+        """Set what the request of ``token`` is answered with (the first answer holds)."""
+        future = self.answers.get(token)
+        if future is not None and not future.done():
+            future.set_result((status, body))
+
+    def forget(self, token: str) -> None:
+        """Drop a token no request will bring."""
+        future = self.answers.pop(token, None)
+        if future is not None and not future.done():
+            future.cancel()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            asyncio.CancelledError,
+            ConnectionError,
+            ValueError,
+        ):
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                method, target, _ = head.split(b"\r\n", 1)[0].split(b" ", 2)
+                # The body is chunked and empty: its end is what the answer waits for.
+                await reader.readuntil(b"0\r\n\r\n")
+                token = target.lstrip(b"/").decode()
+                future = self.answers.get(token)
+                if future is None:
+                    break  # not a request the addon sent here
+                status, body = await future
+                del self.answers[token]
+                phrase = HTTPStatus(status).phrase
+                # A body past the limit is refused: its client's connection ends with it.
+                close = "connection: close\r\n" if status == REFUSED else ""
+                writer.write(
+                    f"HTTP/1.1 {status} {phrase}\r\ncontent-type: text/plain\r\n{close}"
+                    f"content-length: {len(body)}\r\n\r\n".encode()
+                    + (b"" if method == b"HEAD" else body)
+                )
+                await writer.drain()
+        writer.close()
