@@ -297,6 +297,7 @@ class _Walk:
     matcher: DecoyMatcher
     judge: bool
     overlap: int
+    window: int = WINDOW
     result: BodySearch = field(default_factory=BodySearch)
     opaque_all: bool = True
     windows: int = 0
@@ -315,7 +316,7 @@ class _Walk:
         done = False
         source = iter(chunks)
         while not done:
-            while len(buf) < WINDOW:
+            while len(buf) < self.window:
                 try:
                     chunk = next(source)
                 except StopIteration:
@@ -327,25 +328,25 @@ class _Walk:
                 buf += chunk
             if not buf:
                 return
-            window = bytes(buf[:WINDOW]) if len(buf) > WINDOW else bytes(buf)
+            window = bytes(buf[: self.window]) if len(buf) > self.window else bytes(buf)
             self._search_window(window, prefix)
             if path is not None and depth == 0:
                 self._whole_streams(window, base, path, prefix)
             elif depth > 0 or path is None:
-                self._note_crossing_streams(window, done and len(buf) <= WINDOW)
-            if done and len(buf) <= WINDOW:
+                self._note_crossing_streams(window, done and len(buf) <= self.window)
+            if done and len(buf) <= self.window:
                 return
             # The next window starts a decoy's length back, or where an encoded run that
             # reaches this one's end starts, if that is within half a window.
             end = len(window)
             carry = end - self.overlap
-            run = _run_start(window, end, WINDOW // 2)
+            run = _run_start(window, end, self.window // 2)
             if run < end and window[end - 1 : end] != b"" and _RUN_BYTE.match(window[end - 1 :]):
-                if run > end - WINDOW // 2:
+                if run > end - self.window // 2:
                     carry = min(carry, run)
                 else:
                     self.result.cut(
-                        f"an encoded run over {WINDOW // 2 // MiB} MiB was searched in pieces"
+                        f"an encoded run over {self.window // 2:,} bytes was searched in pieces"
                     )
             del buf[:carry]
             base += carry
@@ -372,7 +373,7 @@ class _Walk:
         """Inflate from the file each stream that starts here and runs past the window."""
         view = memoryview(window)
         for offset, kind in self._stream_starts(window):
-            if offset >= len(window) - self.overlap and len(window) == WINDOW:
+            if offset >= len(window) - self.overlap and len(window) == self.window:
                 continue  # starts in the overlap: the next window holds its start
             if _stream_ends_within(kind, view[offset:]):
                 continue  # the window's own search inflated it whole
@@ -402,24 +403,26 @@ def search_spool(
     judge: bool,
     overlap: int,
     scan_whole: Callable[[bytes], tuple[list[str], list[str], str, bool]],
+    window: int = WINDOW,
 ) -> BodySearch:
     """Search a spooled body (``coding``: its Content-Encoding); ``scan_whole`` searches a
-    body read whole, as any part of a request is searched."""
+    body read whole, as any part of a request is searched; larger bodies are searched in
+    windows of ``window`` bytes."""
     result: BodySearch
-    if spool.stored <= WINDOW:
+    if spool.stored <= window:
         raw = spool.path.read_bytes()
         from cujo_action.unwrap import decode_content  # noqa: PLC0415
 
         decoded = decode_content(raw, coding) if coding else None
         data = raw if decoded is None else decoded
-        if len(data) <= WINDOW:
+        if len(data) <= window:
             seen, where, unsearched, opaque = scan_whole(data)
             result = BodySearch(seen, where, unsearched, opaque, data)
             if spool.over:
                 result.unsearched = OVER_LIMIT_REASON
             return result
         del raw, decoded, data
-    walk = _Walk(matcher, judge, overlap)
+    walk = _Walk(matcher, judge, overlap, window=window)
     decoded_source = _content_decoded(spool.path, coding, walk.result.cut) if coding else None
     if decoded_source is not None:
         walk.search(decoded_source)

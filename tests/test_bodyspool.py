@@ -13,7 +13,6 @@ import pytest
 
 from cujo_action.bodyspool import (
     OVER_LIMIT_REASON,
-    WINDOW,
     BodySearch,
     Spool,
     search_spool,
@@ -27,6 +26,9 @@ DECOYS = make_decoys()
 MATCHER = DecoyMatcher(DECOYS)
 AWS = next(d for d in DECOYS if d.name == "AWS_SECRET_ACCESS_KEY").value.encode()
 OVERLAP = 8 * max(len(d.value) for d in DECOYS) + 64
+# The proxy searches in windows of bodyspool.WINDOW (16 MiB); the same walk on 1 MiB
+# windows crosses as many edges in a sixteenth of the bytes.
+WINDOW = 1 * MiB
 
 
 def spooled(tmp_path: Path, body: bytes, cap: int | None = None) -> Spool:
@@ -42,7 +44,9 @@ def search(spool: Spool, coding: str | None = None, *, judge: bool = True) -> Bo
         got = scan(MATCHER, [("body", data)], judge=("body",) if judge else ())
         return got.seen, got.where, got.unsearched, got.opaque
 
-    return search_spool(MATCHER, spool, coding, judge=judge, overlap=OVERLAP, scan_whole=whole)
+    return search_spool(
+        MATCHER, spool, coding, judge=judge, overlap=OVERLAP, scan_whole=whole, window=WINDOW
+    )
 
 
 # Random bytes read as short words: text with no decoy, no encoded run, and some entropy.
