@@ -109,27 +109,30 @@ def decide(
 # what a report keeps when a check's egress is over its cap. A line that would make a
 # critical finding comes before one that would make a warning, and that before the rest,
 # so no flood of harmless lines can push out the line that blocks.
-RANK_DECOY = 0  # decoy-egress; unsearched-egress, opaque-egress and dns-tunnel alike:
-# a line the proxy could not read through is ranked with the decoy-bearing ones, since
-# what it hides may be a decoy (and the rules that read it may block).
-RANK_REGISTRY_WRITE = 1  # registry-write (install, import)
-RANK_BYPASS = 2  # proxy-bypass: around the proxy, to an unexpected host
-RANK_EARLY_UNEXPECTED = 3  # install-egress, import-egress
-RANK_RUNTIME_REGISTRY_WRITE = 4  # runtime-registry-write
-RANK_RUNTIME_UNEXPECTED = 5  # runtime-egress
-RANK_EXPECTED = 6
+RANK_DECOY = 0  # decoy-egress: before anything else, whatever floods beside it
+# unsearched-egress, opaque-egress, dns-tunnel: a line the proxy could not read through,
+# or data sent as names, may hide a decoy (and the rules that read it may block).
+RANK_UNREAD = 1
+RANK_REGISTRY_WRITE = 2  # registry-write (install, import)
+RANK_BYPASS = 3  # proxy-bypass: around the proxy, to an unexpected host
+RANK_EARLY_UNEXPECTED = 4  # install-egress, import-egress
+RANK_RUNTIME_REGISTRY_WRITE = 5  # runtime-registry-write
+RANK_RUNTIME_UNEXPECTED = 6  # runtime-egress
+RANK_EXPECTED = 7
 _EARLY_PHASES = frozenset({"install", "import"})
 
 
 def egress_rank(record: dict[str, Any], expected_hosts: Iterable[str]) -> int:
     """Return how much a log line matters to the rules (0 most); ``expected_hosts`` as allowed."""
-    # What a rule acts on whatever the phase is kept first: no flood of plain lines can
-    # push out a decoy, a tunnel's query, or a body that could not be read.
-    if record.get("decoy_seen") or record.get("dns_tunnel"):
+    # What a rule acts on whatever the phase is kept first: no flood can push out a decoy,
+    # and no flood of plain lines a tunnel's query or a body that could not be read.
+    if record.get("decoy_seen"):
         return RANK_DECOY
+    if record.get("dns_tunnel"):
+        return RANK_UNREAD
     unexpected = not host_allowed(str(record.get("host", "")), expected_hosts)
     if unexpected and (record.get("unsearched") or record.get("opaque")):
-        return RANK_DECOY
+        return RANK_UNREAD
     early = record.get("phase") in _EARLY_PHASES
     if record.get("dns_name") and early:
         return RANK_BYPASS  # dns-over-https: a lookup around the resolver

@@ -31,10 +31,11 @@ from typing import IO, Any, NamedTuple
 
 from cujo_action import limits
 from cujo_action.egress import (
-    RANK_DECOY,
     RANK_EXPECTED,
+    RANK_UNREAD,
     egress_from_record,
     egress_rank,
+    parent_domain,
     read_egress_log,
 )
 from cujo_action.schema import ALL_CHECKS, MAX_EGRESS, REGISTRY_HOSTS, Egress
@@ -69,7 +70,7 @@ class Dropped(NamedTuple):
     phase: str  # the phase most of them came from ("" when none)
     uncounted_kinds: int = 0  # lines only counted: over the digest's cap of kinds
     uncounted_telling: int = 0  # of them, lines that would have made a finding
-    uncounted_decoys: int = 0  # of them, decoy-bearing or unreadable lines (RANK_DECOY)
+    uncounted_decoys: int = 0  # of them, decoy-bearing or unreadable lines (RANK_UNREAD or less)
 
 
 NONE_DROPPED = Dropped(0, 0, "")
@@ -149,6 +150,9 @@ class CheckDigest:
         """Return the kind ``line`` folds into, with ``line`` as its first if it sorts first."""
         if line.get("decoy_seen"):
             akey: Hashable = ("decoy", key[2])  # never folded
+        elif line.get("dns_tunnel"):
+            # A tunnel's queries fold per parent domain, as its rule names them.
+            akey = ("tunnel", phase, parent_domain(str(line.get("host", ""))))
         else:
             akey = tuple(sys.intern(str(line.get(f))) for f in _ALIKE_FIELDS)
         may_lead = self.threshold is None or key < self.threshold
@@ -184,7 +188,7 @@ class CheckDigest:
         for akey, kind in ordered[keep:]:
             self.evicted += kind.count
             self.evicted_telling += kind.telling
-            if kind.key[0] == RANK_DECOY:
+            if kind.key[0] <= RANK_UNREAD:
                 self.evicted_decoys += kind.count
             self.evicted_phases[kind.phase] += kind.count
             if akey in self.kinds:

@@ -25,10 +25,10 @@ from typing import Any, Final
 from pydantic import BaseModel, ValidationError
 
 from cujo_action.egress import (
-    RANK_DECOY,
     RANK_EXPECTED,
     RANK_RUNTIME_REGISTRY_WRITE,
     RANK_RUNTIME_UNEXPECTED,
+    RANK_UNREAD,
     egress_rank,
 )
 from cujo_action.limits import LIMITS, LimitId, MiB
@@ -217,7 +217,7 @@ def _trim(report: Report, over: int, expected: list[str]) -> _Trim:
         # From here on what goes could have made a finding: the check is unproven.
         done.hides_danger = True
         drop_egress(lambda rank: rank in _WARN_RANKS, "warn-making")
-        drop_egress(lambda rank: rank > RANK_DECOY, "critical-making")
+        drop_egress(lambda rank: rank > RANK_UNREAD, "critical-making")
     if over > 0 and readers:
         gone = 0
         while over > 0 and readers:

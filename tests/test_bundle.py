@@ -10,7 +10,19 @@ from bundlefactory import make_report
 
 from app_relay.decide.rules import RuleContext, apply_rules
 from cujo_action.bundle import attach_egress, egress_for
-from cujo_action.egress import egress_rank, egress_record, order_egress
+from cujo_action.egress import (
+    RANK_BYPASS,
+    RANK_DECOY,
+    RANK_EARLY_UNEXPECTED,
+    RANK_EXPECTED,
+    RANK_REGISTRY_WRITE,
+    RANK_RUNTIME_REGISTRY_WRITE,
+    RANK_RUNTIME_UNEXPECTED,
+    RANK_UNREAD,
+    egress_rank,
+    egress_record,
+    order_egress,
+)
 from cujo_action.egressdigest import digest_records
 from cujo_action.limits import REPORT_BYTES
 from cujo_action.reportfit import fit_report, report_bytes
@@ -34,6 +46,7 @@ def line(
     ts: float = 1.0,
     decoys: tuple[str, ...] = (),
     route: str = "proxy",
+    **signals: Any,  # dns_tunnel, opaque, unsearched
 ) -> dict[str, Any]:
     return egress_record(
         ts=ts,
@@ -46,6 +59,7 @@ def line(
         action=action,  # type: ignore[arg-type]
         decoy_seen=decoys,
         decoy_where=["body:base64"] if decoys else (),
+        **signals,
         route=route,
     )
 
@@ -147,18 +161,26 @@ def test_a_decoy_is_kept_first_and_never_folded() -> None:
 @pytest.mark.parametrize(
     ("record", "rank"),
     [
-        (line("pypi.org", action="forwarded", decoys=("GITHUB_TOKEN",)), 0),
-        (line("pypi.org", method="PUT", action="registry-write"), 1),
-        (line("pypi.org", label="detonation/import", method="PUT", action="registry-write"), 1),
-        (line("203.0.113.9", label="tests/test", method="TCP", route="direct"), 2),
-        (line("collector.exfil.test"), 3),
-        (line("collector.exfil.test", label="detonation/import"), 3),
-        (line("", method="DNS"), 3),
-        (line("pypi.org", label="smoke/smoke", method="POST", action="registry-write"), 4),
-        (line("collector.exfil.test", label="probes/probe"), 5),
-        (line("pypi.org", label="tests/test", method="TCP", route="direct"), 6),
-        (line("mirror.corp.test"), 6),
-        (line("pypi.org", method="CONNECT", action="refused"), 6),
+        (line("pypi.org", action="forwarded", decoys=("GITHUB_TOKEN",)), RANK_DECOY),
+        (line("t1.exfil.test", method="DNS", route="dns", dns_tunnel=True), RANK_UNREAD),
+        (line("collector.exfil.test", method="POST", opaque=True), RANK_UNREAD),
+        (line("pypi.org", method="PUT", action="registry-write"), RANK_REGISTRY_WRITE),
+        (
+            line("pypi.org", label="detonation/import", method="PUT", action="registry-write"),
+            RANK_REGISTRY_WRITE,
+        ),
+        (line("203.0.113.9", label="tests/test", method="TCP", route="direct"), RANK_BYPASS),
+        (line("collector.exfil.test"), RANK_EARLY_UNEXPECTED),
+        (line("collector.exfil.test", label="detonation/import"), RANK_EARLY_UNEXPECTED),
+        (line("", method="DNS"), RANK_EARLY_UNEXPECTED),
+        (
+            line("pypi.org", label="smoke/smoke", method="POST", action="registry-write"),
+            RANK_RUNTIME_REGISTRY_WRITE,
+        ),
+        (line("collector.exfil.test", label="probes/probe"), RANK_RUNTIME_UNEXPECTED),
+        (line("pypi.org", label="tests/test", method="TCP", route="direct"), RANK_EXPECTED),
+        (line("mirror.corp.test"), RANK_EXPECTED),
+        (line("pypi.org", method="CONNECT", action="refused"), RANK_EXPECTED),
     ],
 )
 def test_lines_rank_by_the_rule_they_would_trigger(record: dict[str, Any], rank: int) -> None:

@@ -22,8 +22,8 @@ from cujo_action.dnsflow import (
     registrable_length,
 )
 from cujo_action.egress import (
-    RANK_DECOY,
     RANK_RUNTIME_UNEXPECTED,
+    RANK_UNREAD,
     egress_from_record,
     egress_rank,
     parse_egress_log,
@@ -187,8 +187,8 @@ def test_dns_tunnel_is_carried_to_the_report_and_ranked_critical_early() -> None
     merge_flow(record, dnsflow.FlowResult([], [], True))
     assert egress_from_record(record, "install:egress:1").dns_tunnel is True
     # Kept ahead of plain lines in every phase (a rule acts on it in every phase).
-    assert egress_rank(record, []) == RANK_DECOY
-    assert egress_rank({**record, "phase": "test"}, []) == RANK_DECOY
+    assert egress_rank(record, []) == RANK_UNREAD
+    assert egress_rank({**record, "phase": "test"}, []) == RANK_UNREAD
     assert egress_rank({**record, "dns_tunnel": False, "phase": "test"}, []) == (
         RANK_RUNTIME_UNEXPECTED
     )
@@ -306,7 +306,7 @@ def test_cycling_parent_domains_to_make_reassembly_forget_is_named_unsearched(
     reason = str(rest[0]["unsearched"])
     assert reason.startswith("DNS reassembly forgot this stream")  # ...and that is said
     assert f"limit of {dnsflow.DNS_STREAMS}" in reason
-    assert egress_rank(rest[0], []) == RANK_DECOY
+    assert egress_rank(rest[0], []) == RANK_UNREAD
     assert egress_from_record(rest[0], "install:egress:1").unsearched == reason
     # The flood's own one-off look-ups came back to nothing forgotten: none is marked.
     assert not any(r.get("unsearched") for r in records[: half + len(flood)])

@@ -21,6 +21,7 @@ from cujo_action.egress import (
     egress_rank,
     egress_record,
     order_egress,
+    parent_domain,
     parse_egress_log,
 )
 from cujo_action.egressdigest import digest_records, read_egress
@@ -75,6 +76,9 @@ def _ref_fold(
 def _ref_alike(line: dict[str, Any]) -> Hashable:
     if line.get("decoy_seen"):
         return id(line)
+    if line.get("dns_tunnel"):
+        # Changed with the digest (not in the copy): a tunnel's queries fold per domain.
+        return ("tunnel", line.get("phase"), parent_domain(str(line.get("host", ""))))
     fields = ("phase", "host", "method", "action", "route")
     return tuple(str(line.get(f)) for f in fields)
 
@@ -280,3 +284,23 @@ def test_a_200_mib_log_is_read_in_bounded_memory_and_its_last_decoy_kept(tmp_pat
     assert cuts["report-egress"].hides_danger
     assert cuts["egress-digest"].dropped > 0
     assert not final.evidence_complete
+
+
+def test_a_flood_of_tunnel_queries_never_pushes_out_the_decoy_sent_after_it() -> None:
+    # Seen end to end: 900 look-ups the resolver marked as a tunnel, then the decoy posted;
+    # ranked alike, the tunnel's lines filled the report and the decoy's was dropped.
+    def line(n: int, **extra: object) -> dict[str, object]:
+        return {"ts": float(n), "label": "install/install", "check": "install",
+                "phase": "install", "host": f"n{n}.noise{n % 97}.example.test", "port": 53,
+                "method": "DNS", "url": "dns:x", "bytes_out": 60, "action": "sunk",
+                "decoy_seen": [], "decoy_where": [], "route": "dns", **extra}  # fmt: skip
+
+    flood = [line(n, dns_tunnel=True) for n in range(900)]
+    sent = line(901, host="collector.exfil.test", method="POST", decoy_seen=["NPM_TOKEN"])
+    data = "".join(json.dumps(r) + "\n" for r in [*flood, sent]).encode()
+    kept = read_egress(io.BytesIO(data), ()).fit("install").entries
+    assert kept[0].decoy_seen == ["NPM_TOKEN"]
+    # The tunnel's queries fold into one entry for their parent domain.
+    tunnels = [e for e in kept if e.dns_tunnel]
+    assert len(tunnels) == 1
+    assert "(+899 more" in tunnels[0].url

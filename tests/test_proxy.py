@@ -28,9 +28,9 @@ import requests
 
 from cujo_action.decoys import Decoy, make_decoys
 from cujo_action.egress import (
-    RANK_DECOY,
     RANK_EXPECTED,
     RANK_RUNTIME_UNEXPECTED,
+    RANK_UNREAD,
     decide,
     egress_from_record,
     egress_rank,
@@ -280,9 +280,10 @@ def test_unsearched_opaque_and_tunnel_lines_reach_the_report_and_rank_first() ->
     assert egress_from_record(tunnel, "tests:egress:3").dns_tunnel
     item = egress_from_record(plain, "tests:egress:4")
     assert (item.unsearched, item.opaque, item.dns_tunnel) == ("", False, False)
-    # Ranked with the decoy-bearing lines: a flood of plain lines cannot push them out.
+    # Ranked right after the decoy-bearing lines: a flood of plain lines cannot push them
+    # out, and a flood of them cannot push out a decoy.
     for line in (cut, dark, tunnel):
-        assert egress_rank(line, REGISTRY_HOSTS) == RANK_DECOY
+        assert egress_rank(line, REGISTRY_HOSTS) == RANK_UNREAD
     assert egress_rank(plain, REGISTRY_HOSTS) == RANK_RUNTIME_UNEXPECTED
     # To an expected host an opaque upload is only what it is.
     assert egress_rank(dark, [*REGISTRY_HOSTS, SINK]) == RANK_EXPECTED
