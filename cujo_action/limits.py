@@ -100,6 +100,9 @@ TUNNEL_PEEK: Final = 1 * MiB
 # and how many such streams are followed at once (the latest used).
 DNS_REASSEMBLY: Final = 16 * 1024
 DNS_STREAMS: Final = 512
+# Coverage: modules (or npm dependencies) detonation imports; probes of the changed code.
+DETONATION_IMPORTS: Final = 25
+PROBE_COUNT: Final = 30
 EGRESS_LOG_COPY: Final = 8 * MiB
 # The egress log is read as a stream (egressdigest.py), keeping per check one digest of
 # each kind of line the rules cannot tell apart: at most this many kinds. A whole record
@@ -321,17 +324,17 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=True,
         ),
         Limit(
-            "detonation-imports", 25, "modules", "cujo_action/checks/detonation.py",
-            "top-level modules imported by detonation",
-            "the installed distributions' own modules first",
-            "named in the report's summary",
+            "detonation-imports", DETONATION_IMPORTS, "modules", "cujo_action/checks/detonation.py",
+            "top-level modules (or npm dependencies) imported by detonation",
+            "the first by name (npm: in package.json's order)",
+            "the rest are not imported, counted in a cut (the install itself ran them all)",
             hides_danger=False,
         ),
         Limit(
-            "probe-count", 30, "probes", "cujo_action/checks/probes.py",
+            "probe-count", PROBE_COUNT, "probes", "cujo_action/checks/probes.py",
             "probes run on the changed code",
-            "changed entry points, then changed modules",
-            "named in the report's summary",
+            "imports of changed modules, then changed entry points and scripts",
+            "the rest are not run, counted in a cut",
             hides_danger=False,
         ),
         Limit(

@@ -13,10 +13,11 @@ import shlex
 import shutil
 from pathlib import Path
 
+from cujo_action import limits
 from cujo_action.checks.harness import CheckRun, check_main
 from cujo_action.schema import Report
 
-MAX_IMPORTS = 25
+MAX_IMPORTS = limits.DETONATION_IMPORTS
 IMPORT_TIMEOUT = 60.0
 _SKIP = {"pip", "setuptools", "wheel", "pkg_resources", "_distutils_hack", "_virtualenv"}
 
@@ -38,8 +39,10 @@ for dist in m.distributions(path=[p for p in sys.path if p.startswith(sys.prefix
             elif len(parts) > 1 and parts[1] == "__init__.py":
                 names.append(parts[0])
     mods.update(n for n in names if n.isidentifier() and n not in skip)
-print("CUJO-MODULES " + json.dumps(sorted(mods)))
-""".replace("%r", repr(sorted(_SKIP)))
+# At most MAX_IMPORTS names (the line must fit the output tail the report keeps), and
+# how many there were.
+print("CUJO-MODULES " + json.dumps({"names": sorted(mods)[:%d], "total": len(mods)}))
+""".replace("%r", repr(sorted(_SKIP))).replace("%d", str(MAX_IMPORTS))
 
 
 def python_install_command(build_files: list[str]) -> str:
@@ -54,17 +57,34 @@ def python_install_command(build_files: list[str]) -> str:
     return " && ".join(f"python -m pip install -r {shlex.quote(r)}" for r in reqs)
 
 
-def parse_modules(stdout: str) -> list[str]:
-    """Return the module names the lister printed (untrusted: validated and capped)."""
+def parse_modules(stdout: str) -> tuple[list[str], int]:
+    """Return the module names the lister printed and how many it found (untrusted:
+    validated and capped)."""
     for line in reversed(stdout.splitlines()):
         if line.startswith("CUJO-MODULES "):
             try:
-                names = json.loads(line.removeprefix("CUJO-MODULES "))
+                said = json.loads(line.removeprefix("CUJO-MODULES "))
             except ValueError:
-                return []
+                return [], 0
+            names = said.get("names") if isinstance(said, dict) else None
             if isinstance(names, list):
-                return [n for n in names if isinstance(n, str) and n.isidentifier()][:MAX_IMPORTS]
-    return []
+                kept = [n for n in names if isinstance(n, str) and n.isidentifier()]
+                total = said.get("total")
+                count = total if isinstance(total, int) and total >= len(kept) else len(kept)
+                return kept[:MAX_IMPORTS], count
+    return [], 0
+
+
+def _imports_cut(run: CheckRun, found: int, what: str) -> None:
+    """Name the imports left out past MAX_IMPORTS (limits.py: detonation-imports)."""
+    if found > MAX_IMPORTS:
+        run.cut(
+            "detonation-imports",
+            dropped=found - MAX_IMPORTS,
+            kept=MAX_IMPORTS,
+            phase="import",
+            detail=f"{found} {what}; the first {MAX_IMPORTS} by name were imported",
+        )
 
 
 def _python(run: CheckRun) -> Report:
@@ -90,7 +110,8 @@ def _python(run: CheckRun) -> Report:
         cwd=empty,
         venv=venv,
     )
-    modules = parse_modules(listing.stdout_tail)
+    modules, found = parse_modules(listing.stdout_tail)
+    _imports_cut(run, found, "installed top-level modules")
     failed = []
     for module in modules:
         result = run.run(
@@ -133,7 +154,9 @@ def _node(run: CheckRun) -> Report:
         why = "timed out" if outcome.timed_out else f"failed (exit {outcome.exit_code})"
         return run.finish("failed", f"the detonation install {why}")
     deps = manifest.get("dependencies") if isinstance(manifest, dict) else None
-    names = [n for n in (deps or {}) if isinstance(n, str)][:MAX_IMPORTS]
+    every = [n for n in (deps or {}) if isinstance(n, str)]
+    _imports_cut(run, len(every), "dependencies")
+    names = every[:MAX_IMPORTS]
     for name in names:
         run.run(
             f"node -e {shlex.quote(f'require({json.dumps(name)})')}",

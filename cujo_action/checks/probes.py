@@ -8,10 +8,11 @@ import time
 import tomllib
 from pathlib import Path, PurePosixPath
 
+from cujo_action import limits
 from cujo_action.checks.harness import CheckRun, check_main
 from cujo_action.schema import Plan, Report
 
-MAX_PROBES = 30
+MAX_PROBES = limits.PROBE_COUNT
 PROBE_TIMEOUT = 60.0
 
 
@@ -49,7 +50,8 @@ def _scripts(head: Path) -> dict[str, str]:
 
 
 def probe_commands(plan: Plan) -> list[tuple[str, str]]:
-    """Return (command, what it probes) for the changed code, deterministic and capped."""
+    """Return (command, what it probes) for the changed code, deterministic (the check runs
+    the first ``MAX_PROBES``)."""
     head = Path(plan.head_dir)
     probes: list[tuple[str, str]] = []
     changed = sorted(set(plan.changed_files))
@@ -75,7 +77,7 @@ def probe_commands(plan: Plan) -> list[tuple[str, str]]:
             for name, rel in sorted(bins.items()):
                 if isinstance(rel, str) and (head / rel).is_file():
                     probes.append((f"node {shlex.quote(rel)} --help", f"bin {name}"))
-    return probes[:MAX_PROBES]
+    return probes
 
 
 def body(run: CheckRun) -> Report:
@@ -84,6 +86,15 @@ def body(run: CheckRun) -> Report:
     if plan.ecosystem == "unknown":
         return run.finish("skipped", f"nothing to probe: {plan.unproven_reason}")
     probes = probe_commands(plan)
+    if len(probes) > MAX_PROBES:
+        run.cut(
+            "probe-count",
+            dropped=len(probes) - MAX_PROBES,
+            kept=MAX_PROBES,
+            phase="probe",
+            detail=f"{len(probes)} probes of the changed code; the first {MAX_PROBES} ran",
+        )
+        probes = probes[:MAX_PROBES]
     if not probes:
         run.observe("nothing_to_probe", "no changed module or entry point to probe")
         return run.finish("ok", "no changed module or entry point to probe")
