@@ -173,10 +173,26 @@ def subnets_in_use(
 
 
 def pick_index(taken: set[int], pool: ipaddress.IPv4Network = POOL) -> int:
-    """Return the first /30 index of ``pool`` not taken, or raise NetnsError."""
-    for index in range(pool.num_addresses // 4):
-        if index not in taken:
+    """Return a /30 index of ``pool`` not taken, at random, or raise NetnsError.
+
+    Not the first free one: the kernel keeps a finished namespace's UDP conntrack
+    entries for a while (30 s and more), and one that a new namespace's DNS query matches
+    (same subnet, same source port) is DNATed to the last resolver's port, where the
+    guard refuses it: a refused packet the pull request never sent (seen when reviews
+    of hundreds of look-ups ran one after another on the first subnet).
+    """
+    count = pool.num_addresses // 4
+    free = count - len({i for i in taken if 0 <= i < count})
+    if free <= 0:
+        raise NetnsError(f"no free /30 left in {pool}")
+    # The n-th free index, n drawn uniformly: no list of 16,384 indexes is built.
+    nth = secrets.randbelow(free)
+    for index in range(count):
+        if index in taken:
+            continue
+        if nth == 0:
             return index
+        nth -= 1
     raise NetnsError(f"no free /30 left in {pool}")
 
 

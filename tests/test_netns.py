@@ -91,7 +91,12 @@ def test_subnets_in_use_reads_addresses_and_routes_in_the_pool() -> None:
     routes = [{"dst": "default"}, {"dst": "10.200.1.0/29"}, {"dst": "10.200.2.9"}]
     taken = subnets_in_use(addrs, routes, netns.POOL)
     assert taken == {0, 64, 65, 130}
-    assert pick_index(taken) == 1
+    # A free one, drawn at random (a finished namespace's conntrack entries linger).
+    picks = {pick_index(taken) for _ in range(200)}
+    assert not picks & taken
+    assert len(picks) > 100
+    tight = ipaddress.IPv4Network("10.200.0.0/28")  # four /30s, three taken
+    assert pick_index({0, 1, 3}, tight) == 2
     # A route covering the whole pool takes every /30 in it.
     tiny = ipaddress.IPv4Network("10.200.0.0/29")
     with pytest.raises(NetnsError, match="no free"):
