@@ -173,6 +173,9 @@ class _Stream:
         self.size = 0  # bytes of labels in the window
         self.positions: dict[int, _Position] = {}
         self.counter_at: int | None = None  # where the last counter was, from the right
+        # Each digit label's last value, by position: a counter is the one that went up
+        # by one (with one-character data, the data can be digits too).
+        self.numbers: dict[int, int] = {}
         self.counted = False  # whether a counter was left out since the last rebuild
         self.joined = b""  # the data's latest bytes, every label
         self.uncounted = b""  # the same without counters
@@ -228,10 +231,13 @@ class _Stream:
         if len(kept) < 2:
             return joined, joined, False
         counters = [(at, label) for at, label in kept if _is_counter(label)]
+        last, self.numbers = self.numbers, {at: int(label) for at, label in counters}
         if not counters:
             return joined, joined, False
-        same = [c for c in counters if c[0] == self.counter_at]
-        at, _ = same[0] if same else min(counters, key=lambda c: (len(c[1]), c[0]))
+        counting = [c for c in counters if last.get(c[0], -2) + 1 == int(c[1])]
+        candidates = counting or counters
+        same = [c for c in candidates if c[0] == self.counter_at]
+        at = (same or [min(candidates, key=lambda c: (len(c[1]), c[0]))])[0][0]
         self.counter_at = at
         return joined, b"".join(label for pos, label in kept if pos != at), True
 
@@ -246,6 +252,7 @@ class _Stream:
             self.joined = self.uncounted = b""
             self.counted = False
             self.counter_at = None
+            self.numbers = {}
             regions = self._extend(self.window)
         else:
             regions = self._extend((left,))

@@ -341,3 +341,13 @@ def test_a_query_coming_back_to_a_forgotten_stream_says_how_many_were_forgotten(
     assert str(record["unsearched"]).startswith("DNS reassembly forgot this stream")
     # Asked again while it is followed: nothing more is said.
     assert follow(flow, "dddd.one.test", pid=None).forgotten == 0
+
+
+def test_a_counter_before_one_digit_of_data_is_told_from_the_data() -> None:
+    # Found by the property test above: hex one character a query, a counter label before
+    # it ("7.4.t.exfil.test"); both labels are digits, and the data was taken for the
+    # counter. The counter is the label that goes up by one.
+    password = next(d for d in DECOYS if len(d.value) >= 24)
+    flow = NameFlow(MATCHER)
+    seen = [follow(flow, n).seen for n in names(password.value.encode().hex(), 1, "before")]
+    assert any(password.name in s for s in seen)
