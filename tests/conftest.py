@@ -15,6 +15,14 @@ import pgcluster
 import pytest
 from cujorun import CUJO, Cujo
 from gitrepo import GitRepo
+from hypothesis import settings
+
+# Property tests explore new examples on a developer's machine (and keep failures in
+# .hypothesis/); under CI they run a fixed set, so a build's result does not depend on
+# the draw. Run them with more examples locally to look for new counterexamples.
+settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("CI") or os.environ.get("CUJO_REQUIRE_ISOLATION"):
+    settings.load_profile("ci")
 
 # The fake GitHub (a real HTTP server on loopback) for the relay's tests.
 pytest_plugins = ["fakegithub.plugin", "coordinatorworld"]
