@@ -31,19 +31,17 @@ from cujo_action.egress import (
     RANK_UNREAD,
     egress_rank,
 )
-from cujo_action.limits import LIMITS, LimitId, MiB
+from cujo_action.limits import LimitId, MiB
 from cujo_action.schema import (
-    MAX_CUTS,
     MAX_REPORT_BYTES,
-    MAX_TEXT,
     REGISTRY_HOSTS,
-    Cut,
     Egress,
     Phase,
     Report,
     ReportError,
     clip,
     was_clipped,
+    with_cut,
 )
 
 # The most a reader takes in at all (the relay's archive already caps a file at 8 MiB):
@@ -75,21 +73,12 @@ def add_cut(
     When the report already holds ``MAX_CUTS`` cuts the last one gives way, keeping its
     ``hides_danger`` if that was set: a limit reached is never silent.
     """
-    hides = LIMITS[limit].hides_danger if hides_danger is None else hides_danger
-    cuts = list(report.cuts)
-    if len(cuts) >= MAX_CUTS:
-        hides = hides or cuts.pop().hides_danger
-    cut = Cut(
-        id=f"{report.check}:cut:{len(cuts) + 1}",
-        limit=limit,
-        phase=phase,
-        kept=kept,
-        dropped=dropped,
-        detail=clip(detail, MAX_TEXT),
-        hides_danger=hides,
-    )
-    complete = report.evidence_complete and not hides
-    return report.model_copy(update={"cuts": [*cuts, cut], "evidence_complete": complete})
+    cuts = with_cut(
+        list(report.cuts), report.check, limit,
+        dropped=dropped, kept=kept, detail=detail, phase=phase, hides_danger=hides_danger,
+    )  # fmt: skip
+    complete = report.evidence_complete and not cuts[-1].hides_danger
+    return report.model_copy(update={"cuts": cuts, "evidence_complete": complete})
 
 
 def clipped_fields(report: Report) -> int:

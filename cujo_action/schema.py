@@ -404,6 +404,39 @@ class Cut(_Strict):
     hides_danger: bool = True
 
 
+def with_cut(
+    cuts: list[Cut],
+    check: str,
+    limit: LimitId,
+    *,
+    dropped: int,
+    kept: int = 0,
+    detail: str = "",
+    phase: Phase | None = None,
+    hides_danger: bool | None = None,
+) -> list[Cut]:
+    """Return ``cuts`` with one more (``limits.py``), the new one last.
+
+    ``hides_danger`` defaults to the limit's own. Past ``MAX_CUTS`` the last cut gives
+    way to the new one, which keeps its ``hides_danger`` if that was set: a limit reached
+    is never silent.
+    """
+    hides = limits.LIMITS[limit].hides_danger if hides_danger is None else hides_danger
+    kept_cuts = list(cuts)
+    if len(kept_cuts) >= MAX_CUTS:
+        hides = hides or kept_cuts.pop().hides_danger
+    cut = Cut(
+        id=f"{check}:cut:{len(kept_cuts) + 1}",
+        limit=limit,
+        phase=phase,
+        kept=kept,
+        dropped=dropped,
+        detail=clip(detail, MAX_TEXT),
+        hides_danger=hides,
+    )
+    return [*kept_cuts, cut]
+
+
 class Report(_Strict):
     schema_: Literal["cujo.report/1"] = Field(REPORT_SCHEMA, alias="schema")
     run_id: Short

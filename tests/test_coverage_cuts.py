@@ -14,6 +14,7 @@ from bundlefactory import make_plan
 from cujo_action.checks import probes
 from cujo_action.checks.detonation import LISTER, MAX_IMPORTS, parse_modules
 from cujo_action.limits import LIMITS, OUTPUT_TAIL
+from cujo_action.schema import MAX_CUTS, with_cut
 
 
 def test_the_lister_says_how_many_modules_it_found_on_a_line_the_tail_keeps() -> None:
@@ -83,3 +84,18 @@ def test_probes_past_the_cap_are_not_run_and_the_cut_says_how_many(tmp_path: Pat
     assert cut["limit"] == "probe-count"
     assert (cut["dropped"], cut["kept"]) == (7, probes.MAX_PROBES)
     assert not LIMITS["probe-count"].hides_danger  # coverage named, not a hole in evidence
+
+
+def test_a_cut_past_the_cap_of_cuts_replaces_the_last_and_keeps_it_hiding() -> None:
+    cuts = with_cut([], "tests", "report-commands", dropped=1)
+    assert cuts[0].id == "tests:cut:1"
+    assert not cuts[0].hides_danger  # the limit's own
+    for _ in range(MAX_CUTS - 2):
+        cuts = with_cut(cuts, "tests", "report-commands", dropped=1)
+    cuts = with_cut(cuts, "tests", "persistence-walk", dropped=9)
+    assert len(cuts) == MAX_CUTS
+    cuts = with_cut(cuts, "tests", "refused-packets", dropped=2)
+    # Full: the newest limit is named in the last slot, which still says it hides danger.
+    assert len(cuts) == MAX_CUTS
+    assert (cuts[-1].id, cuts[-1].limit) == (f"tests:cut:{MAX_CUTS}", "refused-packets")
+    assert cuts[-1].hides_danger

@@ -35,7 +35,7 @@ from cujo_action.jail import (
     run_confined,
 )
 from cujo_action.ledger import item_line
-from cujo_action.limits import LIMITS, LimitId
+from cujo_action.limits import LimitId
 from cujo_action.netns import NetnsError, drops_for
 from cujo_action.persistence import SCHEDULERS, Entry, Place, changes, places
 from cujo_action.persistence_scan import ScanCut, scan, venv_places
@@ -44,7 +44,6 @@ from cujo_action.recorder import emit
 from cujo_action.schema import (
     DECOY_IN_OUTPUT,
     MAX_COMMANDS,
-    MAX_CUTS,
     MAX_OBSERVATIONS,
     MAX_SHORT,
     MAX_TEXT,
@@ -62,6 +61,7 @@ from cujo_action.schema import (
     Status,
     clip,
     utcnow,
+    with_cut,
 )
 from cujo_action.timing import Timeline
 from cujo_action.watcher import PRIVILEGE_TOOLS, DecoyWatcher
@@ -338,26 +338,13 @@ class CheckRun:
         ``hides_danger`` defaults to the limit's own; a cut that could hide danger marks
         the evidence incomplete (the check is then unproven, naming the limit).
         """
-        hides = LIMITS[limit].hides_danger if hides_danger is None else hides_danger
-        cid = f"{self.check}:cut:{len(self.cuts) + 1}"
-        if len(self.cuts) >= MAX_CUTS:
-            # The last slot says how many more limits were reached (never silent).
+        self.cuts = with_cut(
+            self.cuts, self.check, limit,
+            dropped=dropped, kept=kept, detail=detail, phase=phase, hides_danger=hides_danger,
+        )  # fmt: skip
+        if self.cuts[-1].hides_danger:
             self.evidence_complete = False
-            return self.cuts[-1].id
-        self.cuts.append(
-            Cut(
-                id=cid,
-                limit=limit,
-                phase=phase,
-                kept=kept,
-                dropped=dropped,
-                detail=clip(detail, MAX_TEXT),
-                hides_danger=hides,
-            )
-        )
-        if hides:
-            self.evidence_complete = False
-        return cid
+        return self.cuts[-1].id
 
     def run(
         self, cmd: str, *, phase: Phase, timeout: float, cwd: str, venv: str | None = None
