@@ -30,6 +30,7 @@ import contextlib
 import lzma
 import os
 import re
+import stat
 import tempfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -96,8 +97,14 @@ class Spool:
 def spool_dir(confdir: Path) -> Path:
     """Return the proxy's directory for spooled bodies, made 0700 inside its confdir."""
     path = Path(confdir) / "spool"
-    path.mkdir(mode=0o700, exist_ok=True)
-    path.chmod(0o700)
+    # The confdir is the proxy's own (root's, made before any pull-request code ran);
+    # still, what stands at the name must be a folder of this process's, never a link.
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise OSError(f"{path} is not a folder of the proxy's own")
+    os.chmod(path, 0o700)
     return path
 
 

@@ -51,7 +51,7 @@ from typing import Any
 
 from cujo_action.decoys import SLICE, DecoyMatcher
 from cujo_action.egress import registrable_length
-from cujo_action.limits import DNS_REASSEMBLY, DNS_STREAMS
+from cujo_action.limits import DNS_DISTINCT, DNS_REASSEMBLY, DNS_STREAMS
 
 # How far before a stream's new bytes each search starts: the longest encoding of a
 # decoy's slice (SLICE characters: 40 in hex, 32 in base32 plus a group's alignment, 28
@@ -80,7 +80,7 @@ TUNNEL_BYTES = 1024
 BYTES_ENTROPY_MIN = 3.5
 # New data strings remembered per label and parent domain (beyond, a repeat of a
 # forgotten one counts as new: by then the stream is a tunnel by any measure).
-DISTINCT_CAP = 4096
+DISTINCT_CAP = DNS_DISTINCT
 
 
 def entropy(counts: Sequence[int] | dict[int, int]) -> float:

@@ -55,6 +55,10 @@ LimitId = Literal[
     "detonation-imports",
     "probe-count",
     "command-timeout",
+    "dns-distinct",
+    "record-read",
+    "report-read",
+    "sink-head",
 ]
 LIMIT_IDS: Final[tuple[str, ...]] = get_args(LimitId)
 
@@ -100,6 +104,14 @@ TUNNEL_PEEK: Final = 1 * MiB
 # and how many such streams are followed at once (the latest used).
 DNS_REASSEMBLY: Final = 16 * 1024
 DNS_STREAMS: Final = 512
+# Bounds whose reaching drops no evidence, only makes Cujo more suspicious or refuses:
+# new DNS data strings remembered per stream (past it a repeat counts as new), bytes of a
+# RECORD read to excuse an install's own .pth, the largest report read at all, and the
+# request head the proxy's own answering server reads.
+DNS_DISTINCT: Final = 4096
+RECORD_READ: Final = 8 * MiB
+REPORT_READ: Final = 4 * REPORT_BYTES
+SINK_HEAD: Final = 1 * MiB
 # Coverage: modules (or npm dependencies) detonation imports; probes of the changed code.
 DETONATION_IMPORTS: Final = 25
 PROBE_COUNT: Final = 30
@@ -343,6 +355,36 @@ LIMITS: Final[dict[str, Limit]] = {
             "what it did before it was killed",
             "the command says timed_out; the check is unproven",
             hides_danger=True,
+        ),
+        Limit(
+            "dns-distinct", DNS_DISTINCT, "strings", "cujo_action/dnsflow.py",
+            "new data strings remembered per DNS stream for tunnel counting",
+            "the first distinct strings",
+            "past it a repeat counts as new: a tunnel is only likelier, nothing is dropped",
+            hides_danger=False,
+        ),
+        Limit(
+            "record-read", RECORD_READ, "bytes", "cujo_action/persistence_scan.py",
+            "a distribution's RECORD read to excuse an install's own .pth",
+            "the RECORD's head",
+            "names past it stay unexcused, so a startup file among them is reported; a cut "
+            "names the RECORD",
+            hides_danger=False,
+        ),
+        Limit(
+            "report-read", REPORT_READ, "bytes", "cujo_action/reportfit.py",
+            "the largest report the relay reads at all (four times what a writer makes)",
+            "nothing: such a report is no harness's",
+            "the bundle is refused and the relay decides from the job log's record (a decoy "
+            "there blocks)",
+            hides_danger=True,
+        ),
+        Limit(
+            "sink-head", SINK_HEAD, "bytes", "cujo_action/proxysink.py",
+            "a request head the proxy's own answering server reads (mitmproxy parsed it first)",
+            "the whole head (mitmproxy already logged and searched the request)",
+            "the sink closes the connection; the request's log line is already written",
+            hides_danger=False,
         ),
     )
 }  # fmt: skip

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cujo_action.boundary import folders_holding, matching, read_below, walk_prints
-from cujo_action.limits import PERSISTENCE_TEXT, PERSISTENCE_WALK, LimitId
+from cujo_action.limits import PERSISTENCE_TEXT, PERSISTENCE_WALK, RECORD_READ, LimitId
 from cujo_action.persistence import Entry, Place, site_place
 
 # Where other virtual environments live in a HOME, and how deep below to look for their
@@ -29,7 +29,7 @@ _VENV_HOMES = (
     (".local/share/hatch/env/virtual", 3),
 )
 # A RECORD is read whole to know which startup files an install wrote (numpy's is 100 KiB).
-_RECORD_CAP = 8 * 1024 * 1024
+_RECORD_CAP = RECORD_READ
 # The lines of a .pth file that site.py executes rather than adds to sys.path.
 _RUNS = ("import ", "import\t")
 
@@ -145,7 +145,7 @@ def _recorded(base: Path, site: str, out: Scan) -> set[str]:
             # Unread names stay unowned: a startup file among them is reported, not hidden.
             out.cuts.append(
                 ScanCut(
-                    "persistence-text",
+                    "record-read",
                     1,
                     _RECORD_CAP,
                     f"{record} read to {_RECORD_CAP} bytes",

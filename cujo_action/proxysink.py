@@ -17,8 +17,10 @@ import contextlib
 import secrets
 from http import HTTPStatus
 
+from cujo_action.limits import SINK_HEAD
+
 # The longest request head the sink reads (mitmproxy has already parsed it once).
-HEAD_LIMIT = 1 << 20
+HEAD_LIMIT = SINK_HEAD
 # The answer to a body past the proxy's limit.
 REFUSED = 413
 

@@ -31,7 +31,7 @@ from cujo_action.egress import (
     RANK_UNREAD,
     egress_rank,
 )
-from cujo_action.limits import LimitId, MiB
+from cujo_action.limits import REPORT_READ, LimitId, MiB
 from cujo_action.schema import (
     MAX_REPORT_BYTES,
     REGISTRY_HOSTS,
@@ -46,7 +46,7 @@ from cujo_action.schema import (
 
 # The most a reader takes in at all (the relay's archive already caps a file at 8 MiB):
 # past this, a report is not one any Cujo writer made, and it is refused.
-MAX_REPORT_READ: Final = 4 * MAX_REPORT_BYTES
+MAX_REPORT_READ: Final = REPORT_READ
 # What the tails and reader paths shrink to when a report is over its budget.
 _SHORT_TAIL: Final = 1_000
 _SHORT_PATH: Final = 64

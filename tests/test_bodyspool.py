@@ -124,3 +124,25 @@ def test_a_benign_body_finds_nothing_and_is_all_searched(tmp_path: Path, size: i
     assert (found.seen, found.unsearched, found.opaque) == ([], "", False)
     found = search(spooled(tmp_path, os.urandom(size)))
     assert (found.seen, found.unsearched, found.opaque) == ([], "", True)
+
+
+def test_the_spool_folder_is_never_a_link_or_anothers(tmp_path: Path) -> None:
+    # Attack test for the one root-side mkdir: a link (or a folder of another user)
+    # planted at the spool's name is refused, never followed or used.
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o755)
+    before = target.stat().st_mode
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "spool").symlink_to(target)
+    with pytest.raises(OSError, match="not a folder of the proxy's own"):
+        spool_dir(linked)
+    assert target.stat().st_mode == before  # not chmodded through the link
+    foreign = tmp_path / "foreign"
+    (foreign / "spool").mkdir(parents=True)
+    if os.geteuid() == 0:
+        os.chown(foreign / "spool", 65534, 65534)
+        with pytest.raises(OSError, match="not a folder of the proxy's own"):
+            spool_dir(foreign)
+    (tmp_path / "fresh").mkdir()
+    assert stat.S_IMODE(spool_dir(tmp_path / "fresh").stat().st_mode) == 0o700
