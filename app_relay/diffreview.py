@@ -23,11 +23,11 @@ from typing import Final, Literal
 
 from cujo_action.schema import Policy
 
-from .decide.judge import with_model_words
-from .decide.verdict import Finding, ModelUse, Severity, Verdict
-from .modelport import ModelPort
-from .reviewtools import ADVISORY, ToolName, ask_for_review, review_tool
-from .untrusted import ASCII_CHARS_PER_TOKEN, Fence, estimate_tokens, sanitise
+from app_relay.decide.judge import with_model_words
+from app_relay.decide.verdict import Finding, ModelUse, Severity, Verdict
+from app_relay.modelport import ModelPort
+from app_relay.reviewtools import ADVISORY, ToolName, ask_for_review, review_tool
+from app_relay.untrusted import ASCII_CHARS_PER_TOKEN, Fence, estimate_tokens, sanitise
 
 Kind = Literal[
     "manifest", "ci", "script", "code", "config", "docs", "lock", "generated", "vendored",

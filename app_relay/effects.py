@@ -23,17 +23,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from .github import (
-    CheckAction,
-    CheckOutput,
-    GitHubError,
-    GitHubGateway,
-    OnComment,
-    OnIssue,
-)
-from .github_vocab import ReactionContent
-from .runstate import GUARD, GuardView
-from .store import MAX_EFFECT_ATTEMPTS, Effect, Intent, RunRecord, Store
+from app_relay.github import CheckAction, CheckOutput, GitHubError, GitHubGateway, OnComment, OnIssue
+from app_relay.github_vocab import ReactionContent
+from app_relay.runstate import GUARD, GuardView
+from app_relay.store import MAX_EFFECT_ATTEMPTS, Effect, Intent, RunRecord, Store
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .github_vocab import SHA1, WORKFLOW_JOB_ACTIONS, WORKFLOW_RUN_ACTIONS, Reader
-from .mode import ENTRY_ACTIONS
-from .store import Store
+from app_relay.github_vocab import SHA1, WORKFLOW_JOB_ACTIONS, WORKFLOW_RUN_ACTIONS, Reader
+from app_relay.mode import ENTRY_ACTIONS
+from app_relay.store import Store
 
 log = logging.getLogger(__name__)
 

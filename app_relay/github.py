@@ -37,29 +37,7 @@ from github import Auth, Github, GithubIntegration
 from github.GithubException import BadAttributeException, GithubException
 from github.WorkflowRun import WorkflowRun as PyGithubWorkflowRun
 
-from .github_vocab import (
-    ACCESS_LEVELS,
-    APP_SLUG,
-    CHECK_STATUSES,
-    CONCLUSIONS,
-    CONCLUSIONS_SEEN,
-    DISMISS,
-    DISMISSED,
-    LOGIN,
-    OBJECT_ID,
-    PERMISSIONS,
-    REACTIONS,
-    REPO_NAME,
-    REVIEW_STATES,
-    STATUSES_SEEN,
-    CheckStatus,
-    Conclusion,
-    Fail,
-    Permission,
-    ReactionContent,
-    Reader,
-    read_list,
-)
+from app_relay.github_vocab import ACCESS_LEVELS, APP_SLUG, CHECK_STATUSES, CONCLUSIONS, CONCLUSIONS_SEEN, DISMISS, DISMISSED, LOGIN, OBJECT_ID, PERMISSIONS, REACTIONS, REPO_NAME, REVIEW_STATES, STATUSES_SEEN, CheckStatus, Conclusion, Fail, Permission, ReactionContent, Reader, read_list
 
 DEFAULT_API_URL: Final = "https://api.github.com"
 

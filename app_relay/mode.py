@@ -16,7 +16,7 @@ from typing import Literal
 
 from cujo_action.schema import Policy
 
-from .inert import code_span
+from app_relay.inert import code_span
 
 # The policy file, read at the base commit (never head).
 POLICY_FILE = ".cujo.yml"

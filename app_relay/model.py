@@ -24,8 +24,8 @@ from typing import Any, Final
 import anthropic
 import httpx
 
-from .decide.verdict import ModelOutcome, ModelUse
-from .modelport import Message, ModelError, Reply, Tool, ToolCall
+from app_relay.decide.verdict import ModelOutcome, ModelUse
+from app_relay.modelport import Message, ModelError, Reply, Tool, ToolCall
 
 DEFAULT_JUDGE_MODEL: Final = "claude-sonnet-4-5"
 DEFAULT_DIFF_MODEL: Final = "claude-haiku-4-5"

@@ -14,9 +14,9 @@ from typing import Literal
 
 from cujo_action.schema import Cut, DecoyEvent, Egress, Report
 
-from .decide.behaviour import Item, evidence_items
-from .decide.verdict import Finding, ModelUse, Verdict
-from .inert import code_span
+from app_relay.decide.behaviour import Item, evidence_items
+from app_relay.decide.verdict import Finding, ModelUse, Verdict
+from app_relay.inert import code_span
 
 # GitHub caps a review body at 65,536 characters; keep well under it.
 MAX_BODY = 60_000

@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cujo_action.schema import clip
 
-from .decide.verdict import MAX_TITLE, SEVERITIES, ModelUse, Severity
-from .modelport import Message, ModelError, ModelPort, Reply, Tool
+from app_relay.decide.verdict import MAX_TITLE, SEVERITIES, ModelUse, Severity
+from app_relay.modelport import Message, ModelError, ModelPort, Reply, Tool
 
 ADVISORY: Final = "post_advisory_review"
 BLOCKING: Final = "post_blocking_review"

@@ -39,39 +39,25 @@ from typing import Literal, Protocol
 
 from cujo_action.schema import Policy, PolicyError, load_policy
 
-from . import mode as modes
-from .bundle import Bundle, BundleError
-from .decide.bundle_verdict import verdict_of
-from .decide.judge import Judge, error_verdict
-from .decide.verdict import Verdict
-from .diffreview import read_standards, review_diff
-from .effects import (
-    Outbox,
-    OutboxConfig,
-    cancel_intent,
-    check_intent,
-    reaction_intent,
-    review_intent,
-)
-from .events import Event, MalformedEvent, ReviewRequested, record_request
-from .github import ChangedFiles, GitHubError, GitHubGateway, JobStep
-from .guard import Hold, HoldCache
-from .inert import code_span
-from .mode import POLICY_FILE
-from .modelport import ModelPort
-from .reviewbody import render_review
-from .runners import Dispatched, RunnerError, RunProgress
-from .runstate import (
-    GUARD,
-    OPEN_STATES,
-    RETRY_ACTION,
-    RunState,
-    guard_for,
-    reaction_for,
-)
-from .runstate import review_for as review_kind
-from .store import Intent, RunClosed, RunRecord, Store
-from .tamper import described, reconcile, record_verdict, with_tampering
+from app_relay import mode as modes
+from app_relay.bundle import Bundle, BundleError
+from app_relay.decide.bundle_verdict import verdict_of
+from app_relay.decide.judge import Judge, error_verdict
+from app_relay.decide.verdict import Verdict
+from app_relay.diffreview import read_standards, review_diff
+from app_relay.effects import Outbox, OutboxConfig, cancel_intent, check_intent, reaction_intent, review_intent
+from app_relay.events import Event, MalformedEvent, ReviewRequested, record_request
+from app_relay.github import ChangedFiles, GitHubError, GitHubGateway, JobStep
+from app_relay.guard import Hold, HoldCache
+from app_relay.inert import code_span
+from app_relay.mode import POLICY_FILE
+from app_relay.modelport import ModelPort
+from app_relay.reviewbody import render_review
+from app_relay.runners import Dispatched, RunnerError, RunProgress
+from app_relay.runstate import GUARD, OPEN_STATES, RETRY_ACTION, RunState, guard_for, reaction_for
+from app_relay.runstate import review_for as review_kind
+from app_relay.store import Intent, RunClosed, RunRecord, Store
+from app_relay.tamper import described, reconcile, record_verdict, with_tampering
 
 log = logging.getLogger(__name__)
 
@@ -251,7 +237,7 @@ class RunCoordinator:
 
     def command(self, event: Event) -> None:
         """Apply or refuse a `/cujo` verb from a pull-request comment (unlock.py)."""
-        from .unlock import Unlock  # noqa: PLC0415  (unlock imports this module's types)
+        from app_relay.unlock import Unlock  # noqa: PLC0415  (unlock imports this module's types)
 
         Unlock(self).command(event)
 

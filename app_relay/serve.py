@@ -29,18 +29,18 @@ from typing import IO
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from .cli import data_dir
-from .decide.judge import judge_for
-from .effects import OutboxConfig
-from .events import Context
-from .github import GitHubApp, GitHubGateway
-from .model import model_client_from_env
-from .runners import ActionsRunner
-from .runs import RunCoordinator
-from .settings import RelaySettings, SettingsError, load_settings
-from .store import IntakeError, Store
-from .subcommands import _why, shown_url
-from .workers import PoolConfig, WorkerPool
+from app_relay.cli import data_dir
+from app_relay.decide.judge import judge_for
+from app_relay.effects import OutboxConfig
+from app_relay.events import Context
+from app_relay.github import GitHubApp, GitHubGateway
+from app_relay.model import model_client_from_env
+from app_relay.runners import ActionsRunner
+from app_relay.runs import RunCoordinator
+from app_relay.settings import RelaySettings, SettingsError, load_settings
+from app_relay.store import IntakeError, Store
+from app_relay.subcommands import _why, shown_url
+from app_relay.workers import PoolConfig, WorkerPool
 
 log = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 60.0
@@ -292,7 +292,7 @@ def serve(args: argparse.Namespace) -> int:
     """Serve the App: the webhook over HTTP, and its workers, until SIGTERM or Ctrl-C."""
     import uvicorn  # noqa: PLC0415
 
-    from .web import create_app  # noqa: PLC0415
+    from app_relay.web import create_app  # noqa: PLC0415
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if args.worker_processes < 0 or args.workers < 1:

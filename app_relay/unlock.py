@@ -17,24 +17,18 @@ from typing import TYPE_CHECKING, Literal
 
 from cujo_action.schema import Policy
 
-from .commands import Verb, change_for, decide, dismissal_message, parse_verbs, refusal_reply
-from .decide.verdict import Verdict
-from .effects import (
-    check_intent,
-    comment_intent,
-    dismiss_intent,
-    reaction_intent,
-    review_intent,
-)
-from .events import Event, MalformedEvent, payload_reader
-from .github import GitHubError, GitHubGateway, OnComment
-from .inert import code_span
-from .reviewbody import render_review
-from .runstate import guard_for
-from .store import CommandRecord, Intent, RunRecord
+from app_relay.commands import Verb, change_for, decide, dismissal_message, parse_verbs, refusal_reply
+from app_relay.decide.verdict import Verdict
+from app_relay.effects import check_intent, comment_intent, dismiss_intent, reaction_intent, review_intent
+from app_relay.events import Event, MalformedEvent, payload_reader
+from app_relay.github import GitHubError, GitHubGateway, OnComment
+from app_relay.inert import code_span
+from app_relay.reviewbody import render_review
+from app_relay.runstate import guard_for
+from app_relay.store import CommandRecord, Intent, RunRecord
 
 if TYPE_CHECKING:
-    from .runs import RunCoordinator
+    from app_relay.runs import RunCoordinator
 
 log = logging.getLogger(__name__)
 # A login, an account type or a time: anything longer is no field GitHub sends.

@@ -22,10 +22,10 @@ import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from .board import Access, access_from_env, board_router, web_url_of
-from .events import Event, MalformedEvent, signature_matches
-from .settings import RelaySettings
-from .store import NewDelivery, Store
+from app_relay.board import Access, access_from_env, board_router, web_url_of
+from app_relay.events import Event, MalformedEvent, signature_matches
+from app_relay.settings import RelaySettings
+from app_relay.store import NewDelivery, Store
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from .events import ROUTER, Context, Event, MalformedEvent, Router
-from .store import MAX_DELIVERY_ATTEMPTS, Delivery, Finished, Store
+from app_relay.events import ROUTER, Context, Event, MalformedEvent, Router
+from app_relay.store import MAX_DELIVERY_ATTEMPTS, Delivery, Finished, Store
 
 log = logging.getLogger(__name__)
 

@@ -9,16 +9,8 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from app_relay.store import Store
 
-from .access import (
-    Access,
-    ClosedAccess,
-    GitHubAccess,
-    LocalAccess,
-    Viewer,
-    access_from_env,
-    web_url_of,
-)
-from .pages import board_router
+from app_relay.board.access import Access, ClosedAccess, GitHubAccess, LocalAccess, Viewer, access_from_env, web_url_of
+from app_relay.board.pages import board_router
 
 __all__ = [
     "Access",

@@ -38,8 +38,8 @@ from app_relay.store import (
 )
 from cujo_action.schema import utcnow
 
-from . import view
-from .access import Access, Viewer
+from app_relay.board import view
+from app_relay.board.access import Access, Viewer
 
 STATIC = Path(__file__).parent / "static"
 PAGE_SIZE = 50

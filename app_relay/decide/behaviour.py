@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from cujo_action.schema import Cut, DecoyEvent, Egress, Observation, Report
 
-from .verdict import MAX_EVIDENCE, Finding
+from app_relay.decide.verdict import MAX_EVIDENCE, Finding
 
 Cause = tuple[str, ...]
 Item = Egress | DecoyEvent | Observation | Cut

@@ -11,9 +11,9 @@ from app_relay.bundle import Bundle, BundleError
 from app_relay.mode import POLICY_FILE
 from cujo_action.schema import CHECK_NAMES, Policy
 
-from .hits import RuleContext
-from .judge import Judge, error_verdict
-from .verdict import Verdict
+from app_relay.decide.hits import RuleContext
+from app_relay.decide.judge import Judge, error_verdict
+from app_relay.decide.verdict import Verdict
 
 
 def verdict_of(bundle: Bundle, judge: Judge, *, policy: Policy | None) -> Verdict:

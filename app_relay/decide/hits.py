@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from cujo_action.schema import CHECK_NAMES, REGISTRY_HOSTS, CheckName, Phase, Policy, Report
 
-from .verdict import Severity
+from app_relay.decide.verdict import Severity
 
 RUNTIME_PHASES: tuple[Phase, ...] = ("test", "probe", "smoke")
 EARLY_PHASES: tuple[Phase, ...] = ("install", "import")

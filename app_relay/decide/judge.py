@@ -25,11 +25,11 @@ from app_relay.untrusted import Fence
 from cujo_action.limits import LIMITS
 from cujo_action.schema import CheckName, Report, clip
 
-from .behaviour import Item, evidence_items, one_per_behaviour
-from .hits import RuleContext
-from .prompt import judge_prompt
-from .rules import apply_rules
-from .verdict import MAX_SUMMARY, SEVERITIES, Finding, ModelUse, Severity, Verdict
+from app_relay.decide.behaviour import Item, evidence_items, one_per_behaviour
+from app_relay.decide.hits import RuleContext
+from app_relay.decide.prompt import judge_prompt
+from app_relay.decide.rules import apply_rules
+from app_relay.decide.verdict import MAX_SUMMARY, SEVERITIES, Finding, ModelUse, Severity, Verdict
 
 _MAX_CMD = 80
 # Error reasons quote what failed (file names, answers, bundle contents) at this length.

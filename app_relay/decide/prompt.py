@@ -15,8 +15,8 @@ from app_relay.reviewtools import ADVISORY, BLOCKING, ToolName
 from app_relay.untrusted import Fence, estimate_tokens, sanitise
 from cujo_action.schema import CheckName, Egress, Report, clip
 
-from .behaviour import Item, evidence_items
-from .verdict import Finding, Verdict
+from app_relay.decide.behaviour import Item, evidence_items
+from app_relay.decide.verdict import Finding, Verdict
 
 # Room kept in the prompt budget for the tools' definitions and the reply's framing.
 _TOOLS_RESERVE = 1_500

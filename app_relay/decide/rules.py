@@ -33,24 +33,18 @@ from cujo_action.schema import (
     Report,
 )
 
-from .behaviour import evidence_items
-from .differential import at_base, behaviours, split, title_at_base
-from .evasion import EVASION_RULES
-from .hits import (
-    RUNTIME_PHASES,
-    Hit,
-    Rule,
-    RuleContext,
-    RuleFn,
-)
+from app_relay.decide.behaviour import evidence_items
+from app_relay.decide.differential import at_base, behaviours, split, title_at_base
+from app_relay.decide.evasion import EVASION_RULES
+from app_relay.decide.hits import RUNTIME_PHASES, Hit, Rule, RuleContext, RuleFn
 
 __all__ = ["RULES", "Hit", "Rule", "RuleContext", "apply_rules"]
-from .hits import host_name as _host_name
-from .hits import in_check_order as _in_check_order
-from .hits import npm_reading_its_config as _npm_reading_its_config
-from .hits import ordered as _ordered
-from .hits import plural as _plural
-from .verdict import MAX_EVIDENCE, SEVERITIES, Finding, Severity
+from app_relay.decide.hits import host_name as _host_name
+from app_relay.decide.hits import in_check_order as _in_check_order
+from app_relay.decide.hits import npm_reading_its_config as _npm_reading_its_config
+from app_relay.decide.hits import ordered as _ordered
+from app_relay.decide.hits import plural as _plural
+from app_relay.decide.verdict import MAX_EVIDENCE, SEVERITIES, Finding, Severity
 
 # --------------------------------------------------------------------------- egress
 

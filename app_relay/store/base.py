@@ -22,25 +22,10 @@ from app_relay.decide.verdict import (
 )
 from cujo_action.schema import MAX_TAIL, clip, utcnow
 
-from .engine import _engine_for
-from .intake import IntakeQueue, open_intake, take_into
-from .records import Intent, RunRecord
-from .schema import (
-    _BEGIN_OPTION,
-    _LANES,
-    CommandOutcome,
-    CommandRow,
-    DeliveryRow,
-    EffectRow,
-    FindingRow,
-    RunEventRow,
-    RunRow,
-    SessionRow,
-    StoreError,
-    UnknownRun,
-    _require,
-    create_schema,
-)
+from app_relay.store.engine import _engine_for
+from app_relay.store.intake import IntakeQueue, open_intake, take_into
+from app_relay.store.records import Intent, RunRecord
+from app_relay.store.schema import _BEGIN_OPTION, _LANES, CommandOutcome, CommandRow, DeliveryRow, EffectRow, FindingRow, RunEventRow, RunRow, SessionRow, StoreError, UnknownRun, _require, create_schema
 
 
 class StoreBase:

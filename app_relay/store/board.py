@@ -13,9 +13,9 @@ from sqlalchemy import (
 
 from app_relay.runstate import RunState
 
-from .base import StoreBase
-from .records import CommandRecord, RunEvent, RunLine, _command
-from .schema import RUN_STATES, CommandRow, RunEventRow, RunRow, SessionRow, _require
+from app_relay.store.base import StoreBase
+from app_relay.store.records import CommandRecord, RunEvent, RunLine, _command
+from app_relay.store.schema import RUN_STATES, CommandRow, RunEventRow, RunRow, SessionRow, _require
 
 
 class BoardReads(StoreBase):

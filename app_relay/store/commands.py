@@ -11,20 +11,9 @@ from sqlalchemy import (
 
 from cujo_action.schema import clip
 
-from .base import StoreBase
-from .records import CommandRecord, Intent, RunRecord, _command
-from .schema import (
-    COMMAND_OUTCOMES,
-    VERBS,
-    CommandOutcome,
-    CommandRow,
-    RunEventRow,
-    RunRow,
-    StoreError,
-    UnknownRun,
-    Verb,
-    _require,
-)
+from app_relay.store.base import StoreBase
+from app_relay.store.records import CommandRecord, Intent, RunRecord, _command
+from app_relay.store.schema import COMMAND_OUTCOMES, VERBS, CommandOutcome, CommandRow, RunEventRow, RunRow, StoreError, UnknownRun, Verb, _require
 
 
 class CommandsStore(StoreBase):

@@ -21,27 +21,11 @@ from sqlalchemy.orm import Session
 
 from cujo_action.schema import clip
 
-from .base import StoreBase
-from .engine import _delivery
-from .intake import take_into
-from .records import Delivery, Finished, NewDelivery, ReviewRequest
-from .schema import (
-    _SHA,
-    DELIVERY_STATES,
-    MAX_DELIVERY_ATTEMPTS,
-    MAX_DELIVERY_ERROR,
-    SESSION_KINDS,
-    DeliveryRow,
-    DeliveryState,
-    IntakeCursorRow,
-    ReviewRequestRow,
-    SessionKind,
-    SessionRow,
-    StoreError,
-    UnknownDelivery,
-    UnknownSession,
-    _require,
-)
+from app_relay.store.base import StoreBase
+from app_relay.store.engine import _delivery
+from app_relay.store.intake import take_into
+from app_relay.store.records import Delivery, Finished, NewDelivery, ReviewRequest
+from app_relay.store.schema import _SHA, DELIVERY_STATES, MAX_DELIVERY_ATTEMPTS, MAX_DELIVERY_ERROR, SESSION_KINDS, DeliveryRow, DeliveryState, IntakeCursorRow, ReviewRequestRow, SessionKind, SessionRow, StoreError, UnknownDelivery, UnknownSession, _require
 
 
 class DeliveriesStore(StoreBase):

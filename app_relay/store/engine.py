@@ -13,8 +13,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.pool import StaticPool
 
-from .records import Delivery
-from .schema import _BEGIN_OPTION, BUSY_TIMEOUT_MS, DeliveryRow
+from app_relay.store.records import Delivery
+from app_relay.store.schema import _BEGIN_OPTION, BUSY_TIMEOUT_MS, DeliveryRow
 
 # --------------------------------------------------------------------------- store
 

@@ -61,16 +61,9 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import DatabaseError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from .engine import _engine_for
-from .records import NewDelivery
-from .schema import (
-    _BEGIN_OPTION,
-    MIGRATIONS,
-    DeliveryRow,
-    IntakeCursorRow,
-    StoreError,
-    UTCDateTime,
-)
+from app_relay.store.engine import _engine_for
+from app_relay.store.records import NewDelivery
+from app_relay.store.schema import _BEGIN_OPTION, MIGRATIONS, DeliveryRow, IntakeCursorRow, StoreError, UTCDateTime
 
 log = logging.getLogger(__name__)
 INTAKE_MIGRATIONS = MIGRATIONS / "intake"

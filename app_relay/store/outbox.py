@@ -15,18 +15,9 @@ from sqlalchemy.orm import aliased
 
 from cujo_action.schema import MAX_TAIL, clip
 
-from .base import StoreBase
-from .records import Effect, Intent, _effect
-from .schema import (
-    _GITHUB_FIELDS,
-    EFFECT_STATES,
-    MAX_DELIVERY_ERROR,
-    MAX_EFFECT_ATTEMPTS,
-    EffectRow,
-    EffectState,
-    RunEventRow,
-    StoreError,
-)
+from app_relay.store.base import StoreBase
+from app_relay.store.records import Effect, Intent, _effect
+from app_relay.store.schema import _GITHUB_FIELDS, EFFECT_STATES, MAX_DELIVERY_ERROR, MAX_EFFECT_ATTEMPTS, EffectRow, EffectState, RunEventRow, StoreError
 
 
 class OutboxStore(StoreBase):

@@ -14,19 +14,7 @@ from app_relay.decide.verdict import (
 )
 from app_relay.runstate import RunState
 
-from .schema import (
-    EFFECT_KINDS,
-    CommandOutcome,
-    CommandRow,
-    DeliveryState,
-    EffectKind,
-    EffectRow,
-    EffectState,
-    Mode,
-    SessionKind,
-    Verb,
-    _require,
-)
+from app_relay.store.schema import EFFECT_KINDS, CommandOutcome, CommandRow, DeliveryState, EffectKind, EffectRow, EffectState, Mode, SessionKind, Verb, _require
 
 # --------------------------------------------------------------------------- records
 

@@ -1,19 +1,9 @@
 """A fake GitHub: a real HTTP server on loopback that models the REST API Cujo calls."""
 
-from .fixture import AppKey, FakeGitHub, make_key
-from .oauth import SignIns, sign_ins
-from .server import FakeGitHubServer
-from .state import (
-    Dispatch,
-    FakeState,
-    Recorded,
-    RepoState,
-    Unknown,
-    classic_protection,
-    fake_sha,
-    required_checks_rules,
-    zip_bytes,
-)
+from fakegithub.fixture import AppKey, FakeGitHub, make_key
+from fakegithub.oauth import SignIns, sign_ins
+from fakegithub.server import FakeGitHubServer
+from fakegithub.state import Dispatch, FakeState, Recorded, RepoState, Unknown, classic_protection, fake_sha, required_checks_rules, zip_bytes
 
 __all__ = [
     "AppKey",

@@ -9,8 +9,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from .server import FakeGitHubServer
-from .state import FakeState, RepoState
+from fakegithub.server import FakeGitHubServer
+from fakegithub.state import FakeState, RepoState
 
 APP_ID = 4242
 INSTALLATION_ID = 77

@@ -25,7 +25,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
-from .server import Answer, Api, Request, _page, refuse, route
+from fakegithub.server import Answer, Api, Request, _page, refuse, route
 
 CODE_LIFETIME_S = 600.0
 TOKEN_LIFETIME_S = 28_800

@@ -1,5 +1,5 @@
 """Register the fake GitHub fixtures: ``pytest_plugins = ["fakegithub.plugin"]``."""
 
-from .fixture import fake_github, fake_github_key
+from fakegithub.fixture import fake_github, fake_github_key
 
 __all__ = ["fake_github", "fake_github_key"]

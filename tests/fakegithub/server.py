@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import jwt
 
-from .state import LEGACY_PERMISSION, Dispatch, FakeState, Recorded, RepoState, b64, iso
+from fakegithub.state import LEGACY_PERMISSION, Dispatch, FakeState, Recorded, RepoState, b64, iso
 
 SHA = re.compile(r"[0-9a-f]{40}")
 REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
