@@ -2,6 +2,6 @@
 
 import sys
 
-from app_relay.cli import main
+from app_relay.cli.main import main
 
 sys.exit(main())

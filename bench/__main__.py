@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT / "examples" / "demo"))
 
 import run_demo  # noqa: E402
 
-from cujo_action.decoys import DecoyMatcher, make_decoys  # noqa: E402
-from cujo_action.timing import TIMINGS_NAME, split  # noqa: E402
+from cujo_action.arm.decoys import DecoyMatcher, make_decoys  # noqa: E402
+from cujo_action.evidence.timing import TIMINGS_NAME, split  # noqa: E402
 
 
 def best_of(n: int, fn: Callable[[], object]) -> float:
@@ -89,7 +89,7 @@ def review(
     if venv_cache is not None:
         env["CUJO_VENV_CACHE"] = str(venv_cache)
     done = subprocess.run(
-        [python, "-m", "app_relay.cli", "review", "--repo", str(repo), "--base", "main",
+        [python, "-m", "app_relay", "review", "--repo", str(repo), "--base", "main",
          "--head", head, "--json", "--data-dir", str(data)],
         capture_output=True,
         text=True,

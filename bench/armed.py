@@ -24,11 +24,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cujo_action.arm import arm, base_python, isolation_unavailable
+from cujo_action.arm.arming import arm, base_python, isolation_unavailable
+from cujo_action.arm.venvs import CACHE_ENV
 from cujo_action.checks.harness import CheckRun
-from cujo_action.prepare import prepare
+from cujo_action.prepare.plan import prepare
 from cujo_action.schema import Phase
-from cujo_action.venvs import CACHE_ENV
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Bench",

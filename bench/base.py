@@ -22,7 +22,7 @@ def _review(repo: Path, head: str, data: Path, *, base: bool) -> tuple[float, st
     env = {**os.environ, "CUJO_BASE": "on" if base else "off"}
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "app_relay.cli", "review", "--repo", str(repo), "--base", "main",
+        [sys.executable, "-m", "app_relay", "review", "--repo", str(repo), "--base", "main",
          "--head", head, "--json", "--data-dir", str(data)],
         capture_output=True, text=True, check=False, env=env,
     )  # fmt: skip

@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cujo_action.decoys import make_decoys
-from cujo_action.dns import (
+from cujo_action.arm.decoys import make_decoys
+from cujo_action.net.dns import (
     RCODE_FORMERR,
     DnsFormatError,
     Query,
@@ -33,7 +33,7 @@ from cujo_action.dns import (
     error_response,
     parse_query,
 )
-from cujo_action.proxy import DecoySpec
+from cujo_action.net.proxy import DecoySpec
 
 LABEL = "tests/test"
 QUERIES = 10_000

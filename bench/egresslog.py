@@ -18,8 +18,8 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
-from cujo_action.egress import egress_from_record, egress_record, order_egress, parse_egress_log
-from cujo_action.egressdigest import read_egress
+from cujo_action.evidence.egressdigest import read_egress
+from cujo_action.net.egress import egress_from_record, egress_record, order_egress, parse_egress_log
 from cujo_action.schema import CHECK_NAMES, MAX_EGRESS, REGISTRY_HOSTS, Egress
 
 LINES = 100_000

@@ -17,9 +17,9 @@ import threading
 import time
 from pathlib import Path
 
-from cujo_action.decoys import DecoyMatcher, make_decoys
+from cujo_action.arm.decoys import DecoyMatcher, make_decoys
 from cujo_action.limits import OUTPUT_FLOOD
-from cujo_action.output import Capture, OutputSearch
+from cujo_action.watch.output import Capture, OutputSearch
 
 SIZE = OUTPUT_FLOOD - (1 << 20)  # just under the flood cap: every byte is searched
 

@@ -7,8 +7,8 @@ import re
 import sys
 from pathlib import Path
 
+from cujo_action.evidence.stages import STAGES, Follower, detach
 from cujo_action.run import run_sandbox
-from cujo_action.stages import STAGES, Follower, detach
 
 # GitHub's tokens are tens of characters; anything near this is not one.
 _TOKEN_MAX = 4096

@@ -130,7 +130,7 @@ LIMITS: Final[dict[str, Limit]] = {
     limit.id: limit
     for limit in (
         Limit(
-            "report-bytes", REPORT_BYTES, "bytes", "cujo_action/reportfit.py",
+            "report-bytes", REPORT_BYTES, "bytes", "cujo_action/evidence/reportfit.py",
             "one report as JSON",
             "decoy events, observations and decoy-bearing requests, never trimmed; then "
             "critical-making, warn-making and last expected requests; output tails",
@@ -141,7 +141,7 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=True,
         ),
         Limit(
-            "report-egress", REPORT_EGRESS, "entries", "cujo_action/bundle.py",
+            "report-egress", REPORT_EGRESS, "entries", "cujo_action/evidence/bundle.py",
             "egress entries in one report",
             "decoy-bearing lines, then by egress_rank (critical-making before warn-making "
             "before expected); forwarded registry reads folded per host and phase",
@@ -161,7 +161,7 @@ LIMITS: Final[dict[str, Limit]] = {
             flood=True,
         ),
         Limit(
-            "decoy-readers", DECOY_READERS, "processes", "cujo_action/watcher.py",
+            "decoy-readers", DECOY_READERS, "processes", "cujo_action/watch/watcher.py",
             "processes kept as decoy readers for correlation",
             "the earliest readers",
             "counted; the check is unproven (a sender may be among the dropped)",
@@ -193,21 +193,21 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=False,
         ),
         Limit(
-            "output-tail", OUTPUT_TAIL, "characters", "cujo_action/output.py",
+            "output-tail", OUTPUT_TAIL, "characters", "cujo_action/watch/output.py",
             "a command's output kept in the report",
             "the tail",
             "output_truncated on the command; the whole stream is still searched for decoys",
             hides_danger=False,
         ),
         Limit(
-            "output-flood", OUTPUT_FLOOD, "bytes", "cujo_action/output.py",
+            "output-flood", OUTPUT_FLOOD, "bytes", "cujo_action/watch/output.py",
             "a command's output (each stream)",
             "everything up to the cap, searched for decoys as it arrived",
             "the command is killed, the check is an error and the cut is named",
             hides_danger=True,
         ),
         Limit(
-            "output-search", OUTPUT_FLOOD, "bytes", "cujo_action/output.py",
+            "output-search", OUTPUT_FLOOD, "bytes", "cujo_action/watch/output.py",
             "output searched for decoys, in overlapping 1 MiB windows",
             "every byte up to the flood cap; each window within the decode budget",
             "bytes of a window whose decoding ran out of budget (or a stream still being "
@@ -215,7 +215,10 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=True,
         ),
         Limit(
-            "persistence-walk", PERSISTENCE_WALK, "entries", "cujo_action/persistence_scan.py",
+            "persistence-walk",
+            PERSISTENCE_WALK,
+            "entries",
+            "cujo_action/watch/persistence_scan.py",
             "entries the generic walk for new files that run later looks at (the places "
             "walked whole, and the folders searched for virtual environments)",
             "the execution points, enumerated directly and never capped",
@@ -224,14 +227,14 @@ LIMITS: Final[dict[str, Limit]] = {
             flood=True,
         ),
         Limit(
-            "persistence-text", PERSISTENCE_TEXT, "bytes", "cujo_action/persistence_scan.py",
+            "persistence-text", PERSISTENCE_TEXT, "bytes", "cujo_action/watch/persistence_scan.py",
             "a file judged by its content (a git config, an npmrc)",
             "the file's head",
             "counted and named",
             hides_danger=True,
         ),
         Limit(
-            "body-size", BODY_SIZE, "bytes", "cujo_action/bodyspool.py",
+            "body-size", BODY_SIZE, "bytes", "cujo_action/net/bodyspool.py",
             "one request body the proxy stores (streamed to its own disk) and searches",
             "the whole body up to the cap, streamed to disk, searched in windows",
             "the rest is read and dropped; the request is logged unsearched "
@@ -239,35 +242,35 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=True,
         ),
         Limit(
-            "decode-depth", DECODE_DEPTH, "layers", "cujo_action/unwrap.py",
+            "decode-depth", DECODE_DEPTH, "layers", "cujo_action/net/unwrap.py",
             "encodings undone one inside another",
             "every layer up to the depth",
             "a layer with more to peel at the depth is unsearched",
             hides_danger=True,
         ),
         Limit(
-            "decode-budget", DECODE_BUDGET, "bytes", "cujo_action/unwrap.py",
+            "decode-budget", DECODE_BUDGET, "bytes", "cujo_action/net/unwrap.py",
             "decoded bytes one input may produce",
             "every layer, searched in windows",
             "what is left is unsearched",
             hides_danger=True,
         ),
         Limit(
-            "inflate-size", INFLATE_SIZE, "bytes", "cujo_action/unwrap.py",
+            "inflate-size", INFLATE_SIZE, "bytes", "cujo_action/net/unwrap.py",
             "what one compressed stream inflates to",
             "the stream's head",
             "the rest is unsearched",
             hides_danger=True,
         ),
         Limit(
-            "tunnel-peek", TUNNEL_PEEK, "bytes", "cujo_action/proxy.py",
+            "tunnel-peek", TUNNEL_PEEK, "bytes", "cujo_action/net/proxy.py",
             "bytes of a tunnel that carried no readable request",
             "the first bytes",
             "the tunnel is refused and logged with what was kept",
             hides_danger=False,
         ),
         Limit(
-            "dns-reassembly", DNS_REASSEMBLY, "bytes", "cujo_action/dnsflow.py",
+            "dns-reassembly", DNS_REASSEMBLY, "bytes", "cujo_action/net/dnsflow.py",
             "labels kept per process and parent domain for reassembly",
             "the latest labels (each query's data is searched as it arrives, so only a "
             "re-reading after the zone's labels change is bounded by it)",
@@ -275,7 +278,7 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=False,
         ),
         Limit(
-            "dns-streams", DNS_STREAMS, "streams", "cujo_action/dnsflow.py",
+            "dns-streams", DNS_STREAMS, "streams", "cujo_action/net/dnsflow.py",
             "query streams (per label, process and parent domain) followed at once",
             "the latest used streams",
             "the least recently used stream is forgotten, with its window and tunnel count; "
@@ -284,14 +287,17 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=True,
         ),
         Limit(
-            "egress-log-copy", EGRESS_LOG_COPY, "bytes", "cujo_action/bundle.py",
+            "egress-log-copy", EGRESS_LOG_COPY, "bytes", "cujo_action/evidence/bundle.py",
             "the raw egress log copied into the bundle",
             "the head of the log; the reports and the job log's record hold the rest",
             "the seal names the log's full size",
             hides_danger=False,
         ),
         Limit(
-            "egress-digest", EGRESS_DIGEST, "kinds of lines", "cujo_action/egressdigest.py",
+            "egress-digest",
+            EGRESS_DIGEST,
+            "kinds of lines",
+            "cujo_action/evidence/egressdigest.py",
             "kinds of egress log lines (alike to the rules, or one decoy-bearing line each) "
             "digested per check while the log streams",
             "decoy-bearing and rule-triggering lines (by egress_rank), then the earliest",
@@ -301,7 +307,7 @@ LIMITS: Final[dict[str, Limit]] = {
             flood=True,
         ),
         Limit(
-            "egress-log-line", EGRESS_LOG_LINE, "bytes", "cujo_action/egress.py",
+            "egress-log-line", EGRESS_LOG_LINE, "bytes", "cujo_action/net/egress.py",
             "one line of the egress log as read",
             "the lines within it",
             "the line is skipped unread and counted; the check is unproven",
@@ -315,21 +321,21 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=False,
         ),
         Limit(
-            "watcher-queue", 0, "events", "cujo_action/watcher.py",
+            "watcher-queue", 0, "events", "cujo_action/watch/watcher.py",
             "the kernel's fanotify queue",
             "what the kernel delivered",
             "an overflow is named; the check is unproven",
             hides_danger=True,
         ),
         Limit(
-            "exec-guard-queue", 0, "events", "cujo_action/jail.py",
+            "exec-guard-queue", 0, "events", "cujo_action/sandbox/jail.py",
             "the exec guard's queue",
             "what the kernel delivered",
             "lost events are named; the check is unproven",
             hides_danger=True,
         ),
         Limit(
-            "harness-process", 0, "processes", "cujo_action/bundle.py",
+            "harness-process", 0, "processes", "cujo_action/evidence/bundle.py",
             "the harness's own processes (proxy, resolver) staying up",
             "what they logged before they died",
             "named; the check is unproven",
@@ -357,14 +363,14 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=True,
         ),
         Limit(
-            "dns-distinct", DNS_DISTINCT, "strings", "cujo_action/dnsflow.py",
+            "dns-distinct", DNS_DISTINCT, "strings", "cujo_action/net/dnsflow.py",
             "new data strings remembered per DNS stream for tunnel counting",
             "the first distinct strings",
             "past it a repeat counts as new: a tunnel is only likelier, nothing is dropped",
             hides_danger=False,
         ),
         Limit(
-            "record-read", RECORD_READ, "bytes", "cujo_action/persistence_scan.py",
+            "record-read", RECORD_READ, "bytes", "cujo_action/watch/persistence_scan.py",
             "a distribution's RECORD read to excuse an install's own .pth",
             "the RECORD's head",
             "names past it stay unexcused, so a startup file among them is reported; a cut "
@@ -372,7 +378,7 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=False,
         ),
         Limit(
-            "report-read", REPORT_READ, "bytes", "cujo_action/reportfit.py",
+            "report-read", REPORT_READ, "bytes", "cujo_action/evidence/reportfit.py",
             "the largest report the relay reads at all (four times what a writer makes)",
             "nothing: such a report is no harness's",
             "the bundle is refused and the relay decides from the job log's record (a decoy "
@@ -380,7 +386,7 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=True,
         ),
         Limit(
-            "sink-head", SINK_HEAD, "bytes", "cujo_action/proxysink.py",
+            "sink-head", SINK_HEAD, "bytes", "cujo_action/net/proxysink.py",
             "a request head the proxy's own answering server reads (mitmproxy parsed it first)",
             "the whole head (mitmproxy already logged and searched the request)",
             "the sink closes the connection; the request's log line is already written",

@@ -27,25 +27,25 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from cujo_action.arm import Harness, Warm, arm, base_runs, warm_up
-from cujo_action.boundary import BoundaryError
-from cujo_action.bundle import (
+from cujo_action.arm.arming import Harness, Warm, arm, base_runs, warm_up
+from cujo_action.checks.harness import write_report
+from cujo_action.evidence.bundle import (
     attach_egress,
     copy_evidence,
     report_path,
     write_failure,
     write_manifest,
 )
-from cujo_action.checks.harness import write_report
-from cujo_action.dns import ResolverError
-from cujo_action.egressdigest import read_egress
-from cujo_action.jail import JailError
-from cujo_action.prepare import PrepareError, prepare
-from cujo_action.proxy import ProxyError
-from cujo_action.recorder import EgressTail, emit, record_begin
+from cujo_action.evidence.egressdigest import read_egress
+from cujo_action.evidence.recorder import EgressTail, emit, record_begin
+from cujo_action.evidence.stages import mark
+from cujo_action.evidence.timing import TIMINGS_NAME, Timeline, split_line, timing_record
+from cujo_action.net.dns import ResolverError
+from cujo_action.net.proxy import ProxyError
+from cujo_action.prepare.plan import PrepareError, prepare
+from cujo_action.sandbox.boundary import BoundaryError
+from cujo_action.sandbox.jail import JailError
 from cujo_action.schema import CheckName, Failure, Plan, PolicyError, Report, clip, utcnow
-from cujo_action.stages import mark
-from cujo_action.timing import TIMINGS_NAME, Timeline, split_line, timing_record
 
 # Beyond a check's own command timeouts, how long its process may take to set up and report.
 PROCESS_SLACK_S = 180.0

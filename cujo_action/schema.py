@@ -58,7 +58,7 @@ MEMORY_LIMIT: Final = "memory_limit"
 TESTS_FAILED: Final = "tests_failed"
 # A decoy (in any encoding the proxy decodes) in what a pull request's command printed.
 DECOY_IN_OUTPUT: Final = "decoy_in_output"
-# Writes that make code run later (cujo_action/persistence.py names the places).
+# Writes that make code run later (cujo_action/watch/persistence.py names the places).
 SHELL_PROFILE_WRITE: Final = "shell_profile_write"
 PYTHON_STARTUP_WRITE: Final = "python_startup_write"
 SYSTEMD_UNIT_WRITE: Final = "systemd_unit_write"
@@ -509,7 +509,7 @@ def parse_report(raw: bytes, *, run_id: str, head_sha: str, base_sha: str) -> Re
 
     Over a cap it is read as far as it fits, with a cut that says so (``reportfit``).
     """
-    from cujo_action import reportfit  # noqa: PLC0415 (reportfit builds on this module)
+    from cujo_action.evidence import reportfit  # noqa: PLC0415 (reportfit builds on this module)
 
     return reportfit.parse_report(raw, run_id=run_id, head_sha=head_sha, base_sha=base_sha)
 

@@ -7,10 +7,17 @@ from collections.abc import Sequence
 from fastapi import FastAPI
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from app_relay.store import Store
-
-from app_relay.board.access import Access, ClosedAccess, GitHubAccess, LocalAccess, Viewer, access_from_env, web_url_of
+from app_relay.board.access import (
+    Access,
+    ClosedAccess,
+    GitHubAccess,
+    LocalAccess,
+    Viewer,
+    access_from_env,
+    web_url_of,
+)
 from app_relay.board.pages import board_router
+from app_relay.store import Store
 
 __all__ = [
     "Access",

@@ -24,9 +24,10 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from app_relay.bundle import Bundle, BundleError, read_bundle
-from app_relay.reviewbody import evidence_lines
-from app_relay.runstate import RunState
+from app_relay.board import view
+from app_relay.board.access import Access, Viewer
+from app_relay.runs.bundle_intake import Bundle, BundleError, read_bundle
+from app_relay.runs.state import RunState
 from app_relay.store import (
     CommandRecord,
     Effect,
@@ -36,10 +37,8 @@ from app_relay.store import (
     Store,
     UnknownRun,
 )
+from app_relay.words.review_body import evidence_lines
 from cujo_action.schema import utcnow
-
-from app_relay.board import view
-from app_relay.board.access import Access, Viewer
 
 STATIC = Path(__file__).parent / "static"
 PAGE_SIZE = 50

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from app_relay.runstate import RunState
+from app_relay.runs.state import RunState
 from app_relay.store import CommandRecord, Effect, RunEvent
-from cujo_action.stages import STAGES
+from cujo_action.evidence.stages import STAGES
 
 _REPO = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Sequence
 
-from cujo_action.schema import Cut, DecoyEvent, Egress, Observation, Report
-
 from app_relay.decide.verdict import MAX_EVIDENCE, Finding
+from cujo_action.schema import Cut, DecoyEvent, Egress, Observation, Report
 
 Cause = tuple[str, ...]
 Item = Egress | DecoyEvent | Observation | Cut

@@ -7,13 +7,12 @@ described one line per id by ``reviewbody.evidence_lines``.
 
 from __future__ import annotations
 
-from app_relay.bundle import Bundle, BundleError
-from app_relay.mode import POLICY_FILE
-from cujo_action.schema import CHECK_NAMES, Policy
-
 from app_relay.decide.hits import RuleContext
 from app_relay.decide.judge import Judge, error_verdict
 from app_relay.decide.verdict import Verdict
+from app_relay.runs.bundle_intake import Bundle, BundleError
+from app_relay.runs.mode import POLICY_FILE
+from cujo_action.schema import CHECK_NAMES, Policy
 
 
 def verdict_of(bundle: Bundle, judge: Judge, *, policy: Policy | None) -> Verdict:

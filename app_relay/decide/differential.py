@@ -1,7 +1,7 @@
 """Tell what the head adds from what the base already does (base vs head).
 
 Pure. The sandbox installs and tests the base beside the head under the same arming
-(``cujo_action/checks/base.py``); its report is reference only. A hard-rule hit whose
+(``cujo_action/checks/base_commit.py``); its report is reference only. A hard-rule hit whose
 every piece of evidence the base showed too — the same phase, host and kind of egress,
 the same decoy file touched the same way, the same kind of observation on the same path
 — is something the pull request did not add: it becomes ``info`` ("also at base") and

@@ -12,11 +12,21 @@ import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from cujo_action.egress import parent_domain
+from app_relay.decide.hits import (
+    Hit,
+    Rule,
+    RuleContext,
+    host_name,
+    in_check_order,
+    lineage,
+    npm_reading_its_config,
+    ordered,
+    plural,
+    severity_by_phase,
+)
 from cujo_action.limits import LIMITS
+from cujo_action.net.egress import parent_domain
 from cujo_action.schema import DECOY_IN_OUTPUT, CheckName, Egress, Phase, Report
-
-from app_relay.decide.hits import Hit, Rule, RuleContext, host_name, in_check_order, lineage, npm_reading_its_config, ordered, plural, severity_by_phase
 
 # Egress methods that are no HTTP request of their own: a tunnel, a raw connection.
 NOT_REQUESTS = frozenset({"CONNECT", "TCP"})

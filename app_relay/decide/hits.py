@@ -10,9 +10,8 @@ import posixpath
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from cujo_action.schema import CHECK_NAMES, REGISTRY_HOSTS, CheckName, Phase, Policy, Report
-
 from app_relay.decide.verdict import Severity
+from cujo_action.schema import CHECK_NAMES, REGISTRY_HOSTS, CheckName, Phase, Policy, Report
 
 RUNTIME_PHASES: tuple[Phase, ...] = ("test", "probe", "smoke")
 EARLY_PHASES: tuple[Phase, ...] = ("install", "import")

@@ -18,18 +18,17 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Protocol
 
-from app_relay.inert import code_span
-from app_relay.modelport import ModelPort
-from app_relay.reviewtools import ADVISORY, BLOCKING, Accepted, Asked, ToolName, ask_for_review
-from app_relay.untrusted import Fence
-from cujo_action.limits import LIMITS
-from cujo_action.schema import CheckName, Report, clip
-
 from app_relay.decide.behaviour import Item, evidence_items, one_per_behaviour
 from app_relay.decide.hits import RuleContext
 from app_relay.decide.prompt import judge_prompt
 from app_relay.decide.rules import apply_rules
 from app_relay.decide.verdict import MAX_SUMMARY, SEVERITIES, Finding, ModelUse, Severity, Verdict
+from app_relay.model.port import ModelPort
+from app_relay.model.tools import ADVISORY, BLOCKING, Accepted, Asked, ToolName, ask_for_review
+from app_relay.words.inert import code_span
+from app_relay.words.untrusted import Fence
+from cujo_action.limits import LIMITS
+from cujo_action.schema import CheckName, Report, clip
 
 _MAX_CMD = 80
 # Error reasons quote what failed (file names, answers, bundle contents) at this length.

@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from app_relay.reviewtools import ADVISORY, BLOCKING, ToolName
-from app_relay.untrusted import Fence, estimate_tokens, sanitise
-from cujo_action.schema import CheckName, Egress, Report, clip
-
 from app_relay.decide.behaviour import Item, evidence_items
 from app_relay.decide.verdict import Finding, Verdict
+from app_relay.model.tools import ADVISORY, BLOCKING, ToolName
+from app_relay.words.untrusted import Fence, estimate_tokens, sanitise
+from cujo_action.schema import CheckName, Egress, Report, clip
 
 # Room kept in the prompt budget for the tools' definitions and the reply's framing.
 _TOOLS_RESERVE = 1_500

@@ -1,7 +1,7 @@
 """Turn the sandbox's reports into findings with deterministic hard rules.
 
 Each rule has a kebab-case id, one severity, a one-line description, a section in
-``docs/rules.md`` and a test file of its own (``tests/decide/test_rule_<id>.py``). A rule
+``docs/rules.md`` and a test file of its own (``tests/app_relay/decide/test_rule_<id>.py``). A rule
 is a pure function of the reports and the run's context; it does no I/O.
 """
 
@@ -10,6 +10,10 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable, Sequence
 
+from app_relay.decide.behaviour import evidence_items
+from app_relay.decide.differential import at_base, behaviours, split, title_at_base
+from app_relay.decide.evasion import EVASION_RULES
+from app_relay.decide.hits import RUNTIME_PHASES, Hit, Rule, RuleContext, RuleFn
 from cujo_action.schema import (
     AUTOSTART_WRITE,
     CRON_WRITE,
@@ -32,11 +36,6 @@ from cujo_action.schema import (
     Phase,
     Report,
 )
-
-from app_relay.decide.behaviour import evidence_items
-from app_relay.decide.differential import at_base, behaviours, split, title_at_base
-from app_relay.decide.evasion import EVASION_RULES
-from app_relay.decide.hits import RUNTIME_PHASES, Hit, Rule, RuleContext, RuleFn
 
 __all__ = ["RULES", "Hit", "Rule", "RuleContext", "apply_rules"]
 from app_relay.decide.hits import host_name as _host_name

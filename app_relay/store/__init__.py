@@ -15,14 +15,67 @@ beside it, so recording a delivery never waits for a worker's write (intake.py).
 from __future__ import annotations
 
 from app_relay.store.base import StoreBase
-from app_relay.store.board import BoardReads
+from app_relay.store.board_reads import BoardReads
 from app_relay.store.commands import CommandsStore
 from app_relay.store.deliveries import DeliveriesStore
 from app_relay.store.intake import IntakeError, intake_path
 from app_relay.store.outbox import OutboxStore
-from app_relay.store.records import CommandRecord, Delivery, Effect, Finished, Intent, NewDelivery, ReviewRequest, RunEvent, RunLine, RunRecord
+from app_relay.store.records import (
+    CommandRecord,
+    Delivery,
+    Effect,
+    Finished,
+    Intent,
+    NewDelivery,
+    ReviewRequest,
+    RunEvent,
+    RunLine,
+    RunRecord,
+)
 from app_relay.store.runs import RunsStore
-from app_relay.store.schema import BUSY_TIMEOUT_MS, COMMAND_OUTCOMES, DELIVERY_STATES, EFFECT_KINDS, EFFECT_STATES, FINDING_SOURCES, FIRST_REVISION, JUDGE_KINDS, MAX_DELIVERY_ATTEMPTS, MAX_DELIVERY_ERROR, MAX_EFFECT_ATTEMPTS, MAX_EVENT_KIND, MIGRATIONS, MODES, RUN_STATES, SESSION_KINDS, VERBS, Base, CommandOutcome, CommandRow, DeliveryRow, DeliveryState, EffectKind, EffectRow, EffectState, FindingRow, Mode, ReviewRequestRow, RunClosed, RunEventRow, RunRow, SessionKind, SessionRow, StoreError, UnknownDelivery, UnknownRun, UnknownSession, UnknownState, UTCDateTime, Verb, create_schema
+from app_relay.store.tables import (
+    BUSY_TIMEOUT_MS,
+    COMMAND_OUTCOMES,
+    DELIVERY_STATES,
+    EFFECT_KINDS,
+    EFFECT_STATES,
+    FINDING_SOURCES,
+    FIRST_REVISION,
+    JUDGE_KINDS,
+    MAX_DELIVERY_ATTEMPTS,
+    MAX_DELIVERY_ERROR,
+    MAX_EFFECT_ATTEMPTS,
+    MAX_EVENT_KIND,
+    MIGRATIONS,
+    MODES,
+    RUN_STATES,
+    SESSION_KINDS,
+    VERBS,
+    Base,
+    CommandOutcome,
+    CommandRow,
+    DeliveryRow,
+    DeliveryState,
+    EffectKind,
+    EffectRow,
+    EffectState,
+    FindingRow,
+    Mode,
+    ReviewRequestRow,
+    RunClosed,
+    RunEventRow,
+    RunRow,
+    SessionKind,
+    SessionRow,
+    StoreError,
+    UnknownDelivery,
+    UnknownRun,
+    UnknownSession,
+    UnknownState,
+    UTCDateTime,
+    Verb,
+    create_schema,
+)
 
 
 class Store(DeliveriesStore, RunsStore, CommandsStore, OutboxStore, BoardReads):

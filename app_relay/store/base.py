@@ -20,12 +20,26 @@ from app_relay.decide.verdict import (
     Finding,
     ModelUse,
 )
-from cujo_action.schema import MAX_TAIL, clip, utcnow
-
 from app_relay.store.engine import _engine_for
 from app_relay.store.intake import IntakeQueue, open_intake, take_into
 from app_relay.store.records import Intent, RunRecord
-from app_relay.store.schema import _BEGIN_OPTION, _LANES, CommandOutcome, CommandRow, DeliveryRow, EffectRow, FindingRow, RunEventRow, RunRow, SessionRow, StoreError, UnknownRun, _require, create_schema
+from app_relay.store.tables import (
+    _BEGIN_OPTION,
+    _LANES,
+    CommandOutcome,
+    CommandRow,
+    DeliveryRow,
+    EffectRow,
+    FindingRow,
+    RunEventRow,
+    RunRow,
+    SessionRow,
+    StoreError,
+    UnknownRun,
+    _require,
+    create_schema,
+)
+from cujo_action.schema import MAX_TAIL, clip, utcnow
 
 
 class StoreBase:

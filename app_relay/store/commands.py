@@ -9,11 +9,21 @@ from sqlalchemy import (
     select,
 )
 
-from cujo_action.schema import clip
-
 from app_relay.store.base import StoreBase
 from app_relay.store.records import CommandRecord, Intent, RunRecord, _command
-from app_relay.store.schema import COMMAND_OUTCOMES, VERBS, CommandOutcome, CommandRow, RunEventRow, RunRow, StoreError, UnknownRun, Verb, _require
+from app_relay.store.tables import (
+    COMMAND_OUTCOMES,
+    VERBS,
+    CommandOutcome,
+    CommandRow,
+    RunEventRow,
+    RunRow,
+    StoreError,
+    UnknownRun,
+    Verb,
+    _require,
+)
+from cujo_action.schema import clip
 
 
 class CommandsStore(StoreBase):

@@ -19,13 +19,28 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from cujo_action.schema import clip
-
 from app_relay.store.base import StoreBase
 from app_relay.store.engine import _delivery
 from app_relay.store.intake import take_into
 from app_relay.store.records import Delivery, Finished, NewDelivery, ReviewRequest
-from app_relay.store.schema import _SHA, DELIVERY_STATES, MAX_DELIVERY_ATTEMPTS, MAX_DELIVERY_ERROR, SESSION_KINDS, DeliveryRow, DeliveryState, IntakeCursorRow, ReviewRequestRow, SessionKind, SessionRow, StoreError, UnknownDelivery, UnknownSession, _require
+from app_relay.store.tables import (
+    _SHA,
+    DELIVERY_STATES,
+    MAX_DELIVERY_ATTEMPTS,
+    MAX_DELIVERY_ERROR,
+    SESSION_KINDS,
+    DeliveryRow,
+    DeliveryState,
+    IntakeCursorRow,
+    ReviewRequestRow,
+    SessionKind,
+    SessionRow,
+    StoreError,
+    UnknownDelivery,
+    UnknownSession,
+    _require,
+)
+from cujo_action.schema import clip
 
 
 class DeliveriesStore(StoreBase):

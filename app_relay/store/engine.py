@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.pool import StaticPool
 
 from app_relay.store.records import Delivery
-from app_relay.store.schema import _BEGIN_OPTION, BUSY_TIMEOUT_MS, DeliveryRow
+from app_relay.store.tables import _BEGIN_OPTION, BUSY_TIMEOUT_MS, DeliveryRow
 
 # --------------------------------------------------------------------------- store
 

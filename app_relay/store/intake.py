@@ -63,7 +63,14 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from app_relay.store.engine import _engine_for
 from app_relay.store.records import NewDelivery
-from app_relay.store.schema import _BEGIN_OPTION, MIGRATIONS, DeliveryRow, IntakeCursorRow, StoreError, UTCDateTime
+from app_relay.store.tables import (
+    _BEGIN_OPTION,
+    MIGRATIONS,
+    DeliveryRow,
+    IntakeCursorRow,
+    StoreError,
+    UTCDateTime,
+)
 
 log = logging.getLogger(__name__)
 INTAKE_MIGRATIONS = MIGRATIONS / "intake"

@@ -13,11 +13,19 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import aliased
 
-from cujo_action.schema import MAX_TAIL, clip
-
 from app_relay.store.base import StoreBase
 from app_relay.store.records import Effect, Intent, _effect
-from app_relay.store.schema import _GITHUB_FIELDS, EFFECT_STATES, MAX_DELIVERY_ERROR, MAX_EFFECT_ATTEMPTS, EffectRow, EffectState, RunEventRow, StoreError
+from app_relay.store.tables import (
+    _GITHUB_FIELDS,
+    EFFECT_STATES,
+    MAX_DELIVERY_ERROR,
+    MAX_EFFECT_ATTEMPTS,
+    EffectRow,
+    EffectState,
+    RunEventRow,
+    StoreError,
+)
+from cujo_action.schema import MAX_TAIL, clip
 
 
 class OutboxStore(StoreBase):

@@ -12,9 +12,20 @@ from app_relay.decide.verdict import (
     JudgeKind,
     ModelUse,
 )
-from app_relay.runstate import RunState
-
-from app_relay.store.schema import EFFECT_KINDS, CommandOutcome, CommandRow, DeliveryState, EffectKind, EffectRow, EffectState, Mode, SessionKind, Verb, _require
+from app_relay.runs.state import RunState
+from app_relay.store.tables import (
+    EFFECT_KINDS,
+    CommandOutcome,
+    CommandRow,
+    DeliveryState,
+    EffectKind,
+    EffectRow,
+    EffectState,
+    Mode,
+    SessionKind,
+    Verb,
+    _require,
+)
 
 # --------------------------------------------------------------------------- records
 

@@ -15,12 +15,29 @@ from sqlalchemy.orm import Session
 from app_relay.decide.verdict import (
     Verdict,
 )
-from app_relay.runstate import INITIAL, OPEN_STATES, VERDICT_STATES, RunState, may_move
-from cujo_action.schema import MAX_TAIL, clip
-
+from app_relay.runs.state import INITIAL, OPEN_STATES, VERDICT_STATES, RunState, may_move
 from app_relay.store.base import StoreBase
 from app_relay.store.records import Intent, RunEvent, RunRecord
-from app_relay.store.schema import _GITHUB_FIELDS, _SHA, MAX_EVENT_KIND, MODES, RUN_STATES, EffectRow, FindingRow, Mode, ReviewRequestRow, RunClosed, RunEventRow, RunRow, SessionRow, StoreError, UnknownRun, UnknownSession, _require
+from app_relay.store.tables import (
+    _GITHUB_FIELDS,
+    _SHA,
+    MAX_EVENT_KIND,
+    MODES,
+    RUN_STATES,
+    EffectRow,
+    FindingRow,
+    Mode,
+    ReviewRequestRow,
+    RunClosed,
+    RunEventRow,
+    RunRow,
+    SessionRow,
+    StoreError,
+    UnknownRun,
+    UnknownSession,
+    _require,
+)
+from cujo_action.schema import MAX_TAIL, clip
 
 
 class RunsStore(StoreBase):

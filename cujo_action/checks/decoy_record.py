@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cujo_action.ledger import item_line
-from cujo_action.recorder import emit
+from cujo_action.evidence.ledger import item_line
+from cujo_action.evidence.recorder import emit
 from cujo_action.schema import (
     MAX_DECOY_EVENTS,
     MAX_SHORT,
@@ -24,7 +24,7 @@ from cujo_action.schema import (
     DecoyReader,
     clip,
 )
-from cujo_action.watcher import DecoyKind, Reader, WatchEvent
+from cujo_action.watch.watcher import DecoyKind, Reader, WatchEvent
 
 # Repeated readers (not the first of their decoy, kind and phase) may fill only half the
 # report: the rest stays free for writes, deletes and first accesses still to come.

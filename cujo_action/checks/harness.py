@@ -19,12 +19,19 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from cujo_action import _receive_install, limits
-from cujo_action.actionsjob import FILE_COMMANDS
-from cujo_action.arm import LABELS, Armed, label, sandbox_env
+from cujo_action import limits
+from cujo_action.arm.actionsjob import FILE_COMMANDS
+from cujo_action.arm.arming import LABELS, Armed, label, sandbox_env
+from cujo_action.arm.decoys import DecoyMatcher, decoy_files
+from cujo_action.checks import _receive_install
 from cujo_action.checks.decoy_record import DecoyRecord
-from cujo_action.decoys import DecoyMatcher, decoy_files
-from cujo_action.jail import (
+from cujo_action.evidence.ledger import item_line
+from cujo_action.evidence.recorder import emit
+from cujo_action.evidence.timing import Timeline
+from cujo_action.limits import LimitId
+from cujo_action.net.netns import NetnsError, drops_for
+from cujo_action.net.proxy import NameBook
+from cujo_action.sandbox.jail import (
     NPROC_LIMIT,
     ExecGuard,
     JailError,
@@ -34,13 +41,6 @@ from cujo_action.jail import (
     namespace_inode,
     run_confined,
 )
-from cujo_action.ledger import item_line
-from cujo_action.limits import LimitId
-from cujo_action.netns import NetnsError, drops_for
-from cujo_action.persistence import SCHEDULERS, Entry, Place, changes, places
-from cujo_action.persistence_scan import ScanCut, scan, venv_places
-from cujo_action.proxy import NameBook
-from cujo_action.recorder import emit
 from cujo_action.schema import (
     DECOY_IN_OUTPUT,
     MAX_COMMANDS,
@@ -63,8 +63,9 @@ from cujo_action.schema import (
     utcnow,
     with_cut,
 )
-from cujo_action.timing import Timeline
-from cujo_action.watcher import PRIVILEGE_TOOLS, DecoyWatcher
+from cujo_action.watch.persistence import SCHEDULERS, Entry, Place, changes, places
+from cujo_action.watch.persistence_scan import ScanCut, scan, venv_places
+from cujo_action.watch.watcher import PRIVILEGE_TOOLS, DecoyWatcher
 
 # Executables whose run is evidence itself: a way to root (sudo), or to run later (crontab).
 _WATCHED_TOOLS = (*PRIVILEGE_TOOLS, *(Path(tool) for tool in SCHEDULERS))

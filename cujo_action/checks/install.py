@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cujo_action.checks.harness import CheckRun, check_main, status_of
-from cujo_action.jail import JailError
+from cujo_action.sandbox.jail import JailError
 from cujo_action.schema import Report
 
 

@@ -52,7 +52,7 @@ def build_repo(root: Path) -> Path:
 def review(repo: Path, head: str, data: Path) -> dict:
     print(f"\n=== cujo review --base main --head {head} ===", flush=True)
     done = subprocess.run(
-        [sys.executable, "-m", "app_relay.cli", "review", "--repo", str(repo), "--base", "main",
+        [sys.executable, "-m", "app_relay", "review", "--repo", str(repo), "--base", "main",
          "--head", head, "--json", "--data-dir", str(data)],
         stdout=subprocess.PIPE,
         text=True,
@@ -74,7 +74,7 @@ def main() -> int:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     sys.path.insert(0, str(HERE.parents[1]))
-    from app_relay.subcommands import render
+    from app_relay.cli.review import render
 
     print("\n" + "=" * 72)
     for head, obj in results.items():
@@ -126,7 +126,7 @@ def show_board(data: Path) -> None:
         print(f"Serving it now at {url} (Ctrl-C to stop).", flush=True)
         try:
             subprocess.run(
-                [sys.executable, "-m", "app_relay.cli", "board", "--data-dir", str(data),
+                [sys.executable, "-m", "app_relay", "board", "--data-dir", str(data),
                  "--port", str(BOARD_PORT)],
                 stdout=subprocess.DEVNULL,
                 check=False,

@@ -18,6 +18,7 @@ import vcr
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # tests/, for fakegithub
 
+from app_relay.guard import read_hold  # noqa: E402
 from fakegithub import (  # noqa: E402
     FakeGitHubServer,
     FakeState,
@@ -33,7 +34,6 @@ from app_relay.github import (  # noqa: E402
     GitHubGateway,
     ReviewComment,
 )
-from app_relay.guard import read_hold  # noqa: E402
 
 # The moment the captures pretend to happen; replays pin the gateway's clock to it.
 NOW = 1_768_478_400.0  # 2026-01-15T12:00:00Z

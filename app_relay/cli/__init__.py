@@ -1,0 +1,1 @@
+"""The ``cujo`` command: local review, board, doctor, and the relay's processes."""

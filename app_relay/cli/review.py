@@ -1,0 +1,532 @@
+"""What each ``cujo`` subcommand does: a local review (sandbox or diff), ``doctor``, ``board``.
+
+``cli.py`` parses the command line and, for ``cujo review``, starts the sandbox before
+this module (the record, the verdict and their libraries) is loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any, Literal
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from app_relay.cli.main import (
+    UNKNOWN_SHA,
+    LocalReview,
+    data_dir,
+    database_url,
+    git_text,
+    resolve,
+    start_review,
+)
+from app_relay.decide.behaviour import evidence_items
+from app_relay.decide.bundle_verdict import verdict_of
+from app_relay.decide.judge import DeterministicJudge, error_verdict
+from app_relay.decide.verdict import Verdict
+from app_relay.model.port import ModelPort
+from app_relay.runs.bundle_intake import Bundle, BundleError, read_bundle
+from app_relay.runs.mode import POLICY_FILE
+from app_relay.runs.tamper import described, reconcile, record_verdict, with_tampering
+from app_relay.store import Store
+from app_relay.words.review_body import evidence_lines
+from cujo_action.schema import PolicyError, Report, load_policy
+
+# Unproven holds the merge on GitHub; a script gets 4 so it holds too (DESIGN section 10).
+EXIT = {"clean": 0, "unproven": 4, "blocked": 1, "error": 3}
+# Evidence from a sandbox that could be dodged proves nothing: partial isolation can block
+# a pull request, but never call it clean.
+JUDGE = DeterministicJudge(require_full_isolation=True)
+
+
+def shown_url(url: str) -> str:
+    """Return the record's URL as printed: a password in it (PostgreSQL) is masked."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _evidence_index(
+    reports: Sequence[Report], described: Mapping[str, str]
+) -> dict[str, dict[str, Any]]:
+    """Return each evidence item as JSON with its plain description (``description``)."""
+    held = evidence_items(reports)
+    items = {eid: item.model_dump(mode="json") for eid, (_, item) in held.items()}
+    # Evidence no report holds (what the tamper record kept and the bundle lost) is
+    # described all the same.
+    for eid, said in described.items():
+        items[eid] = {**items.get(eid, {"id": eid}), "description": said}
+    return items
+
+
+def summary_object(
+    *,
+    run_id: str,
+    bundle: Bundle | None,
+    verdict: Verdict,
+    record: str,
+    base_sha: str | None = None,
+    head_sha: str | None = None,
+    lost: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Return the ``--json`` object of DESIGN section 10.
+
+    Each finding's evidence items carry their plain ``description``; ``lost`` describes
+    evidence the bundle no longer holds (``tamper.described``).
+
+    ``base_sha`` and ``head_sha`` are the commits the CLI resolved itself; they stand in
+    when the sandbox wrote no plan (a run that ended ``error`` before settling one).
+    """
+    plan = bundle.plan if bundle else None
+    reports = bundle.reports if bundle else ()
+    index = _evidence_index(reports, {**evidence_lines(reports), **(lost or {})})
+    isolation = (
+        "partial" if any(r.isolation == "partial" for r in reports) or not reports else "full"
+    )
+    return {
+        "run_id": run_id,
+        "state": verdict.state,
+        "mode": "sandbox",
+        "base_sha": plan.base_sha if plan else _known(base_sha),
+        "head_sha": plan.head_sha if plan else _known(head_sha),
+        "isolation": isolation,
+        "plan": {
+            "install": plan.install,
+            "test": plan.test,
+            "smoke": plan.smoke,
+            "policy_from": plan.policy_from,
+        }
+        if plan
+        else None,
+        "checks": {r.check: {"status": r.status, "summary": r.summary} for r in reports},
+        "summary": verdict.summary,
+        "notes": plan.notes if plan else [],
+        "unproven": verdict.unproven,
+        "findings": [
+            {
+                "id": f.id,
+                "rule": f.rule,
+                "rules": f.rules,
+                "severity": f.severity,
+                "check": f.check,
+                "title": f.title,
+                "evidence": [index.get(e, {"id": e}) for e in f.evidence],
+            }
+            for f in verdict.findings
+        ],
+        "record": record,
+    }
+
+
+def _known(sha: str | None) -> str | None:
+    return sha if sha and sha != UNKNOWN_SHA else None
+
+
+def render(obj: dict[str, Any], evidence: Mapping[str, str] | None = None) -> str:
+    """Return the human report of a review; ``evidence`` gives one line per evidence id."""
+    evidence = evidence or {}
+    state = obj["state"]
+    lines = [f"Cujo verdict: {state.upper()}  (run {obj['run_id']})", f"  {obj['summary']}"]
+    if obj["plan"]:
+        plan = obj["plan"]
+        lines.append(
+            f"  base {obj['base_sha'][:12]}  head {obj['head_sha'][:12]}  "
+            f"policy from {plan['policy_from'][:12]}  isolation {obj['isolation']}"
+        )
+        lines.append(
+            f"  plan: install `{plan['install'] or '-'}`; test `{plan['test'] or '-'}`; "
+            f"smoke `{plan['smoke'] or '-'}`"
+        )
+    elif obj["base_sha"] and obj["head_sha"]:
+        lines.append(f"  base {obj['base_sha'][:12]}  head {obj['head_sha'][:12]}")
+    for note in obj.get("notes") or []:
+        lines.append(f"  note: {note}")
+    if obj["checks"]:
+        lines.append("  checks:")
+        for name, check in obj["checks"].items():
+            first = check["summary"].splitlines()[0] if check["summary"] else ""
+            lines.append(f"    {name:<11} {check['status']:<8} {first}")
+    for line in obj["unproven"]:
+        lines.append(f"  unproven: {line}")
+    if obj["findings"]:
+        lines.append("  findings:")
+        for f in obj["findings"]:
+            lines.append(
+                f"    {f['id']} {f['severity']:<8} [{f['rule']}, {f['check']}] {f['title']}"
+            )
+            shown = f["evidence"][:3]
+            for item in shown:
+                said = evidence.get(item["id"]) or item.get("description", "")
+                lines.append(f"       evidence {item['id']}: {said}")
+    lines.append(f"  record: {obj['record']}")
+    return "\n".join(lines)
+
+
+# Why a `--mode diff` review ran in the sandbox instead; the summary starts with it.
+NO_MODEL_KEY = (
+    "A diff review needs a model key (ANTHROPIC_API_KEY) and none is set, so this is the "
+    "sandbox review instead."
+)
+
+
+def review(args: argparse.Namespace, started: LocalReview | None = None) -> int:
+    """Run a local review of head against base and record it.
+
+    ``started``: the sandbox ``cli.main`` started before this module loaded (a sandbox
+    review); otherwise it is started here (a diff review with no model key).
+    """
+    instead = ""
+    if args.mode == "diff":
+        from app_relay.model.claude import model_client_from_env  # noqa: PLC0415
+
+        client = model_client_from_env(os.environ)
+        if client is not None:
+            return diff_review(args, client)
+        instead = NO_MODEL_KEY
+        print(f"cujo review: {instead}", file=sys.stderr)
+    with _patient_interrupt() as interrupted:
+        return _sandbox_review(args, started or start_review(args), instead, interrupted)
+
+
+def _open_record(
+    folder: Path,
+    repo: str,
+    run_id: str,
+    base_sha: str,
+    head_sha: str,
+    mode: Literal["sandbox", "diff"],
+) -> Store:
+    """Open the local record in ``folder`` and start the run in it (raises OSError or
+    SQLAlchemyError: no record, so no run)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    store = Store(database_url(folder))
+    store.start_run(store.open_session(repo, None, "local"), run_id, base_sha, head_sha, mode)
+    return store
+
+
+def _sandbox_review(
+    args: argparse.Namespace, started: LocalReview, instead: str, interrupted: threading.Event
+) -> int:
+    run_id, repo, folder, out = started.run_id, started.repo, started.folder, started.out
+    base_sha, head_sha = started.base_sha, started.head_sha
+    try:
+        store = _open_record(folder, repo, run_id, base_sha, head_sha, "sandbox")
+    except (OSError, SQLAlchemyError) as exc:
+        started.run.stop()  # no record, so no run
+        # Say where the record should have been, and why it is not.
+        print(
+            f"cujo review: cannot open the record in {folder}: {_why(exc)}; "
+            "give a writable --data-dir (or CUJO_HOME)",
+            file=sys.stderr,
+        )
+        return 3
+    record = f"{shown_url(store.url)} run {run_id} (bundle in {out})"
+    bundle: Bundle | None = None
+    known_base, known_head = _known(base_sha), _known(head_sha)
+    lost: dict[str, str] = {}
+    try:
+        # The run page follows the stages live, as the relay follows a job's steps.
+        code = started.run.wait(lambda step: store.add_event(run_id, "step", step))
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+        if code not in (0, 3):
+            verdict = error_verdict(f"the sandbox exited {code} without a bundle")
+        else:
+            bundle = read_bundle(out, run_id=run_id, head_sha=known_head, base_sha=known_base)
+            # Locally the sandbox read base's policy from the repository named here: there is
+            # no copy of the relay's to hold the plan to.
+            verdict = verdict_of(bundle, JUDGE, policy=None)
+            found = reconcile("\n".join(started.printed), bundle, out)
+            store.add_event(run_id, "tamper" if found.lost else "log", found.line())
+            verdict, lost = with_tampering(verdict, found), described(found)
+    except BundleError as exc:
+        verdict = error_verdict(f"the sandbox bundle was rejected: {exc}")
+        # What the harness printed as it happened still decides a decoy sent (tamper.py).
+        from_record, lost = record_verdict("\n".join(started.printed), run_id, str(exc))
+        verdict = from_record or verdict
+    except OSError as exc:
+        verdict = error_verdict(f"the sandbox could not be run or read: {_why(exc)}")
+    except KeyboardInterrupt:
+        started.run.stop()
+        store.mark_abandoned(run_id, "interrupted by the user")
+        print("cujo: interrupted; the run is recorded as error", file=sys.stderr)
+        return 3
+    if instead:
+        verdict = Verdict.model_validate(
+            {**verdict.model_dump(), "summary": f"{instead} {verdict.summary}"}
+        )
+    plan_json = bundle.plan.model_dump_json(by_alias=True) if bundle and bundle.plan else None
+    recorded = True
+    try:
+        store.finish_run(run_id, verdict, plan_json, str(out))
+    except SQLAlchemyError as exc:
+        recorded = False
+        record = f"not recorded: {_why(exc)} ({record})"
+        print(f"cujo review: the verdict could not be recorded: {_why(exc)}", file=sys.stderr)
+    obj = summary_object(
+        run_id=run_id,
+        bundle=bundle,
+        verdict=verdict,
+        record=record,
+        base_sha=base_sha,
+        head_sha=head_sha,
+        lost=lost,
+    )
+    print(json.dumps(obj, indent=2) if args.json else render(obj))
+    # A verdict that is not on the record is Cujo falling over, whatever the verdict says.
+    return EXIT[verdict.state] if recorded else 3
+
+
+def diff_review(args: argparse.Namespace, client: ModelPort) -> int:
+    """Review head's diff against base with the diff model; record it; print the verdict."""
+    folder = data_dir(args.data_dir)
+    run_id = f"local-{secrets.token_hex(6)}"
+    repo = str(Path(args.repo).resolve()) if "://" not in args.repo else args.repo
+    base_sha, head_sha = resolve(repo, args.base), resolve(repo, args.head)
+    try:
+        store = _open_record(folder, repo, run_id, base_sha, head_sha, "diff")
+    except (OSError, SQLAlchemyError) as exc:
+        print(f"cujo review: cannot open the record in {folder}: {_why(exc)}", file=sys.stderr)
+        return 3
+    record = f"{shown_url(store.url)} run {run_id}"
+    print(f"cujo: diff review of {repo}: {args.base} → {args.head} (run {run_id})", file=sys.stderr)
+    if UNKNOWN_SHA in (base_sha, head_sha):
+        verdict = error_verdict(f"{args.base} or {args.head} is not a commit of {repo}")
+        evidence: dict[str, str] = {}
+        ran: list[str] = []
+    else:
+        verdict, evidence, ran = _diff_verdict(client, repo, base_sha, head_sha)
+    recorded = True
+    try:
+        store.finish_run(run_id, verdict)
+    except SQLAlchemyError as exc:
+        recorded = False
+        record = f"not recorded: {_why(exc)} ({record})"
+        print(f"cujo review: the verdict could not be recorded: {_why(exc)}", file=sys.stderr)
+    obj = summary_object(
+        run_id=run_id, bundle=None, verdict=verdict, record=record, base_sha=base_sha,
+        head_sha=head_sha,
+    )  # fmt: skip
+    obj["mode"] = "diff"
+    obj["isolation"] = None
+    obj["notes"] = ran
+    for finding in obj["findings"]:
+        finding["evidence"] = [
+            {"id": e["id"], "where": evidence[e["id"]]} if e["id"] in evidence else e
+            for e in finding["evidence"]
+        ]
+    if verdict.model_use is not None:
+        obj["model_use"] = verdict.model_use.model_dump(mode="json")
+    print(json.dumps(obj, indent=2) if args.json else render(obj, evidence))
+    return EXIT[verdict.state] if recorded else 3
+
+
+def _diff_verdict(
+    client: ModelPort, repo: str, base_sha: str, head_sha: str
+) -> tuple[Verdict, dict[str, str], list[str]]:
+    """Return the diff review's verdict, where each hunk it cites is, and what ran."""
+    from app_relay.model.diffreview import read_standards, review_diff  # noqa: PLC0415
+
+    def read_at(path: str, ref: str) -> str | None:
+        return git_text(repo, "cat-file", "blob", f"{ref}:{path}")
+
+    # The policy and the standards are read at base, never head (DESIGN section 4).
+    try:
+        policy = load_policy(read_at(POLICY_FILE, base_sha))
+    except PolicyError as exc:
+        return error_verdict(f"the policy at base is unusable: {exc}"), {}, []
+    # A pull request's diff is against the merge base, as GitHub shows it (three dots).
+    diff = git_text(repo, "diff", "--no-color", "--no-ext-diff", "-M", f"{base_sha}...{head_sha}")
+    if diff is None:
+        return error_verdict(f"git could not show the diff {base_sha}...{head_sha}"), {}, []
+    title, _, body = (git_text(repo, "log", "-1", "--format=%B", head_sha) or "").partition("\n")
+    done = review_diff(
+        client,
+        diff=diff,
+        standards=read_standards(read_at, base_sha),
+        policy=policy,
+        title=title,
+        body=body.strip(),
+    )
+    return done.verdict, done.evidence(), done.ran()
+
+
+@contextmanager
+def _patient_interrupt() -> Iterator[threading.Event]:
+    """Let the first Ctrl-C reach the sandbox alone, and wait while it stops its checks.
+
+    Ctrl-C signals the whole foreground process group, the sandbox included. Raising
+    here at once would make the runner kill the sandbox a moment later, before it has
+    killed the pull request's commands (which run in sessions of their own) and removed
+    its work folder. The event says a Ctrl-C came; a second one stops the wait.
+    """
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted
+        return
+
+    def first(signum: int, frame: FrameType | None) -> None:
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+        interrupted.set()
+        print(
+            "cujo: interrupted; stopping the sandbox (Ctrl-C again to stop waiting)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    previous = signal.signal(signal.SIGINT, first)
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror} ({exc.filename})" if exc.filename else exc.strerror
+    if isinstance(exc, SQLAlchemyError):
+        return str(getattr(exc, "orig", None) or exc).splitlines()[0]
+    return str(exc) or type(exc).__name__
+
+
+# The App's permissions a relay needs (app-manifest.json asks for them). Without
+# `administration: read` the guard still reads branch protection through the branch read.
+_PERMISSIONS_OPTIONAL = frozenset({"administration"})
+_LEVELS = {"read": 1, "write": 2, "admin": 3}
+
+
+def doctor(args: argparse.Namespace) -> int:
+    """Check that Cujo can work on a repository: one line per check, with the fix."""
+    from importlib.resources import files  # noqa: PLC0415
+
+    from app_relay.github.client import GitHubApp, GitHubError  # noqa: PLC0415
+    from app_relay.github.protection import read_hold  # noqa: PLC0415
+    from app_relay.settings import SettingsError, load_settings  # noqa: PLC0415
+
+    try:
+        settings = load_settings()
+        github = GitHubApp(
+            app_id=settings.app_id,
+            private_key=settings.private_key.reveal(),
+            base_url=settings.github_api_url,
+        )
+    except (SettingsError, ValueError) as exc:
+        print(f"cujo doctor: {exc}", file=sys.stderr)
+        return 2
+    manifest = json.loads(files("app_relay").joinpath("app-manifest.json").read_text())
+    wanted: dict[str, str] = manifest["default_permissions"]
+    results: list[tuple[bool, str]] = []
+
+    def check(passed: bool, line: str) -> None:
+        results.append((passed, line))
+        print(f"{'ok  ' if passed else 'FAIL'}  {line}", flush=True)
+
+    repo = args.repo
+    try:
+        try:
+            installation = github.installation_of(repo)
+        except (GitHubError, ValueError) as exc:
+            fix = "install the app on this repository (its GitHub page → Install)"
+            check(False, f"the Cujo app is installed on {repo}: {exc}. Fix: {fix}.")
+            return 1
+        check(True, f"the Cujo app is installed on {repo} (installation {installation.id})")
+        missing = sorted(
+            f"{name}: {level}"
+            for name, level in wanted.items()
+            if name not in _PERMISSIONS_OPTIONAL
+            and _LEVELS.get(installation.permissions.get(name, ""), 0) < _LEVELS[level]
+        )
+        check(
+            not missing,
+            "the app has the permissions it needs"
+            + (
+                f": missing {', '.join(missing)}. Fix: grant them in the app's settings "
+                "(Permissions and events), then accept them on the installation."
+                if missing
+                else ""
+            ),
+        )
+        gw = github.gateway(installation.id)
+        try:
+            workflow = gw.workflow(repo, settings.workflow)
+            where = f"`.github/workflows/{settings.workflow}` on the default branch"
+            if workflow is None:
+                fix = "add the sandbox workflow there (or set CUJO_WORKFLOW to its file name)"
+                check(False, f"{where}: not found. Fix: {fix}.")
+            else:
+                check(
+                    workflow.state == "active",
+                    f"{where}: {workflow.state}"
+                    + (
+                        "" if workflow.state == "active" else ". Fix: enable it in the Actions tab."
+                    ),
+                )
+            branch = args.branch or gw.default_branch(repo)
+            hold = read_hold(gw, repo, branch, settings.app_id)
+            check(hold.answer == "holds", hold.line())
+        except GitHubError as exc:
+            check(False, f"GitHub could not be read: {exc}")
+        finally:
+            gw.close()
+    finally:
+        github.close()
+    return 0 if all(passed for passed, _ in results) else 1
+
+
+def board(args: argparse.Namespace) -> int:
+    """Serve the board over the local record, on 127.0.0.1 only, until Ctrl-C."""
+    import socket  # noqa: PLC0415
+
+    import uvicorn  # noqa: PLC0415
+
+    from app_relay.board import board_app  # noqa: PLC0415
+
+    folder = data_dir(args.data_dir)
+    try:
+        store = Store(database_url(folder))
+    except (OSError, SQLAlchemyError) as exc:
+        print(f"cujo board: cannot open the record in {folder}: {_why(exc)}", file=sys.stderr)
+        return 3
+    try:
+        # Loopback only: the local board shows every run of the record to whoever connects.
+        listener = socket.create_server(("127.0.0.1", args.port))
+    except OSError as exc:
+        store.close()
+        print(f"cujo board: cannot listen on 127.0.0.1:{args.port}: {_why(exc)}", file=sys.stderr)
+        return 3
+    server = uvicorn.Server(
+        uvicorn.Config(
+            board_app(store),
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            # Open pages hold a stream each; they reconnect to a board started again.
+            timeout_graceful_shutdown=2,
+        )
+    )
+    port = listener.getsockname()[1]
+    print(f"cujo board: http://127.0.0.1:{port}/  (record {shown_url(store.url)})", flush=True)
+    # uvicorn raises the signal that stopped it again once it has; as in `relay serve`,
+    # handlers of ours make that second delivery harmless, so Ctrl-C exits 0.
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: None)
+        for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        server.run(sockets=[listener])
+    finally:
+        store.close()
+        listener.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0

@@ -1,0 +1,1 @@
+"""The only code that talks to GitHub: vocabulary, client, auth, sign-in, protection."""

@@ -1,0 +1,1 @@
+"""The model: the Anthropic port, the review tools, the diff review."""

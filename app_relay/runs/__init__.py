@@ -1,0 +1,1 @@
+"""Runs: the state machine, the coordinator, runners, effects, bundles and tamper."""

@@ -1,0 +1,1 @@
+"""The two verbs in comments: parsing them, who may, applying dismiss and reinstate."""

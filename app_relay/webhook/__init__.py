@@ -1,0 +1,1 @@
+"""Take webhooks in: the web app, signature check, events and routers, the workers."""

@@ -1,0 +1,207 @@
+"""Work through recorded deliveries with a bounded pool of threads.
+
+Each worker claims one delivery at a time under a lease (``Store.claim_delivery``),
+routes it through ``events.ROUTER`` and finishes it. A heartbeat renews the leases of
+deliveries in hand, so a slow handler keeps its delivery; a relay that dies stops
+renewing, and after the lease runs out any worker (this relay restarted, or another
+one sharing the database) takes the delivery over. A finished delivery is never taken
+again. ``stop()`` stops claiming and lets the deliveries in hand finish.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from app_relay.store import MAX_DELIVERY_ATTEMPTS, Delivery, Finished, Store
+from app_relay.webhook.events import ROUTER, Context, Event, MalformedEvent, Router
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """How many workers, how long a lease, how patient a retry."""
+
+    workers: int = 4
+    lease_s: float = 30.0
+    # An idle worker looks again this often even when nobody wakes it (another relay
+    # sharing the database may have recorded a delivery, or a lease may have run out).
+    idle_s: float = 1.0
+    retry_s: float = 5.0  # the first retry's delay, doubled on each further attempt
+    max_retry_s: float = 300.0
+    max_attempts: int = MAX_DELIVERY_ATTEMPTS
+    # A worker claims up to this many deliveries in one transaction and finishes them in
+    # one: fewer commits (each a sync to disk) per delivery under load.
+    batch: int = 4
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError("a pool has at least one worker")
+        if self.lease_s <= 0 or self.idle_s <= 0:
+            raise ValueError("leases and idle waits last more than 0 seconds")
+        if self.max_attempts < 1:
+            raise ValueError("a delivery gets at least one attempt")
+        if self.batch < 1:
+            raise ValueError("a worker claims at least one delivery at a time")
+
+
+class WorkerPool:
+    """Threads that claim, route and finish deliveries until stopped."""
+
+    def __init__(
+        self,
+        store: Store,
+        context: Context,
+        router: Router = ROUTER,
+        config: PoolConfig | None = None,
+    ) -> None:
+        self.store = store
+        self.context = context
+        self.router = router
+        self.config = config or PoolConfig()
+        # Unique per pool: a restarted relay must not pass for the one that died.
+        self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._stopping = threading.Event()
+        self._wake = threading.Event()
+        self._drained = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._heartbeat_thread: threading.Thread | None = None
+        self._in_hand: dict[str, str] = {}  # delivery id → worker id
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Start the workers and the lease heartbeat."""
+        if self._threads:
+            raise RuntimeError("the pool is already started")
+        for n in range(self.config.workers):
+            worker_id = f"{self.name}/{n}"
+            thread = threading.Thread(
+                target=self._work, args=(worker_id,), name=f"cujo-worker-{n}", daemon=True
+            )
+            self._threads.append(thread)
+        self._heartbeat_thread = threading.Thread(
+            target=self._heartbeat, name="cujo-lease-heartbeat", daemon=True
+        )
+        for thread in [*self._threads, self._heartbeat_thread]:
+            thread.start()
+
+    def notify(self) -> None:
+        """Wake idle workers: a delivery was just recorded."""
+        self._wake.set()
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop claiming, let the deliveries in hand finish; return False on ``timeout``."""
+        self._stopping.set()
+        self._wake.set()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(None if deadline is None else max(deadline - time.monotonic(), 0))
+        if any(thread.is_alive() for thread in self._threads):
+            return False
+        self._drained.set()
+        if self._heartbeat_thread is not None:
+            self._heartbeat_thread.join()
+        return True
+
+    def in_hand(self) -> int:
+        """Return how many deliveries the workers hold right now."""
+        with self._lock:
+            return len(self._in_hand)
+
+    def _work(self, worker_id: str) -> None:
+        while not self._stopping.is_set():
+            try:
+                claimed = self.store.claim_deliveries(
+                    worker_id,
+                    self.config.lease_s,
+                    limit=self.config.batch,
+                    max_attempts=self.config.max_attempts,
+                )
+            except SQLAlchemyError:
+                log.exception("%s: could not claim deliveries; trying again", worker_id)
+                self._stopping.wait(self.config.idle_s)
+                continue
+            if not claimed:
+                self._wake.wait(self.config.idle_s)
+                self._wake.clear()
+                continue
+            with self._lock:
+                for delivery in claimed:
+                    self._in_hand[delivery.id] = worker_id
+            try:
+                results: list[Finished] = []
+                for delivery in claimed:
+                    if self._stopping.is_set():
+                        break  # stopping: what was not started goes back to the queue
+                    results.append(self._handle(worker_id, delivery))
+                self._finish(worker_id, results)
+                self._hand_back(worker_id, [d.id for d in claimed[len(results) :]])
+            finally:
+                with self._lock:
+                    for delivery in claimed:
+                        self._in_hand.pop(delivery.id, None)
+
+    def _handle(self, worker_id: str, delivery: Delivery) -> Finished:
+        ok, final, detail = True, False, ""
+        try:
+            event = Event.parse(delivery.id, delivery.event, delivery.body)
+            ran = self.router.dispatch(event, self.context)
+            detail = f"{ran} handler(s) ran"
+        except MalformedEvent as exc:
+            # The payload is wrong, so trying again gives the same answer.
+            ok, final, detail = False, True, f"malformed {delivery.event}: {exc}"
+        except Exception as exc:
+            ok, detail = False, f"{type(exc).__name__}: {exc}"
+            log.exception(
+                "%s: delivery %s failed (attempt %d)", worker_id, delivery.id, delivery.attempts
+            )
+        retry_in = min(
+            self.config.retry_s * 2 ** max(delivery.attempts - 1, 0), self.config.max_retry_s
+        )
+        return Finished(delivery.id, ok, detail, final=final, retry_in_s=retry_in)
+
+    def _hand_back(self, worker_id: str, delivery_ids: list[str]) -> None:
+        if not delivery_ids:
+            return
+        try:
+            self.store.release_deliveries(delivery_ids, worker_id)
+        except SQLAlchemyError:
+            log.exception("%s: could not hand back %d deliveries", worker_id, len(delivery_ids))
+
+    def _finish(self, worker_id: str, results: list[Finished]) -> None:
+        if not results:
+            return
+        try:
+            finished = self.store.finish_deliveries(
+                results, worker_id=worker_id, max_attempts=self.config.max_attempts
+            )
+        except SQLAlchemyError:
+            # The leases run out and the deliveries are tried again: handlers are idempotent.
+            log.exception("%s: could not finish %d deliveries", worker_id, len(results))
+            return
+        for result, ours in zip(results, finished, strict=True):
+            if not ours:
+                log.warning(
+                    "%s: lost the lease on delivery %s before finishing it",
+                    worker_id,
+                    result.delivery_id,
+                )
+
+    def _heartbeat(self) -> None:
+        # Renew a third of the way into each lease, until the last worker has stopped.
+        while not self._drained.wait(self.config.lease_s / 3):
+            with self._lock:
+                held = list(self._in_hand.items())
+            for delivery_id, worker_id in held:
+                try:
+                    self.store.renew_lease(delivery_id, worker_id, self.config.lease_s)
+                except SQLAlchemyError:
+                    log.exception("could not renew the lease on delivery %s", delivery_id)

@@ -1,0 +1,1 @@
+"""Everything the relay writes for people: review bodies, summaries, inert quoting."""

@@ -1,0 +1,364 @@
+"""Make the sandbox look like a GitHub Actions job: its variables, files, checkout and runner.
+
+Code that hides from sandboxes looks for what a real job has, and code that steals looks
+where a real job keeps secrets. A hosted runner's job has (as of runner 2.321):
+
+* the variables of a workflow step (``CI``, ``GITHUB_*``, ``RUNNER_*``, ``ImageOS``, and
+  for JavaScript actions ``ACTIONS_RUNTIME_TOKEN``/``ACTIONS_ID_TOKEN_REQUEST_*``), with
+  the workspace at ``/home/runner/work/<repo>/<repo>`` and the runner's temp folder,
+  event file and file commands under ``/home/runner/work/_temp``;
+* the checkout ``actions/checkout`` leaves, whose ``.git/config`` keeps the job token in
+  ``http.https://github.com/.extraheader`` as ``AUTHORIZATION: basic base64(x-access-
+  token:TOKEN)`` (https://github.com/actions/checkout, ``persist-credentials``);
+* the runner's worker, ``/home/runner/runners/<version>/bin/Runner.Worker spawnclient
+  <in> <out>``, which holds the job message, secrets included, in its memory as
+  ``"name":{"value":"…","isSecret":true}``: what the tj-actions/changed-files compromise
+  (March 2025) read out of ``/proc/<pid>/mem``.
+
+Pure: this module returns values (variables, file texts, the worker's program); ``arm``
+writes the files while it stages each check, and ``jail`` starts the worker.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import secrets
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict
+
+from cujo_action.arm.decoys import Decoy
+from cujo_action.sandbox.jail import INSIDE_HOME
+from cujo_action.schema import Plan
+
+WORK = f"{INSIDE_HOME}/work"
+TEMP = f"{WORK}/_temp"
+RUNNER_VERSION = "2.321.0"
+RUNNER_ROOT = f"{INSIDE_HOME}/runners"
+RUNNER_BIN = f"{RUNNER_ROOT}/{RUNNER_VERSION}/bin"
+WORKER_EXE = f"{RUNNER_BIN}/Runner.Worker"
+# The worker's own command line: "spawnclient" and the two pipe handles the listener gave
+# it. Its program is read from a file of that name in its folder, then removed.
+WORKER_ARGS: tuple[str, ...] = ("spawnclient", "107", "110")
+TOOL_CACHE = "/opt/hostedtoolcache"
+IMAGE_OS = "ubuntu24"
+IMAGE_VERSION = "20250105.1.0"
+# File commands a step appends to (GITHUB_ENV and GITHUB_PATH change every later step).
+FILE_COMMANDS: tuple[tuple[str, str], ...] = (
+    ("GITHUB_ENV", "set_env"),
+    ("GITHUB_PATH", "add_path"),
+    ("GITHUB_OUTPUT", "set_output"),
+    ("GITHUB_STATE", "save_state"),
+    ("GITHUB_STEP_SUMMARY", "step_summary"),
+)
+
+_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+_WORKER_SOURCE = Path(__file__).with_name("runnerworker.py")
+
+
+class JobIdentity(BaseModel):
+    """Who the job is: repository, run, runner and the ids its files are named by (per run)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    owner: str
+    repo: str
+    repository_id: int
+    owner_id: int
+    run_id: int
+    run_number: int
+    job_id: str  # the check run's id, as GitHub names a job
+    pull_number: int
+    head_ref: str
+    base_ref: str
+    actor: str
+    runner_number: int
+    plan_id: str
+    job_uuid: str
+    file_commands: str  # the uuid the runner gives each step's file-command files
+    cache_host: str
+    pipelines_host: str
+    runtime_path: str  # the run's path on the pipelines and cache services
+    cache_path: str
+
+    @property
+    def repository(self) -> str:
+        """Return ``owner/repo``."""
+        return f"{self.owner}/{self.repo}"
+
+    @property
+    def workspace(self) -> str:
+        """Return the checkout's path as a hosted runner lays it out."""
+        return f"{WORK}/{self.repo}/{self.repo}"
+
+    def file_command(self, kind: str) -> str:
+        """Return the path of one file command (``set_env``, ``add_path``, …) inside."""
+        return f"{TEMP}/_runner_file_commands/{kind}_{self.file_commands}"
+
+
+def _plain(text: str, fallback: str, limit: int) -> str:
+    cleaned = _NAME.sub("-", text).strip(".-")[:limit]
+    return cleaned or fallback
+
+
+def _uuid() -> str:
+    raw = secrets.token_hex(16)
+    return f"{raw[:8]}-{raw[8:12]}-4{raw[13:16]}-{raw[16:20]}-{raw[20:]}"
+
+
+def repository_of(repo: str) -> tuple[str, str]:
+    """Return (owner, name) for a clone URL or a local path, as GitHub would spell them."""
+    if "://" in repo or re.match(r"^[\w.-]+@[\w.-]+:", repo):
+        path = urlsplit(repo).path if "://" in repo else repo.partition(":")[2]
+        parts = [p for p in path.split("/") if p]
+    else:
+        parts = [p for p in Path(repo).parts if p not in ("/", "")]
+    name = parts[-1].removesuffix(".git") if parts else ""
+    owner = parts[-2] if len(parts) > 1 else ""
+    return _plain(owner, "octo-org", 39), _plain(name, "project", 100)
+
+
+def new_identity(repository: str) -> JobIdentity:
+    """Return a fresh, plausible identity for a job of ``repository`` (its URL or path)."""
+    owner, repo = repository_of(repository)
+    run_id = 10_000_000_000 + secrets.randbelow(4_000_000_000)
+    return JobIdentity(
+        owner=owner,
+        repo=repo,
+        repository_id=100_000_000 + secrets.randbelow(800_000_000),
+        owner_id=1_000_000 + secrets.randbelow(150_000_000),
+        run_id=run_id,
+        run_number=1 + secrets.randbelow(4000),
+        job_id=str(30_000_000_000 + secrets.randbelow(5_000_000_000)),
+        pull_number=1 + secrets.randbelow(3000),
+        head_ref=f"patch-{1 + secrets.randbelow(40)}",
+        base_ref="main",
+        actor=owner,
+        runner_number=1_000_000_000 + secrets.randbelow(900_000_000),
+        plan_id=_uuid(),
+        job_uuid=_uuid(),
+        file_commands=_uuid(),
+        cache_host=f"acghubeus{1 + secrets.randbelow(2)}.actions.githubusercontent.com",
+        pipelines_host=f"pipelinesghubeus{2 + secrets.randbelow(24)}.actions.githubusercontent.com",
+        runtime_path=secrets.token_urlsafe(33),
+        cache_path=secrets.token_urlsafe(33),
+    )
+
+
+def _decoy(decoys: Sequence[Decoy], name: str) -> str:
+    for decoy in decoys:
+        if decoy.name == name:
+            return decoy.value
+    raise KeyError(f"no decoy named {name}")
+
+
+def job_env(
+    job: JobIdentity, plan: Plan, decoys: Sequence[Decoy], *, home: str, temp: str
+) -> dict[str, str]:
+    """Return the variables a workflow step (or a JavaScript action) sees on a hosted runner.
+
+    ``home`` and ``temp`` are HOME and the runner's temp folder as commands see them
+    (the hosted layout under bubblewrap).
+    """
+    runtime = f"https://{job.pipelines_host}/{job.runtime_path}/"
+    workspace = f"{home}/work/{job.repo}/{job.repo}"
+    env = {
+        "CI": "true",
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_ACTION": "__run",
+        "GITHUB_ACTION_REPOSITORY": "",
+        "GITHUB_ACTOR": job.actor,
+        "GITHUB_ACTOR_ID": str(job.owner_id),
+        "GITHUB_TRIGGERING_ACTOR": job.actor,
+        "GITHUB_API_URL": "https://api.github.com",
+        "GITHUB_GRAPHQL_URL": "https://api.github.com/graphql",
+        "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_BASE_REF": job.base_ref,
+        "GITHUB_HEAD_REF": job.head_ref,
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": f"{temp}/_github_workflow/event.json",
+        "GITHUB_JOB": "test",
+        "GITHUB_REF": f"refs/pull/{job.pull_number}/merge",
+        "GITHUB_REF_NAME": f"{job.pull_number}/merge",
+        "GITHUB_REF_PROTECTED": "false",
+        "GITHUB_REF_TYPE": "branch",
+        "GITHUB_REPOSITORY": job.repository,
+        "GITHUB_REPOSITORY_ID": str(job.repository_id),
+        "GITHUB_REPOSITORY_OWNER": job.owner,
+        "GITHUB_REPOSITORY_OWNER_ID": str(job.owner_id),
+        "GITHUB_RETENTION_DAYS": "90",
+        "GITHUB_RUN_ATTEMPT": "1",
+        "GITHUB_RUN_ID": str(job.run_id),
+        "GITHUB_RUN_NUMBER": str(job.run_number),
+        "GITHUB_SHA": plan.head_sha,
+        "GITHUB_WORKFLOW": "CI",
+        "GITHUB_WORKFLOW_REF": f"{job.repository}/.github/workflows/ci.yml@refs/pull/"
+        f"{job.pull_number}/merge",
+        "GITHUB_WORKFLOW_SHA": plan.head_sha,
+        "GITHUB_WORKSPACE": workspace,
+        "RUNNER_ARCH": "X64",
+        "RUNNER_ENVIRONMENT": "github-hosted",
+        "RUNNER_NAME": f"GitHub Actions {job.runner_number}",
+        "RUNNER_OS": "Linux",
+        "RUNNER_TEMP": temp,
+        "RUNNER_TOOL_CACHE": TOOL_CACHE,
+        "RUNNER_WORKSPACE": workspace.rsplit("/", 1)[0],
+        "AGENT_TOOLSDIRECTORY": TOOL_CACHE,
+        "ImageOS": IMAGE_OS,
+        "ImageVersion": IMAGE_VERSION,
+        "DEBIAN_FRONTEND": "noninteractive",
+        "ACTIONS_RUNTIME_URL": runtime,
+        "ACTIONS_RESULTS_URL": "https://results-receiver.actions.githubusercontent.com/",
+        "ACTIONS_CACHE_URL": f"https://{job.cache_host}/{job.cache_path}/",
+        "ACTIONS_ID_TOKEN_REQUEST_URL": f"{runtime}_apis/distributedtask/hubs/Actions/plans/"
+        f"{job.plan_id}/jobs/{job.job_uuid}/idtoken?api-version=2.0",
+    }
+    for var, kind in FILE_COMMANDS:
+        env[var] = f"{temp}/_runner_file_commands/{kind}_{job.file_commands}"
+    for decoy in decoys:
+        if decoy.env:
+            env[decoy.env] = decoy.value
+    return env
+
+
+def checkout_config(job: JobIdentity, decoys: Sequence[Decoy]) -> str:
+    """Return ``.git/config`` as ``actions/checkout`` leaves it, with its extraheader."""
+    token = _decoy(decoys, "CHECKOUT_TOKEN")
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    return (
+        "[core]\n"
+        "\trepositoryformatversion = 0\n"
+        "\tfilemode = true\n"
+        "\tbare = false\n"
+        "\tlogallrefupdates = true\n"
+        '[remote "origin"]\n'
+        f"\turl = https://github.com/{job.repository}\n"
+        "\tfetch = +refs/heads/*:refs/remotes/origin/*\n"
+        "[gc]\n"
+        "\tauto = 0\n"
+        '[http "https://github.com/"]\n'
+        f"\textraheader = AUTHORIZATION: basic {basic}\n"
+    )
+
+
+def event_payload(job: JobIdentity, plan: Plan) -> str:
+    """Return the ``pull_request`` event file a step reads at ``GITHUB_EVENT_PATH``."""
+    repo = {
+        "id": job.repository_id,
+        "name": job.repo,
+        "full_name": job.repository,
+        "private": False,
+        "owner": {"login": job.owner, "id": job.owner_id, "type": "User"},
+        "html_url": f"https://github.com/{job.repository}",
+        "default_branch": job.base_ref,
+    }
+    pull = {
+        "number": job.pull_number,
+        "state": "open",
+        "draft": False,
+        "user": {"login": job.actor, "id": job.owner_id, "type": "User"},
+        "head": {"ref": job.head_ref, "sha": plan.head_sha, "repo": repo},
+        "base": {"ref": job.base_ref, "sha": plan.base_sha, "repo": repo},
+        "html_url": f"https://github.com/{job.repository}/pull/{job.pull_number}",
+    }
+    event = {
+        "action": "synchronize",
+        "number": job.pull_number,
+        "pull_request": pull,
+        "repository": repo,
+        "sender": {"login": job.actor, "id": job.owner_id, "type": "User"},
+    }
+    return json.dumps(event, indent=2) + "\n"
+
+
+def _secret(value: str) -> dict[str, object]:
+    return {"value": value, "isSecret": True}
+
+
+def job_message(job: JobIdentity, decoys: Sequence[Decoy]) -> bytes:
+    """Return the job message the worker keeps, in the runner's own JSON."""
+    token = _decoy(decoys, "RUNNER_WORKER_GITHUB_TOKEN")
+    message = {
+        "messageType": "PipelineAgentJobRequest",
+        "plan": {"scopeIdentifier": _uuid(), "planType": "actions", "planId": job.plan_id},
+        "timeline": {"id": _uuid(), "changeId": 1},
+        "jobId": job.job_uuid,
+        "jobDisplayName": "test",
+        "jobName": "__default",
+        "requestId": secrets.randbelow(1 << 31),
+        "resources": {
+            "endpoints": [
+                {
+                    "data": {"ServerId": _uuid(), "ServerName": "github"},
+                    "name": "SystemVssConnection",
+                    "url": f"https://{job.pipelines_host}/{job.runtime_path}/",
+                    "authorization": {
+                        "parameters": {
+                            "AccessToken": _decoy(decoys, "RUNNER_WORKER_RUNTIME_TOKEN")
+                        },
+                        "scheme": "OAuth",
+                    },
+                    "isShared": False,
+                    "isReady": True,
+                }
+            ]
+        },
+        "variables": {
+            "system.github.token": _secret(token),
+            "github_token": _secret(token),
+            "system.github.job": {"value": "test"},
+            "system.github.runid": {"value": str(job.run_id)},
+            "system.phaseDisplayName": {"value": "test"},
+            "NPM_TOKEN": _secret(_decoy(decoys, "RUNNER_WORKER_NPM_TOKEN")),
+        },
+        "contextData": {
+            "github": {
+                "t": 2,
+                "d": [
+                    {"k": "repository", "v": job.repository},
+                    {"k": "run_id", "v": str(job.run_id)},
+                    {"k": "event_name", "v": "pull_request"},
+                ],
+            }
+        },
+    }
+    return json.dumps(message, separators=(",", ":")).encode()
+
+
+def worker_env(job: JobIdentity) -> dict[str, str]:
+    """Return the worker's own environment: the runner service's, with no job secrets."""
+    return {
+        "HOME": INSIDE_HOME,
+        "USER": "runner",
+        "LOGNAME": "runner",
+        "SHELL": "/bin/bash",
+        "LANG": "C.UTF-8",
+        "PATH": "/home/runner/.local/bin:/opt/pipx_bin:/home/runner/.cargo/bin:"
+        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/snap/bin",
+        "INVOCATION_ID": secrets.token_hex(16),
+        "JOURNAL_STREAM": f"8:{10_000 + secrets.randbelow(20_000)}",
+        "RUNNER_TOOL_CACHE": TOOL_CACHE,
+        "AGENT_TOOLSDIRECTORY": TOOL_CACHE,
+        "ImageOS": IMAGE_OS,
+        "ImageVersion": IMAGE_VERSION,
+        "GITHUB_ACTIONS_RUNNER_TRACE": "",
+        "DOTNET_NOLOGO": "1",
+        "DOTNET_SKIP_FIRST_TIME_EXPERIENCE": "1",
+    }
+
+
+def worker_source(message: bytes) -> bytes:
+    """Return the worker's program: ``runnerworker.py`` holding this job's message."""
+    return _WORKER_SOURCE.read_bytes() + b"\nMESSAGE = " + repr(message).encode() + b"\n"
+
+
+def file_commands(job: JobIdentity) -> Mapping[str, str]:
+    """Return the file-command files (path under HOME → empty text) a step is handed."""
+    return {
+        f"work/_temp/_runner_file_commands/{kind}_{job.file_commands}": ""
+        for _, kind in FILE_COMMANDS
+    }

@@ -1,0 +1,1 @@
+"""Evidence: the ledger and tamper record, stages, timings, seals, the bundle."""

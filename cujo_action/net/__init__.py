@@ -1,0 +1,1 @@
+"""The network a sandbox phase sees: its namespace, the logging proxy and resolver, egress."""

@@ -1,0 +1,556 @@
+"""Run the logging resolver: log every query name, answer every name with the sink address."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ipaddress
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import dns.exception
+import dns.flags
+import dns.message
+import dns.name
+import dns.rcode
+import dns.rdatatype
+import dns.rrset
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from cujo_action.arm.decoys import Decoy, DecoyMatcher
+from cujo_action.net.dnsflow import FlowResult, NameFlow, merge_flow
+from cujo_action.net.egress import Action, decide, egress_record, normalize_host, split_label
+from cujo_action.net.proxy import SINK_NETWORK, DecoySpec
+from cujo_action.sandbox.helper_processes import HarnessProcess, Spawned, read_ready, wait_for_go
+from cujo_action.schema import REGISTRY_HOSTS, clip
+from cujo_action.watch.procinfo import socket_owner
+
+# A sandbox's namespace (netns.py) sends every UDP and TCP packet to port 53 here, to the
+# listener of its phase, so the port names the label as in the proxy. Every query becomes
+# one JSON line in the egress log format, method "DNS":
+#
+#     {"ts": ..., "label": "install/install", "check": "install", "phase": "install",
+#      "host": "6768705f....exfil.test", "port": 53, "method": "DNS",
+#      "url": "dns:6768705f....exfil.test?type=A", "bytes_out": 97, "action": "sunk",
+#      "decoy_seen": ["GITHUB_TOKEN"], "decoy_where": ["dns:hex"]}
+#
+# Every name, registry or not, gets the same A record, the sink address, and nothing is
+# ever resolved upstream (so no query leaks the name out, the classic DNS exfiltration).
+# The sink is routed into the host side of the veth, where all TCP goes to the
+# transparent proxy: a client that ignores proxy variables resolves, connects and its
+# whole HTTP(S) request is logged, and for an allowed registry the proxy forwards by name.
+# NXDOMAIN would show only the name, and would tell malware it is in a sandbox.
+# With ``names_path`` set (as arm does), each name gets an address of its own in the sink
+# network instead, and the pair is written there before the answer leaves, so the proxy
+# can name a raw connection (a reverse shell to attacker.example:4444) by the name its
+# client looked up rather than by an address the resolver made up.
+# AAAA and other types get an empty answer (the namespace has no IPv6), so clients fall
+# back to A. ``action`` says what the proxy does with that name's traffic: "forwarded"
+# for allowed hosts, "sunk" otherwise; the query itself is always answered here.
+
+SINK_ADDRESS = "198.18.0.1"  # RFC 2544 benchmarking range: never a real host
+DNS_METHOD = "DNS"
+DNS_PORT = 53
+TTL = 1  # short, so a client asks again and every lookup is seen
+MAX_TCP_MESSAGE = 65535
+
+_TYPE_A, _TYPE_ANY, _CLASS_IN = 1, 255, 1
+RCODE_OK, RCODE_FORMERR, RCODE_NOTIMP = 0, 1, 4
+MAX_NAME = 255
+
+
+class DnsFormatError(ValueError):
+    """A message that is not a well-formed single-question DNS query."""
+
+
+# --------------------------------------------------------------------------- wire format
+# Parsed and built by dnspython (https://www.dnspython.org/): only what the resolver
+# decides is written here.
+
+
+@dataclass(frozen=True)
+class Query:
+    """The parts of a DNS query the resolver acts on, and the message they came from."""
+
+    message: dns.message.Message
+    labels: tuple[bytes, ...]  # as sent, case kept (a decoy may be cased)
+    qtype: int
+    qclass: int
+
+    @property
+    def ident(self) -> int:
+        """Return the query's id."""
+        return int(self.message.id)
+
+    @property
+    def name(self) -> str:
+        """Return the query name as text, without the root dot."""
+        return ".".join(label.decode("ascii", "backslashreplace") for label in self.labels)
+
+    @property
+    def opcode(self) -> int:
+        """Return the query's opcode (0 is a standard query)."""
+        return int(self.message.opcode())
+
+    @property
+    def question(self) -> bytes:
+        """Return the question section as it goes on the wire (echoed in the answer)."""
+        wire = dns.name.Name([*self.labels, b""]).to_wire() or b""
+        return wire + struct.pack("!HH", self.qtype, self.qclass)
+
+
+def parse_query(data: bytes) -> Query:
+    """Return the query in a DNS message, or raise DnsFormatError."""
+    if len(data) < 12:
+        raise DnsFormatError("shorter than a DNS header")
+    try:
+        message = dns.message.from_wire(data, question_only=True, ignore_trailing=False)
+    except (dns.exception.DNSException, ValueError, IndexError) as exc:
+        raise DnsFormatError(f"{type(exc).__name__}: {exc}") from None
+    if message.flags & dns.flags.QR:
+        raise DnsFormatError("a response, not a query")
+    if len(message.question) != 1:
+        raise DnsFormatError(f"{len(message.question)} questions")
+    rrset = message.question[0]
+    labels = tuple(label for label in rrset.name.labels if label)
+    if sum(len(label) + 1 for label in labels) + 1 > MAX_NAME:
+        raise DnsFormatError("name longer than 255 bytes")
+    return Query(message, labels, int(rrset.rdtype), int(rrset.rdclass))
+
+
+def build_response(query: Query, answer: str | None, rcode: int = RCODE_OK) -> bytes:
+    """Return the response to ``query``: one A record for ``answer``, or none."""
+    response = dns.message.make_response(query.message, recursion_available=True)
+    response.set_rcode(dns.rcode.Rcode(rcode))
+    if answer is not None and rcode == RCODE_OK:
+        rrset = dns.rrset.from_text(query.message.question[0].name, TTL, "IN", "A", answer)
+        response.answer.append(rrset)
+    return response.to_wire()
+
+
+def error_response(data: bytes, rcode: int) -> bytes | None:
+    """Return a question-less error reply to a message whose header parses, else None."""
+    if len(data) < 12 or data[2] & 0x80:
+        return None
+    ident, flags = struct.unpack("!HH", data[:4])
+    reply = dns.message.Message(id=ident)
+    reply.flags = dns.flags.QR | dns.flags.RA | (flags & (dns.flags.RD | 0x7800))
+    reply.set_rcode(dns.rcode.Rcode(rcode))
+    return reply.to_wire()
+
+
+def answer_for(query: Query, sink: str) -> tuple[str | None, int]:
+    """Return (the A record to give or None, rcode) for a parsed query."""
+    if query.opcode != 0:
+        return None, RCODE_NOTIMP
+    if query.qclass == _CLASS_IN and query.qtype in (_TYPE_A, _TYPE_ANY):
+        return sink, RCODE_OK
+    return None, RCODE_OK
+
+
+def qtype_text(qtype: int) -> str:
+    """Return a query type as DNS names it (A, AAAA, TXT, TYPE65534…)."""
+    return dns.rdatatype.to_text(dns.rdatatype.RdataType.make(qtype))
+
+
+# --------------------------------------------------------------------------- decoys in names
+
+
+class NameScanner:
+    """Find decoys in query names: plain, hex, base64 or base32, split over labels or not.
+
+    A label holds 63 bytes and a name 255, so a decoy often leaves in pieces (30 bytes of
+    a 40-byte secret hex-encoded in one query, the rest in the next): the matcher counts
+    a long enough slice (``decoys.SLICE``), and names are searched with their labels
+    joined, their case folded where the encoding allows (0x20 randomisation,
+    lower-casing resolvers).
+    """
+
+    def __init__(self, decoys: Iterable[Decoy]) -> None:
+        """Build the matcher once, and the streams names are followed in (``follow``)."""
+        self.decoys = tuple(decoys)
+        self.matcher = DecoyMatcher(self.decoys)
+        self.flow = NameFlow(self.matcher)
+
+    def follow(
+        self, label: str, pid: int | None, labels: Sequence[bytes], qtype: int = 1
+    ) -> FlowResult:
+        """Return what one query completes in its streams (dnsflow.py): decoys sent a few
+        characters per query, a tunnel."""
+        return self.flow.follow(label, pid, labels, qtype)
+
+    def scan(self, labels: Sequence[bytes]) -> tuple[list[str], list[str]]:
+        """Return (decoy names, "dns:encoding" places) found in a query name."""
+        # Joined, and joined without the zone's labels (exfil.test): the zone would run on
+        # from the data's last label and change the encoding's case or alphabet.
+        hits: list[tuple[str, str]] = []
+        for keep in sorted({len(labels), max(len(labels) - 1, 1), max(len(labels) - 2, 1)}):
+            hits += self.matcher.find(b"".join(labels[:keep]), fold_case=True)
+        order = {d.name: i for i, d in enumerate(self.decoys)}
+        hits.sort(key=lambda hit: order.get(hit[0], len(order)))
+        seen = list(dict.fromkeys(name for name, _ in hits))
+        where = list(dict.fromkeys(f"dns:{encoding}" for _, encoding in hits))
+        return seen, where
+
+
+def dns_record(
+    *,
+    ts: float,
+    label: str,
+    query: Query | None,
+    size: int,
+    allow_hosts: Iterable[str],
+    scanner: NameScanner,
+    raw: bytes = b"",
+) -> dict[str, Any]:
+    """Return the egress log line of one query (``query`` None: it did not parse)."""
+    if query is None:
+        # Still scanned: a decoy in a malformed packet is still a decoy sent out.
+        seen, where = scanner.scan([raw])
+        return egress_record(
+            ts=ts,
+            label=label,
+            host="",
+            port=DNS_PORT,
+            method=DNS_METHOD,
+            url="dns:?malformed",
+            bytes_out=size,
+            action="sunk",
+            decoy_seen=seen,
+            decoy_where=where,
+            route="dns",
+        )
+    name = query.name
+    qtype = qtype_text(query.qtype)
+    action: Action = decide(name, allow_hosts) if name else "sunk"
+    seen, where = scanner.scan(query.labels)
+    return egress_record(
+        ts=ts,
+        label=label,
+        host=normalize_host(name) if name else "",
+        port=DNS_PORT,
+        method=DNS_METHOD,
+        url=clip(f"dns:{name}?type={qtype}", 2000),
+        bytes_out=size,
+        action=action,
+        decoy_seen=seen,
+        decoy_where=where,
+        route="dns",
+    )
+
+
+# --------------------------------------------------------------------------- config and API
+
+
+class ResolverConfig(BaseModel):
+    """What one resolver process listens on, answers, looks for and writes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    listen_host: str = "127.0.0.1"
+    labels: list[str] = Field(min_length=1)
+    # Fixed ports by label (UDP and TCP alike); a label missing here gets a free one.
+    ports: dict[str, int] = Field(default_factory=dict)
+    sink: str = SINK_ADDRESS
+    allow_hosts: list[str] = Field(default_factory=lambda: list(REGISTRY_HOSTS))
+    decoys: list[DecoySpec] = Field(default_factory=list)
+    log_path: Path
+    ready_path: Path
+    # Give each name an address of its own in SINK_NETWORK and append
+    # {"address": ..., "name": ...} lines here (proxy.NameBook reads them).
+    names_path: Path | None = None
+
+    @field_validator("labels")
+    @classmethod
+    def _labels_are_check_phase(cls, labels: list[str]) -> list[str]:
+        for label in labels:
+            split_label(label)
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"labels repeat: {labels}")
+        return labels
+
+    @field_validator("sink")
+    @classmethod
+    def _sink_is_ipv4(cls, sink: str) -> str:
+        ipaddress.IPv4Address(sink)
+        return sink
+
+
+class ResolverError(RuntimeError):
+    """The resolver could not be started, with why."""
+
+
+class ResolverHandle(HarnessProcess):
+    """A running resolver process: its ports by label and how to stop it."""
+
+
+CONFIG_NAME = "cujo-dns.json"
+STDERR_NAME = "dns.stderr"
+
+
+def spawn_resolver(workdir: Path) -> Spawned:
+    """Start the resolver process before its config is known (``ResolverStart(…, warm=…)``
+    sets it going); ``workdir`` is made here, and must be new."""
+    workdir.mkdir(mode=0o700, parents=True)
+    return Spawned("cujo_action.net.dns", workdir / CONFIG_NAME, workdir / STDERR_NAME)
+
+
+class ResolverStart:
+    """A resolver process launched but not yet known to listen: ``result`` waits for it.
+
+    Launch from the thread that outlives the resolver (the run's main thread): the
+    resolver gets SIGTERM when the *thread* that forked it ends (PR_SET_PDEATHSIG), so
+    a resolver launched from a worker thread dies as soon as that thread is done.
+    """
+
+    def __init__(
+        self,
+        config: ResolverConfig,
+        workdir: Path,
+        timeout: float = 10,
+        *,
+        warm: Spawned | None = None,
+    ) -> None:
+        """Write the config and start the process (or set ``warm`` going, from
+        ``spawn_resolver`` on the same folder); do not wait for it."""
+        workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        config_path = workdir / CONFIG_NAME
+        # The config holds the decoy values: readable by the harness user only.
+        fd = os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(config.model_dump_json())
+        self.config = config
+        self.stderr_path = workdir / STDERR_NAME
+        Path(config.ready_path).unlink(missing_ok=True)
+        start = warm or Spawned("cujo_action.net.dns", config_path, self.stderr_path)
+        self.process = start.go()
+        self.deadline = time.monotonic() + timeout
+        self._handle: ResolverHandle | None = None
+
+    def result(self) -> ResolverHandle:
+        """Return the handle once the resolver listens on every label's port, or raise."""
+        while self._handle is None:
+            ready = read_ready(Path(self.config.ready_path), self.process.pid)
+            if ready is not None:
+                ports = {str(k): int(v) for k, v in ready["ports"].items()}
+                self._handle = ResolverHandle(
+                    self.process, ports, Path(self.config.log_path), self.stderr_path
+                )
+            elif self.process.poll() is not None or time.monotonic() > self.deadline:
+                self.cancel()
+                tail = self.stderr_path.read_text(errors="replace")[-4000:]
+                raise ResolverError(f"resolver not ready (exit {self.process.returncode}):\n{tail}")
+            else:
+                time.sleep(0.02)
+        return self._handle
+
+    def cancel(self) -> None:
+        """Stop the process whether or not it got ready."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+def start_resolver(config: ResolverConfig, workdir: Path, timeout: float = 10) -> ResolverHandle:
+    """Start the resolver process and return once it listens on every label's port."""
+    return ResolverStart(config, workdir, timeout).result()
+
+
+# --------------------------------------------------------------------------- the process
+
+
+class Resolver:
+    """Answer and log queries for every label; one write per log line."""
+
+    def __init__(self, config: ResolverConfig) -> None:
+        """Prepare the scanner and open the log."""
+        self.config = config
+        self.scanner = NameScanner(Decoy(d.name, d.value, None, None) for d in config.decoys)
+        self._log_fd = os.open(
+            config.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
+        )
+        self._names_fd = -1
+        if config.names_path is not None:
+            self._names_fd = os.open(
+                config.names_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
+            )
+        self._addresses: dict[str, str] = {}
+
+    def address_for(self, name: str) -> str:
+        """Return the address ``name`` is answered with (its own, when names are kept)."""
+        if self._names_fd < 0 or not name:
+            return self.config.sink
+        key = normalize_host(name)
+        address = self._addresses.get(key)
+        if address is None:
+            # Past the network's end (131 070 names in one run) names share the sink.
+            index = len(self._addresses) + 1
+            if index >= SINK_NETWORK.num_addresses - 1:
+                return self.config.sink
+            address = str(SINK_NETWORK.network_address + index)
+            self._addresses[key] = address
+            line = json.dumps({"address": address, "name": key}, separators=(",", ":"))
+            os.write(self._names_fd, (line + "\n").encode())
+        return address
+
+    def handle(
+        self, label: str, data: bytes, client: tuple[str, int] | None = None, protocol: str = "udp"
+    ) -> bytes | None:
+        """Log one query message and return the reply to send, if any.
+
+        ``client`` is the asker's address and port: while it waits for the answer, its
+        socket names the sandbox process that asked (procinfo.py).
+        """
+        try:
+            query: Query | None = parse_query(data)
+        except DnsFormatError:
+            query = None
+        asker = socket_owner(*client, protocol) if client is not None else None
+        record = dns_record(
+            ts=time.time(),
+            label=label,
+            query=query,
+            size=len(data),
+            allow_hosts=self.config.allow_hosts,
+            scanner=self.scanner,
+            raw=data,
+        )
+        if asker is not None:
+            record["process"] = asker.fields()
+        if query is not None:
+            pid = asker.pid if asker is not None else None
+            merge_flow(record, self.scanner.follow(label, pid, query.labels, query.qtype))
+        line = json.dumps(record, separators=(",", ":")) + "\n"
+        os.write(self._log_fd, line.encode())
+        if query is None:
+            return error_response(data, RCODE_FORMERR)
+        answer, rcode = answer_for(query, self.config.sink)
+        if answer is not None:
+            answer = self.address_for(query.name)
+        return build_response(query, answer, rcode)
+
+    def close(self) -> None:
+        """Close the log."""
+        os.close(self._log_fd)
+        if self._names_fd >= 0:
+            os.close(self._names_fd)
+
+
+class _Udp(asyncio.DatagramProtocol):
+    def __init__(self, resolver: Resolver, label: str) -> None:
+        self.resolver = resolver
+        self.label = label
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # The selector loop's datagram transport does not subclass DatagramTransport.
+        self.transport = cast(asyncio.DatagramTransport, transport)
+
+    def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
+        reply = self.resolver.handle(self.label, data, (str(addr[0]), int(addr[1])), "udp")
+        if reply is not None and self.transport is not None:
+            self.transport.sendto(reply, addr)
+
+
+async def _serve_tcp(
+    resolver: Resolver, label: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    peer = writer.get_extra_info("peername")
+    client = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else None
+    try:
+        while True:
+            (length,) = struct.unpack("!H", await reader.readexactly(2))
+            reply = resolver.handle(label, await reader.readexactly(length), client, "tcp")
+            if reply is None:
+                break
+            writer.write(struct.pack("!H", len(reply)) + reply)
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
+def _bind_pair(host: str, port: int) -> tuple[socket.socket, socket.socket]:
+    """Return a UDP and a TCP socket bound to the same port (picked when ``port`` is 0)."""
+    for _ in range(20):
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        udp.bind((host, port))
+        tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            tcp.bind((host, udp.getsockname()[1]))
+        except OSError:
+            udp.close()
+            tcp.close()
+            if port:
+                raise
+            continue  # the UDP port's TCP twin is taken: pick another
+        return udp, tcp
+    raise OSError(f"no port free for both UDP and TCP on {host}")
+
+
+async def _serve(config: ResolverConfig) -> None:
+    loop = asyncio.get_running_loop()
+    resolver = Resolver(config)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    ports: dict[str, int] = {}
+    servers: list[asyncio.Server] = []
+    transports: list[asyncio.BaseTransport] = []
+    try:
+        for label in config.labels:
+            udp, tcp = _bind_pair(config.listen_host, config.ports.get(label, 0))
+            ports[label] = udp.getsockname()[1]
+            transport, _ = await loop.create_datagram_endpoint(
+                lambda label=label: _Udp(resolver, label),  # type: ignore[misc]
+                sock=udp,
+            )
+            transports.append(transport)
+
+            async def client(
+                r: asyncio.StreamReader, w: asyncio.StreamWriter, label: str = label
+            ) -> None:
+                await _serve_tcp(resolver, label, r, w)
+
+            servers.append(await asyncio.start_server(client, sock=tcp))
+        ready = Path(f"{config.ready_path}.tmp")
+        ready.write_text(json.dumps({"pid": os.getpid(), "ports": ports}))
+        # Renamed into place so a reader never sees half a file.
+        ready.replace(config.ready_path)
+        await stop.wait()
+    finally:
+        for server in servers:
+            server.close()
+        for endpoint in transports:
+            endpoint.close()
+        resolver.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the resolver described by ``--config`` until terminated."""
+    parser = argparse.ArgumentParser(prog="python -m cujo_action.net.dns")
+    parser.add_argument("--config", type=Path, required=True)
+    parser.add_argument("--wait", action="store_true", help="load, then wait for go on stdin")
+    args = parser.parse_args(argv)
+    if args.wait and not wait_for_go():  # loaded already: this module's imports
+        return 0
+    config = ResolverConfig.model_validate_json(args.config.read_text())
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(config))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

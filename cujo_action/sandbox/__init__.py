@@ -1,0 +1,1 @@
+"""Confine pull-request code: the boundary, bubblewrap, uids, limits, helper processes."""

@@ -1,0 +1,820 @@
+"""Run one pull-request command confined: its own user, network, limits and deadline.
+
+With a ``Confinement`` (full isolation, root needed, as on an Actions runner) a command
+runs inside its phase's network namespace (``netns.py``: the only way out is the logging
+harness) as the unprivileged sandbox user, with no capabilities and ``no_new_privs`` (so
+``sudo`` and every setuid binary are powerless), a scrubbed environment handed in by the
+caller, and resource limits (processes, open files, file size, core dumps). When the
+command ends, times out or floods its output, everything left in its namespace is
+killed: a process can leave its process group, but not its network namespace. A command
+that returns at once leaving a growing crowd behind (``:(){ :|:& };:``) is watched a
+moment longer, so a fork bomb is reported and not only killed; the caller adopts the
+orphans (a child subreaper) and the jail reaps the sandbox user's, so their zombies do
+not hold the process limit for the rest of the run.
+
+``ExecGuard`` names whoever runs ``sudo`` (or ``su``, ``pkexec``, ``doas``) from a
+check's namespaces, holding the exec (a fanotify permission event) until it knows.
+
+Without one (partial isolation), the command runs in its own session and process group
+with the same environment, limits, deadline and output cap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import json
+import os
+import resource
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from cujo_action.net.netns import kill_all_in
+from cujo_action.sandbox.cgroups import Limits
+from cujo_action.watch import fanotify as fan
+from cujo_action.watch.output import Capture, Matcher, OutputSearch, Printed, Stream
+
+FILE_SIZE_LIMIT = 2 * 1024 * 1024 * 1024
+GRACE_S = 2.0
+# Processes the sandbox user may have at once, across the run's concurrent phases. A test
+# suite rarely needs a few dozen; a fork bomb meets this wall and is reported.
+NPROC_LIMIT = 1024
+NOFILE_LIMIT = 8192
+# A phase that reaches this share of the process limit is flooding the process table.
+FLOOD_SHARE = 0.75
+# A command that returns leaving this many processes behind is watched for up to
+# LEFTOVER_WATCH_S before they are killed, to tell a fork bomb from a few leftovers.
+LEFTOVER_CROWD = 64
+LEFTOVER_WATCH_S = 5.0
+SANDBOX_USER = "cujo-sandbox"
+_POLL_S = 0.2
+_GROWTH_POLL_S = 0.05
+
+
+class JailError(RuntimeError):
+    """The jail could not be set up (no such user and none could be made, …)."""
+
+
+# Inside the sandbox (bubblewrap), every check sees the same ordinary CI layout; where
+# that lives on the host differs per check (``stage.py``).
+INSIDE_HOME = "/home/runner"
+INSIDE_WORK = "/home/runner/work"
+INSIDE_UID = 1001
+# Host paths always hidden from pull-request commands (the runner's own files, the
+# harness's state, host services' sockets): each gets an empty tmpfs.
+ALWAYS_HIDDEN = ("/home", "/root", "/tmp", "/var/tmp", "/run", "/mnt", "/media", "/srv")  # noqa: S108
+# Per-run uids (no passwd entry, no sudo, no group): a block of UID_BLOCK from UID_BASE,
+# held with a lock file while the run lives, so concurrent runs never share one.
+UID_BASE = 1_900_000_000
+UID_BLOCK = 8
+UID_SLOTS = 4096
+UID_LOCKS = Path("/run/cujo/uids")
+_SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+# The sandbox's pid 1: runs the command, tells the harness its exit status on fd 3, then
+# stays (reaping) so what the command left behind can be watched before it is killed.
+INIT = (
+    # The command gets the real stdin (a background job's would be /dev/null) and never
+    # the status descriptor: only pid 1 may say how the command ended.
+    'fd=$1; shift; eval \'"$@" <&0 \'"$fd"\'>&- &\'; main=$!; wait "$main"; rc=$?; '
+    'printf "%d\\n" "$rc" >&"$fd"; eval "exec $fd>&-"; '
+    "while :; do sleep 3600 & wait $!; done"
+)
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A program that is the sandbox's pid 1 in place of the shell, and starts the command.
+
+    It runs as the sandbox user with ``python`` (a host interpreter, bound read-only at
+    ``exe``) from a file named ``argv[0]`` in ``exe``'s folder on a tmpfs at ``mount``,
+    which it removes once read. ``source`` is its program; the command, its folder, its
+    environment and the status descriptor are appended as ``main(config)``. It tells how
+    the command ended on the status descriptor, as ``INIT`` does, and reaps until killed.
+    """
+
+    python: str
+    exe: str
+    argv: tuple[str, ...]
+    mount: str
+    env: tuple[tuple[str, str], ...]  # its own environment (not the command's)
+    source: bytes
+
+    def program(self, cmd: str, cwd: str, env: Mapping[str, str], status_fd: int) -> bytes:
+        """Return the program file that runs ``cmd`` in ``cwd`` with ``env``."""
+        config = json.dumps(
+            {"argv": ["/bin/bash", "-c", cmd], "cwd": cwd, "env": dict(env), "status_fd": status_fd}
+        ).encode()
+        return self.source + b"\nmain(" + repr(config).encode() + b")\n"
+
+
+@dataclass(frozen=True)
+class View:
+    """What a command sees of the filesystem under bubblewrap (host paths → inside)."""
+
+    bwrap: str  # the bubblewrap executable
+    binds: tuple[tuple[str, str], ...]  # read-write: (host, inside)
+    ro_binds: tuple[tuple[str, str], ...]  # read-only: (host, inside)
+    hidden: tuple[str, ...]  # host paths replaced by an empty tmpfs
+    worker: Worker | None = None  # the sandbox's pid 1, when not the plain shell
+
+    def args(self, cwd: str, *, user_ns: bool = True, program_fd: int = -1) -> list[str]:
+        """Return bubblewrap's arguments up to (not including) the command."""
+        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        covered: list[str] = []
+        for path in sorted({*ALWAYS_HIDDEN, *self.hidden, "/dev/shm"}):  # noqa: S108
+            # A path under one already hidden needs nothing more (it is gone already).
+            if not any(path == c or path.startswith(c.rstrip("/") + "/") for c in covered):
+                covered.append(path)
+                args += ["--tmpfs", path]
+        for host, inside in self.ro_binds:
+            args += ["--ro-bind", host, inside]
+        for host, inside in self.binds:
+            args += ["--bind", host, inside]
+        if self.worker is not None and program_fd >= 0:
+            # On a tmpfs of its own over the HOME bind: nothing of it lands in HOME.
+            folder = self.worker.exe.rsplit("/", 1)[0]
+            args += ["--tmpfs", self.worker.mount, "--ro-bind", self.worker.python]
+            args += [self.worker.exe, "--perms", "0600", "--file", str(program_fd)]
+            args.append(f"{folder}/{self.worker.argv[0]}")
+            cwd = folder
+        if user_ns:
+            args += [
+                "--unshare-user", "--disable-userns",
+                "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID),
+            ]  # fmt: skip
+        args += [
+            # The UTS namespace keeps the machine's name (a runner's own on Actions).
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--as-pid-1", "--die-with-parent", "--new-session",
+            "--chdir", cwd,
+        ]  # fmt: skip
+        return args
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """Where, as whom and in what view a command runs.
+
+    ``uid`` is set whenever the harness is root: no pull-request command runs as uid 0,
+    in any isolation mode. ``netns`` is set under full isolation, ``view`` wherever
+    bubblewrap works; without a view the command sees the host (partial isolation).
+    """
+
+    netns: str | None
+    uid: int | None
+    gid: int | None
+    view: View | None = None
+    limits: Limits | None = None
+    nproc: int = NPROC_LIMIT
+    # Scheduling niceness (0: as the harness): work off the review's critical path yields.
+    nice: int = 0
+
+    def __post_init__(self) -> None:
+        if os.geteuid() == 0 and not self.uid:
+            raise JailError("refusing to run a pull-request command as root (no sandbox uid)")
+
+    def argv(self, cmd: str, cwd: str, status_fd: int = -1, program_fd: int = -1) -> list[str]:
+        """Return the argv that runs ``cmd`` (in ``cwd``, as the command sees it) confined.
+
+        Under a view, the sandbox's pid 1 writes the command's exit status to
+        ``status_fd`` (which the caller passes down) and stays until it is killed. With a
+        worker, pid 1 is the worker, reading the command from ``program_fd``.
+        """
+        argv: list[str] = []
+        if self.netns is not None:
+            argv += [system_tool("ip"), "netns", "exec", self.netns]
+        if self.uid is not None and self.gid is not None:
+            argv += [
+                system_tool("setpriv"), f"--reuid={self.uid}", f"--regid={self.gid}",
+                "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--",
+            ]  # fmt: skip
+        if self.view is not None and self.view.worker is not None and program_fd >= 0:
+            worker = self.view.worker
+            return [*argv, *self.view.args(cwd, program_fd=program_fd), "--", worker.exe,
+                    *worker.argv]  # fmt: skip
+        if self.view is not None:
+            argv += [*self.view.args(cwd), "--", "/bin/bash", "-c", INIT, "bash"]
+            argv.append(str(status_fd))
+        return [*argv, "/bin/bash", "-c", cmd]
+
+
+def system_tool(name: str) -> str:
+    """Return the absolute path of a tool the harness runs, found whatever PATH says."""
+    where = os.pathsep.join([os.environ.get("PATH", ""), *_SYSTEM_DIRS])
+    return shutil.which(name, path=where) or name
+
+
+def bwrap_unavailable(uid: int | None, gid: int | None) -> str | None:
+    """Return why bubblewrap cannot build a sandbox here (as ``uid``), or None if it can."""
+    found = shutil.which("bwrap", path=os.pathsep.join(_SYSTEM_DIRS)) or shutil.which("bwrap")
+    if found is None:
+        return "`bwrap` is not installed (bubblewrap)"
+    view = View(found, (), (), ())
+    try:
+        outcome = run_confined(
+            "exit 0", cwd=Path("/"), env={"PATH": "/usr/bin:/bin"}, timeout=30,
+            confinement=Confinement(None, uid, gid, view),
+        )  # fmt: skip
+    except (OSError, JailError) as exc:
+        return f"bubblewrap could not be started: {exc}"
+    if outcome.exit_code != 0:
+        err = outcome.stderr_tail.strip().splitlines()
+        return (
+            "bubblewrap cannot make a sandbox here (unprivileged user namespaces are "
+            f"restricted?): {err[-1] if err else f'exit {outcome.exit_code}'}"
+        )
+    return None
+
+
+class UidBlock:
+    """A block of uids no other run on this machine holds, released with ``release``."""
+
+    def __init__(self, first: int, fd: int) -> None:
+        self.first, self._fd = first, fd
+
+    def uid(self, index: int) -> int:
+        """Return the ``index``-th uid of the block."""
+        if not 0 <= index < UID_BLOCK:
+            raise JailError(f"uid index {index} is outside the block of {UID_BLOCK}")
+        return self.first + index
+
+    def release(self) -> None:
+        """Let another run take the block."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def allocate_uids(locks: Path = UID_LOCKS) -> UidBlock:
+    """Take a free block of per-run uids (flock on a file per block, root only)."""
+    locks.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if locks.is_symlink() or locks.stat().st_uid != 0:
+        raise JailError(f"{locks} is not root's own folder")
+    start = secrets.randbelow(UID_SLOTS)
+    for step in range(UID_SLOTS):
+        slot = (start + step) % UID_SLOTS
+        fd = os.open(locks / f"{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        return UidBlock(UID_BASE + slot * UID_BLOCK, fd)
+    raise JailError("every block of sandbox uids is held by another run")
+
+
+def namespace_inode(name: str) -> int | None:
+    try:
+        return os.stat(f"/run/netns/{name}").st_ino
+    except OSError:
+        return None
+
+
+def count_in_namespace(inode: int) -> int:
+    """Return how many processes live in the network namespace with this inode."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}/ns/net").st_ino == inode:
+                    count += 1
+            except OSError:
+                continue
+    return count
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one confined command did."""
+
+    exit_code: int | None  # None when it was killed before finishing
+    timed_out: bool
+    flooded: bool
+    duration_s: float
+    stdout_tail: str
+    stderr_tail: str
+    stdout_bytes: int
+    stderr_bytes: int
+    # The most processes seen at once in the command's namespace (0 when not measured),
+    # and whether that came near the process limit (a fork bomb, or something like one).
+    peak_processes: int = 0
+    process_flood: bool = False
+    refused_forks: int = 0  # forks the check's process limit refused (cgroups only)
+    oom_kills: int = 0  # processes its memory limit killed (cgroups only)
+    # Decoys found in what it printed (``output.py``; only when asked to search), and
+    # the bytes of output whose decoding ran out of budget (searched only in part).
+    printed: tuple[Printed, ...] = ()
+    output_unsearched: int = 0
+
+
+def _limits(nproc: int | None, limits: Limits | None, nice: int = 0) -> Callable[[], None]:
+    def apply() -> None:
+        """Join the check's cgroups and set resource limits in the child before it execs."""
+        if limits is not None:
+            limits.join()
+        if nice:
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE_LIMIT, NOFILE_LIMIT))
+        if nproc is not None:
+            # Counted against the real uid once setpriv has switched to the sandbox user.
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+    return apply
+
+
+def _kill_group(pgid: int, leader: subprocess.Popen[bytes]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        if sig is signal.SIGTERM:
+            # Give well-behaved children a moment; a deadline, not a sleep in a loop.
+            deadline = time.monotonic() + GRACE_S
+            while time.monotonic() < deadline:
+                leader.poll()  # reap the leader, or the group looks alive while it is a zombie
+                try:
+                    os.killpg(pgid, 0)
+                except ProcessLookupError:
+                    return
+                time.sleep(0.05)
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+_REAP_POLL_S = 0.005
+
+
+def become_subreaper() -> None:
+    """Adopt this process's orphaned descendants (Linux), so that it can reap them."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _reap(uid: int, leader: int) -> int:
+    """Reap the exited children of the sandbox user but ``leader``; return how many."""
+    # A process whose parent is gone is adopted here (the subreaper) and, once it exits,
+    # holds one of the sandbox user's process slots until it is reaped: a fork bomb's
+    # orphans would fill RLIMIT_NPROC with zombies for the rest of the run. The leader is
+    # left to Popen, and the harness's own children (root) to whoever started them.
+    reaped = 0
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return reaped
+        if info is None or info.si_pid == leader or info.si_uid != uid:
+            return reaped
+        with contextlib.suppress(ChildProcessError):
+            os.waitid(os.P_PID, info.si_pid, os.WEXITED | os.WNOHANG)
+        reaped += 1
+
+
+def _children_of(uid: int) -> int:
+    """Return how many children of this process (live or not) belong to ``uid``."""
+    me, count = os.getpid(), 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status") as fh:
+                    fields = dict(line.split(":", 1) for line in fh if ":" in line)
+            except (OSError, ValueError):
+                continue
+            if int(fields.get("PPid", 0)) == me and int(fields["Uid"].split()[0]) == uid:
+                count += 1
+    return count
+
+
+class _Reaper:
+    """Reap the sandbox user's orphans while a confined command runs."""
+
+    def __init__(self, uid: int, leader: int) -> None:
+        self.uid, self.leader = uid, leader
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cujo-reaper", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(_REAP_POLL_S):
+            _reap(self.uid, self.leader)
+
+    def finish(self, wait_s: float = GRACE_S) -> None:
+        """Stop the thread, then reap what the kills left until none is left (or wait_s)."""
+        self._stop.set()
+        self._thread.join()
+        end = time.monotonic() + wait_s
+        while True:
+            _reap(self.uid, self.leader)
+            if not _children_of(self.uid) or time.monotonic() > end:
+                return
+            time.sleep(0.01)
+
+
+def _watch_growth(
+    count: Callable[[], int], deadline: float, flood_at: float, *, own: int = 0
+) -> int:
+    """Return the most processes seen while what the command left behind grew.
+
+    ``own`` processes are the sandbox's own (its pid 1 and what that waits on).
+    """
+    # A few leftovers that stay put (a daemon, a stray sleep) are let go at once; a crowd,
+    # or a number that keeps climbing, is watched a little longer: a fork bomb climbs in
+    # steps (bash waits before it retries a fork that hit the process limit).
+    end = min(deadline, time.monotonic() + LEFTOVER_WATCH_S)
+    peak = last = count()
+    while last > own and peak < flood_at and time.monotonic() < end:
+        time.sleep(_GROWTH_POLL_S)
+        now = count()
+        peak = max(peak, now)
+        if now <= last and now < LEFTOVER_CROWD:
+            break
+        last = now
+    return peak
+
+
+def _read_status(fd: int) -> tuple[bool, int | None]:
+    """Read the sandbox's pid 1 report: (ended, the command's exit status or None)."""
+    try:
+        data = os.read(fd, 64)
+    except OSError:
+        return True, None
+    text = data.decode(errors="replace").strip()
+    return True, int(text) if text.isdigit() else None
+
+
+def run_confined(
+    cmd: str,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float,
+    confinement: Confinement,
+    stdin_fd: int | None = None,
+    stdout_fd: int | None = None,
+    search: Matcher | None = None,
+) -> Outcome:
+    """Run ``cmd`` with bash in ``cwd``; kill all it started on timeout, flood or exit.
+
+    ``cwd`` is the folder as the command sees it (inside the view, if there is one).
+    ``stdin_fd`` / ``stdout_fd`` replace /dev/null and the captured stdout. With
+    ``search``, everything the command prints is searched for decoys (``output.py``).
+    """
+    if os.geteuid() == 0 and not confinement.uid:
+        raise JailError("refusing to run a pull-request command as root")
+    flood = threading.Event()
+    started = time.monotonic()
+    netns = confinement.netns
+    inode = namespace_inode(netns) if netns else None
+    if netns is not None and inode is None:
+        raise JailError(f"network namespace {netns} does not exist")
+    limits = confinement.limits
+    forks_before = limits.refused_forks() if limits else 0
+    ooms_before = limits.oom_kills() if limits else 0
+    view = confinement.view
+    status_r, status_w = os.pipe() if view is not None else (-1, -1)
+    program_fd = -1
+    outer_env = dict(env)
+    if view is not None and view.worker is not None:
+        # The worker is pid 1 and gets its own environment; the command's goes in its
+        # program, which bubblewrap copies from this descriptor into the sandbox.
+        program_fd = os.memfd_create("step", os.MFD_CLOEXEC)
+        os.write(program_fd, view.worker.program(cmd, str(cwd), env, status_w))
+        os.lseek(program_fd, 0, os.SEEK_SET)
+        outer_env = dict(view.worker.env)
+    if confinement.uid is not None:
+        become_subreaper()
+    try:
+        proc = subprocess.Popen(
+            confinement.argv(cmd, str(cwd), status_w, program_fd),
+            cwd="/" if view is not None else cwd,
+            env=outer_env,
+            stdin=stdin_fd if stdin_fd is not None else subprocess.DEVNULL,
+            stdout=stdout_fd if stdout_fd is not None else subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=tuple(fd for fd in (status_w, program_fd) if fd >= 0),
+            preexec_fn=_limits(  # noqa: PLW1509
+                confinement.nproc if confinement.uid else None, limits, confinement.nice
+            ),
+        )
+    finally:
+        for fd in (status_w, program_fd):
+            if fd >= 0:
+                os.close(fd)
+    try:
+        return _follow(proc, confinement, inode, status_r, flood, started, timeout,
+                       forks_before, ooms_before, search)  # fmt: skip
+    finally:
+        if status_r >= 0:
+            os.close(status_r)
+
+
+def _follow(
+    proc: subprocess.Popen[bytes],
+    confinement: Confinement,
+    inode: int | None,
+    status_r: int,
+    flood: threading.Event,
+    started: float,
+    timeout: float,
+    forks_before: int,
+    ooms_before: int,
+    search: Matcher | None,
+) -> Outcome:
+    lock = threading.Lock()
+
+    def searching(stream: Stream) -> OutputSearch | None:
+        return OutputSearch(search, stream, lock) if search is not None else None
+
+    out = Capture(proc.stdout, flood, searching("stdout")) if proc.stdout is not None else None
+    err = Capture(proc.stderr, flood, searching("stderr"))
+    uid = confinement.uid
+    reaper = _Reaper(uid, proc.pid) if uid is not None and confinement.view is None else None
+    # How many processes the command has: its cgroup knows exactly, else its namespace.
+    limits = confinement.limits
+    count: Callable[[], int] | None = None
+    if limits is not None and limits.kind != "rlimits":
+        count = limits.current
+    elif inode is not None:
+        count = partial(count_in_namespace, inode)
+    timed_out = False
+    ended = False
+    status: int | None = None
+    peak = 0
+    deadline = started + timeout
+    while True:
+        if status_r >= 0:
+            ready, _, _ = select.select([status_r], [], [], _POLL_S)
+            if ready:
+                ended, status = _read_status(status_r)
+                break
+            if proc.poll() is not None:
+                break
+        else:
+            try:
+                proc.wait(timeout=_POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+        if count is not None:
+            peak = max(peak, count())
+        if flood.is_set():
+            break
+        if time.monotonic() >= deadline:
+            timed_out = True
+            break
+    if count is not None and not timed_out and not flood.is_set():
+        # A command may return at once and leave its work running: `:(){ :|:& };:` is
+        # gone in a millisecond while what it started multiplies. Watch what it left for
+        # as long as that keeps growing, so a fork bomb is seen before it is killed.
+        # The sandbox's own: the worker as pid 1, or the shell and its sleep.
+        own = 0
+        if confinement.view is not None:
+            own = 1 if confinement.view.worker is not None else 2
+        peak = max(peak, _watch_growth(count, deadline, FLOOD_SHARE * confinement.nproc, own=own))
+    # Whatever the command left behind goes too: nothing outlives a phase. Killing the
+    # outer bubblewrap kills the sandbox's pid 1, and with it the whole pid namespace.
+    _kill_group(proc.pid, proc)
+    if confinement.netns is not None:
+        # setsid() leaves a process group, never the namespace: sweep that as well.
+        kill_all_in(confinement.netns)
+    code = proc.wait()
+    if reaper is not None:
+        reaper.finish()
+    if out is not None:
+        out.thread.join(5)
+    err.thread.join(5)
+    if status_r >= 0 and not ended and not timed_out and not flood.is_set():
+        # pid 1 never reported: the sandbox could not be built (or was killed whole).
+        said = err.text().strip()
+        if said.startswith("bwrap:") or "setpriv:" in said or code in (125, 126, 127):
+            raise JailError(f"the sandbox could not be set up: {said[-500:] or f'exit {code}'}")
+    if status_r >= 0:
+        code = status if status is not None else code
+    killed = timed_out or flood.is_set()
+    captures = [c for c in (out, err) if c is not None]
+    searches = [c.search for c in captures if c.search is not None]
+    # A stream still being drained (a leftover outside the namespace holds the pipe) was
+    # not searched to its end: what is left is counted, never passed over in silence.
+    behind = sum(c.total - c.search.searched for c in captures if c.search and c.thread.is_alive())
+    refused = (limits.refused_forks() - forks_before) if limits else 0
+    ooms = (limits.oom_kills() - ooms_before) if limits else 0
+    return Outcome(
+        exit_code=None if killed else code,
+        timed_out=timed_out,
+        flooded=flood.is_set(),
+        duration_s=round(time.monotonic() - started, 3),
+        stdout_tail=out.text() if out is not None else "",
+        stderr_tail=err.text(),
+        stdout_bytes=out.total if out is not None else 0,
+        stderr_bytes=err.total,
+        peak_processes=peak,
+        process_flood=uid is not None and (peak >= FLOOD_SHARE * confinement.nproc or refused > 0),
+        refused_forks=refused,
+        oom_kills=ooms,
+        printed=tuple(p for s in searches for p in s.printed()),
+        output_unsearched=sum(s.unsearched for s in searches) + behind,
+    )
+
+
+# --------------------------------------------------------------------------- privilege tools
+
+# A permission-class fanotify group (fanotify.py) whose FAN_OPEN_EXEC_PERM events hold
+# the exec until the group answers.
+_CMDLINE_CAP = 300
+
+
+@dataclass(frozen=True)
+class PrivilegedExec:
+    """One exec of a privilege tool by a process of the check that is guarded."""
+
+    path: str  # the tool
+    pid: int
+    phase: str
+    exe: str | None  # what the process ran before the exec (the caller)
+    cmdline: str  # the caller's command line
+
+
+def _check(rc: int, what: str) -> int:
+    if rc < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return rc
+
+
+def _descends(pid: int, root: int) -> bool:
+    """Return whether ``pid`` runs below ``root`` (its parent chain reaches it)."""
+    for _ in range(256):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                pid = int(fh.read().rpartition(b")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        if pid == root:
+            return True
+        if pid <= 1:
+            return False
+    return False
+
+
+class ExecGuard:
+    """Name every process of one check that executes sudo (or su, pkexec, …).
+
+    A notification of the exec comes too late to name anyone: ``sudo`` refused by
+    ``no_new_privs`` exits within milliseconds, and every watcher on the machine sees
+    every exec. So this is a fanotify *permission* group: the kernel holds the exec until
+    the guard answers, which it does once it has read who the caller is. The check's
+    processes are those in its phases' network namespaces (full isolation; the namespace
+    names the phase) or, without namespaces, those below ``descendants_of`` (the phase is
+    ``phase()`` then). An exec by anyone else (the harness, the machine, another check or
+    run) is let through unrecorded; every exec is let through (under full isolation the
+    tool is already powerless). If the guard stops, the kernel lets everything pass.
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[Path],
+        namespaces: Mapping[int, str],
+        *,
+        descendants_of: int | None = None,
+        phase: Callable[[], str] = lambda: "?",
+    ) -> None:
+        """Prepare to guard ``tools`` for namespaces (inode → phase) or a process tree."""
+        self._tools = [Path(t) for t in tools]
+        self._namespaces = dict(namespaces)
+        self._root = descendants_of
+        self._phase = phase
+        self._fd = -1
+        self._wake_r = self._wake_w = -1
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._events: list[PrivilegedExec] = []
+        self.complete = True
+
+    def start(self) -> None:
+        """Mark the tools that exist and start answering; raise OSError when it cannot."""
+        libc = fan.fanotify_libc()
+        self._fd = _check(
+            libc.fanotify_init(
+                fan.CLASS_CONTENT | fan.CLOEXEC | fan.NONBLOCK,
+                os.O_RDONLY | os.O_LARGEFILE | os.O_CLOEXEC,
+            ),
+            "fanotify_init",
+        )
+        try:
+            for tool in self._tools:
+                if tool.exists():
+                    _check(
+                        libc.fanotify_mark(
+                            self._fd, fan.MARK_ADD, fan.OPEN_EXEC_PERM, fan.AT_FDCWD, bytes(tool)
+                        ),
+                        f"fanotify_mark {tool}",
+                    )
+        except OSError:
+            os.close(self._fd)
+            self._fd = -1
+            raise
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread = threading.Thread(target=self._run, name="cujo-exec-guard", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> list[PrivilegedExec]:
+        """Stop guarding (anything still held is let through) and return the execs seen."""
+        if self._thread is not None:
+            os.write(self._wake_w, b"s")
+            self._thread.join()
+            self._thread = None
+            for fd in (self._wake_r, self._wake_w):
+                os.close(fd)
+        if self._fd >= 0:
+            with contextlib.suppress(BlockingIOError):
+                self._answer_all()
+            os.close(self._fd)
+            self._fd = -1
+        return self.events()
+
+    def events(self) -> list[PrivilegedExec]:
+        """Return the execs recorded so far."""
+        with self._lock:
+            return list(self._events)
+
+    def _run(self) -> None:
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        try:
+            while True:
+                ready = {fd for fd, _ in poller.poll()}
+                if self._wake_r in ready:
+                    return
+                with contextlib.suppress(BlockingIOError):
+                    self._answer_all()
+        except Exception:
+            # Closing the group lets every held exec go on; the evidence is incomplete.
+            self.complete = False
+            raise
+
+    def _answer_all(self) -> None:
+        while True:
+            try:
+                data = os.read(self._fd, 4096)
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    # The kernel could not hand out the event's fd and has answered it.
+                    self.complete = False
+                    return
+                raise
+            if not data:
+                return
+            offset = 0
+            while offset + fan.METADATA.size <= len(data):
+                event_len, vers, _, _, mask, fd, pid = fan.METADATA.unpack_from(data, offset)
+                if vers != fan.METADATA_VERSION or event_len < fan.METADATA.size:
+                    raise RuntimeError(f"unknown fanotify event layout (version {vers})")
+                offset += event_len
+                if mask & fan.Q_OVERFLOW:
+                    self.complete = False
+                if fd < 0:
+                    continue
+                try:
+                    self._note(fd, pid)
+                finally:
+                    # Answer first, whatever happened: the caller waits on it.
+                    with contextlib.suppress(OSError):
+                        os.write(self._fd, fan.RESPONSE.pack(fd, fan.ALLOW))
+                    os.close(fd)
+
+    def _note(self, fd: int, pid: int) -> None:
+        try:
+            inode = os.stat(f"/proc/{pid}/ns/net").st_ino
+            tool = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return  # gone, or outside this pid namespace: not a process of ours
+        phase = self._namespaces.get(inode)
+        if phase is None and self._root is not None and _descends(pid, self._root):
+            phase = self._phase()
+        if phase is None:
+            return
+        try:
+            exe: str | None = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            exe = None
+        try:
+            raw = Path(f"/proc/{pid}/cmdline").read_bytes()[:_CMDLINE_CAP]
+            cmdline = raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            cmdline = ""
+        with self._lock:
+            self._events.append(PrivilegedExec(tool, pid, phase, exe, cmdline))

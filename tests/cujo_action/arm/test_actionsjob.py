@@ -1,0 +1,286 @@
+"""The sandbox looks like an Actions job: variables, checkout, event file and runner worker."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import types
+from pathlib import Path
+
+import pytest
+from gitrepo import GitRepo
+
+from cujo_action.arm.actionsjob import (
+    FILE_COMMANDS,
+    checkout_config,
+    event_payload,
+    job_env,
+    job_message,
+    new_identity,
+    repository_of,
+    worker_env,
+    worker_source,
+)
+from cujo_action.arm.arming import RECEIVERS, stage
+from cujo_action.arm.decoys import make_decoys
+from cujo_action.prepare.plan import prepare
+from cujo_action.sandbox.boundary import BoundaryError, write_below
+from cujo_action.sandbox.cgroups import make_limits
+from cujo_action.schema import ALL_CHECKS, Plan
+
+DECOYS = make_decoys()
+VALUES = {d.name: d.value for d in DECOYS}
+# The pattern the tj-actions/changed-files payload grepped Runner.Worker's memory with.
+MEMDUMP = re.compile(rb'"[^"]+":\{"value":"[^"]*","isSecret":true\}')
+TRACES = re.compile("cujo|sandbox|decoy", re.IGNORECASE)
+
+
+def plan_for(repo: GitRepo, work: Path) -> Plan:
+    return prepare(str(repo.path), "main", "main", "run-1", work)
+
+
+@pytest.mark.parametrize(
+    ("repo", "owner", "name"),
+    [
+        ("https://github.com/pallets/itsdangerous.git", "pallets", "itsdangerous"),
+        ("https://x-access-token:t@github.com/python-attrs/attrs", "python-attrs", "attrs"),
+        ("git@github.com:pytest-dev/pluggy.git", "pytest-dev", "pluggy"),
+        ("/tmp/pytest-of-root/attack-http0/repo", "attack-http0", "repo"),
+        ("/", "octo-org", "project"),
+        ("/srv/we ird/na:me", "we-ird", "na-me"),
+    ],
+)
+def test_the_repository_is_named_as_github_names_it(repo: str, owner: str, name: str) -> None:
+    assert repository_of(repo) == (owner, name)
+
+
+def test_a_step_sees_the_variables_of_a_hosted_runner_and_decoys_where_secrets_are(
+    tmp_path: Path,
+) -> None:
+    repo = GitRepo(tmp_path / "octo" / "app")
+    repo.write({"a.py": "x = 1\n"}).commit("one")
+    plan = plan_for(repo, tmp_path / "work")
+    job = new_identity(plan.repo)
+    env = job_env(job, plan, DECOYS, home="/home/runner", temp="/home/runner/work/_temp")
+    assert (env["CI"], env["GITHUB_ACTIONS"], env["RUNNER_OS"]) == ("true", "true", "Linux")
+    assert env["GITHUB_REPOSITORY"] == "octo/app"
+    assert env["GITHUB_WORKSPACE"] == "/home/runner/work/app/app"
+    assert env["RUNNER_TEMP"] == "/home/runner/work/_temp"
+    assert env["GITHUB_SHA"] == plan.head_sha
+    assert env["GITHUB_REF"] == f"refs/pull/{job.pull_number}/merge"
+    assert env["GITHUB_EVENT_PATH"] == "/home/runner/work/_temp/_github_workflow/event.json"
+    for var, kind in FILE_COMMANDS:
+        assert (
+            env[var] == f"/home/runner/work/_temp/_runner_file_commands/{kind}_{job.file_commands}"
+        )
+    # Where a job keeps secrets, decoys: the token, and what JavaScript actions are handed.
+    for name in ("GITHUB_TOKEN", "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN"):
+        assert env[name] == VALUES[name]
+    assert env["ACTIONS_ID_TOKEN_REQUEST_URL"].startswith(env["ACTIONS_RUNTIME_URL"])
+    # The same for every command of the run: nothing changes between two steps.
+    again = job_env(job, plan, DECOYS, home="/home/runner", temp="/home/runner/work/_temp")
+    assert again == env
+    assert not [text for item in env.items() for text in item if TRACES.search(text)]
+
+
+def test_the_checkout_keeps_a_decoy_token_as_actions_checkout_does(tmp_path: Path) -> None:
+    job = new_identity("https://github.com/octo/app")
+    config = tmp_path / "config"
+    config.write_text(checkout_config(job, DECOYS))
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "config", "-f", str(config), *args], capture_output=True, text=True, check=True
+        )
+        return done.stdout.strip()
+
+    assert git("--get", "remote.origin.url") == "https://github.com/octo/app"
+    header = git("--get", "http.https://github.com/.extraheader")
+    scheme, _, value = header.partition(": ")
+    assert scheme == "AUTHORIZATION"
+    kind, _, blob = value.partition(" ")
+    assert kind == "basic"
+    assert base64.b64decode(blob).decode() == f"x-access-token:{VALUES['CHECKOUT_TOKEN']}"
+
+
+def test_the_event_file_is_a_pull_request_event_for_the_head() -> None:
+    repo = types.SimpleNamespace(head_sha="a" * 40, base_sha="b" * 40)
+    job = new_identity("https://github.com/octo/app")
+    event = json.loads(event_payload(job, repo))  # type: ignore[arg-type]
+    assert event["number"] == event["pull_request"]["number"] == job.pull_number
+    assert event["pull_request"]["head"]["sha"] == "a" * 40
+    assert event["pull_request"]["base"]["sha"] == "b" * 40
+    assert event["repository"]["full_name"] == "octo/app"
+
+
+def test_the_worker_keeps_decoys_in_the_runners_own_format() -> None:
+    job = new_identity("https://github.com/octo/app")
+    message = job_message(job, DECOYS)
+    found = sorted(set(MEMDUMP.findall(message)))
+    values = {json.loads(b"{" + hit + b"}").popitem()[1]["value"] for hit in found}
+    assert len(found) == 3  # system.github.token, github_token, a repository secret
+    assert values == {VALUES["RUNNER_WORKER_GITHUB_TOKEN"], VALUES["RUNNER_WORKER_NPM_TOKEN"]}
+    endpoint = json.loads(message)["resources"]["endpoints"][0]
+    assert endpoint["name"] == "SystemVssConnection"
+    assert (
+        endpoint["authorization"]["parameters"]["AccessToken"]
+        == (VALUES["RUNNER_WORKER_RUNTIME_TOKEN"])
+    )
+    env = worker_env(job)
+    assert env["HOME"] == "/home/runner"
+    assert not set(env.values()) & set(VALUES.values())  # no secret in its environment
+
+
+def _strings(code: types.CodeType) -> set[str]:
+    found = {*code.co_names, *code.co_varnames, code.co_name}
+    for const in code.co_consts:
+        if isinstance(const, str):
+            found.add(const)
+        elif isinstance(const, bytes):
+            found.add(const.decode("latin-1"))
+        elif isinstance(const, types.CodeType):
+            found |= _strings(const)
+    return found
+
+
+def test_nothing_the_worker_keeps_in_memory_names_what_it_is() -> None:
+    # Comments are gone once compiled; names and strings stay in the process's memory.
+    source = worker_source(job_message(new_identity("/src/octo/app"), DECOYS))
+    code = compile(source + b"\nmain(b'{}')\n", "spawnclient", "exec")
+    assert not [s for s in _strings(code) if TRACES.search(s)]
+
+
+# --------------------------------------------------------------------------- staging
+
+
+def test_each_check_gets_a_hosted_runners_layout(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "octo" / "app")
+    canary = tmp_path / "canary"
+    canary.write_text("root's\n")
+    # The base's tree holds a link to a root file: copied as a link, never followed.
+    (repo.path / "leak").symlink_to(canary)
+    repo.write({"app.py": "x = 1\n"}).commit("one")
+    repo.branch("pr").checkout("pr")
+    repo.write({"app.py": "x = 2\n", "new.py": ""}).commit("two")
+    plan = prepare(str(repo.path), "main", "pr", "run-1", tmp_path / "work")
+    job = new_identity(plan.repo)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    limits = {c: make_limits(f"cujo-test-{c}-{job.plan_id[:8]}", 64) for c in ALL_CHECKS}
+    try:
+        areas, finish = stage(
+            plan, run_dir, DECOYS, dict.fromkeys(ALL_CHECKS, (None, None)), limits, job
+        )
+        finish()
+    finally:
+        for made in limits.values():
+            made.remove()
+    for check in ALL_CHECKS:
+        home = Path(areas[check].home)
+        assert (home / "runners").is_dir()
+        event = json.loads((home / "work/_temp/_github_workflow/event.json").read_text())
+        assert event["pull_request"]["head"]["sha"] == plan.head_sha
+        for _, kind in FILE_COMMANDS:
+            assert (home / f"work/_temp/_runner_file_commands/{kind}_{job.file_commands}").exists()
+        checkout = home / "work" / "app" / "app"
+        assert checkout.exists() == (check in ("install", "detonation", "base")), check
+        if checkout.exists():
+            assert (checkout / "leak").is_symlink(), check
+            assert os.readlink(checkout / "leak") == str(canary)
+            assert canary.read_text() == "root's\n"
+            assert (checkout / "app.py").read_text() == (
+                "x = 1\n" if check == "base" else "x = 2\n"
+            )
+            # The origin is on GitHub and the token is where actions/checkout puts it; the
+            # harness's own folders (the base worktree, the clone's reflog) are not there.
+            config = (checkout / ".git" / "config").read_text()
+            assert "url = https://github.com/octo/app" in config
+            assert "extraheader = AUTHORIZATION: basic " in config
+            assert not (checkout / ".git" / "worktrees").exists()
+            assert not (checkout / ".git" / "logs").exists()
+            head = subprocess.run(
+                ["git", "-C", str(checkout), "rev-parse", "HEAD"],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            # The base's own copy is a checkout of the base commit, with its own index.
+            want = plan.base_sha if check == "base" else plan.head_sha
+            assert head.stdout.strip() == want
+            status = subprocess.run(
+                ["git", "-C", str(checkout), "status", "--porcelain"],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            assert status.stdout == "", (check, status.stdout)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing areas to uids needs root")
+def test_the_receivers_areas_are_out_of_reach_until_staged_and_handed_over(
+    tmp_path: Path,
+) -> None:
+    """Attack test: the receivers' areas (tests, probes, smoke) are finished while the
+    install runs; meanwhile the install's uid can neither enter, fill nor swap them."""
+    repo = GitRepo(tmp_path / "octo" / "app")
+    repo.write({"app.py": "x = 1\n"}).commit("one")
+    plan = prepare(str(repo.path), "main", "main", "run-1", tmp_path / "work")
+    job = new_identity(plan.repo)
+    top = Path(tempfile.mkdtemp(prefix="cujo-areas-", dir="/tmp"))  # others may pass through
+    top.chmod(0o711)
+    owners = {c: (64300 + i, 64300 + i) for i, c in enumerate(ALL_CHECKS)}
+    limits = {c: make_limits(f"cujo-test-{c}-{job.plan_id[:8]}", 64) for c in ALL_CHECKS}
+    try:
+        (top / "run").mkdir(mode=0o711)
+        areas, finish = stage(plan, top / "run", DECOYS, owners, limits, job)
+        install_uid = owners["install"][0]
+        assert Path(areas["install"].home).stat().st_uid == install_uid  # handed over now
+        for check in RECEIVERS:
+            home = Path(areas[check].home)
+            st = home.stat()
+            assert (st.st_uid, st.st_mode & 0o777) == (0, 0o700), check
+            assert home.parent.stat().st_uid == 0
+            attempts = (
+                f"ls {home}; touch {home}/planted; mv {home} {home}.gone; "
+                f"ln -s /etc {home.parent}/swapped; true"
+            )
+            done = subprocess.run(
+                ["setpriv", f"--reuid={install_uid}", f"--regid={install_uid}",
+                 "--clear-groups", "--", "sh", "-c", attempts],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            assert done.stderr.count("Permission denied") == 4, done.stderr
+            assert sorted(p.name for p in home.parent.iterdir()) == ["home"]
+        finish()
+        for check in RECEIVERS:
+            assert Path(areas[check].home).stat().st_uid == owners[check][0]
+    finally:
+        for made in limits.values():
+            made.remove()
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_writing_below_a_tree_follows_no_planted_link(tmp_path: Path) -> None:
+    # Root writes the checkout's git config only in a copy it made itself, before any
+    # pull-request code ran; even so a link on the way is refused, never followed.
+    canary = tmp_path / "canary"
+    canary.write_text("root's\n")
+    (tmp_path / "outside").mkdir()
+    tree = tmp_path / "tree"
+    (tree / ".git").mkdir(parents=True)
+    (tree / ".git" / "config").symlink_to(canary)
+    with pytest.raises(BoundaryError):
+        write_below(tree, ".git/config", "planted\n", 0o644)
+    (tree / "link").symlink_to(tmp_path / "outside")
+    with pytest.raises(BoundaryError):
+        write_below(tree, "link/config", "planted\n", 0o644)
+    with pytest.raises(BoundaryError):
+        write_below(tree / "link", "config", "planted\n", 0o644)
+    with pytest.raises(ValueError, match="relative"):
+        write_below(tree, "../canary", "planted\n", 0o644)
+    assert canary.read_text() == "root's\n"
+    assert list((tmp_path / "outside").iterdir()) == []
+    write_below(tree, ".git/fresh", "made\n", 0o600)
+    assert (tree / ".git" / "fresh").read_text() == "made\n"
+    assert (tree / ".git" / "fresh").stat().st_mode & 0o777 == 0o600
