@@ -1,0 +1,227 @@
+"""The house's rules, read from the code's imports (grimp builds the graph, statically).
+
+DESIGN section 2: no import cycle (an import inside a function counts: hiding a cycle
+there is still a cycle); the sandbox side never imports the relay; the relay reads the
+sandbox only through ``cujo_action.schema``, ``cujo_action.limits`` and the bundle reader;
+the pure parts (the rules and judges, verb parsing, the run state machine) touch no I/O.
+Each rule is also checked against a planted violation, so a rule that can no longer fail
+is itself a failure.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping, Set
+
+import grimp
+import pytest
+from repo_paths import TOP
+
+PACKAGES = ("cujo_action", "app_relay")
+
+# What the relay may import from the sandbox side: the data that crosses the boundary,
+# the table of caps the reports name, and the one capped bundle reader.
+RELAY_MAY_READ = frozenset(
+    {"cujo_action", "cujo_action.schema", "cujo_action.limits", "cujo_action.evidence.reader"}
+)
+
+# Pure parts (DESIGN section 2): plain values in, plain values out. They may not reach,
+# even through another module, any of these.
+PURE = ("app_relay.decide", "app_relay.verbs.parse", "app_relay.runs.state")
+# GitHub's vocabulary (app_relay.github.vocab) is pure; the rest of github/ talks to it.
+PURE_GITHUB = frozenset({"app_relay.github", "app_relay.github.vocab"})
+IO_MODULES = frozenset(
+    {
+        "app_relay.github",
+        "app_relay.store",
+        "app_relay.webhook",
+        "app_relay.cli",
+        "app_relay.board",
+        "app_relay.settings",
+        "app_relay.model.claude",
+    }
+)
+IO_LIBRARIES = frozenset(
+    {"requests", "github", "sqlalchemy", "anthropic", "fastapi", "uvicorn", "httpx", "socket"}
+    | {"subprocess", "urllib"}
+)
+
+
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph(*PACKAGES, include_external_packages=True, cache_dir=None)
+
+
+def edges(g: grimp.ImportGraph) -> dict[str, set[str]]:
+    internal = {m for m in g.modules if m.split(".")[0] in PACKAGES}
+    return {m: set(g.find_modules_directly_imported_by(m)) & internal for m in internal}
+
+
+def cycles(out: Mapping[str, Set[str]]) -> list[list[str]]:
+    """Return every strongly connected component of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(start: str) -> None:
+        # Iterative, so a deep chain of imports cannot hit the recursion limit.
+        work: list[tuple[str, Iterable[str]]] = [(start, iter(sorted(out[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, todo = work[-1]
+            for nxt in todo:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(out[nxt]))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+
+    for module in sorted(out):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def within(module: str, prefixes: Iterable[str]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def described(g: grimp.ImportGraph, importer: str, imported: str) -> str:
+    lines = [
+        f"{d['importer']}:{d['line_number']} {d['line_contents']}"
+        for d in g.get_import_details(importer=importer, imported=imported)
+    ]
+    return f"{importer} -> {imported} (" + "; ".join(lines) + ")"
+
+
+def cycle_problems(g: grimp.ImportGraph) -> list[str]:
+    out = edges(g)
+    problems = []
+    for component in cycles(out):
+        inside = set(component)
+        ties = [described(g, a, b) for a in component for b in sorted(out[a] & inside)]
+        problems.append(f"cycle {' <-> '.join(component)}: " + " | ".join(ties))
+    return problems
+
+
+def boundary_problems(g: grimp.ImportGraph) -> list[str]:
+    problems = []
+    for importer in sorted(g.modules):
+        top = importer.split(".")[0]
+        if top not in PACKAGES:
+            continue
+        for imported in sorted(g.find_modules_directly_imported_by(importer)):
+            if top == "cujo_action" and within(imported, ["app_relay"]):
+                crossing = described(g, importer, imported)
+                problems.append("the sandbox imports the relay: " + crossing)
+            if (
+                top == "app_relay"
+                and within(imported, ["cujo_action"])
+                and imported not in RELAY_MAY_READ
+            ):
+                problems.append(
+                    "the relay imports sandbox internals: " + described(g, importer, imported)
+                )
+    return problems
+
+
+def purity_problems(g: grimp.ImportGraph) -> list[str]:
+    problems = []
+    pure = sorted(m for m in g.modules if within(m, PURE))
+    for module in pure:
+        for reached in sorted(g.find_upstream_modules(module)):
+            if reached in PURE_GITHUB:
+                continue
+            if within(reached, IO_MODULES) or reached.split(".")[0] in IO_LIBRARIES:
+                chain = g.find_shortest_chain(importer=module, imported=reached) or ()
+                problems.append(f"pure {module} reaches {reached}: {' -> '.join(chain)}")
+    return problems
+
+
+def test_the_tree_has_no_import_cycle() -> None:
+    assert cycle_problems(graph()) == []
+
+
+def test_the_relay_reads_the_sandbox_only_through_its_contract() -> None:
+    assert boundary_problems(graph()) == []
+
+
+def test_the_pure_parts_reach_no_io() -> None:
+    assert purity_problems(graph()) == []
+
+
+# Each rule against a planted violation: the checks above can fail.
+
+
+def planted(*imports: tuple[str, str]) -> grimp.ImportGraph:
+    g = graph()
+    for importer, imported in imports:
+        for module in (importer, imported):
+            if module not in g.modules:
+                g.add_module(module)
+        g.add_import(importer=importer, imported=imported, line_number=1, line_contents="x")
+    return g
+
+
+def test_a_planted_cycle_is_found() -> None:
+    g = planted(("cujo_action.schema", "cujo_action.run"))
+    assert any("cujo_action.run" in p and "cujo_action.schema" in p for p in cycle_problems(g))
+
+
+@pytest.mark.parametrize(
+    ("importer", "imported"),
+    [
+        ("app_relay.decide.judge", "cujo_action.sandbox.jail"),
+        ("app_relay.board.view", "cujo_action.evidence.stages"),
+        ("cujo_action.run", "app_relay.store"),
+    ],
+)
+def test_a_planted_crossing_is_found(importer: str, imported: str) -> None:
+    assert any(imported in p for p in boundary_problems(planted((importer, imported))))
+
+
+def test_a_planted_io_in_a_pure_part_is_found() -> None:
+    g = planted(("app_relay.runs.state", "app_relay.store"))
+    assert any("app_relay.runs.state reaches app_relay.store" in p for p in purity_problems(g))
+
+
+def test_imports_inside_functions_are_in_the_graph() -> None:
+    """grimp reads imports anywhere in a module, so a cycle cannot hide in a function."""
+    g = graph()
+    inside = []
+    for path in sorted((TOP / "cujo_action").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        module = ".".join(path.relative_to(TOP).with_suffix("").parts).removesuffix(".__init__")
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cujo_"):
+                    names = [f"{node.module}.{alias.name}" for alias in node.names]
+                    inside.append((module, [node.module or "", *names]))
+    assert inside, "no import inside a function to look for"
+    for importer, candidates in inside:
+        assert any(
+            c in g.modules and g.direct_import_exists(importer=importer, imported=c)
+            for c in candidates
+        ), (importer, candidates)
