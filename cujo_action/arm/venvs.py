@@ -21,10 +21,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from cujo_action.sandbox.boundary import fresh_dir
+from cujo_action.sandbox.boundary import fresh_dir, open_no_follow
 
 _TIMEOUT = 300.0
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # Where root keeps the templates it made, one per interpreter, for later runs on this
 # machine (a hosted runner starts empty: there every run makes its own).
 CACHE_ENV = "CUJO_VENV_CACHE"
@@ -207,7 +206,7 @@ def _replace(path: Path, data: bytes) -> None:
     link to the template's file, which must stay as it is."""
     mode = stat.S_IMODE(os.lstat(path).st_mode)
     fresh = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
-    fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    fd = open_no_follow(fresh, "create", mode)
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
     os.chmod(fresh, mode)
@@ -227,12 +226,12 @@ def link_tree(template: Path, dest: Path) -> None:
     either side (every step through directory descriptors). A template on another file
     system than ``dest`` is copied whole.
     """
-    src_top = os.open(template, _DIR_FLAGS)
+    src_top = open_no_follow(template, "dir")
     try:
-        dest_top = os.open(dest, _DIR_FLAGS)
+        dest_top = open_no_follow(dest, "dir")
         try:
             for rel, dirs, files, src in os.fwalk(".", dir_fd=src_top, follow_symlinks=False):
-                out = os.open(rel, _DIR_FLAGS, dir_fd=dest_top)
+                out = open_no_follow(rel, "dir", dir_fd=dest_top)
                 try:
                     for name in (*dirs, *files):  # fwalk lists links to folders as folders
                         _lay(name, src, out)
@@ -265,9 +264,10 @@ def _lay(name: str, src: int, out: int) -> None:
 
 
 def _copy(name: str, src: int, out: int, mode: int) -> None:
-    reading = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src)
-    with os.fdopen(reading, "rb") as source:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        with os.fdopen(os.open(name, flags, 0o600, dir_fd=out), "wb") as copy:
-            shutil.copyfileobj(source, copy)
-            os.fchmod(copy.fileno(), mode)
+    reading = open_no_follow(name, "read", dir_fd=src)
+    with (
+        os.fdopen(reading, "rb") as source,
+        os.fdopen(open_no_follow(name, "create", dir_fd=out), "wb") as copy,
+    ):
+        shutil.copyfileobj(source, copy)
+        os.fchmod(copy.fileno(), mode)

@@ -31,6 +31,7 @@ from cujo_action.evidence.timing import Timeline
 from cujo_action.limits import LimitId
 from cujo_action.net.netns import NetnsError, drops_for
 from cujo_action.net.proxy import NameBook
+from cujo_action.sandbox.boundary import open_no_follow
 from cujo_action.sandbox.jail import (
     NPROC_LIMIT,
     ExecGuard,
@@ -583,13 +584,13 @@ class CheckRun:
 
 def create_spool(path: Path) -> int:
     """Create the install's spool for writing: a new file, never through a link."""
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    return open_no_follow(path, "create")
 
 
 def open_spool(path: Path) -> int:
     """Open the install's spool for reading; a link or anything but a file is refused."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = open_no_follow(path, "read", nonblock=True)
     except FileNotFoundError:
         raise JailError("the install's tree was not packed") from None
     except OSError as exc:

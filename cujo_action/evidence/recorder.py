@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cujo_action.evidence.ledger import begin_line, egress_line, end_line
+from cujo_action.sandbox.boundary import open_no_follow
 
 _INTERVAL_S = 0.1
 _CHUNK = 1 << 16
@@ -69,7 +70,7 @@ class EgressTail:
             return True
         try:
             # Root reads a root-only folder here; still never through a link.
-            self._fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            self._fd = open_no_follow(self.path, "read")
         except FileNotFoundError:
             return False
         except OSError as exc:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from cujo_action.sandbox.boundary import open_no_follow
 from cujo_action.schema import MAX_TEXT, EvidenceSeal, clip
 
 # The proxy and the resolver append to their logs under run_dir/evidence, a 0700 root
@@ -24,7 +25,7 @@ def file_digest(path: Path) -> tuple[str, int]:
     """Return the sha256 (hex) and size of the file at ``path``, never through a symlink."""
     digest = hashlib.sha256()
     size = 0
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = open_no_follow(path, "read")
     with os.fdopen(fd, "rb") as fh:
         while chunk := fh.read(_CHUNK):
             digest.update(chunk)

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, TextIO
 
+from cujo_action.sandbox.boundary import open_no_follow
+
 PREFIX: Final = "cujo-stage"
 # In the order the workflow's steps follow them; checks of one row run at the same time.
 STAGES: Final = (
@@ -140,13 +142,13 @@ class Follower:
 
     def _open(self, offset: int) -> int:
         # The state folder is root's (0700); never through a link.
-        fd = os.open(self.state / LOG, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = open_no_follow(self.state / LOG, "read")
         os.lseek(fd, offset, os.SEEK_SET)
         return fd
 
     def _over_before(self, stage: str, offset: int) -> bool:
         """Return whether the part of the log already printed says ``stage`` is over."""
-        fd = os.open(self.state / LOG, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = open_no_follow(self.state / LOG, "read")
         with os.fdopen(fd, "rb") as fh:
             printed = fh.read(offset)
         return any(
@@ -166,7 +168,7 @@ class Follower:
 
     def _save(self, offset: int) -> None:
         tmp = self.state / f".{_OFFSET}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        fd = open_no_follow(tmp, "replace")
         with os.fdopen(fd, "w") as fh:
             fh.write(str(offset))
         os.replace(tmp, self.state / _OFFSET)
@@ -180,7 +182,7 @@ def detach(state: Path, run: Callable[[], int]) -> int:
     holds its exit code once it ends. Returns 0 in the caller once the child has started.
     """
     os.mkdir(state, 0o700)
-    log = os.open(state / LOG, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    log = open_no_follow(state / LOG, "create")
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()

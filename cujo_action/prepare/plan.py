@@ -63,6 +63,7 @@ from urllib.parse import urlsplit, urlunsplit
 import annotated_types
 
 from cujo_action.prepare import testenv
+from cujo_action.sandbox.boundary import open_no_follow
 from cujo_action.schema import MAX_SHORT, MAX_TEXT, Plan, Policy, PolicyError, clip, load_policy
 
 __all__ = ["PrepareError", "Settled", "prepare", "settle"]
@@ -750,7 +751,7 @@ class _Checkout(Mapping[str, str]):
 
     def _read(self, path: str) -> str:
         try:
-            fd = os.open(self._root / path, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = open_no_follow(self._root / path, "read")
         except OSError:
             return ""
         with os.fdopen(fd, "rb") as handle:

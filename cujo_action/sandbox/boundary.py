@@ -29,14 +29,43 @@ import stat
 from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Final, Literal
 
 _READ_CAP = 1 << 20
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
+# How a file is opened when its last component must never be a link: the one place
+# that spells these flags (every other module asks ``open_no_follow``).
+Opening = Literal["read", "create", "replace", "lock", "dir"]
+_NO_FOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+_OPENING: Final[dict[str, int]] = {
+    "read": os.O_RDONLY | _NO_FOLLOW,
+    # A new file: anything already at the name (a planted file or link) is refused.
+    "create": os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW,
+    # A file of root's own (a state file in a root-only folder), truncated.
+    "replace": os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NO_FOLLOW,
+    # A lock file, kept open to hold an flock on it.
+    "lock": os.O_RDWR | os.O_CREAT | _NO_FOLLOW,
+    "dir": _DIR_FLAGS,
+}
+
 
 class BoundaryError(RuntimeError):
     """A path root was about to use was not what root made (planted, or replaced)."""
+
+
+def open_no_follow(
+    path: str | Path,
+    how: Opening,
+    mode: int = 0o600,
+    *,
+    dir_fd: int | None = None,
+    nonblock: bool = False,
+) -> int:
+    """Open ``path`` as ``how`` says; a link at its last component raises ``OSError``."""
+    flags = _OPENING[how] | (os.O_NONBLOCK if nonblock else 0)
+    return os.open(path, flags, mode, dir_fd=dir_fd)
 
 
 def fresh_dir(path: Path, mode: int, owner: tuple[int, int] | None = None) -> Path:

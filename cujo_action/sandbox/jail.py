@@ -41,6 +41,7 @@ from functools import partial
 from pathlib import Path
 
 from cujo_action.net.netns import kill_all_in
+from cujo_action.sandbox.boundary import open_no_follow
 from cujo_action.sandbox.cgroups import Limits
 from cujo_action.watch import fanotify as fan
 from cujo_action.watch.output import Capture, Matcher, OutputSearch, Printed, Stream
@@ -264,7 +265,7 @@ def allocate_uids(locks: Path = UID_LOCKS) -> UidBlock:
     start = secrets.randbelow(UID_SLOTS)
     for step in range(UID_SLOTS):
         slot = (start + step) % UID_SLOTS
-        fd = os.open(locks / f"{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = open_no_follow(locks / f"{slot}.lock", "lock")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -225,3 +225,17 @@ def test_imports_inside_functions_are_in_the_graph() -> None:
             c in g.modules and g.direct_import_exists(importer=importer, imported=c)
             for c in candidates
         ), (importer, candidates)
+
+
+def test_only_the_boundary_spells_no_follow() -> None:
+    """Opening without following a link has one home: ``sandbox/boundary.open_no_follow``."""
+    home = TOP / "cujo_action" / "sandbox" / "boundary.py"
+    spelled = [
+        f"{path.relative_to(TOP)}:{number}"
+        for path in sorted((TOP / "cujo_action").rglob("*.py"))
+        if path != home
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "O_NOFOLLOW" in line
+    ]
+    assert spelled == []
+    assert "O_NOFOLLOW" in home.read_text(encoding="utf-8")
