@@ -32,7 +32,8 @@ from cryptography.fernet import Fernet, InvalidToken
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
-from app_relay.github.client import GitHubError, GitHubSignIn, UserToken, authorize_url
+from app_relay.github.answers import GitHubError
+from app_relay.github.signin import GitHubSignIn, UserToken, authorize_url
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 if TYPE_CHECKING:  # github.py brings PyGithub: imported when a code is exchanged
-    from app_relay.github.client import CreatedApp
+    from app_relay.github.manifest import CreatedApp
 
 DEFAULT_GITHUB_URL = "https://github.com"
 DONE_PATH = "/register/done"
@@ -176,7 +176,8 @@ class Registration:
 
     def finish(self, query: dict[str, list[str]]) -> tuple[int, str]:
         """Answer GitHub's redirect: check the state, exchange the code, keep the settings."""
-        from app_relay.github.client import GitHubError, convert_app_manifest  # noqa: PLC0415
+        from app_relay.github.answers import GitHubError  # noqa: PLC0415
+        from app_relay.github.manifest import convert_app_manifest  # noqa: PLC0415
 
         state = query.get("state", [""])[0]
         code = query.get("code", [""])[0]

@@ -409,7 +409,8 @@ def doctor(args: argparse.Namespace) -> int:
     """Check that Cujo can work on a repository: one line per check, with the fix."""
     from importlib.resources import files  # noqa: PLC0415
 
-    from app_relay.github.client import GitHubApp, GitHubError  # noqa: PLC0415
+    from app_relay.github.answers import GitHubError  # noqa: PLC0415
+    from app_relay.github.app_auth import GitHubApp  # noqa: PLC0415
     from app_relay.github.protection import read_hold  # noqa: PLC0415
     from app_relay.settings import SettingsError, load_settings  # noqa: PLC0415
 

@@ -32,7 +32,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from app_relay.cli.main import data_dir
 from app_relay.cli.review import _why, shown_url
 from app_relay.decide.judge import judge_for
-from app_relay.github.client import GitHubApp, GitHubGateway
+from app_relay.github.app_auth import GitHubApp
+from app_relay.github.client import GitHubGateway
 from app_relay.model.claude import model_client_from_env
 from app_relay.runs.coordinator import RunCoordinator
 from app_relay.runs.effects import OutboxConfig

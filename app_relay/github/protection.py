@@ -1,12 +1,13 @@
-"""Answer whether ``cujo/guard`` holds the merge of a branch: holds, does not, or unknown.
+"""Read a branch's protection from GitHub and answer whether ``cujo/guard`` holds its merge.
 
-DESIGN section 8 "Does the block hold?". ``judge_hold`` is pure: it takes what GitHub
-answered (the branch's ruleset rules, its classic protection or, when that read is
-refused, the branch read) and follows the reading rules written from recorded answers.
-``read_hold`` makes the reads; ``HoldCache`` keeps an answer at most 60 seconds per
-branch, for check summaries and the run page. A merge decision reads again, uncached.
-Every answer that cannot be read, is malformed, or contradicts itself is ``unknown``
-with why, never ``holds``.
+DESIGN section 8 "Does the block hold?". ``BranchReads`` (part of the gateway,
+``client.py`` composes it) reads the branch's ruleset rules, its classic protection and,
+when that read is refused for want of admin rights, the branch itself. ``judge_hold`` is
+pure: it takes those answers and follows the reading rules written from recorded
+answers. ``read_hold`` makes the reads; ``HoldCache`` keeps an answer at most 60 seconds
+per branch, for check summaries and the run page. A merge decision reads again,
+uncached. Every answer that cannot be read, is malformed, or contradicts itself is
+``unknown`` with why, never ``holds``.
 """
 
 from __future__ import annotations
@@ -17,14 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
-from app_relay.github.client import (
-    Branch,
-    BranchProtection,
-    BranchRules,
-    GitHubError,
-    RequiredCheck,
-    answer_message,
-)
+from github.GithubException import GithubException
+
+from app_relay.github.answers import GitHubError, answer_message, message_of
+from app_relay.github.payloads import path_segment, repo_path
+from app_relay.github.transport import GatewayTransport
+from app_relay.github.vocab import OBJECT_ID, Reader
 from app_relay.runs.state import GUARD
 from app_relay.words.inert import code_span
 
@@ -35,6 +34,62 @@ CACHE_S: Final = 60.0
 # token without the Administration permission may get this 403 instead. Both mean: read
 # the branch instead. https://docs.github.com/en/rest/branches/branch-protection#get-branch-protection
 _NO_ADMIN: Final = frozenset({(404, "Not Found"), (403, "Resource not accessible by integration")})
+
+
+# ---- what GitHub answers about a branch -----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RequiredCheck:
+    """A required status check; ``app_id`` None means any source may satisfy it."""
+
+    context: str
+    app_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class BranchRule:
+    """One active rule on a branch, from a ruleset."""
+
+    type: str
+    ruleset_id: int | None
+    ruleset_source: str | None
+    required_checks: tuple[RequiredCheck, ...]
+    strict: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class BranchRules:
+    """The active ruleset rules on a branch."""
+
+    rules: tuple[BranchRule, ...]
+
+    @property
+    def required_checks(self) -> tuple[RequiredCheck, ...]:
+        """Return every required status check any rule names."""
+        return tuple(c for r in self.rules for c in r.required_checks)
+
+
+@dataclass(frozen=True, slots=True)
+class BranchProtection:
+    """Classic branch protection; ``required_checks`` None when it requires no checks."""
+
+    required_checks: tuple[RequiredCheck, ...] | None
+    strict: bool | None
+    enforce_admins: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Branch:
+    """A branch as its read shows it: classic protection's checks, readable without admin."""
+
+    name: str
+    sha: str
+    protected: bool  # also true when only a ruleset applies
+    protection_enabled: bool
+    enforcement_level: str  # checked by guard.py: off, non_admins or everyone
+    contexts: tuple[str, ...]
+    checks: tuple[RequiredCheck, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +132,122 @@ class BranchReader(Protocol):
     def branch_protection(self, repo: str, branch: str) -> BranchProtection | None: ...
 
     def branch(self, repo: str, branch: str) -> Branch: ...
+
+
+# ---- reading the branch ---------------------------------------------------------------
+
+
+class BranchReads(GatewayTransport):
+    """Read a branch's ruleset rules, its classic protection, and the branch itself."""
+
+    def branch_rules(self, repo: str, branch: str) -> BranchRules:
+        """Read the active ruleset rules that apply to a branch."""
+        # https://docs.github.com/en/rest/repos/rules#get-rules-for-a-branch
+        path = f"{repo_path(repo)}/rules/branches/{path_segment(branch)}"
+        rules = []
+        for r in self._pages(path, None, {}):
+            kind = r.text("type")
+            checks: tuple[RequiredCheck, ...] = ()
+            strict: bool | None = None
+            if kind == "required_status_checks":
+                params = r.obj("parameters")
+                checks = tuple(
+                    RequiredCheck(c.text("context"), _opt_app_id(c, "integration_id"))
+                    for c in params.items("required_status_checks")
+                )
+                strict = params.flag("strict_required_status_checks_policy")
+            rules.append(
+                BranchRule(
+                    type=kind,
+                    ruleset_id=r.opt_integer("ruleset_id") if "ruleset_id" in r.data else None,
+                    ruleset_source=(
+                        r.opt_text("ruleset_source") if "ruleset_source" in r.data else None
+                    ),
+                    required_checks=checks,
+                    strict=strict,
+                )
+            )
+        return BranchRules(tuple(rules))
+
+    def branch_protection(self, repo: str, branch: str) -> BranchProtection | None:
+        """Read classic branch protection; None when GitHub says the branch has none."""
+        # https://docs.github.com/en/rest/branches/branch-protection#get-branch-protection
+        path = f"{repo_path(repo)}/branches/{path_segment(branch)}/protection"
+        try:
+            a = self._get(path)
+        except GitHubError as exc:
+            # Only this exact answer means "not protected"; any other 404 (no access,
+            # no branch) stays an error so it can never read as "unprotected, fine".
+            cause = exc.__cause__
+            if (
+                exc.status == 404
+                and isinstance(cause, GithubException)
+                and message_of(cause) == "Branch not protected"
+            ):
+                return None
+            raise
+        enforce = a.opt_obj("enforce_admins") if "enforce_admins" in a.data else None
+        checks: tuple[RequiredCheck, ...] | None = None
+        strict: bool | None = None
+        rsc = a.opt_obj("required_status_checks") if "required_status_checks" in a.data else None
+        if rsc is not None:
+            strict = rsc.flag("strict")
+            contexts = [c if isinstance(c, str) else "" for c in rsc.array("contexts")]
+            if not all(contexts):
+                raise GitHubError(
+                    a.call, "field 'required_status_checks.contexts' holds a non-string"
+                )
+            if "checks" in rsc.data:
+                checks = tuple(
+                    RequiredCheck(c.text("context"), _opt_app_id(c, "app_id"))
+                    for c in rsc.items("checks")
+                )
+                if sorted(c.context for c in checks) != sorted(contexts):
+                    raise GitHubError(a.call, "'checks' and 'contexts' disagree")
+            else:
+                checks = tuple(RequiredCheck(c, None) for c in contexts)
+        return BranchProtection(
+            required_checks=checks,
+            strict=strict,
+            enforce_admins=enforce.flag("enabled") if enforce is not None else False,
+        )
+
+    def branch(self, repo: str, branch: str) -> Branch:
+        """Read a branch and the classic status checks it requires (read access is enough)."""
+        # https://docs.github.com/en/rest/branches/branches#get-a-branch
+        a = self._get(f"{repo_path(repo)}/branches/{path_segment(branch)}")
+        name = a.text("name")
+        if name != branch:
+            raise GitHubError(a.call, f"field 'name' is {name[:80]!r}, asked for {branch[:80]!r}")
+        protection = a.obj("protection")
+        rsc = protection.obj("required_status_checks")
+        contexts = [c if isinstance(c, str) else "" for c in rsc.array("contexts")]
+        if not all(contexts):
+            raise GitHubError(a.call, "field 'protection.required_status_checks.contexts' "
+                              "holds a non-string")  # fmt: skip
+        checks = []
+        for c in rsc.items("checks"):
+            # Each check names its app; null means any app (DESIGN section 8).
+            if "app_id" not in c.data:
+                raise GitHubError(a.call, f"field '{c.where}.app_id' is missing")
+            checks.append(RequiredCheck(c.text("context"), _opt_app_id(c, "app_id")))
+        return Branch(
+            name=name,
+            sha=a.obj("commit").text("sha", pattern=OBJECT_ID),
+            protected=a.flag("protected"),
+            protection_enabled=protection.flag("enabled"),
+            enforcement_level=rsc.text("enforcement_level"),
+            contexts=tuple(contexts),
+            checks=tuple(checks),
+        )
+
+
+def _opt_app_id(a: Reader, key: str) -> int | None:
+    # GitHub writes "any source" as a missing id, null, or -1.
+    if key not in a.data:
+        return None
+    value = a.opt_integer(key)
+    return None if value is None or value == -1 else value
 
 
 # ---- judging --------------------------------------------------------------------------
@@ -163,7 +334,7 @@ def _branch_checks(b: Branch) -> tuple[RequiredCheck, ...] | Unreadable:
     return b.checks
 
 
-# ---- reading --------------------------------------------------------------------------
+# ---- reading and judging --------------------------------------------------------------
 
 
 def read_hold(gh: BranchReader, repo: str, branch: str, app_id: int) -> Hold:

@@ -40,7 +40,8 @@ from typing import Literal, Protocol
 from app_relay.decide.bundle_verdict import verdict_of
 from app_relay.decide.judge import Judge, error_verdict
 from app_relay.decide.verdict import Verdict
-from app_relay.github.client import ChangedFiles, GitHubError, GitHubGateway, JobStep
+from app_relay.github.answers import ChangedFiles, GitHubError, JobStep
+from app_relay.github.client import GitHubGateway
 from app_relay.github.protection import Hold, HoldCache
 from app_relay.model.diffreview import read_standards, review_diff
 from app_relay.model.port import ModelPort

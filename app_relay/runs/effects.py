@@ -23,14 +23,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from app_relay.github.client import (
-    CheckAction,
-    CheckOutput,
-    GitHubError,
-    GitHubGateway,
-    OnComment,
-    OnIssue,
-)
+from app_relay.github.answers import GitHubError
+from app_relay.github.client import GitHubGateway
+from app_relay.github.payloads import CheckAction, CheckOutput, OnComment, OnIssue
 from app_relay.github.vocab import ReactionContent
 from app_relay.runs.state import GUARD, GuardView
 from app_relay.store import MAX_EFFECT_ATTEMPTS, Effect, Intent, RunRecord, Store

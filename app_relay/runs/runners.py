@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal, ParamSpec, Protocol, TypeVar
 
-from app_relay.github.client import (
+from app_relay.github.answers import (
     Artifact,
     DispatchResult,
     GitHubError,

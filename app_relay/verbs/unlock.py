@@ -16,7 +16,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from app_relay.decide.verdict import Verdict
-from app_relay.github.client import GitHubError, GitHubGateway, OnComment
+from app_relay.github.answers import GitHubError
+from app_relay.github.client import GitHubGateway
+from app_relay.github.payloads import OnComment
 from app_relay.runs.effects import (
     check_intent,
     comment_intent,

@@ -20,7 +20,7 @@ from relayworld import (
 )
 
 from app_relay.decide.judge import DeterministicJudge
-from app_relay.github.client import GitHubApp
+from app_relay.github.app_auth import GitHubApp
 from app_relay.model.port import ModelPort
 from app_relay.runs.coordinator import RunCoordinator
 from app_relay.runs.effects import OutboxConfig

@@ -25,7 +25,7 @@ from fakegithub import FakeGitHub
 from repo_paths import TOP
 
 from app_relay.cli.register import RegisterServer, Registration, build_manifest, settings_paths
-from app_relay.github.client import GitHubApp
+from app_relay.github.app_auth import GitHubApp
 from app_relay.settings import load_settings
 
 RELAY = "https://relay.example.test"

@@ -9,15 +9,10 @@ import vcr
 from fakegithub import make_key
 from repo_paths import TESTS
 
-from app_relay.github.client import (
-    CheckAction,
-    CheckOutput,
-    DispatchResult,
-    GitHubApp,
-    GitHubGateway,
-    PullRequest,
-    ReviewComment,
-)
+from app_relay.github.answers import DispatchResult, PullRequest
+from app_relay.github.app_auth import GitHubApp
+from app_relay.github.client import GitHubGateway
+from app_relay.github.payloads import CheckAction, CheckOutput, ReviewComment
 
 CASSETTES = TESTS / "cassettes" / "github"
 NOW = 1_768_478_400.0  # 2026-01-15T12:00:00Z, when the cassettes pretend to be captured

@@ -19,18 +19,16 @@ from fakegithub.fixture import fake_github, fake_github_key  # noqa: F401  (fixt
 from test_github_cassettes import REPO as CASSETTE_REPO
 from test_github_cassettes import gateway, replay  # noqa: F401  (gateway: a fixture)
 
-from app_relay.github.client import (
+from app_relay.github.app_auth import GitHubApp
+from app_relay.github.client import GitHubGateway
+from app_relay.github.protection import (
     Branch,
     BranchProtection,
     BranchRule,
     BranchRules,
-    GitHubApp,
-    GitHubGateway,
-    RequiredCheck,
-)
-from app_relay.github.protection import (
     Hold,
     HoldCache,
+    RequiredCheck,
     Unreadable,
     judge_hold,
     read_hold,

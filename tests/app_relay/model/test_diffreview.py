@@ -12,7 +12,7 @@ from fakeanthropic import running
 from fakegithub.fixture import FakeGitHub
 from gitrepo import GitRepo
 
-from app_relay.github.client import GitHubApp
+from app_relay.github.app_auth import GitHubApp
 from app_relay.model.claude import ModelClient, ModelConfig
 from app_relay.model.diffreview import (
     MAX_PIECE_LINES,

@@ -27,7 +27,8 @@ from gitrepo import GitRepo
 from repo_paths import SAMPLES
 from zipfactory import raw_zip, set_declared_size, with_mode
 
-from app_relay.github.client import GitHubApp, GitHubGateway
+from app_relay.github.app_auth import GitHubApp
+from app_relay.github.client import GitHubGateway
 from app_relay.runs.bundle_intake import BundleError
 from app_relay.runs.localrun import LocalRunner
 from app_relay.runs.runners import (
