@@ -16,9 +16,8 @@ from pathlib import Path
 import vcr
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))  # tests/, for fakegithub
+sys.path.insert(0, str(HERE.parents[1] / "fakes"))  # tests/fakes/, for fakegithub
 
-from app_relay.guard import read_hold  # noqa: E402
 from fakegithub import (  # noqa: E402
     FakeGitHubServer,
     FakeState,
@@ -27,13 +26,10 @@ from fakegithub import (  # noqa: E402
     required_checks_rules,
 )
 
-from app_relay.github import (  # noqa: E402
-    CheckAction,
-    CheckOutput,
-    GitHubApp,
-    GitHubGateway,
-    ReviewComment,
-)
+from app_relay.github.app_auth import GitHubApp  # noqa: E402
+from app_relay.github.client import GitHubGateway  # noqa: E402
+from app_relay.github.payloads import CheckAction, CheckOutput, ReviewComment  # noqa: E402
+from app_relay.github.protection import read_hold  # noqa: E402
 
 # The moment the captures pretend to happen; replays pin the gateway's clock to it.
 NOW = 1_768_478_400.0  # 2026-01-15T12:00:00Z
@@ -123,7 +119,7 @@ def world(state: FakeState) -> None:
 
 HEADER = (
     "# Written from GitHub's REST documentation (and DESIGN.md section 8), captured against\n"
-    "# tests/fakegithub: NOT recorded from GitHub. See README.md beside this file.\n"
+    "# tests/fakes/fakegithub: NOT recorded from GitHub. See README.md beside this file.\n"
 )
 
 
