@@ -18,6 +18,7 @@ The intent builders are pure; ``Outbox`` is the thin I/O that drains.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,15 +27,12 @@ from typing import Any, Literal, cast
 from app_relay.github.answers import GitHubError
 from app_relay.github.client import GitHubGateway
 from app_relay.github.payloads import CheckAction, CheckOutput, OnComment, OnIssue
+from app_relay.github.retry import RATE_LIMITED_S, retry_later_s
 from app_relay.github.vocab import ReactionContent
 from app_relay.runs.state import GUARD, GuardView
 from app_relay.store import MAX_EFFECT_ATTEMPTS, Effect, Intent, RunRecord, Store
 
 log = logging.getLogger(__name__)
-
-# Statuses after which the same write may succeed later: GitHub's own trouble, a rate
-# limit, or a token refused (the gateway drops it and buys a new one).
-_RETRY_STATUSES = frozenset({401, 408, 429, 500, 502, 503, 504})
 
 
 def review_marker(run_id: str, key: str = "review") -> str:
@@ -129,7 +127,8 @@ class OutboxConfig:
     retry_s: float = 2.0  # the first retry's delay, doubled each further attempt
     max_retry_s: float = 300.0
     max_attempts: int = MAX_EFFECT_ATTEMPTS
-    rate_limited_s: float = 60.0  # GitHub's secondary rate limit asks for at least a minute
+    # A rate limit's wait when GitHub's headers do not say how long (github/retry.py).
+    rate_limited_s: float = RATE_LIMITED_S
 
     def __post_init__(self) -> None:
         if self.lease_s <= 0:
@@ -184,10 +183,18 @@ class Outbox:
                 raise ValueError("the run names no installation or pull request")
             done = self._make(self.github_for(run.installation_id), run, effect)
         except GitHubError as exc:
-            status = exc.status
-            rate_limited = status == 403 and "rate limit" in exc.reason.lower()
-            if status is None or status in _RETRY_STATUSES or rate_limited:
-                delay = self.config.rate_limited_s if rate_limited else self._backoff(effect)
+            # Which answers are worth trying again, and when: the one GitHub call policy.
+            delay = retry_later_s(
+                exc.status,
+                exc.reason,
+                exc.headers,
+                effect.attempts,
+                first_s=self.config.retry_s,
+                cap_s=self.config.max_retry_s,
+                now=time.time(),
+                rate_limited_s=self.config.rate_limited_s,
+            )
+            if delay is not None:
                 log.warning("effect %s %s: %s; again in %.1fs", effect.kind, effect.key, exc, delay)
                 self.store.finish_effect(
                     effect.id, self.name, ok=False, error=str(exc), retry_in_s=delay,
@@ -206,10 +213,6 @@ class Outbox:
                 effect.id, self.name, ok=True, result=done.result, bind=done.bind
             )
         )
-
-    def _backoff(self, effect: Effect) -> float:
-        delay = self.config.retry_s * 2.0 ** max(effect.attempts - 1, 0)
-        return float(min(delay, self.config.max_retry_s))
 
     def _make(self, gh: GitHubGateway, run: RunRecord, effect: Effect) -> Made:
         p = effect.payload

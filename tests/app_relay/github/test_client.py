@@ -19,6 +19,7 @@ import pytest
 import requests
 from fakegithub import Dispatch, FakeGitHub, make_key, zip_bytes
 from fakegithub.fixture import fake_github, fake_github_key  # noqa: F401  (fixtures)
+from github.GithubException import GithubException
 from repo_paths import SAMPLES
 
 import app_relay.github
@@ -721,6 +722,42 @@ def test_retries_are_bounded(world: World) -> None:
     with pytest.raises(GitHubError, match="HTTP 503"):
         world.gw.pull_request(REPO, 7)
     assert len(world.fake.state.calls("GET", "/pulls/7$")) == 1 + 3
+
+
+def test_a_rate_limit_is_not_retried_within_the_call(world: World) -> None:
+    world.gw.pull_request(REPO, 7)
+    limited = '{"message": "API rate limit exceeded for installation ID 77."}'
+    world.fake.state.answer_next("GET", "/pulls/7$", limited, status=403)
+    with pytest.raises(GitHubError, match="HTTP 403: API rate limit exceeded") as caught:
+        world.gw.pull_request(REPO, 7)
+    assert caught.value.status == 403
+    assert len(world.fake.state.calls("GET", "/pulls/7$")) == 2
+    assert world.sleeps == []  # the outbox waits, not the call
+
+
+def test_the_error_keeps_the_headers_that_say_how_long_to_wait(world: World) -> None:
+    answered = {
+        "retry-after": "61",
+        "x-ratelimit-remaining": "0",
+        "x-ratelimit-reset": "1768479000",
+        "content-type": "application/json",
+        "x-github-request-id": "0400:1234",
+    }
+
+    def limited() -> None:
+        raise GithubException(
+            403, {"message": "You have exceeded a secondary rate limit"}, answered
+        )
+
+    with pytest.raises(GitHubError) as caught:
+        world.app.attempt("GET /repos/octo/widgets", limited)
+    assert caught.value.headers == {
+        "retry-after": "61",
+        "x-ratelimit-remaining": "0",
+        "x-ratelimit-reset": "1768479000",
+    }
+    assert caught.value.status == 403
+    assert world.sleeps == []
 
 
 def test_a_patch_is_retried(world: World) -> None:
