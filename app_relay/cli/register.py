@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-if TYPE_CHECKING:  # github.py brings PyGithub: imported when a code is exchanged
+if TYPE_CHECKING:  # github/ brings PyGithub: imported when a code is exchanged
     from app_relay.github.manifest import CreatedApp
 
 DEFAULT_GITHUB_URL = "https://github.com"

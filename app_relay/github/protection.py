@@ -87,7 +87,7 @@ class Branch:
     sha: str
     protected: bool  # also true when only a ruleset applies
     protection_enabled: bool
-    enforcement_level: str  # checked by guard.py: off, non_admins or everyone
+    enforcement_level: str  # checked by judge_hold: off, non_admins or everyone
     contexts: tuple[str, ...]
     checks: tuple[RequiredCheck, ...]
 
