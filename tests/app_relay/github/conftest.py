@@ -1,0 +1,4 @@
+"""Give the github tests their fixtures: the fake GitHub, and a gateway onto it (``world``)."""
+
+from fakegithub.fixture import fake_github, fake_github_key  # noqa: F401  (fixtures)
+from githubworld import world  # noqa: F401  (a fixture)
