@@ -42,8 +42,9 @@ from app_relay.decide.judge import Judge, error_verdict
 from app_relay.decide.verdict import Verdict
 from app_relay.github.client import ChangedFiles, GitHubError, GitHubGateway, JobStep
 from app_relay.github.protection import Hold, HoldCache
-from app_relay.model.diffreview import read_standards, review_diff
+from app_relay.model.diffreview import review_diff
 from app_relay.model.port import ModelPort
+from app_relay.model.standards import read_standards
 from app_relay.runs import mode as modes
 from app_relay.runs.bundle_intake import Bundle, BundleError
 from app_relay.runs.effects import (
