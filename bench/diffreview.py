@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app_relay.model.diffreview import DiffPrompt, StandardsFile, diff_prompt
+from app_relay.model.diffprompt import DiffPrompt, diff_prompt
+from app_relay.model.standards import StandardsFile
 from app_relay.words.untrusted import Fence, estimate_tokens
 
 ROOT = Path(__file__).resolve().parents[1]

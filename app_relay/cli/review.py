@@ -334,7 +334,8 @@ def _diff_verdict(
     client: ModelPort, repo: str, base_sha: str, head_sha: str
 ) -> tuple[Verdict, dict[str, str], list[str]]:
     """Return the diff review's verdict, where each hunk it cites is, and what ran."""
-    from app_relay.model.diffreview import read_standards, review_diff  # noqa: PLC0415
+    from app_relay.model.diffreview import review_diff  # noqa: PLC0415
+    from app_relay.model.standards import read_standards  # noqa: PLC0415
 
     def read_at(path: str, ref: str) -> str | None:
         return git_text(repo, "cat-file", "blob", f"{ref}:{path}")

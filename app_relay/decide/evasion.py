@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from app_relay.decide.hits import (
+    NOT_REQUESTS,
     Hit,
     Rule,
     RuleContext,
@@ -28,8 +29,6 @@ from cujo_action.limits import LIMITS
 from cujo_action.net.egress import parent_domain
 from cujo_action.schema import DECOY_IN_OUTPUT, CheckName, Egress, Phase, Report
 
-# Egress methods that are no HTTP request of their own: a tunnel, a raw connection.
-NOT_REQUESTS = frozenset({"CONNECT", "TCP"})
 # Methods that send a body somewhere (an upload, a form, an API write).
 SENDS = frozenset({"POST", "PUT", "PATCH"})
 # The phase a check's own evidence is in when a cut does not name one.

@@ -1,7 +1,9 @@
 """Hold what every hard rule is made of: the context, a hit, a rule, and shared readers.
 
-Pure. ``rules.py`` (the rulebook) and ``evasion.py`` (the rules about evidence Cujo was
-kept from seeing) both build on these.
+Pure. ``rules.py`` (the rulebook, in the order the rules apply) and the rule families
+beside it build on these: ``decoy_rules.py``, ``egress_rules.py``, ``persistence_rules.py``,
+``abuse_rules.py`` (the sandbox turned on) and ``evasion.py`` (evidence Cujo was kept from
+seeing).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from cujo_action.schema import CHECK_NAMES, REGISTRY_HOSTS, CheckName, Phase, Po
 
 RUNTIME_PHASES: tuple[Phase, ...] = ("test", "probe", "smoke")
 EARLY_PHASES: tuple[Phase, ...] = ("install", "import")
+# Egress methods that are no HTTP request of their own: a tunnel, a raw connection.
+NOT_REQUESTS = frozenset({"CONNECT", "TCP"})
 
 # npm (and the tools that share its config) read ~/.npmrc on every run to find the
 # registry and auth, so an open or read of it by them says nothing about the pull request.
@@ -134,3 +138,24 @@ def npm_reading_its_config(path: str, exe: str | None) -> bool:
 def severity_by_phase(phase: Phase | None) -> Severity:
     """Return critical for the install and imports (and an unknown phase), else warn."""
     return "warn" if phase in RUNTIME_PHASES else "critical"
+
+
+def observed(kind: str, what: str) -> RuleFn:
+    """Return a rule finding each observation of ``kind``: one hit each, titled ``what``."""
+
+    def find(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+        hits = []
+        for report in in_check_order(reports):
+            for obs in report.observations:
+                if obs.kind == kind:
+                    said = " — ".join(part for part in (obs.path, obs.detail) if part)
+                    hits.append(
+                        Hit(
+                            check=report.check,
+                            title=f"{what}: {said}" if said else what,
+                            evidence=(obs.id,),
+                        )
+                    )
+        return hits
+
+    return find

@@ -43,8 +43,9 @@ from app_relay.decide.verdict import Verdict
 from app_relay.github.answers import ChangedFiles, GitHubError, JobStep
 from app_relay.github.client import GitHubGateway
 from app_relay.github.protection import Hold, HoldCache
-from app_relay.model.diffreview import read_standards, review_diff
+from app_relay.model.diffreview import review_diff
 from app_relay.model.port import ModelPort
+from app_relay.model.standards import read_standards
 from app_relay.runs import mode as modes
 from app_relay.runs.bundle_intake import Bundle, BundleError
 from app_relay.runs.effects import (

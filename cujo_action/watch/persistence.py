@@ -4,7 +4,7 @@ A check fingerprints these places before its commands run and after (``harness.p
 through ``boundary``: no link followed) and keeps the text of the few whose meaning is
 in their content. ``changes`` compares the two: pure, so each judgement is tested on
 plain values. Each kind of place is one observation kind and one hard rule
-(``app_relay/decide/rules.py``):
+(``app_relay/decide/persistence_rules.py``):
 
 ==========================  ==============================================================
 kind                        places (HOME-relative unless absolute)

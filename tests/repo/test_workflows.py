@@ -26,7 +26,7 @@ from githttps import PrivateGitServer
 from gitrepo import GitRepo
 from repo_paths import TOP
 
-from app_relay.runs.bundle_intake import read_bundle
+from app_relay.runs.bundle_intake import Bundle, read_bundle
 from app_relay.runs.tamper import reconcile
 from cujo_action.schema import CHECK_NAMES
 
@@ -166,11 +166,26 @@ def reviewed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, 
 # --------------------------------------------------------------------------- one review
 
 
-def test_the_job_runs_cujo_from_the_pinned_commit_and_uploads_a_bundle(
-    reviewed: tuple[World, JobResult],
-) -> None:
+@pytest.fixture(scope="module")
+def bundle(reviewed: tuple[World, JobResult]) -> Bundle:
+    """The bundle the job uploaded, as the relay reads it for run-7."""
     world, job = reviewed
+    (upload,) = job.uploads
+    return read_bundle(
+        upload.path,
+        run_id="run-7",
+        head_sha=world.app.sha("pr"),
+        base_sha=world.app.sha("main"),
+    )
+
+
+def test_the_job_succeeds(reviewed: tuple[World, JobResult]) -> None:
+    _, job = reviewed
     assert not job.failed, job.log
+
+
+def test_the_job_runs_cujo_from_the_pinned_commit(reviewed: tuple[World, JobResult]) -> None:
+    world, _ = reviewed
     checkout = world.runner.workspace / ".cujo"
     assert (
         subprocess.run(
@@ -178,29 +193,71 @@ def test_the_job_runs_cujo_from_the_pinned_commit_and_uploads_a_bundle(
         ).stdout.strip()
         == world.cujo_sha
     )
+
+
+def test_the_job_sets_python_up_with_the_setup_python_action(
+    reviewed: tuple[World, JobResult],
+) -> None:
+    _, job = reviewed
     assert any(u.startswith("actions/setup-python@") for u in job.uses)
+
+
+def test_the_job_uploads_one_artifact_named_cujo_reports(reviewed: tuple[World, JobResult]) -> None:
+    _, job = reviewed
     (upload,) = job.uploads
     assert upload.name == "cujo-reports"
+
+
+def test_an_upload_without_files_fails_the_job(reviewed: tuple[World, JobResult]) -> None:
+    _, job = reviewed
+    (upload,) = job.uploads
     assert upload.options["if-no-files-found"] == "error"
+
+
+def test_the_upload_is_the_bundle_folder_in_the_runner_temp(
+    reviewed: tuple[World, JobResult],
+) -> None:
+    world, job = reviewed
+    (upload,) = job.uploads
     assert upload.path == world.runner.temp / "cujo-reports"
-    bundle = read_bundle(
-        upload.path,
-        run_id="run-7",
-        head_sha=world.app.sha("pr"),
-        base_sha=world.app.sha("main"),
-    )
+
+
+def test_the_uploaded_bundle_is_valid_for_the_run(bundle: Bundle) -> None:
     assert bundle.failure is None, bundle.failure
+
+
+def test_the_bundle_plan_took_its_policy_from_the_base(
+    reviewed: tuple[World, JobResult], bundle: Bundle
+) -> None:
+    world, _ = reviewed
     assert bundle.plan is not None
     assert bundle.plan.policy_from == world.app.sha("main")
-    # The head's checks, and the base's run beside them.
+
+
+def test_the_bundle_holds_the_heads_checks_and_the_base_run_beside_them(bundle: Bundle) -> None:
     assert {r.check for r in bundle.reports} == {*CHECK_NAMES, "base"}
+
+
+def test_the_pull_requests_tests_pass_in_the_sandbox(bundle: Bundle) -> None:
     tests = next(r for r in bundle.reports if r.check == "tests")
     assert tests.status == "ok", tests.summary
-    # The harness printed its tamper record into the job's log, and the bundle holds it all.
+
+
+def test_the_job_log_holds_the_tamper_record_and_the_bundle_holds_all_of_it(
+    reviewed: tuple[World, JobResult], bundle: Bundle
+) -> None:
+    _, job = reviewed
+    (upload,) = job.uploads
     found = reconcile(job.log, bundle, upload.path)
     assert found.events > 0, job.log[-3000:]
     assert found.lost == []
     assert found.notes == []
+
+
+def test_the_step_summary_names_cujo_at_its_commit_and_the_artifact(
+    reviewed: tuple[World, JobResult],
+) -> None:
+    world, _ = reviewed
     summary = Path(world.runner.env["GITHUB_STEP_SUMMARY"]).read_text()
     assert f"Cujo {CUJO_REPO}@{world.cujo_sha}" in summary
     assert "artifact cujo-reports" in summary

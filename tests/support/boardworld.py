@@ -14,8 +14,8 @@ import uvicorn
 from fakegithub import FakeGitHub, SignIns, sign_ins
 from fastapi import FastAPI
 
+from app_relay.decide.hits import RuleContext
 from app_relay.decide.judge import decide, error_verdict
-from app_relay.decide.rules import RuleContext
 from app_relay.decide.verdict import Finding, Verdict
 from app_relay.settings import RelaySettings, Secret
 from app_relay.store import Store

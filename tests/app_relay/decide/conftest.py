@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from app_relay.decide.rules import RULES, RuleContext, apply_rules
+from app_relay.decide.hits import RuleContext
+from app_relay.decide.rules import RULES, apply_rules
 from app_relay.decide.verdict import Finding
 from cujo_action.schema import (
     CheckName,

@@ -5,8 +5,9 @@ from __future__ import annotations
 from bundlefactory import demo_exfil_reports as demo_reports
 
 from app_relay.decide.behaviour import one_per_behaviour
+from app_relay.decide.hits import RuleContext
 from app_relay.decide.judge import decide
-from app_relay.decide.rules import RuleContext, apply_rules
+from app_relay.decide.rules import apply_rules
 from cujo_action.schema import CHECK_NAMES, HARNESS_TAMPER, PERSISTENCE_WRITE
 
 

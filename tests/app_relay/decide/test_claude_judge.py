@@ -15,6 +15,7 @@ import pytest
 from fakeanthropic import running, text, tool_use
 from markdownview import view
 
+from app_relay.decide.hits import RuleContext
 from app_relay.decide.judge import (
     ClaudeJudge,
     DeterministicJudge,
@@ -22,7 +23,6 @@ from app_relay.decide.judge import (
     judge_for,
     judge_prompt,
 )
-from app_relay.decide.rules import RuleContext
 from app_relay.model.claude import ModelClient, ModelConfig
 from app_relay.model.tools import ADVISORY, BLOCKING
 from app_relay.words.untrusted import Fence, estimate_tokens

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from app_relay.decide.hits import RuleContext
 from app_relay.decide.judge import decide
-from app_relay.decide.rules import RuleContext
 from cujo_action.schema import CHECK_NAMES, SHELL_PROFILE_WRITE, TESTS_FAILED
 
 

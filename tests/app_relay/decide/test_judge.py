@@ -9,10 +9,11 @@ from pydantic import ValidationError
 from repo_paths import TOP
 
 from app_relay.decide import rules
+from app_relay.decide.hits import Hit, RuleContext
 from app_relay.decide.judge import DeterministicJudge, Judge, decide, error_verdict
-from app_relay.decide.rules import RULES, TESTS_FAILED, Hit, RuleContext, apply_rules
+from app_relay.decide.rules import RULES, apply_rules
 from app_relay.decide.verdict import MAX_EVIDENCE, MAX_TITLE, Finding, Verdict
-from cujo_action.schema import CHECK_NAMES
+from cujo_action.schema import CHECK_NAMES, TESTS_FAILED
 
 ALL = list(CHECK_NAMES)
 
@@ -235,9 +236,19 @@ def test_rule_ids_are_unique_kebab_case_and_each_is_documented_and_tested():
     for rule in RULES:
         assert re.fullmatch(r"[a-z]+(-[a-z]+)*", rule.id)
         assert f"\n## {rule.id}\n\n**Severity:** {rule.severity}\n" in docs
-        assert (TOP / "tests" / "decide" / f"test_rule_{rule.id.replace('-', '_')}.py").is_file()
+        test_file = f"test_rule_{rule.id.replace('-', '_')}.py"
+        assert (TOP / "tests" / "app_relay" / "decide" / test_file).is_file()
         assert rule.description.endswith(".")
         assert "\n" not in rule.description
+
+
+def test_the_rules_apply_in_the_order_docs_rules_md_lists_them():
+    # The rules live by family in several modules; the order of application (which
+    # numbers findings of one severity) is the registry's, and the docs state it.
+    docs = (TOP / "docs" / "rules.md").read_text()
+    documented = re.findall(r"^## ([a-z-]+)$", docs, re.MULTILINE)
+
+    assert [rule.id for rule in RULES] == documented[: len(RULES)]
 
 
 def test_findings_are_numbered_critical_first_whatever_the_report_order(make, ctx):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app_relay.decide.rules import RuleContext
+from app_relay.decide.hits import RuleContext
 from cujo_action.schema import Policy
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app_relay.decide.rules import HARNESS_TAMPER
+from cujo_action.schema import HARNESS_TAMPER
 
 
 def test_fires_on_each_harness_tamper_observation(make, run_rule):

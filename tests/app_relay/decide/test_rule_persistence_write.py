@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app_relay.decide.rules import PERSISTENCE_WRITE
+from cujo_action.schema import PERSISTENCE_WRITE
 
 
 def test_fires_on_each_persistence_write_and_names_the_path(make, run_rule):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app_relay.decide.rules import RuleContext
+from app_relay.decide.hits import RuleContext
 from cujo_action.schema import Policy
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app_relay.decide.rules import SUDO
+from cujo_action.schema import SUDO
 
 
 def test_fires_on_a_sudo_observation(make, run_rule):

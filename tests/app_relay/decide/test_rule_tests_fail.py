@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app_relay.decide.rules import TESTS_FAILED
+from cujo_action.schema import TESTS_FAILED
 
 
 def test_fires_when_the_tests_check_failed_and_cites_its_observation(make, run_rule):

@@ -70,8 +70,18 @@ def test_an_expired_artifact_fails_closed(world: World, tmp_path: Path) -> None:
     world.fake.state.add_workflow(REPO, "cujo.yml")
     run = world.fake.state.add_run(REPO, "cujo.yml", status="completed", conclusion="success")
     art = world.fake.state.add_artifact(REPO, run["id"], archive=zip_bytes({}), expired=True)
-    with pytest.raises(GitHubError, match="HTTP 410"):
+    zip_path = rf"^/repos/{REPO}/actions/artifacts/{art['id']}/zip$"
+    with pytest.raises(GitHubError, match="HTTP 410") as raised:
         world.gw.download_artifact(REPO, art["id"], tmp_path / "a.zip", max_bytes=1 << 20)
+
+    # What the client does with a gone artifact: it names the call and keeps GitHub's
+    # status for its caller, asks once (a 410 is final, not retried), and leaves nothing
+    # at the destination, neither the file nor a part of it.
+    error = raised.value
+    assert error.call == f"GET /repos/{REPO}/actions/artifacts/{art['id']}/zip"
+    assert error.status == 410
+    assert len(world.fake.state.calls("GET", zip_path)) == 1
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_actions_behaviour_can_upload_the_bundle_in_the_background(

@@ -414,6 +414,28 @@ def test_a_missing_or_expired_artifact_is_refused(world: World, tmp_path: Path) 
         fetch(world, expired, tmp_path / "dest")
 
 
+def test_an_artifact_gone_by_the_download_is_refused_and_nothing_is_kept(
+    world: World, tmp_path: Path
+) -> None:
+    run_id = finished_run(world)
+    world.state.add_artifact(REPO, run_id, files=bundle_files(tmp_path / "src"))
+    # Listed as live a moment ago; by the download, GitHub has let it expire.
+    gone = '{"message": "Artifact has expired"}'
+    world.state.answer_next("GET", r"/actions/artifacts/\d+/zip$", gone, status=410)
+    dest = tmp_path / "dest"
+
+    with pytest.raises(RunnerError) as raised:
+        fetch(world, run_id, dest)
+
+    # What the relay says (the run's error): what it was doing, and GitHub's answer.
+    said = str(raised.value)
+    assert said.startswith(f"downloading the 'cujo-reports' artifact of workflow run {run_id}: ")
+    assert "HTTP 410: Artifact has expired" in said
+    # Nothing of the bundle is kept: no destination, no download folder left beside it.
+    assert not dest.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+
+
 @pytest.mark.parametrize(
     ("status", "conclusion", "why"),
     [

@@ -19,7 +19,8 @@ from bundlefactory import make_plan, make_report
 from coordinatorworld import BASE
 from relayworld import REPO, synthetic
 
-from app_relay.decide.rules import RuleContext, apply_rules
+from app_relay.decide.hits import RuleContext
+from app_relay.decide.rules import apply_rules
 from app_relay.decide.verdict import Finding, ModelUse, Verdict
 from app_relay.runs.bundle_intake import read_bundle
 from app_relay.runs.tamper import CRITICAL_KINDS, reconcile, record_verdict, with_tampering

@@ -7,8 +7,8 @@ import re
 from bundlefactory import demo_exfil_reports
 from markdownview import view
 
+from app_relay.decide.hits import RuleContext
 from app_relay.decide.judge import decide
-from app_relay.decide.rules import RuleContext
 from app_relay.decide.verdict import Finding, ModelUse, Verdict
 from app_relay.words.review_body import MAX_BODY, describe, render_review
 from cujo_action.schema import CHECK_NAMES, Cut, Egress

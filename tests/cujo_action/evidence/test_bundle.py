@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from bundlefactory import make_report
 
-from app_relay.decide.rules import RuleContext, apply_rules
+from app_relay.decide.hits import RuleContext
+from app_relay.decide.rules import apply_rules
 from cujo_action.evidence.bundle import attach_egress, egress_for
 from cujo_action.evidence.egressdigest import digest_records
 from cujo_action.evidence.reportfit import fit_report, report_bytes

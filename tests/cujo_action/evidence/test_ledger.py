@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from pathlib import Path
@@ -10,10 +11,8 @@ import pytest
 
 from cujo_action.evidence.ledger import (
     begin_line,
-    digest,
     egress_line,
     end_line,
-    item_digest,
     item_line,
     read_record,
     shown_host,
@@ -46,6 +45,17 @@ def raw(host: str, *, decoy: bool = False, check: str = "install", url: str = ""
     return json.dumps(record).encode() + b"\n"
 
 
+def sha256_128(data: bytes) -> str:
+    """Return the digest as the module documents it: sha256 in hex, its first 128 bits."""
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def as_reported(item: DecoyEvent | Observation) -> bytes:
+    """Return an item as JSON the way the relay reads it from the report: compact, by alias."""
+    held = json.loads(item.model_dump_json(by_alias=True, indent=2))  # the report's text
+    return json.dumps(held, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def test_an_egress_line_names_the_log_line_without_its_content() -> None:
     line = raw(
         f"{SECRET.lower()}.collector.exfil.test", decoy=True, url=f"https://x.test/?k={SECRET}"
@@ -56,7 +66,8 @@ def test_an_egress_line_names_the_log_line_without_its_content() -> None:
     assert SECRET.lower() not in text
     record = read_record(text, RUN)
     (seen,) = record.egress
-    assert (seen.offset, seen.length, seen.digest) == (1234, len(line), digest(line))
+    assert (seen.offset, seen.length) == (1234, len(line))
+    assert seen.digest == hashlib.sha256(line).hexdigest()[:32]
     assert (seen.check, seen.host, seen.decoy) == ("install", "*.exfil.test", True)
 
 
@@ -89,9 +100,10 @@ def test_an_item_line_carries_the_digest_of_the_item_as_its_report_will_hold_it(
     # The relay parses the report from JSON: the digest must survive that round trip.
     again = DecoyEvent.model_validate_json(event.model_dump_json())
     assert [(i.evidence_id, i.digest) for i in record.items] == [
-        ("tests:decoy:3", item_digest(again)),
-        ("install:obs:1", item_digest(obs)),
+        ("tests:decoy:3", sha256_128(as_reported(again))),
+        ("install:obs:1", sha256_128(as_reported(obs))),
     ]
+    assert as_reported(again) == as_reported(event)
     assert "credentials" not in text  # the path a decoy lives at is the report's to say
 
 
