@@ -11,21 +11,24 @@ a short reply saying why. Every outcome speaks; a redelivered comment is applied
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from app_relay.decide.verdict import Verdict
 from app_relay.github.client import GitHubError, GitHubGateway, OnComment
 from app_relay.runs.effects import (
+    Outbox,
     check_intent,
     comment_intent,
     dismiss_intent,
     reaction_intent,
     review_intent,
 )
+from app_relay.runs.finish import RunFinisher
+from app_relay.runs.lease import RunLeases
 from app_relay.runs.state import guard_for
-from app_relay.store import CommandRecord, Intent, RunRecord
+from app_relay.store import CommandRecord, Intent, RunRecord, Store
 from app_relay.verbs.parse import (
     Verb,
     change_for,
@@ -38,9 +41,6 @@ from app_relay.webhook.events import Event, MalformedEvent, payload_reader
 from app_relay.words.inert import code_span
 from app_relay.words.review_body import render_review
 from cujo_action.schema import Policy
-
-if TYPE_CHECKING:
-    from app_relay.runs.coordinator import RunCoordinator
 
 log = logging.getLogger(__name__)
 # A login, an account type or a time: anything longer is no field GitHub sends.
@@ -79,9 +79,21 @@ class CommentCommand:
 class Unlock:
     """Take verbs from comments to a lifted or reinstated hold, or a refusal that says why."""
 
-    def __init__(self, runs: RunCoordinator) -> None:
-        self.runs = runs
-        self.store = runs.store
+    def __init__(
+        self,
+        store: Store,
+        github_for: Callable[[int], GitHubGateway],
+        leases: RunLeases,
+        finisher: RunFinisher,
+        outbox: Outbox,
+    ) -> None:
+        # The coordinator's own lock, lease, hold reading and outbox: a verb moves a run
+        # as the coordinator does, never beside it.
+        self.store = store
+        self.github_for = github_for
+        self.leases = leases
+        self.finisher = finisher
+        self.outbox = outbox
 
     def command(self, event: Event) -> None:
         """Handle one ``issue_comment`` delivery; only a new comment is ever a command."""
@@ -95,9 +107,9 @@ class Unlock:
         cmd = CommentCommand(event)
         if not cmd.is_pull_request:
             return  # on an issue there is nothing to hold
-        gh = self.runs.github_for(cmd.installation_id)
+        gh = self.github_for(cmd.installation_id)
         session_id = self.store.open_session(cmd.repo, cmd.number, "github")
-        with self.runs.session_lock(session_id):
+        with self.leases.session(session_id):
             record = self.store.record_command(
                 delivery_id=cmd.delivery_id,
                 repo=cmd.repo,
@@ -129,7 +141,7 @@ class Unlock:
                 reason = "Cujo has not reviewed this pull request, so there is nothing to lift."
                 self._refuse(gh, cmd, record, None, decision.verb, reason)
                 return
-            with self.runs.acting(run.run_id):
+            with self.leases.acting(run.run_id):
                 self._apply(gh, cmd, record, decision.verb)
 
     def _apply(
@@ -165,7 +177,7 @@ class Unlock:
             effects.append(dismiss_intent(run.review_id, message, key=f"dismiss:{record.id}"))
         elif change.review == "block":
             effects.append(self._reinstated_review(run, cmd.login, record.id))
-        hold = self.runs.hold(run)
+        hold = self.finisher.hold(run)
         view = guard_for(
             change.to_state,
             summary=run.summary,
@@ -184,7 +196,7 @@ class Unlock:
         if not applied:  # the run moved between reading it and now
             self._refuse(gh, cmd, record, run, verb, "The review changed while this was read.")
             return
-        self.runs.outbox.drain(run.run_id)
+        self.outbox.drain(run.run_id)
 
     def _reinstated_review(self, run: RunRecord, login: str, command_id: int) -> Intent:
         verdict = Verdict(
@@ -224,4 +236,4 @@ class Unlock:
         if self.store.decide_command(
             record.id, "refused", reason, run_id=run.run_id, effects=effects
         ):
-            self.runs.outbox.drain(run.run_id)
+            self.outbox.drain(run.run_id)
