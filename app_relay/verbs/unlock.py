@@ -1,8 +1,8 @@
 """Apply `/cujo dismiss` and `/cujo reinstate` from pull-request comments (DESIGN section 8).
 
-The thin I/O around ``commands`` (which parses verbs and decides who may, purely): read
-the comment from the webhook, record it once in the commands table, read the
-commenter's permission from GitHub at that moment (never for a bot), and either move
+The thin I/O around ``parse`` and ``decision`` (which read verbs and decide who may,
+purely): read the comment from the webhook, record it once in the commands table, read
+the commenter's permission from GitHub at that moment (never for a bot), and either move
 the pull request's newest run (with the dismissal, the reinstated review, the check's new
 face and a ``+1`` as effects of that same transaction) or refuse it with ``confused`` and
 a short reply saying why. Every outcome speaks; a redelivered comment is applied once.
@@ -29,14 +29,8 @@ from app_relay.runs.finish import RunFinisher
 from app_relay.runs.lease import RunLeases
 from app_relay.runs.state import guard_for
 from app_relay.store import CommandRecord, Intent, RunRecord, Store
-from app_relay.verbs.parse import (
-    Verb,
-    change_for,
-    decide,
-    dismissal_message,
-    parse_verbs,
-    refusal_reply,
-)
+from app_relay.verbs.decision import change_for, decide, dismissal_message, refusal_reply
+from app_relay.verbs.parse import Verb, parse_verbs
 from app_relay.webhook.events import Event, MalformedEvent, payload_reader
 from app_relay.words.inert import code_span
 from app_relay.words.review_body import render_review
