@@ -71,26 +71,14 @@ class RunCoordinator:
         self.outbox = Outbox(store, github_for, name=self.name, config=outbox)
         self.leases = RunLeases(store, self.name, run_lease_s)
         self.finisher = RunFinisher(store, github_for, self.leases, self.outbox)
-        self.starter = RunStarter(
-            store,
-            github_for,
-            runner,
-            model=model,
-            leases=self.leases,
-            finisher=self.finisher,
-            outbox=self.outbox,
-        )
+        # Each step acts under the same leases and finishes through the same finisher.
+        leases, finisher = self.leases, self.finisher
+        self.starter = RunStarter(store, github_for, runner, model, leases, finisher, self.outbox)
+        bundles = bundles or Path(tempfile.gettempdir()) / "cujo-bundles"
         self.follower = ActionsFollower(
-            store,
-            github_for,
-            runner,
-            judge,
-            bundles=bundles or Path(tempfile.gettempdir()) / "cujo-bundles",
-            leases=self.leases,
-            finisher=self.finisher,
-            outbox=self.outbox,
-        )
-        self.unlock = Unlock(store, github_for, self.leases, self.finisher, self.outbox)
+            store, github_for, runner, judge, bundles, leases, finisher, self.outbox
+        )  # fmt: skip
+        self.unlock = Unlock(store, github_for, leases, finisher, self.outbox)
 
     def request_review(self, request: ReviewRequested) -> None:
         """Review a pull request's head, or record why not; idempotent per delivery."""

@@ -11,6 +11,7 @@ longer undecided (finished, superseded) is left as it is.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 from app_relay.decide.verdict import Verdict
@@ -44,21 +45,15 @@ def reaction_effects(number: int, state: RunState) -> list[Intent]:
     return [] if content is None else [reaction_intent(content, number=number)]
 
 
+@dataclass(frozen=True)
 class RunFinisher:
     """Record decided runs with the effects that show them, saying whether the block holds."""
 
-    def __init__(
-        self,
-        store: Store,
-        github_for: Callable[[int], GitHubGateway],
-        leases: RunLeases,
-        outbox: Outbox,
-    ) -> None:
-        self.store = store
-        self.github_for = github_for
-        self.leases = leases
-        self.outbox = outbox
-        self.hold_cache = HoldCache()
+    store: Store
+    github_for: Callable[[int], GitHubGateway]
+    leases: RunLeases
+    outbox: Outbox
+    hold_cache: HoldCache = field(default_factory=HoldCache)
 
     def hold(self, run: RunRecord) -> Hold:
         """Whether a block of ``run`` holds the merge, kept on the run as it is read."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
@@ -84,29 +85,18 @@ class SandboxRunner(Protocol):
         ...
 
 
+@dataclass(frozen=True)
 class ActionsFollower:
     """Take dispatched runs from their workflow's webhooks and jobs to a finished run."""
 
-    def __init__(
-        self,
-        store: Store,
-        github_for: Callable[[int], GitHubGateway],
-        runner: SandboxRunner,
-        judge: Judge,
-        *,
-        bundles: Path,
-        leases: RunLeases,
-        finisher: RunFinisher,
-        outbox: Outbox,
-    ) -> None:
-        self.store = store
-        self.github_for = github_for
-        self.runner = runner
-        self.judge = judge
-        self.bundles = bundles
-        self.leases = leases
-        self.finisher = finisher
-        self.outbox = outbox
+    store: Store
+    github_for: Callable[[int], GitHubGateway]
+    runner: SandboxRunner
+    judge: Judge
+    bundles: Path  # where a finished run's bundle is unpacked
+    leases: RunLeases
+    finisher: RunFinisher
+    outbox: Outbox
 
     def follow(self, event: Event) -> None:
         """Fold a workflow webhook into its run; finish the run when the workflow completes."""

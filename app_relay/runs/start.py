@@ -53,28 +53,18 @@ class Head:
     base_ref: str | None = None
 
 
+@dataclass(frozen=True)
 class RunStarter:
     """Open runs for review requests and retries, and dispatch their sandbox workflows."""
 
-    def __init__(
-        self,
-        store: Store,
-        github_for: Callable[[int], GitHubGateway],
-        runner: SandboxRunner,
-        *,
-        model: ModelPort | None,
-        leases: RunLeases,
-        finisher: RunFinisher,
-        outbox: Outbox,
-    ) -> None:
-        self.store = store
-        self.github_for = github_for
-        self.runner = runner
-        # The cheap model a `mode: diff` review asks; None (no key) reviews in the sandbox.
-        self.model = model
-        self.leases = leases
-        self.finisher = finisher
-        self.outbox = outbox
+    store: Store
+    github_for: Callable[[int], GitHubGateway]
+    runner: SandboxRunner
+    # The cheap model a `mode: diff` review asks; None (no key) reviews in the sandbox.
+    model: ModelPort | None
+    leases: RunLeases
+    finisher: RunFinisher
+    outbox: Outbox
 
     def request_review(self, request: ReviewRequested) -> None:
         """Review a pull request's head, or record why not; idempotent per delivery."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -70,24 +71,17 @@ class CommentCommand:
             raise MalformedEvent("comment.created_at carries no time zone")
 
 
+@dataclass(frozen=True)
 class Unlock:
     """Take verbs from comments to a lifted or reinstated hold, or a refusal that says why."""
 
-    def __init__(
-        self,
-        store: Store,
-        github_for: Callable[[int], GitHubGateway],
-        leases: RunLeases,
-        finisher: RunFinisher,
-        outbox: Outbox,
-    ) -> None:
-        # The coordinator's own lock, lease, hold reading and outbox: a verb moves a run
-        # as the coordinator does, never beside it.
-        self.store = store
-        self.github_for = github_for
-        self.leases = leases
-        self.finisher = finisher
-        self.outbox = outbox
+    # The coordinator's own record, lock, lease, hold reading and outbox: a verb moves a
+    # run as the coordinator does, never beside it.
+    store: Store
+    github_for: Callable[[int], GitHubGateway]
+    leases: RunLeases
+    finisher: RunFinisher
+    outbox: Outbox
 
     def command(self, event: Event) -> None:
         """Handle one ``issue_comment`` delivery; only a new comment is ever a command."""
