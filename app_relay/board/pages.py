@@ -37,6 +37,7 @@ from app_relay.store import (
     Store,
     UnknownRun,
 )
+from app_relay.words.hold import holds_words
 from app_relay.words.review_body import evidence_lines
 from cujo_action.schema import utcnow
 
@@ -251,7 +252,7 @@ def board_router(
     env.globals.update(
         look=view.look,
         mode_words=view.mode_words,
-        holds_words=view.holds_words,
+        holds_words=holds_words,
         short_sha=view.short_sha,
         age=view.age,
         duration=view.duration,

@@ -45,14 +45,6 @@ LOOKS: dict[RunState, StateLook] = {
     "superseded": StateLook("st-superseded", "superseded", "a newer head arrived"),
 }
 
-HOLDS_WORDS: dict[str, str] = {
-    "holds": "The block holds the merge: cujo/guard is a required check.",
-    "does-not-hold": "The block does NOT hold the merge: cujo/guard is not required on "
-    "this branch.",
-    "unknown": "Whether the block holds the merge is unknown (branch protection unreadable).",
-}
-
-
 JUDGE_WORDS: dict[str, str] = {
     "deterministic": "the hard rules",
     "model": "the model judge",
@@ -73,11 +65,6 @@ def look(state: RunState) -> StateLook:
 def mode_words(mode: str) -> str:
     """Name the kind of review, so the two kinds of clean are never confused."""
     return "diff review" if mode == "diff" else "sandbox review"
-
-
-def holds_words(holds: str | None) -> str:
-    """Say whether the block holds the merge, in words."""
-    return HOLDS_WORDS.get(holds or "unknown", HOLDS_WORDS["unknown"])
 
 
 def span(seconds: float) -> str:

@@ -1,115 +1,21 @@
-"""The ``cujo`` command: ``cujo review`` runs a pull request locally, end to end.
+"""The ``cujo`` command: parse its command line and hand it to the subcommand's module.
 
 This module is light on purpose: for ``cujo review`` it starts the sandbox first
-(``start_review``), and only then loads what records and decides (``subcommands``), which
-then loads while the sandbox prepares and arms.
+(``local.start_review``), and only then loads the subcommand's module (the record, the
+verdict and their libraries), which then loads while the sandbox prepares and arms. So
+each subcommand's module is imported where it is chosen, not at the top: ``cujo`` must
+start without SQLAlchemy, pydantic or the GitHub client loaded (a test holds it to that).
+Nothing imports this module but ``python -m app_relay``.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import secrets
-import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from app_relay.cli.local import data_dir, start_review
 from app_relay.cli.register import add_register_parser, relay_register
-from app_relay.runs.localrun import LocalRun, LocalRunner
-
-
-def data_dir(explicit: Path | None) -> Path:
-    """Return where the local record and bundles live."""
-    if explicit:
-        return explicit
-    if env := os.environ.get("CUJO_HOME"):
-        return Path(env)
-    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(xdg) / "cujo"
-
-
-def database_url(folder: Path) -> str:
-    """Return the record's database URL (``CUJO_DATABASE_URL`` wins)."""
-    return os.environ.get("CUJO_DATABASE_URL") or f"sqlite:///{folder / 'cujo.db'}"
-
-
-UNKNOWN_SHA = "0" * 40
-
-
-def resolve(repo: str, ref: str) -> str:
-    """Return the commit ``ref`` names in a local repository, or zeros when it cannot tell.
-
-    The record wants the commits from the start; when they cannot be read here, the
-    sandbox's own prepare step says why, and the run ends ``error`` with that reason.
-    """
-    if "://" in repo or ref.startswith("-"):
-        return UNKNOWN_SHA
-    sha = (git_text(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}") or "").strip()
-    return sha if len(sha) == 40 else UNKNOWN_SHA
-
-
-def git_text(repo: str, *args: str) -> str | None:
-    """Return what git prints in a local repository, or None when it fails."""
-    try:
-        done = subprocess.run(
-            ["git", "-C", repo, *args],
-            capture_output=True,
-            timeout=60,
-            check=False,
-            env={
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                "GIT_CONFIG_NOSYSTEM": "1",
-                # As prepare does: a folder inside another repository is not that repository.
-                "GIT_CEILING_DIRECTORIES": str(Path(repo).parent),
-            },
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if done.returncode != 0:
-        return None
-    return done.stdout.decode("utf-8", errors="replace")
-
-
-@dataclass
-class LocalReview:
-    """A local sandbox review as started: what it reviews, where it writes, its process."""
-
-    run_id: str
-    repo: str
-    base_sha: str
-    head_sha: str
-    folder: Path  # the record's folder
-    out: Path  # the run's bundle
-    run: LocalRun
-    # The tamper record the sandbox prints as it goes, as the job's log holds it on Actions.
-    printed: list[str] = field(default_factory=list)
-
-
-def start_review(args: argparse.Namespace) -> LocalReview:
-    """Start the sandbox on head against base, as resolved here; return at once.
-
-    The sandbox reviews the commits resolved here, and its bundle must be bound to them:
-    a branch that moves during the review cannot swap what the verdict is about. A ref
-    that did not resolve goes as given, so the sandbox's prepare names it in the error.
-    Raises OSError when the record's folder cannot be made.
-    """
-    folder = data_dir(args.data_dir)
-    run_id = f"local-{secrets.token_hex(6)}"
-    repo = str(Path(args.repo).resolve()) if "://" not in args.repo else args.repo
-    base_sha, head_sha = resolve(repo, args.base), resolve(repo, args.head)
-    out = folder / "runs" / run_id
-    printed: list[str] = []
-    print(f"cujo: reviewing {repo}: {args.base} → {args.head} (run {run_id})", file=sys.stderr)
-    run = LocalRunner().start(
-        repo=repo,
-        base=base_sha if base_sha != UNKNOWN_SHA else args.base,
-        head=head_sha if head_sha != UNKNOWN_SHA else args.head,
-        run_id=run_id,
-        out=out,
-        record=printed,
-    )
-    return LocalReview(run_id, repo, base_sha, head_sha, folder, out, run, printed)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,18 +81,22 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 3
         try:
-            from app_relay.cli import review as subcommands  # noqa: PLC0415
+            from app_relay.cli import review  # noqa: PLC0415  (loads while the sandbox starts)
         except BaseException:
             if started is not None:
                 started.run.stop()
             raise
-        return subcommands.review(args, started)
+        return review.review(args, started)
     if args.command == "relay" and args.relay_command == "register":
         return relay_register(args, lambda: data_dir(None))
-    if args.command in ("doctor", "board"):
-        from app_relay.cli import review as subcommands  # noqa: PLC0415
+    if args.command == "doctor":
+        from app_relay.cli import doctor  # noqa: PLC0415  (loads the GitHub client)
 
-        return subcommands.doctor(args) if args.command == "doctor" else subcommands.board(args)
+        return doctor.doctor(args)
+    if args.command == "board":
+        from app_relay.cli import local_board  # noqa: PLC0415  (loads the record and the web)
+
+        return local_board.board(args)
     if args.command == "relay":
         from app_relay.cli import serve as relay_process  # noqa: PLC0415  (loads the web stack)
 

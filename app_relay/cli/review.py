@@ -1,7 +1,8 @@
-"""What each ``cujo`` subcommand does: a local review (sandbox or diff), ``doctor``, ``board``.
+"""`cujo review`: review a local branch (in the sandbox, or its diff), record and print it.
 
-``cli.py`` parses the command line and, for ``cujo review``, starts the sandbox before
-this module (the record, the verdict and their libraries) is loaded.
+``main`` parses the command line and, for ``cujo review``, starts the sandbox
+(``local.start_review``) before this module (the record, the verdict and their
+libraries) is loaded.
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
 
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from app_relay.cli.main import (
+from app_relay.cli.local import (
     UNKNOWN_SHA,
     LocalReview,
     data_dir,
@@ -31,6 +31,7 @@ from app_relay.cli.main import (
     resolve,
     start_review,
 )
+from app_relay.cli.say import reason_of, shown_url
 from app_relay.decide.behaviour import evidence_items
 from app_relay.decide.bundle_verdict import verdict_of
 from app_relay.decide.judge import DeterministicJudge, error_verdict
@@ -48,11 +49,6 @@ EXIT = {"clean": 0, "unproven": 4, "blocked": 1, "error": 3}
 # Evidence from a sandbox that could be dodged proves nothing: partial isolation can block
 # a pull request, but never call it clean.
 JUDGE = DeterministicJudge(require_full_isolation=True)
-
-
-def shown_url(url: str) -> str:
-    """Return the record's URL as printed: a password in it (PostgreSQL) is masked."""
-    return make_url(url).render_as_string(hide_password=True)
 
 
 def _evidence_index(
@@ -224,7 +220,7 @@ def _sandbox_review(
         started.run.stop()  # no record, so no run
         # Say where the record should have been, and why it is not.
         print(
-            f"cujo review: cannot open the record in {folder}: {_why(exc)}; "
+            f"cujo review: cannot open the record in {folder}: {reason_of(exc)}; "
             "give a writable --data-dir (or CUJO_HOME)",
             file=sys.stderr,
         )
@@ -254,7 +250,7 @@ def _sandbox_review(
         from_record, lost = record_verdict("\n".join(started.printed), run_id, str(exc))
         verdict = from_record or verdict
     except OSError as exc:
-        verdict = error_verdict(f"the sandbox could not be run or read: {_why(exc)}")
+        verdict = error_verdict(f"the sandbox could not be run or read: {reason_of(exc)}")
     except KeyboardInterrupt:
         started.run.stop()
         store.mark_abandoned(run_id, "interrupted by the user")
@@ -270,8 +266,8 @@ def _sandbox_review(
         store.finish_run(run_id, verdict, plan_json, str(out))
     except SQLAlchemyError as exc:
         recorded = False
-        record = f"not recorded: {_why(exc)} ({record})"
-        print(f"cujo review: the verdict could not be recorded: {_why(exc)}", file=sys.stderr)
+        record = f"not recorded: {reason_of(exc)} ({record})"
+        print(f"cujo review: the verdict could not be recorded: {reason_of(exc)}", file=sys.stderr)
     obj = summary_object(
         run_id=run_id,
         bundle=bundle,
@@ -295,7 +291,7 @@ def diff_review(args: argparse.Namespace, client: ModelPort) -> int:
     try:
         store = _open_record(folder, repo, run_id, base_sha, head_sha, "diff")
     except (OSError, SQLAlchemyError) as exc:
-        print(f"cujo review: cannot open the record in {folder}: {_why(exc)}", file=sys.stderr)
+        print(f"cujo review: cannot open the record in {folder}: {reason_of(exc)}", file=sys.stderr)
         return 3
     record = f"{shown_url(store.url)} run {run_id}"
     print(f"cujo: diff review of {repo}: {args.base} → {args.head} (run {run_id})", file=sys.stderr)
@@ -310,8 +306,8 @@ def diff_review(args: argparse.Namespace, client: ModelPort) -> int:
         store.finish_run(run_id, verdict)
     except SQLAlchemyError as exc:
         recorded = False
-        record = f"not recorded: {_why(exc)} ({record})"
-        print(f"cujo review: the verdict could not be recorded: {_why(exc)}", file=sys.stderr)
+        record = f"not recorded: {reason_of(exc)} ({record})"
+        print(f"cujo review: the verdict could not be recorded: {reason_of(exc)}", file=sys.stderr)
     obj = summary_object(
         run_id=run_id, bundle=None, verdict=verdict, record=record, base_sha=base_sha,
         head_sha=head_sha,
@@ -390,145 +386,3 @@ def _patient_interrupt() -> Iterator[threading.Event]:
         yield interrupted
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def _why(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return f"{exc.strerror} ({exc.filename})" if exc.filename else exc.strerror
-    if isinstance(exc, SQLAlchemyError):
-        return str(getattr(exc, "orig", None) or exc).splitlines()[0]
-    return str(exc) or type(exc).__name__
-
-
-# The App's permissions a relay needs (app-manifest.json asks for them). Without
-# `administration: read` the guard still reads branch protection through the branch read.
-_PERMISSIONS_OPTIONAL = frozenset({"administration"})
-_LEVELS = {"read": 1, "write": 2, "admin": 3}
-
-
-def doctor(args: argparse.Namespace) -> int:
-    """Check that Cujo can work on a repository: one line per check, with the fix."""
-    from importlib.resources import files  # noqa: PLC0415
-
-    from app_relay.github.answers import GitHubError  # noqa: PLC0415
-    from app_relay.github.app_auth import GitHubApp  # noqa: PLC0415
-    from app_relay.github.protection import read_hold  # noqa: PLC0415
-    from app_relay.settings import SettingsError, load_settings  # noqa: PLC0415
-
-    try:
-        settings = load_settings()
-        github = GitHubApp(
-            app_id=settings.app_id,
-            private_key=settings.private_key.reveal(),
-            base_url=settings.github_api_url,
-        )
-    except (SettingsError, ValueError) as exc:
-        print(f"cujo doctor: {exc}", file=sys.stderr)
-        return 2
-    manifest = json.loads(files("app_relay").joinpath("app-manifest.json").read_text())
-    wanted: dict[str, str] = manifest["default_permissions"]
-    results: list[tuple[bool, str]] = []
-
-    def check(passed: bool, line: str) -> None:
-        results.append((passed, line))
-        print(f"{'ok  ' if passed else 'FAIL'}  {line}", flush=True)
-
-    repo = args.repo
-    try:
-        try:
-            installation = github.installation_of(repo)
-        except (GitHubError, ValueError) as exc:
-            fix = "install the app on this repository (its GitHub page → Install)"
-            check(False, f"the Cujo app is installed on {repo}: {exc}. Fix: {fix}.")
-            return 1
-        check(True, f"the Cujo app is installed on {repo} (installation {installation.id})")
-        missing = sorted(
-            f"{name}: {level}"
-            for name, level in wanted.items()
-            if name not in _PERMISSIONS_OPTIONAL
-            and _LEVELS.get(installation.permissions.get(name, ""), 0) < _LEVELS[level]
-        )
-        check(
-            not missing,
-            "the app has the permissions it needs"
-            + (
-                f": missing {', '.join(missing)}. Fix: grant them in the app's settings "
-                "(Permissions and events), then accept them on the installation."
-                if missing
-                else ""
-            ),
-        )
-        gw = github.gateway(installation.id)
-        try:
-            workflow = gw.workflow(repo, settings.workflow)
-            where = f"`.github/workflows/{settings.workflow}` on the default branch"
-            if workflow is None:
-                fix = "add the sandbox workflow there (or set CUJO_WORKFLOW to its file name)"
-                check(False, f"{where}: not found. Fix: {fix}.")
-            else:
-                check(
-                    workflow.state == "active",
-                    f"{where}: {workflow.state}"
-                    + (
-                        "" if workflow.state == "active" else ". Fix: enable it in the Actions tab."
-                    ),
-                )
-            branch = args.branch or gw.default_branch(repo)
-            hold = read_hold(gw, repo, branch, settings.app_id)
-            check(hold.answer == "holds", hold.line())
-        except GitHubError as exc:
-            check(False, f"GitHub could not be read: {exc}")
-        finally:
-            gw.close()
-    finally:
-        github.close()
-    return 0 if all(passed for passed, _ in results) else 1
-
-
-def board(args: argparse.Namespace) -> int:
-    """Serve the board over the local record, on 127.0.0.1 only, until Ctrl-C."""
-    import socket  # noqa: PLC0415
-
-    import uvicorn  # noqa: PLC0415
-
-    from app_relay.board import board_app  # noqa: PLC0415
-
-    folder = data_dir(args.data_dir)
-    try:
-        store = Store(database_url(folder))
-    except (OSError, SQLAlchemyError) as exc:
-        print(f"cujo board: cannot open the record in {folder}: {_why(exc)}", file=sys.stderr)
-        return 3
-    try:
-        # Loopback only: the local board shows every run of the record to whoever connects.
-        listener = socket.create_server(("127.0.0.1", args.port))
-    except OSError as exc:
-        store.close()
-        print(f"cujo board: cannot listen on 127.0.0.1:{args.port}: {_why(exc)}", file=sys.stderr)
-        return 3
-    server = uvicorn.Server(
-        uvicorn.Config(
-            board_app(store),
-            log_config=None,
-            access_log=False,
-            lifespan="off",
-            # Open pages hold a stream each; they reconnect to a board started again.
-            timeout_graceful_shutdown=2,
-        )
-    )
-    port = listener.getsockname()[1]
-    print(f"cujo board: http://127.0.0.1:{port}/  (record {shown_url(store.url)})", flush=True)
-    # uvicorn raises the signal that stopped it again once it has; as in `relay serve`,
-    # handlers of ours make that second delivery harmless, so Ctrl-C exits 0.
-    previous = {
-        sig: signal.signal(sig, lambda signum, frame: None)
-        for sig in (signal.SIGTERM, signal.SIGINT)
-    }
-    try:
-        server.run(sockets=[listener])
-    finally:
-        store.close()
-        listener.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return 0

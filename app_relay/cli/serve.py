@@ -29,8 +29,8 @@ from typing import IO
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from app_relay.cli.main import data_dir
-from app_relay.cli.review import _why, shown_url
+from app_relay.cli.local import data_dir
+from app_relay.cli.say import reason_of, shown_url
 from app_relay.decide.judge import judge_for
 from app_relay.github.app_auth import GitHubApp
 from app_relay.github.client import GitHubGateway
@@ -74,7 +74,7 @@ def _store(command: str, settings: RelaySettings, *, new_intake: bool = False) -
     except (OSError, SQLAlchemyError) as exc:
         raise Refused(
             f"cujo relay {command}: cannot open the record {shown_url(settings.database_url)}: "
-            f"{_why(exc)}; check CUJO_DATABASE_URL",
+            f"{reason_of(exc)}; check CUJO_DATABASE_URL",
             3,
         ) from None
 
@@ -311,7 +311,7 @@ def serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         store.close()
         print(
-            f"cujo relay serve: cannot listen on {args.host}:{args.port}: {_why(exc)}",
+            f"cujo relay serve: cannot listen on {args.host}:{args.port}: {reason_of(exc)}",
             file=sys.stderr,
         )
         return 3

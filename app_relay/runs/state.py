@@ -1,10 +1,12 @@
 """The run state machine and what GitHub shows for each state (DESIGN section 3), pure.
 
-``runs.py`` does the I/O; this module only answers, from plain values: may a run move
-from one state to another, what the ``cujo/guard`` check says, which reaction goes on
-the pull request, which of the two posting functions (if any) a verdict calls, and the
-review's body. Red (``failure``) is reserved for a dangerous pull request: an ``error``
-is ``action_required`` (with a Retry button) or ``neutral``, never red.
+The coordinator (``coordinator.py`` and its parts) does the I/O; this module only
+answers, from plain values: may a run move from one state to another, what the
+``cujo/guard`` check says (whether the block holds is worded by ``words/hold.py``),
+which reaction goes on the pull request, which of the two posting functions (if any) a
+verdict calls, and the review's body. Red (``failure``) is reserved for a dangerous pull
+request: an ``error`` is ``action_required`` (with a Retry button) or ``neutral``, never
+red.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from itertools import pairwise
 from typing import Literal
 
 from app_relay.github.vocab import CheckStatus, Conclusion, ReactionContent
+from app_relay.words import hold as hold_words
 from app_relay.words.inert import code_span
 
 RunState = Literal[
@@ -132,7 +135,7 @@ def guard_for(
     """Return the check's face for a run in ``state`` (DESIGN section 3's table)."""
     kind = "diff review" if diff_review else "sandbox review"
     # guard.py's own sentence (with the setting to change) when the relay read it.
-    hold_line = holds_line or _holds_line(holds)
+    hold_line = holds_line or hold_words.holds_line(holds)
     if state == "running":
         return GuardView("in_progress", None, f"Cujo: {kind} running", _join(summary, hold_line))
     if state == "waiting":
@@ -181,14 +184,6 @@ def guard_for(
         )  # fmt: skip
     text = "A newer commit was pushed; this run was stopped and posts nothing."
     return GuardView("completed", "skipped", "Cujo: superseded", text)
-
-
-def _holds_line(holds: str) -> str:
-    return {
-        "holds": "The block holds the merge: `cujo/guard` is a required check.",
-        "does-not-hold": "The block does NOT hold the merge: `cujo/guard` is not required "
-        "on this branch (add it to a ruleset or branch protection).",
-    }.get(holds, "Whether the block holds the merge is unknown (protection unreadable).")
 
 
 def _join(*parts: str) -> str:

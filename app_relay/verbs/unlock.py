@@ -1,8 +1,8 @@
 """Apply `/cujo dismiss` and `/cujo reinstate` from pull-request comments (DESIGN section 8).
 
-The thin I/O around ``commands`` (which parses verbs and decides who may, purely): read
-the comment from the webhook, record it once in the commands table, read the
-commenter's permission from GitHub at that moment (never for a bot), and either move
+The thin I/O around ``parse`` and ``decision`` (which read verbs and decide who may,
+purely): read the comment from the webhook, record it once in the commands table, read
+the commenter's permission from GitHub at that moment (never for a bot), and either move
 the pull request's newest run (with the dismissal, the reinstated review, the check's new
 face and a ``+1`` as effects of that same transaction) or refuse it with ``confused`` and
 a short reply saying why. Every outcome speaks; a redelivered comment is applied once.
@@ -11,38 +11,33 @@ a short reply saying why. Every outcome speaks; a redelivered comment is applied
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from app_relay.decide.verdict import Verdict
 from app_relay.github.answers import GitHubError
 from app_relay.github.client import GitHubGateway
 from app_relay.github.payloads import OnComment
 from app_relay.runs.effects import (
+    Outbox,
     check_intent,
     comment_intent,
     dismiss_intent,
     reaction_intent,
     review_intent,
 )
+from app_relay.runs.finish import RunFinisher
+from app_relay.runs.lease import RunLeases
 from app_relay.runs.state import guard_for
-from app_relay.store import CommandRecord, Intent, RunRecord
-from app_relay.verbs.parse import (
-    Verb,
-    change_for,
-    decide,
-    dismissal_message,
-    parse_verbs,
-    refusal_reply,
-)
+from app_relay.store import CommandRecord, Intent, RunRecord, Store
+from app_relay.verbs.decision import change_for, decide, dismissal_message, refusal_reply
+from app_relay.verbs.parse import Verb, parse_verbs
 from app_relay.webhook.events import Event, MalformedEvent, payload_reader
 from app_relay.words.inert import code_span
 from app_relay.words.review_body import render_review
 from cujo_action.schema import Policy
-
-if TYPE_CHECKING:
-    from app_relay.runs.coordinator import RunCoordinator
 
 log = logging.getLogger(__name__)
 # A login, an account type or a time: anything longer is no field GitHub sends.
@@ -78,12 +73,17 @@ class CommentCommand:
             raise MalformedEvent("comment.created_at carries no time zone")
 
 
+@dataclass(frozen=True)
 class Unlock:
     """Take verbs from comments to a lifted or reinstated hold, or a refusal that says why."""
 
-    def __init__(self, runs: RunCoordinator) -> None:
-        self.runs = runs
-        self.store = runs.store
+    # The coordinator's own record, lock, lease, hold reading and outbox: a verb moves a
+    # run as the coordinator does, never beside it.
+    store: Store
+    github_for: Callable[[int], GitHubGateway]
+    leases: RunLeases
+    finisher: RunFinisher
+    outbox: Outbox
 
     def command(self, event: Event) -> None:
         """Handle one ``issue_comment`` delivery; only a new comment is ever a command."""
@@ -97,9 +97,9 @@ class Unlock:
         cmd = CommentCommand(event)
         if not cmd.is_pull_request:
             return  # on an issue there is nothing to hold
-        gh = self.runs.github_for(cmd.installation_id)
+        gh = self.github_for(cmd.installation_id)
         session_id = self.store.open_session(cmd.repo, cmd.number, "github")
-        with self.runs.session_lock(session_id):
+        with self.leases.session(session_id):
             record = self.store.record_command(
                 delivery_id=cmd.delivery_id,
                 repo=cmd.repo,
@@ -131,7 +131,7 @@ class Unlock:
                 reason = "Cujo has not reviewed this pull request, so there is nothing to lift."
                 self._refuse(gh, cmd, record, None, decision.verb, reason)
                 return
-            with self.runs.acting(run.run_id):
+            with self.leases.acting(run.run_id):
                 self._apply(gh, cmd, record, decision.verb)
 
     def _apply(
@@ -167,7 +167,7 @@ class Unlock:
             effects.append(dismiss_intent(run.review_id, message, key=f"dismiss:{record.id}"))
         elif change.review == "block":
             effects.append(self._reinstated_review(run, cmd.login, record.id))
-        hold = self.runs.hold(run)
+        hold = self.finisher.hold(run)
         view = guard_for(
             change.to_state,
             summary=run.summary,
@@ -186,7 +186,7 @@ class Unlock:
         if not applied:  # the run moved between reading it and now
             self._refuse(gh, cmd, record, run, verb, "The review changed while this was read.")
             return
-        self.runs.outbox.drain(run.run_id)
+        self.outbox.drain(run.run_id)
 
     def _reinstated_review(self, run: RunRecord, login: str, command_id: int) -> Intent:
         verdict = Verdict(
@@ -226,4 +226,4 @@ class Unlock:
         if self.store.decide_command(
             record.id, "refused", reason, run_id=run.run_id, effects=effects
         ):
-            self.runs.outbox.drain(run.run_id)
+            self.outbox.drain(run.run_id)

@@ -1,1 +1,1 @@
-"""Everything the relay writes for people: review bodies, summaries, inert quoting."""
+"""Everything the relay writes for people: reviews, summaries, holds, inert quoting."""

@@ -14,6 +14,7 @@ from cujorun import CUJO
 from fakeanthropic import running
 from gitrepo import GitRepo
 
+from app_relay.cli import local, say
 from app_relay.cli import main as cli
 from app_relay.cli import review as subcommands
 from app_relay.decide.bundle_verdict import verdict_of
@@ -45,7 +46,7 @@ def test_diff_mode_without_a_model_key_is_the_sandbox_review_and_says_why(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    monkeypatch.setattr(cli, "LocalRunner", NoSandbox)
+    monkeypatch.setattr(local, "LocalRunner", NoSandbox)
     code = cli.main(
         [
             *("review", "--repo", str(tmp_path), "--base", "main", "--head", "pr"),
@@ -221,17 +222,17 @@ def test_the_data_dir_comes_from_the_flag_then_cujo_home_then_xdg(
 ) -> None:
     monkeypatch.setenv("CUJO_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    assert cli.data_dir(tmp_path / "flag") == tmp_path / "flag"
-    assert cli.data_dir(None) == tmp_path / "home"
+    assert local.data_dir(tmp_path / "flag") == tmp_path / "flag"
+    assert local.data_dir(None) == tmp_path / "home"
     monkeypatch.delenv("CUJO_HOME")
-    assert cli.data_dir(None) == tmp_path / "xdg" / "cujo"
+    assert local.data_dir(None) == tmp_path / "xdg" / "cujo"
 
 
 def test_the_printed_record_never_shows_a_database_password() -> None:
-    shown = subcommands.shown_url("postgresql://cujo:s3cret@db.internal:5432/cujo")
+    shown = say.shown_url("postgresql://cujo:s3cret@db.internal:5432/cujo")
     assert "s3cret" not in shown
     assert "db.internal" in shown
-    assert subcommands.shown_url("sqlite:////tmp/cujo.db") == "sqlite:////tmp/cujo.db"
+    assert say.shown_url("sqlite:////tmp/cujo.db") == "sqlite:////tmp/cujo.db"
 
 
 def test_an_error_verdict_reads_as_one_sentence() -> None:
@@ -246,7 +247,7 @@ def test_an_error_verdict_reads_as_one_sentence() -> None:
         verdict=verdict,
         record="r",
         base_sha="a" * 40,
-        head_sha=cli.UNKNOWN_SHA,
+        head_sha=local.UNKNOWN_SHA,
     )
     # The commit the CLI resolved is shown; one it could not resolve is null, not zeros.
     assert (obj["base_sha"], obj["head_sha"]) == ("a" * 40, None)

@@ -1,0 +1,90 @@
+"""`cujo doctor`: check that Cujo can guard a repository on GitHub, one line per check."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from importlib.resources import files
+
+from app_relay.github.answers import GitHubError
+from app_relay.github.app_auth import GitHubApp
+from app_relay.github.protection import read_hold
+from app_relay.settings import SettingsError, load_settings
+
+# The App's permissions a relay needs (app-manifest.json asks for them). Without
+# `administration: read` the guard still reads branch protection through the branch read.
+_PERMISSIONS_OPTIONAL = frozenset({"administration"})
+_LEVELS = {"read": 1, "write": 2, "admin": 3}
+
+
+def doctor(args: argparse.Namespace) -> int:
+    """Check that Cujo can work on a repository: one line per check, with the fix."""
+    try:
+        settings = load_settings()
+        github = GitHubApp(
+            app_id=settings.app_id,
+            private_key=settings.private_key.reveal(),
+            base_url=settings.github_api_url,
+        )
+    except (SettingsError, ValueError) as exc:
+        print(f"cujo doctor: {exc}", file=sys.stderr)
+        return 2
+    manifest = json.loads(files("app_relay").joinpath("app-manifest.json").read_text())
+    wanted: dict[str, str] = manifest["default_permissions"]
+    results: list[tuple[bool, str]] = []
+
+    def check(passed: bool, line: str) -> None:
+        results.append((passed, line))
+        print(f"{'ok  ' if passed else 'FAIL'}  {line}", flush=True)
+
+    repo = args.repo
+    try:
+        try:
+            installation = github.installation_of(repo)
+        except (GitHubError, ValueError) as exc:
+            fix = "install the app on this repository (its GitHub page → Install)"
+            check(False, f"the Cujo app is installed on {repo}: {exc}. Fix: {fix}.")
+            return 1
+        check(True, f"the Cujo app is installed on {repo} (installation {installation.id})")
+        missing = sorted(
+            f"{name}: {level}"
+            for name, level in wanted.items()
+            if name not in _PERMISSIONS_OPTIONAL
+            and _LEVELS.get(installation.permissions.get(name, ""), 0) < _LEVELS[level]
+        )
+        check(
+            not missing,
+            "the app has the permissions it needs"
+            + (
+                f": missing {', '.join(missing)}. Fix: grant them in the app's settings "
+                "(Permissions and events), then accept them on the installation."
+                if missing
+                else ""
+            ),
+        )
+        gw = github.gateway(installation.id)
+        try:
+            workflow = gw.workflow(repo, settings.workflow)
+            where = f"`.github/workflows/{settings.workflow}` on the default branch"
+            if workflow is None:
+                fix = "add the sandbox workflow there (or set CUJO_WORKFLOW to its file name)"
+                check(False, f"{where}: not found. Fix: {fix}.")
+            else:
+                check(
+                    workflow.state == "active",
+                    f"{where}: {workflow.state}"
+                    + (
+                        "" if workflow.state == "active" else ". Fix: enable it in the Actions tab."
+                    ),
+                )
+            branch = args.branch or gw.default_branch(repo)
+            hold = read_hold(gw, repo, branch, settings.app_id)
+            check(hold.answer == "holds", hold.line())
+        except GitHubError as exc:
+            check(False, f"GitHub could not be read: {exc}")
+        finally:
+            gw.close()
+    finally:
+        github.close()
+    return 0 if all(passed for passed, _ in results) else 1

@@ -1,0 +1,110 @@
+"""Start a local review: the record's folder, the commits a local repository names, the sandbox.
+
+Light on purpose (the local runner and the standard library only): ``cujo review``
+starts the sandbox from here before it loads what records and decides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app_relay.runs.localrun import LocalRun, LocalRunner
+
+
+def data_dir(explicit: Path | None) -> Path:
+    """Return where the local record and bundles live."""
+    if explicit:
+        return explicit
+    if env := os.environ.get("CUJO_HOME"):
+        return Path(env)
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg) / "cujo"
+
+
+def database_url(folder: Path) -> str:
+    """Return the record's database URL (``CUJO_DATABASE_URL`` wins)."""
+    return os.environ.get("CUJO_DATABASE_URL") or f"sqlite:///{folder / 'cujo.db'}"
+
+
+UNKNOWN_SHA = "0" * 40
+
+
+def resolve(repo: str, ref: str) -> str:
+    """Return the commit ``ref`` names in a local repository, or zeros when it cannot tell.
+
+    The record wants the commits from the start; when they cannot be read here, the
+    sandbox's own prepare step says why, and the run ends ``error`` with that reason.
+    """
+    if "://" in repo or ref.startswith("-"):
+        return UNKNOWN_SHA
+    sha = (git_text(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}") or "").strip()
+    return sha if len(sha) == 40 else UNKNOWN_SHA
+
+
+def git_text(repo: str, *args: str) -> str | None:
+    """Return what git prints in a local repository, or None when it fails."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", repo, *args],
+            capture_output=True,
+            timeout=60,
+            check=False,
+            env={
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "GIT_CONFIG_NOSYSTEM": "1",
+                # As prepare does: a folder inside another repository is not that repository.
+                "GIT_CEILING_DIRECTORIES": str(Path(repo).parent),
+            },
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.decode("utf-8", errors="replace")
+
+
+@dataclass
+class LocalReview:
+    """A local sandbox review as started: what it reviews, where it writes, its process."""
+
+    run_id: str
+    repo: str
+    base_sha: str
+    head_sha: str
+    folder: Path  # the record's folder
+    out: Path  # the run's bundle
+    run: LocalRun
+    # The tamper record the sandbox prints as it goes, as the job's log holds it on Actions.
+    printed: list[str] = field(default_factory=list)
+
+
+def start_review(args: argparse.Namespace) -> LocalReview:
+    """Start the sandbox on head against base, as resolved here; return at once.
+
+    The sandbox reviews the commits resolved here, and its bundle must be bound to them:
+    a branch that moves during the review cannot swap what the verdict is about. A ref
+    that did not resolve goes as given, so the sandbox's prepare names it in the error.
+    Raises OSError when the record's folder cannot be made.
+    """
+    folder = data_dir(args.data_dir)
+    run_id = f"local-{secrets.token_hex(6)}"
+    repo = str(Path(args.repo).resolve()) if "://" not in args.repo else args.repo
+    base_sha, head_sha = resolve(repo, args.base), resolve(repo, args.head)
+    out = folder / "runs" / run_id
+    printed: list[str] = []
+    print(f"cujo: reviewing {repo}: {args.base} → {args.head} (run {run_id})", file=sys.stderr)
+    run = LocalRunner().start(
+        repo=repo,
+        base=base_sha if base_sha != UNKNOWN_SHA else args.base,
+        head=head_sha if head_sha != UNKNOWN_SHA else args.head,
+        run_id=run_id,
+        out=out,
+        record=printed,
+    )
+    return LocalReview(run_id, repo, base_sha, head_sha, folder, out, run, printed)

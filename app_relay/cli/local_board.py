@@ -1,0 +1,61 @@
+"""`cujo board`: serve the board over the local record, on 127.0.0.1 only, until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import sys
+
+import uvicorn
+from sqlalchemy.exc import SQLAlchemyError
+
+from app_relay.board import board_app
+from app_relay.cli.local import data_dir, database_url
+from app_relay.cli.say import reason_of, shown_url
+from app_relay.store import Store
+
+
+def board(args: argparse.Namespace) -> int:
+    """Serve the board over the local record, on 127.0.0.1 only, until Ctrl-C."""
+    folder = data_dir(args.data_dir)
+    try:
+        store = Store(database_url(folder))
+    except (OSError, SQLAlchemyError) as exc:
+        print(f"cujo board: cannot open the record in {folder}: {reason_of(exc)}", file=sys.stderr)
+        return 3
+    try:
+        # Loopback only: the local board shows every run of the record to whoever connects.
+        listener = socket.create_server(("127.0.0.1", args.port))
+    except OSError as exc:
+        store.close()
+        print(
+            f"cujo board: cannot listen on 127.0.0.1:{args.port}: {reason_of(exc)}", file=sys.stderr
+        )
+        return 3
+    server = uvicorn.Server(
+        uvicorn.Config(
+            board_app(store),
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            # Open pages hold a stream each; they reconnect to a board started again.
+            timeout_graceful_shutdown=2,
+        )
+    )
+    port = listener.getsockname()[1]
+    print(f"cujo board: http://127.0.0.1:{port}/  (record {shown_url(store.url)})", flush=True)
+    # uvicorn raises the signal that stopped it again once it has; as in `relay serve`,
+    # handlers of ours make that second delivery harmless, so Ctrl-C exits 0.
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: None)
+        for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        server.run(sockets=[listener])
+    finally:
+        store.close()
+        listener.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
