@@ -42,7 +42,8 @@ from cujo_action.evidence.stages import mark
 from cujo_action.evidence.timing import TIMINGS_NAME, Timeline, split_line, timing_record
 from cujo_action.net.dns import ResolverError
 from cujo_action.net.proxy import ProxyError
-from cujo_action.prepare.plan import PrepareError, prepare
+from cujo_action.prepare.git import PrepareError
+from cujo_action.prepare.plan import prepare
 from cujo_action.sandbox.boundary import BoundaryError
 from cujo_action.sandbox.jail import JailError
 from cujo_action.schema import CheckName, Failure, Plan, PolicyError, Report, clip, utcnow
