@@ -27,7 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from cujo_action.arm.arming import Harness, Warm, arm, base_runs, warm_up
+from cujo_action.arm.arming import Harness, Warm, arm, warm_up
+from cujo_action.arm.staging import base_runs
 from cujo_action.checks.harness import write_report
 from cujo_action.evidence.bundle import (
     attach_egress,

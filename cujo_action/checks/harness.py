@@ -21,7 +21,7 @@ from pathlib import Path
 
 from cujo_action import limits
 from cujo_action.arm.actionsjob import FILE_COMMANDS
-from cujo_action.arm.arming import LABELS, Armed, label, sandbox_env
+from cujo_action.arm.context import LABELS, Armed, label, sandbox_env
 from cujo_action.arm.decoys import DecoyMatcher, decoy_files
 from cujo_action.checks import _receive_install
 from cujo_action.checks.decoy_record import DecoyRecord

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from cujo_action.arm import _venv_seed, venvseed
-from cujo_action.arm.arming import base_python
+from cujo_action.arm.host import base_python
 from cujo_action.arm.venvs import CACHE_ENV, KeptTemplate, TemplateStart, place_venvs, template_for
 from cujo_action.checks import _receive_install
 from cujo_action.checks.harness import _MANIFEST, _PACK, _RECEIVE, create_spool, open_spool
