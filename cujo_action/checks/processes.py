@@ -142,6 +142,7 @@ class CheckProcess:
 
 
 def placeholder_report(plan: Plan, check: CheckName, status: str, summary: str) -> Report:
+    """Return a report in a check's place: one not run (skipped), or one that wrote none."""
     now = utcnow()
     return Report.model_validate(
         {
