@@ -24,7 +24,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cujo_action.arm.arming import arm, base_python, isolation_unavailable
+from cujo_action.arm.arming import arm
+from cujo_action.arm.host import base_python, isolation_unavailable
 from cujo_action.arm.venvs import CACHE_ENV
 from cujo_action.checks.harness import CheckRun
 from cujo_action.prepare.plan import prepare

@@ -170,7 +170,7 @@ LIMITS: Final[dict[str, Limit]] = {
         ),
         Limit(
             "report-observations", REPORT_OBSERVATIONS, "entries",
-            "cujo_action/checks/harness.py",
+            "cujo_action/checks/evidence_record.py",
             "observations in one report",
             "kinds a rule acts on before notes",
             "counted and named",
@@ -314,7 +314,7 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=True,
         ),
         Limit(
-            "refused-packets", REFUSED_PACKETS, "entries", "cujo_action/checks/harness.py",
+            "refused-packets", REFUSED_PACKETS, "entries", "cujo_action/checks/evidence_record.py",
             "refused packets listed per namespace",
             "the first ones",
             "counted",

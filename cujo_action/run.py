@@ -17,18 +17,25 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from cujo_action.arm.arming import Harness, Warm, arm, base_runs, warm_up
+from cujo_action.arm.arming import Harness, Warm, arm, warm_up
+from cujo_action.arm.staging import base_runs
 from cujo_action.checks.harness import write_report
+from cujo_action.checks.processes import (
+    CheckProcess,
+    collect_report,
+    descendants,
+    kill_tree,
+    placeholder_report,
+)
 from cujo_action.evidence.bundle import (
     attach_egress,
     copy_evidence,
@@ -42,17 +49,14 @@ from cujo_action.evidence.stages import mark
 from cujo_action.evidence.timing import TIMINGS_NAME, Timeline, split_line, timing_record
 from cujo_action.net.dns import ResolverError
 from cujo_action.net.proxy import ProxyError
-from cujo_action.prepare.plan import PrepareError, prepare
+from cujo_action.prepare.git import PrepareError
+from cujo_action.prepare.plan import prepare
 from cujo_action.sandbox.boundary import BoundaryError
 from cujo_action.sandbox.jail import JailError
-from cujo_action.schema import CheckName, Failure, Plan, PolicyError, Report, clip, utcnow
+from cujo_action.schema import CheckName, Failure, Plan, PolicyError, Report, clip
 
-# Beyond a check's own command timeouts, how long its process may take to set up and report.
-PROCESS_SLACK_S = 180.0
 # prctl(2): orphans below this process are re-parented to it instead of to init.
 PR_SET_CHILD_SUBREAPER = 36
-# Rounds of stop-and-rescan before a tree is killed; each round catches the last forks.
-_SWEEPS = 100
 
 
 def _say(message: str) -> None:
@@ -68,7 +72,7 @@ class Interrupted(BaseException):  # like KeyboardInterrupt: only its own handle
     """The run was told to stop (SIGINT or SIGTERM) before it finished."""
 
 
-# --------------------------------------------------------------------------- process tree
+# --------------------------------------------------------------------------- orphans and signals
 
 
 def _become_subreaper() -> None:
@@ -80,66 +84,6 @@ def _become_subreaper() -> None:
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):
         return
-
-
-def _children() -> dict[int, list[int]]:
-    """Return the live children of every process, read from /proc (zombies left out)."""
-    tree: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return tree
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                # "pid (comm) state ppid …": comm may hold spaces and parentheses.
-                fields = fh.read().rpartition(b")")[2].split()
-        except OSError:
-            continue
-        if len(fields) > 1 and fields[0] != b"Z":
-            tree.setdefault(int(fields[1]), []).append(int(entry))
-    return tree
-
-
-def _descendants(root: int, spare: Collection[int] = ()) -> set[int]:
-    tree, found, stack = _children(), set[int](), [root]
-    while stack:
-        for child in tree.get(stack.pop(), []):
-            if child not in found and child not in spare:
-                found.add(child)
-                stack.append(child)
-    return found
-
-
-def _signal(pid: int, sig: signal.Signals) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        return
-
-
-def kill_tree(root: int, *, include_root: bool = True, spare: Collection[int] = ()) -> int:
-    """SIGKILL every process below ``root`` (and ``root``); return how many were signalled.
-
-    Each round stops what it finds, so nothing found can fork again, and looks again for
-    children forked before the stop; then everything stopped is killed at once. Processes
-    in ``spare``, and what runs below them, are left alone.
-    """
-    stopped: set[int] = set()
-    for _ in range(_SWEEPS):
-        found = _descendants(root, spare) | ({root} if include_root else set())
-        found.discard(os.getpid())
-        new = found - stopped
-        if not new:
-            break
-        for pid in new:
-            _signal(pid, signal.SIGSTOP)
-        stopped |= new
-    for pid in stopped:
-        _signal(pid, signal.SIGKILL)  # a stopped process dies of it all the same
-    return len(stopped)
 
 
 @contextmanager
@@ -164,91 +108,6 @@ def _stop_on_signals() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-class _Check:
-    """A check process and its deadline."""
-
-    def __init__(self, name: CheckName, context: Path, out: Path, budget: float) -> None:
-        self.name = name
-        self.out = report_path(out, name)
-        self.timings = out / f".{name}.timings"  # the check's own spans, gathered by the run
-        self.started = time.monotonic()
-        self.ended: float | None = None
-        self.deadline = self.started + budget + PROCESS_SLACK_S
-        self.proc = subprocess.Popen(
-            [
-                # -I: the harness imports only itself, never a `cujo_action` from the cwd.
-                sys.executable,
-                "-I",
-                "-m",
-                f"cujo_action.checks.{name}",
-                "--context",
-                str(context),
-                "--out",
-                str(self.out),
-                "--timings",
-                str(self.timings),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        _stage(name, "began")
-
-    def wait(self) -> None:
-        """Wait for the process until its deadline; kill it past the deadline."""
-        try:
-            self.proc.wait(timeout=max(self.deadline - time.monotonic(), 0))
-        except subprocess.TimeoutExpired:
-            self.stop()
-        self.ended = self.ended or time.monotonic()
-        _stage(self.name, "ended", f"exit {self.proc.returncode}")
-
-    def timed(self, timeline: Timeline) -> None:
-        """Add the check's process and its own spans to the run's timeline."""
-        timeline.add(f"check/{self.name}", self.started, self.ended or time.monotonic())
-        timeline.extend(self.timings, f"check/{self.name}/")
-        self.timings.unlink(missing_ok=True)
-
-    def stop(self) -> None:
-        """Kill the check and every command it started (they run in sessions of their own)."""
-        if self.proc.poll() is None:
-            kill_tree(self.proc.pid)
-            self.proc.wait()
-
-
-def _placeholder(plan: Plan, check: CheckName, status: str, summary: str) -> Report:
-    now = utcnow()
-    return Report.model_validate(
-        {
-            "run_id": plan.run_id,
-            "check": check,
-            "head_sha": plan.head_sha,
-            "base_sha": plan.base_sha,
-            "status": status,
-            "summary": summary,
-            "started_at": now,
-            "finished_at": now,
-            "isolation": "partial",
-            "evidence_complete": status == "skipped",
-        }
-    )
-
-
-def _collect(check: _Check, plan: Plan) -> Report:
-    """Return the check's report, or an error report when it wrote none or a bad one."""
-    try:
-        return Report.model_validate_json(check.out.read_bytes())
-    except (OSError, ValueError) as exc:
-        code = check.proc.returncode
-        return _placeholder(
-            plan,
-            check.name,
-            "error",
-            f"the {check.name} check process ended (exit {code}) without a valid report: "
-            f"{type(exc).__name__}",
-        )
 
 
 def run_sandbox(
@@ -279,7 +138,7 @@ def run_sandbox(
         return 3
     _become_subreaper()
     # Children this process had before the run are not the run's to kill.
-    before = _descendants(os.getpid())
+    before = descendants(os.getpid())
     try:
         with _stop_on_signals():
             try:
@@ -409,35 +268,35 @@ def _armed(
         _say(f"isolation PARTIAL: {armed.isolation_reason}")
     context = Path(armed.run_dir) / "context.json"
     timeouts = plan.policy.timeouts
-    started_checks: list[_Check] = []
+    started_checks: list[CheckProcess] = []
     tail = EgressTail(run_id, Path(armed.egress_log))
     tail.start()
     try:
         _say("detonation, install and the base starting")
-        detonation = _Check("detonation", context, out, 2 * timeouts.install + 60 * 26)
+        detonation = CheckProcess("detonation", context, out, 2 * timeouts.install + 60 * 26)
         started_checks.append(detonation)
         # The base, installed and tested beside the head from the start (differential).
         # CUJO_BASE=off leaves it out (to measure what it costs; nothing is then "also at
         # base").
-        at_base: _Check | None = None
+        at_base: CheckProcess | None = None
         if base_runs():
-            at_base = _Check("base", context, out, timeouts.install + timeouts.test)
+            at_base = CheckProcess("base", context, out, timeouts.install + timeouts.test)
             started_checks.append(at_base)
         else:
             _stage("base", "skipped", "CUJO_BASE=off")
-        install = _Check("install", context, out, timeouts.install)
+        install = CheckProcess("install", context, out, timeouts.install)
         started_checks.append(install)
         install.wait()
-        installed = _collect(install, plan)
+        installed = collect_report(install, plan)
         # The areas of the checks that run on the install's tree, staged meanwhile.
         harness.staged()
         later: list[CheckName] = ["tests", "probes", "smoke"]
         budgets = {"tests": timeouts.test, "probes": timeouts.probes, "smoke": timeouts.smoke}
-        running: list[_Check] = []
+        running: list[CheckProcess] = []
         if installed.status in ("ok", "skipped"):
             _say(f"install {installed.status}; tests, probes and smoke starting")
             for name in later:
-                running.append(_Check(name, context, out, budgets[name]))
+                running.append(CheckProcess(name, context, out, budgets[name]))
                 started_checks.append(running[-1])
         else:
             _say(f"install {installed.status}: {installed.summary}")
@@ -447,7 +306,7 @@ def _armed(
             for name in later:
                 _stage(name, "skipped", f"the install {installed.status}")
                 write_report(
-                    _placeholder(
+                    placeholder_report(
                         plan,
                         name,
                         "skipped",
@@ -458,7 +317,7 @@ def _armed(
         waited = [*running, detonation, *([at_base] if at_base is not None else [])]
         for check in waited:
             check.wait()
-        reports = [installed] + [_collect(c, plan) for c in waited]
+        reports = [installed] + [collect_report(c, plan) for c in waited]
         if not running:
             reports += [Report.model_validate_json(report_path(out, n).read_bytes()) for n in later]
     finally:

@@ -25,7 +25,7 @@ from repo_paths import TOP
 
 from app_relay.runs.bundle_intake import read_bundle
 from app_relay.store import Store
-from cujo_action.run import kill_tree
+from cujo_action.checks.processes import kill_tree
 from cujo_action.schema import CHECK_NAMES
 
 DEMO = TOP / "examples" / "demo"

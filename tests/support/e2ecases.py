@@ -22,7 +22,7 @@ import pytest
 from cujorun import Cujo, Pending, Review
 from gitrepo import GitRepo
 
-from cujo_action.arm.arming import isolation_unavailable
+from cujo_action.arm.host import isolation_unavailable
 from cujo_action.schema import CHECK_NAMES
 
 

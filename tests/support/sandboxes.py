@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cujo_action.arm.actionsjob import new_identity
-from cujo_action.arm.arming import runner_worker
+from cujo_action.arm.context import runner_worker
 from cujo_action.arm.decoys import make_decoys
 from cujo_action.sandbox.cgroups import Limits, make_limits
 from cujo_action.sandbox.jail import (

@@ -26,8 +26,8 @@ from cujo_action.arm.actionsjob import (
     worker_env,
     worker_source,
 )
-from cujo_action.arm.arming import RECEIVERS, stage
 from cujo_action.arm.decoys import make_decoys
+from cujo_action.arm.staging import RECEIVERS, stage
 from cujo_action.prepare.plan import prepare
 from cujo_action.sandbox.boundary import BoundaryError, write_below
 from cujo_action.sandbox.cgroups import make_limits

@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 
 from cujo_action.arm import _venv_seed, venvseed
-from cujo_action.arm.arming import base_python
+from cujo_action.arm.host import base_python
 from cujo_action.arm.venvs import CACHE_ENV, KeptTemplate, TemplateStart, place_venvs, template_for
 from cujo_action.checks import _receive_install
-from cujo_action.checks.harness import _MANIFEST, _PACK, _RECEIVE, create_spool, open_spool
+from cujo_action.checks._receive_install import MANIFEST
+from cujo_action.checks.install_handoff import PACK, RECEIVE, create_spool, open_spool
 from cujo_action.evidence.timing import Timeline, split, timing_record
 from cujo_action.sandbox.boundary import BoundaryError, fresh_dir, hand_over
 from cujo_action.sandbox.jail import JailError
@@ -491,13 +492,13 @@ def test_a_receiver_gets_the_install_venv_file_for_file_without_the_template_in_
         with open(spool, "wb") as out:
             packed = subprocess.run(
                 [*_as(INSTALL_UID), "bash", "-c",
-                 _PACK.format(work=work, repo="./demo", manifest=_MANIFEST)],
+                 PACK.format(work=work, repo="./demo", manifest=MANIFEST)],
                 stdout=out, stderr=subprocess.PIPE, text=True, cwd=work,
             )  # fmt: skip
         assert packed.returncode == 0, packed.stderr
         with tarfile.open(spool) as archive:
             names = archive.getnames()
-        assert names[0] == _MANIFEST
+        assert names[0] == MANIFEST
         assert len(names) < 400  # the folders and the install's own files, not ~1,700
         assert f"./venv/{rel_site}/newpkg/sub/mod.py" in names
         assert f"./venv/{rel_site}/pip/_internal/main.py" not in names  # named, not sent
@@ -506,13 +507,13 @@ def test_a_receiver_gets_the_install_venv_file_for_file_without_the_template_in_
         with open(spool, "rb") as spooled:
             received = subprocess.run(
                 [*_as(RECEIVER_UID), base_python(for_sandbox_user=True), "-I", "-S", "-c",
-                 _RECEIVE, str(receiving)],
+                 RECEIVE, str(receiving)],
                 stdin=spooled, capture_output=True, text=True, cwd=receiving,
             )  # fmt: skip
         assert received.returncode == 0, received.stderr
         assert _listing(receiving / "venv") == _listing(work / "venv")
         assert (receiving / "demo" / "setup.py").read_text() == "print('demo')\n"
-        assert not (receiving / _MANIFEST).exists()
+        assert not (receiving / MANIFEST).exists()
         moved = receiving / "venv" / rel_site / "pip" / "moved_main.py"
         assert moved.stat().st_ino == (template / rel_site / "pip" / "__main__.py").stat().st_ino
         assert (template / rel_site / "pip" / "_vendor" / "rich").is_dir()  # untouched

@@ -10,7 +10,9 @@ import pytest
 from gitrepo import GitRepo
 
 from cujo_action.prepare import plan as prepare_module
-from cujo_action.prepare.plan import PrepareError, prepare, settle
+from cujo_action.prepare.git import PrepareError
+from cujo_action.prepare.plan import prepare
+from cujo_action.prepare.settle import settle
 from cujo_action.schema import Plan, Policy, PolicyError
 
 PYTEST = "python -m pytest -q -p no:cacheprovider"
@@ -79,7 +81,7 @@ def test_python_project_with_pytest(tmp_path: Path) -> None:
     repo, base, head = pull_request(
         tmp_path / "src",
         {},
-        {"pyproject.toml": PYPROJECT_PYTEST, "tests/e2e/test_demo.py": "def test(): pass\n"},
+        {"pyproject.toml": PYPROJECT_PYTEST, "tests/test_demo.py": "def test(): pass\n"},
     )
     plan = run(repo, tmp_path)
     assert commands(plan) == (
@@ -91,7 +93,7 @@ def test_python_project_with_pytest(tmp_path: Path) -> None:
     assert plan.build_files == ["pyproject.toml"]
     assert plan.unproven_reason == ""
     assert (plan.base_sha, plan.head_sha, plan.policy_from) == (base, head, base)
-    assert plan.changed_files == ["pyproject.toml", "tests/e2e/test_demo.py"]
+    assert plan.changed_files == ["pyproject.toml", "tests/test_demo.py"]
 
 
 def test_checkouts_are_detached_at_head_and_base_and_plan_json_is_written(tmp_path: Path) -> None:
@@ -145,7 +147,7 @@ def test_unittest_only(tmp_path: Path) -> None:
     repo, _, _ = pull_request(
         tmp_path / "src",
         {},
-        {"pyproject.toml": pyproject, "tests/e2e/test_demo.py": "import unittest\n"},
+        {"pyproject.toml": pyproject, "tests/test_demo.py": "import unittest\n"},
     )
     plan = run(repo, tmp_path)
     # tests/ is no package, so unittest must start there to find anything.
@@ -430,13 +432,13 @@ def test_a_hook_that_reaches_the_clone_never_runs(
 ) -> None:
     marker = tmp_path / "hook-ran"
     _hooks(tmp_path / "template" / "hooks", marker)
-    real_env = prepare_module._git_env
+    real_env = prepare_module.git_env
 
     def env_with_template(home: Path) -> dict[str, str]:
         return {**real_env(home), "GIT_TEMPLATE_DIR": str(tmp_path / "template")}
 
     # Plant the hooks in the clone itself: only core.hooksPath now stands between them.
-    monkeypatch.setattr(prepare_module, "_git_env", env_with_template)
+    monkeypatch.setattr(prepare_module, "git_env", env_with_template)
     repo, _, _ = pull_request(tmp_path / "src", {}, {"app.py": ""})
     plan = run(repo, tmp_path)
     assert (Path(plan.head_dir) / ".git" / "hooks" / "post-checkout").exists()

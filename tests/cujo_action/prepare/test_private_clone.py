@@ -18,7 +18,8 @@ import pytest
 from githttps import PrivateGitServer
 from gitrepo import GitRepo
 
-from cujo_action.prepare.plan import PrepareError, prepare
+from cujo_action.prepare.git import PrepareError
+from cujo_action.prepare.plan import prepare
 from cujo_action.schema import Plan
 
 TOKEN = "ghs_" + secrets.token_hex(18)

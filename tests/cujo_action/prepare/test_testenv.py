@@ -10,7 +10,8 @@ from pathlib import Path
 from gitrepo import GitRepo
 
 from cujo_action.prepare import testenv
-from cujo_action.prepare.plan import PYTEST, prepare, settle
+from cujo_action.prepare.plan import prepare
+from cujo_action.prepare.settle import PYTEST, settle
 from cujo_action.schema import Policy
 
 

@@ -1,0 +1,112 @@
+"""Ask what this machine offers the sandbox: full isolation, interpreters, bubblewrap, tools.
+
+Full isolation needs root, ``ip``, ``nft`` and ``setpriv``; the venvs are made from a real
+interpreter the sandbox user can run; the decoy runner worker needs one that starts in
+bubblewrap; the harness's own install is hidden from every command.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from cujo_action.arm.actionsjob import JobIdentity
+from cujo_action.arm.context import runner_worker
+from cujo_action.arm.decoys import Decoy
+from cujo_action.net.netns import unavailable
+from cujo_action.sandbox.jail import (
+    ALWAYS_HIDDEN,
+    Confinement,
+    JailError,
+    View,
+    run_confined,
+    system_tool,
+)
+
+
+def worker_interpreter(
+    bwrap: str, uid: int | None, gid: int | None, job: JobIdentity, decoys: tuple[Decoy, ...]
+) -> str:
+    """Return an interpreter the runner worker starts with in bubblewrap ('' if none)."""
+    # The system's own first: an interpreter linked to a libpython beside it (some
+    # toolcache builds) cannot start from the worker's path.
+    candidates = dict.fromkeys(["/usr/bin/python3", base_python(for_sandbox_user=True)])
+    for python in candidates:
+        if not _others_can_run(Path(python)):
+            continue
+        view = View(bwrap, (), (), (), worker=runner_worker(python, job, decoys))
+        try:
+            outcome = run_confined(
+                "exit 0", cwd=Path("/"), env={"PATH": "/usr/bin:/bin"}, timeout=30,
+                confinement=Confinement(None, uid, gid, view),
+            )  # fmt: skip
+        except (OSError, JailError):
+            continue
+        if outcome.exit_code == 0:
+            return python
+    return ""
+
+
+def isolation_unavailable() -> str | None:
+    """Return why full isolation cannot be had here, or None when it can."""
+    if os.environ.get("CUJO_ISOLATION") == "partial":
+        return "CUJO_ISOLATION=partial asked for proxy variables only"
+    if reason := unavailable():
+        return reason
+    if not Path(system_tool("setpriv")).is_absolute():
+        return "`setpriv` is not installed (util-linux)"
+    return None
+
+
+def tool_path() -> str:
+    dirs: list[str] = []
+    for tool in ("node", "npm", "git"):
+        found = shutil.which(tool)
+        if found and (d := str(Path(found).parent)) not in dirs:
+            dirs.append(d)
+    for d in ("/usr/local/bin", "/usr/bin", "/bin"):
+        if d not in dirs:
+            dirs.append(d)
+    return ":".join(dirs)
+
+
+def _others_can_run(path: Path) -> bool:
+    """Return whether a user with no special rights can execute ``path``."""
+    real = path.resolve()
+    try:
+        if not real.stat().st_mode & 0o001:
+            return False
+        return all(parent.stat().st_mode & 0o001 for parent in real.parents)
+    except OSError:
+        return False
+
+
+def base_python(*, for_sandbox_user: bool) -> str:
+    """Return a real interpreter (not the harness's venv) to make the run's venvs from.
+
+    The sandbox user runs it inside bubblewrap, so it must be reachable by anybody and
+    not in a hidden folder: a Python inside root's home (pyenv) is not, the system's is.
+    """
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidates = [Path(sys.base_prefix) / "bin" / version, Path("/usr/bin/python3")]
+    for candidate in candidates:
+        if not candidate.exists():
+            continue
+        hidden = any(
+            str(candidate.resolve()).startswith(h + "/") for h in (*ALWAYS_HIDDEN, sys.prefix)
+        )
+        if not for_sandbox_user or (_others_can_run(candidate) and not hidden):
+            return str(candidate)
+    return sys.executable
+
+
+def hidden_harness() -> list[str]:
+    """Return the host paths of the harness's own install (hidden from every command)."""
+    import cujo_action  # noqa: PLC0415
+
+    paths = [str(Path(cujo_action.__file__).resolve().parent)]
+    if sys.prefix != sys.base_prefix:  # a venv of its own: all of it
+        paths.append(str(Path(sys.prefix).resolve()))
+    return paths

@@ -1,0 +1,175 @@
+"""Stage each check's area before any pull-request code runs: its HOME, checkout and venv.
+
+Each check gets a HOME of its own seeded with decoys and what a hosted runner's HOME
+holds, a copy of the head (or of the base) laid out as a runner lays out a job, and the
+run's venv template; then its HOME is handed to its uid. The areas of the checks that
+run on the install's tree (``RECEIVERS``) are finished while the install runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Collection
+from functools import partial
+from pathlib import Path
+
+from cujo_action.arm.actionsjob import JobIdentity, checkout_config, event_payload, file_commands
+from cujo_action.arm.context import CheckArea
+from cujo_action.arm.decoys import Decoy, decoy_files
+from cujo_action.arm.venvs import place_venvs
+from cujo_action.sandbox.boundary import copy_pristine, fresh_dir, hand_over, write_below
+from cujo_action.sandbox.cgroups import Limits
+from cujo_action.sandbox.jail import INSIDE_HOME, INSIDE_UID
+from cujo_action.schema import ALL_CHECKS, CheckName, Plan
+
+# The checks that get the run's venv template laid out as their venv: those that install
+# into it, and those that receive the install's (whose venv is then made to match it:
+# ``_receive_install``, so the template's files need not travel through the spool).
+VENV_CHECKS: tuple[CheckName, ...] = ("install", "detonation", "base", "tests", "probes", "smoke")
+# The checks that run on the install's tree: their areas are finished while it runs.
+RECEIVERS: tuple[CheckName, ...] = ("tests", "probes", "smoke")
+
+
+def base_runs() -> bool:
+    """Return whether the base is installed and tested beside the head (``CUJO_BASE=off``
+    leaves it out, to measure what it costs; nothing is then "also at base")."""
+    return os.environ.get("CUJO_BASE", "on") != "off"
+
+
+def sandbox_accounts(run_dir: Path) -> tuple[Path, Path]:
+    """Write the sandbox's /etc/passwd and /etc/group: root, runner, nobody."""
+    passwd, group = run_dir / "passwd", run_dir / "group"
+    passwd.write_text(
+        "root:x:0:0:root:/root:/bin/bash\n"
+        f"runner:x:{INSIDE_UID}:{INSIDE_UID}:runner:{INSIDE_HOME}:/bin/bash\n"
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+    )
+    group.write_text(f"root:x:0:\nrunner:x:{INSIDE_UID}:\nnogroup:x:65534:\n")
+    for path in (passwd, group):
+        path.chmod(0o644)
+    return passwd, group
+
+
+def stage(
+    plan: Plan,
+    run_dir: Path,
+    decoys: tuple[Decoy, ...],
+    owners: dict[str, tuple[int | None, int | None]],
+    limits: dict[str, Limits],
+    job: JobIdentity,
+    *,
+    venv_template: str = "",
+    venv_made_at: str = "",
+    inside_home: str = "",
+) -> tuple[dict[str, CheckArea], Callable[[], None]]:
+    """Give each check its own HOME (decoys seeded) and copy of the head, before any PR code.
+
+    Every folder is made fresh (a name already there stops the run), the copies come
+    from the pristine checkout only root has written, laid out as a hosted runner lays
+    out a job (``work/<repo>/<repo>``, ``work/_temp``), and each HOME is handed to its
+    check's uid in one symlink-proof walk. After this, root never writes these trees.
+
+    With ``venv_template``, each check that installs gets it as ``work/venv`` (hard links
+    to its read-only files, ``venvs.place_venvs``), pointed at the path its commands see
+    it at (under ``inside_home``, or the host HOME).
+
+    Returns the areas, and what is left to stage for the checks that run on the install's
+    tree (``RECEIVERS``: their venvs and the hand-over of their HOMEs), to be finished
+    while the install runs (``Harness.staged``): their HOMEs sit in root's 0711 corners,
+    0700 and root's until handed over, so no uid that runs meanwhile can reach them, and
+    their own uids run nothing before the run waits for it.
+    """
+    corners = fresh_dir(run_dir / "checks", 0o711)
+    areas: dict[str, CheckArea] = {}
+    venvs: dict[Path, str] = {}  # where the template is copied → the path commands see
+    for check in ALL_CHECKS:
+        corner = fresh_dir(corners / check, 0o711)  # root's: the uid cannot swap its HOME
+        home = fresh_dir(corner / "home", 0o700)
+        seed_home(home, decoys, job, plan)
+        wanted = check != "base" or base_runs()  # nothing staged for a base that will not run
+        if check in ("install", "detonation", "base") and wanted:
+            checkout = fresh_dir(home / "work" / job.repo, 0o755) / job.repo
+            ignore = ("node_modules",) if check == "detonation" else ()
+            if check == "base":
+                stage_base(plan, checkout)
+            else:
+                # The base worktree and the clone's reflog name the harness's own folders.
+                skip = (".git/worktrees", ".git/logs")
+                copy_pristine(Path(plan.head_dir), checkout, ignore=ignore, skip=skip)
+            # As actions/checkout leaves it: the origin on GitHub, the token's extraheader.
+            write_below(checkout, ".git/config", checkout_config(job, decoys), 0o644)
+        ecosystem = plan.base_ecosystem if check == "base" else plan.ecosystem
+        if venv_template and check in VENV_CHECKS and ecosystem != "node" and wanted:
+            venvs[home / "work" / "venv"] = f"{inside_home or home}/work/venv"
+        uid, gid = owners[check]
+        areas[check] = CheckArea(
+            home=str(home), uid=uid, gid=gid, limits=limits[check],
+            venv_staged=home / "work" / "venv" in venvs,
+        )  # fmt: skip
+
+    def finish(checks: Collection[str]) -> None:
+        homes = {Path(areas[c].home) for c in checks}
+        mine = {dest: inside for dest, inside in venvs.items() if dest.parents[1] in homes}
+        if mine:
+            place_venvs(venv_template, mine, made_at=venv_made_at or None)  # all at once
+        for check in checks:
+            area = areas[check]
+            if area.uid is not None and area.gid is not None:
+                hand_over(Path(area.home), area.uid, area.gid)
+
+    finish([c for c in ALL_CHECKS if c not in RECEIVERS])
+    return areas, partial(finish, [c for c in ALL_CHECKS if c in RECEIVERS])
+
+
+def stage_base(plan: Plan, checkout: Path) -> None:
+    """Copy the base as a checkout of its own: its files, the clone's git, HEAD at base.
+
+    The base worktree's ``.git`` is a file naming the harness's clone; the copy gets the
+    clone's object store and the worktree's own index instead, with HEAD at base, so git
+    (and a version taken from git) sees an ordinary checkout of the base commit. All of
+    it is root's pristine checkout, copied before any pull-request code runs.
+    """
+    head, base = Path(plan.head_dir), Path(plan.base_dir)
+    copy_pristine(base, checkout, skip=(".git",))
+    copy_pristine(head / ".git", checkout / ".git", skip=("worktrees", "logs", "index"))
+    index = head / ".git" / "worktrees" / base.name / "index"
+    if index.is_file() and not index.is_symlink():
+        shutil.copyfile(index, checkout / ".git" / "index", follow_symlinks=False)
+    write_below(checkout, ".git/HEAD", plan.base_sha + "\n", 0o644)
+
+
+def seed_home(
+    home: Path, decoys: tuple[Decoy, ...], job: JobIdentity | None = None, plan: Plan | None = None
+) -> list[Path]:
+    """Create a throwaway HOME holding the decoy files; return their paths.
+
+    With the job (and its plan), also what a hosted runner's HOME holds for a step:
+    ``work/_temp`` with the event file and the step's file commands, and ``runners``.
+    """
+    home.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for rel, content in decoy_files(decoys).items():
+        path = home / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+        if rel.startswith(".ssh/"):
+            path.parent.chmod(0o700)
+            path.chmod(0o600)
+        paths.append(path)
+    # An ordinary HOME has shell profiles; their presence is also what a write is compared to.
+    for rel, content in ((".bashrc", "# ~/.bashrc\n"), (".profile", "# ~/.profile\n")):
+        (home / rel).write_text(content)
+    (home / ".cache" / "tmp").mkdir(parents=True)  # TMPDIR where there is no bubblewrap
+    if job is not None and plan is not None:
+        # The worker's tmpfs is mounted here; the folder itself is what a runner has.
+        (home / "runners").mkdir()
+        steps = {
+            "work/_temp/_github_workflow/event.json": event_payload(job, plan),
+            **file_commands(job),
+        }
+        for rel, content in steps.items():
+            path = home / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+    return paths
