@@ -27,6 +27,7 @@ from cujo_action.checks.install_handoff import (
     pack_install,
     receive_command,
 )
+from cujo_action.checks.processes import CHECK_MODULES
 from cujo_action.evidence.timing import Timeline
 from cujo_action.sandbox.jail import (
     NPROC_LIMIT,
@@ -389,7 +390,7 @@ def write_report(report: Report, out: Path) -> None:
 
 def check_main(check: CheckName, body: Callable[[CheckRun], Report]) -> int:
     """Run a check as a process: read the context, run ``body``, write one report."""
-    parser = argparse.ArgumentParser(prog=f"python -m cujo_action.checks.{check}")
+    parser = argparse.ArgumentParser(prog=f"python -m {CHECK_MODULES[check]}")
     parser.add_argument("--context", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--timings", type=Path, help="where to write the check's timeline")

@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Collection
 from pathlib import Path
+from typing import Final
 
 from cujo_action.evidence.bundle import report_path
 from cujo_action.evidence.recorder import emit
@@ -24,6 +25,16 @@ from cujo_action.schema import CheckName, Plan, Report, utcnow
 
 # Beyond a check's own command timeouts, how long its process may take to set up and report.
 PROCESS_SLACK_S = 180.0
+# The module each check process runs as (``python -m``): the check's own name, but for the
+# base, whose module is ``base_commit`` (a module named ``base`` reads as a base class).
+CHECK_MODULES: Final[dict[CheckName, str]] = {
+    "install": "cujo_action.checks.install",
+    "detonation": "cujo_action.checks.detonation",
+    "tests": "cujo_action.checks.tests",
+    "probes": "cujo_action.checks.probes",
+    "smoke": "cujo_action.checks.smoke",
+    "base": "cujo_action.checks.base_commit",
+}
 # Rounds of stop-and-rescan before a tree is killed; each round catches the last forks.
 _SWEEPS = 100
 
@@ -105,7 +116,7 @@ class CheckProcess:
                 sys.executable,
                 "-I",
                 "-m",
-                f"cujo_action.checks.{name}",
+                CHECK_MODULES[name],
                 "--context",
                 str(context),
                 "--out",

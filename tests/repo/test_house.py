@@ -27,7 +27,12 @@ RELAY_MAY_READ = frozenset(
 
 # Pure parts (DESIGN section 2): plain values in, plain values out. They may not reach,
 # even through another module, any of these.
-PURE = ("app_relay.decide", "app_relay.verbs.parse", "app_relay.runs.state")
+PURE = (
+    "app_relay.decide",
+    "app_relay.verbs.parse",
+    "app_relay.verbs.decision",
+    "app_relay.runs.state",
+)
 # GitHub's vocabulary (app_relay.github.vocab) is pure; the rest of github/ talks to it.
 PURE_GITHUB = frozenset({"app_relay.github", "app_relay.github.vocab"})
 IO_MODULES = frozenset(
