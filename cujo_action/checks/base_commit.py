@@ -18,10 +18,7 @@ def body(run: CheckRun) -> Report:
     plan = run.plan
     if not plan.base_install:
         return run.finish("skipped", "nothing to install at base")
-    venv = None
-    if plan.base_ecosystem != "node":
-        run.make_venv(run.venv)
-        venv = run.venv
+    venv = run.venv_for(plan.base_ecosystem)
     installed = run.run(
         plan.base_install,
         phase="install",

@@ -206,6 +206,19 @@ class CheckRun(EvidenceRecord):
                 "creating the venv",
             )
 
+    def venv_for(self, ecosystem: str | None) -> str | None:
+        """Make this check's venv for a Python project and return it; None for Node."""
+        if ecosystem == "node":
+            return None
+        self.make_venv(self.venv)
+        return self.venv
+
+    def run_on_install(self, cmd: str, *, phase: Phase, timeout: float) -> Outcome:
+        """Receive the install's tree, then run ``cmd`` in the head checkout, watched."""
+        self.receive_install()
+        venv = self.venv if self.plan.ecosystem != "node" else None
+        return self.run(cmd, phase=phase, timeout=timeout, cwd=self.src, venv=venv)
+
     def pack_install(self) -> None:
         """Pack the install's results (the head as installed, and its venv) for the checks
         that run on them, as the install's uid, into a spool only root can reach.

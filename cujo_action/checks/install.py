@@ -25,10 +25,7 @@ def _install(run: CheckRun) -> Report:
         return run.finish("skipped", f"nothing to install: {plan.unproven_reason}")
     if not plan.install:
         return run.finish("skipped", "no install command was settled or configured")
-    venv = None
-    if plan.ecosystem != "node":
-        run.make_venv(run.venv)
-        venv = run.venv
+    venv = run.venv_for(plan.ecosystem)
     outcome = run.run(
         plan.install, phase="install", timeout=plan.policy.timeouts.install, cwd=run.src, venv=venv
     )

@@ -12,15 +12,7 @@ def body(run: CheckRun) -> Report:
     if not plan.smoke:
         why = plan.unproven_reason or "no smoke command was settled or configured"
         return run.finish("skipped", f"no smoke run: {why}")
-    run.receive_install()
-    venv = run.venv if plan.ecosystem != "node" else None
-    outcome = run.run(
-        plan.smoke,
-        phase="smoke",
-        timeout=plan.policy.timeouts.smoke,
-        cwd=run.src,
-        venv=venv,
-    )
+    outcome = run.run_on_install(plan.smoke, phase="smoke", timeout=plan.policy.timeouts.smoke)
     status = status_of(outcome)
     if outcome.timed_out:
         return run.finish(

@@ -12,15 +12,7 @@ def body(run: CheckRun) -> Report:
     if not plan.test:
         why = plan.unproven_reason or "no test command was found at head or set in .cujo.yml"
         return run.finish("skipped", f"no tests ran: {why}")
-    run.receive_install()
-    venv = run.venv if plan.ecosystem != "node" else None
-    outcome = run.run(
-        plan.test,
-        phase="test",
-        timeout=plan.policy.timeouts.test,
-        cwd=run.src,
-        venv=venv,
-    )
+    outcome = run.run_on_install(plan.test, phase="test", timeout=plan.policy.timeouts.test)
     status = status_of(outcome)
     if outcome.timed_out:
         return run.finish(

@@ -27,7 +27,8 @@ import os
 import shutil
 import stat
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Final, Literal
 
@@ -154,6 +155,31 @@ def hand_over(path: Path, uid: int, gid: int) -> None:
         os.close(top)
 
 
+@contextmanager
+def _holding(base: Path, rel: str) -> Iterator[tuple[int, str] | None]:
+    """Hold open the folder holding ``rel`` below ``base``, with ``rel``'s last name.
+
+    None when ``base`` or a folder on the way cannot be opened without following a link.
+    """
+    try:
+        top = os.open(base, _DIR_FLAGS)
+    except OSError:
+        yield None
+        return
+    try:
+        opened = _open_under(top, rel)
+    finally:
+        os.close(top)
+    if opened is None:
+        yield None
+        return
+    parent, leaf = opened
+    try:
+        yield parent, leaf
+    finally:
+        os.close(parent)
+
+
 def _open_under(top: int, rel: str) -> tuple[int, str] | None:
     """Open the folder holding ``rel`` below ``top`` without following symlinks."""
     parts = [p for p in rel.split("/") if p not in ("", ".")]
@@ -259,27 +285,17 @@ def matching(base: Path, rel: str, patterns: Iterable[str]) -> dict[str, str]:
     """
     prints: dict[str, str] = {}
     wanted = [[p for p in pattern.split("/") if p] for pattern in patterns]
-    try:
-        top = os.open(base, _DIR_FLAGS)
-    except OSError:
-        return prints
-    try:
-        opened = _open_under(top, rel)
+    with _holding(base, rel) as opened:
         if opened is None:
             return prints
         parent, leaf = opened
         try:
-            try:
-                fd = os.open(leaf, _DIR_FLAGS, dir_fd=parent)
-            except OSError:
-                if (fp := _print(leaf, parent)) is not None:
-                    prints[rel] = fp  # a link or a file where the folder belongs
-                return prints
-            _match_in(fd, rel.strip("/"), [w for w in wanted if w], prints)
-        finally:
-            os.close(parent)
-    finally:
-        os.close(top)
+            fd = os.open(leaf, _DIR_FLAGS, dir_fd=parent)
+        except OSError:
+            if (fp := _print(leaf, parent)) is not None:
+                prints[rel] = fp  # a link or a file where the folder belongs
+            return prints
+        _match_in(fd, rel.strip("/"), [w for w in wanted if w], prints)
     return prints
 
 
@@ -372,21 +388,11 @@ def read_below(base: Path, rel: str, cap: int) -> bytes | None:
     Every component is opened relative to its folder with ``O_NOFOLLOW``: a link on the
     way, or a file that is not regular (a fifo, a device), gives None and is never read.
     """
-    try:
-        top = os.open(base, _DIR_FLAGS)
-    except OSError:
-        return None
-    try:
-        opened = _open_under(top, rel)
+    with _holding(base, rel) as opened:
         if opened is None:
             return None
         parent, leaf = opened
-        try:
-            return _read_regular(leaf, parent, cap)
-        finally:
-            os.close(parent)
-    finally:
-        os.close(top)
+        return _read_regular(leaf, parent, cap)
 
 
 def _read_regular(name: str, dfd: int, cap: int) -> bytes | None:
