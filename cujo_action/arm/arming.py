@@ -52,14 +52,8 @@ from cujo_action.net.dns import (
     spawn_resolver,
 )
 from cujo_action.net.netns import NetNamespace, NetnsError, Redirect, unavailable
-from cujo_action.net.proxy import (
-    SYSTEM_CA,
-    ProxyConfig,
-    ProxyHandle,
-    spawn_proxy,
-    start_proxy,
-    write_ca_bundle,
-)
+from cujo_action.net.proxy import ProxyHandle, spawn_proxy, start_proxy, write_ca_bundle
+from cujo_action.net.proxyconfig import SYSTEM_CA, ProxyConfig
 from cujo_action.sandbox.boundary import copy_pristine, fresh_dir, hand_over, write_below
 from cujo_action.sandbox.cgroups import Limits, make_limits
 from cujo_action.sandbox.helper_processes import HarnessProcess, Spawned

@@ -25,6 +25,7 @@ from cujo_action.arm.decoys import Decoy, make_decoys
 from cujo_action.net import netns
 from cujo_action.net.dns import ResolverConfig, ResolverHandle, start_resolver
 from cujo_action.net.egress import parse_egress_log
+from cujo_action.net.helperconfig import DecoySpec
 from cujo_action.net.netns import (
     Drops,
     Layout,
@@ -39,15 +40,9 @@ from cujo_action.net.netns import (
     run_in_namespace,
     subnets_in_use,
 )
-from cujo_action.net.proxy import (
-    DecoySpec,
-    ProxyConfig,
-    ProxyHandle,
-    host_header_name,
-    start_proxy,
-    transparent_name,
-    write_ca_bundle,
-)
+from cujo_action.net.proxy import ProxyHandle, start_proxy, write_ca_bundle
+from cujo_action.net.proxyconfig import ProxyConfig
+from cujo_action.net.proxyrequest import host_header_name, transparent_name
 from cujo_action.schema import REGISTRY_HOSTS
 
 SINK_HOST = "collector.exfil.test"

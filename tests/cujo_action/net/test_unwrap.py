@@ -41,7 +41,7 @@ from cujo_action.net.opacity import (
     random_entropy,
     reads_as_text,
 )
-from cujo_action.net.proxy import scan
+from cujo_action.net.proxyrequest import scan
 from cujo_action.net.unwrap import (
     INFLATE_CAP,
     MAX_DEPTH,
