@@ -34,7 +34,13 @@ from cujo_action.net.dnswire import (
 from cujo_action.net.egress import normalize_host
 from cujo_action.net.helperconfig import DecoySpec, checked_labels
 from cujo_action.net.namebook import SINK_ADDRESS, SINK_NETWORK
-from cujo_action.sandbox.helper_processes import HarnessProcess, Spawned, read_ready, wait_for_go
+from cujo_action.sandbox.helper_processes import (
+    HarnessProcess,
+    NotReady,
+    Spawned,
+    Starting,
+    wait_for_go,
+)
 from cujo_action.schema import REGISTRY_HOSTS
 from cujo_action.watch.procinfo import socket_owner
 
@@ -140,34 +146,31 @@ class ResolverStart:
             fh.write(config.model_dump_json())
         self.config = config
         self.stderr_path = workdir / STDERR_NAME
-        Path(config.ready_path).unlink(missing_ok=True)
         start = warm or Spawned("cujo_action.net.dns", config_path, self.stderr_path)
-        self.process = start.go()
-        self.deadline = time.monotonic() + timeout
+        self.starting = Starting(start, Path(config.ready_path), timeout)
+        self.process = self.starting.process
         self._handle: ResolverHandle | None = None
 
     def result(self) -> ResolverHandle:
         """Return the handle once the resolver listens on every label's port, or raise."""
-        while self._handle is None:
-            ready = read_ready(Path(self.config.ready_path), self.process.pid)
-            if ready is not None:
-                ports = {str(k): int(v) for k, v in ready["ports"].items()}
-                self._handle = ResolverHandle(
-                    self.process, ports, Path(self.config.log_path), self.stderr_path
-                )
-            elif self.process.poll() is not None or time.monotonic() > self.deadline:
+        if self._handle is None:
+            try:
+                ready = self.starting.ready()
+            except NotReady:
                 self.cancel()
                 tail = self.stderr_path.read_text(errors="replace")[-4000:]
-                raise ResolverError(f"resolver not ready (exit {self.process.returncode}):\n{tail}")
-            else:
-                time.sleep(0.02)
+                raise ResolverError(
+                    f"resolver not ready (exit {self.process.returncode}):\n{tail}"
+                ) from None
+            ports = {str(k): int(v) for k, v in ready["ports"].items()}
+            self._handle = ResolverHandle(
+                self.process, ports, Path(self.config.log_path), self.stderr_path
+            )
         return self._handle
 
     def cancel(self) -> None:
         """Stop the process whether or not it got ready."""
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
+        self.starting.cancel()
 
 
 def start_resolver(config: ResolverConfig, workdir: Path, timeout: float = 10) -> ResolverHandle:

@@ -9,9 +9,7 @@ import logging
 import os
 import signal
 import socket
-import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +17,13 @@ from typing import Any
 
 from cujo_action.net.proxyaddon import EgressAddon
 from cujo_action.net.proxyconfig import SYSTEM_CA, ProxyConfig
-from cujo_action.sandbox.helper_processes import HarnessProcess, Spawned, read_ready, wait_for_go
+from cujo_action.sandbox.helper_processes import (
+    HarnessProcess,
+    NotReady,
+    Spawned,
+    Starting,
+    wait_for_go,
+)
 from cujo_action.schema import clip
 
 # The proxy is mitmproxy used as a library, in a process of its own
@@ -146,46 +150,35 @@ def start_proxy(
         not config.transparent or set(config.labels) <= config.transparent_ports.keys()
     )
     attempts = 1 if fixed else _LISTEN_RETRIES
+    stderr_path = confdir / STDERR_NAME
     for attempt in range(attempts):
-        Path(config.ready_path).unlink(missing_ok=True)
         start = warm if warm is not None and attempt == 0 else None
-        start = start or Spawned("cujo_action.net.proxy", config_path, confdir / STDERR_NAME)
-        handle, failure = _launch(config, start.go(), timeout)
-        if handle is not None:
-            return handle
-        # A port picked free can be taken before mitmproxy binds it: pick again.
-        if "failed to listen" not in failure or attempt == attempts - 1:
-            raise ProxyError(failure)
-    raise AssertionError("unreachable")
-
-
-def _launch(
-    config: ProxyConfig, process: subprocess.Popen[bytes], timeout: float
-) -> tuple[ProxyHandle | None, str]:
-    stderr_path = Path(config.confdir) / STDERR_NAME
-    deadline = time.monotonic() + timeout
-    while True:
-        ready = read_ready(Path(config.ready_path), process.pid)
-        if ready is not None:
-            ports = {str(k): int(v) for k, v in ready["ports"].items()}
-            transparent = {str(k): int(v) for k, v in ready.get("transparent_ports", {}).items()}
-            handle = ProxyHandle(
-                process=process,
-                ports=ports,
-                log_path=Path(config.log_path),
-                stderr_path=stderr_path,
-                ca_cert=Path(ready["ca_cert"]),
-                transparent_ports=transparent,
+        start = start or Spawned("cujo_action.net.proxy", config_path, stderr_path)
+        starting = Starting(start, Path(config.ready_path), timeout)
+        try:
+            ready = starting.ready()
+        except NotReady as not_ready:
+            failure = (
+                f"proxy not ready within {timeout}s:\n{_tail(stderr_path)}"
+                if not_ready.timed_out
+                else f"proxy exited with {not_ready.code} before it was ready:\n"
+                f"{_tail(stderr_path)}"
             )
-            return handle, ""
-        code = process.poll()
-        if code is not None:
-            return None, f"proxy exited with {code} before it was ready:\n{_tail(stderr_path)}"
-        if time.monotonic() > deadline:
-            process.kill()
-            process.wait()
-            return None, f"proxy not ready within {timeout}s:\n{_tail(stderr_path)}"
-        time.sleep(0.02)
+            # A port picked free can be taken before mitmproxy binds it: pick again.
+            if "failed to listen" not in failure or attempt == attempts - 1:
+                raise ProxyError(failure) from None
+            continue
+        return ProxyHandle(
+            process=starting.process,
+            ports={str(k): int(v) for k, v in ready["ports"].items()},
+            log_path=Path(config.log_path),
+            stderr_path=stderr_path,
+            ca_cert=Path(ready["ca_cert"]),
+            transparent_ports={
+                str(k): int(v) for k, v in ready.get("transparent_ports", {}).items()
+            },
+        )
+    raise AssertionError("unreachable")
 
 
 def _free_ports(host: str, count: int) -> list[int]:
