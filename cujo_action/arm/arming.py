@@ -51,7 +51,9 @@ from cujo_action.net.dns import (
     ResolverStart,
     spawn_resolver,
 )
-from cujo_action.net.netns import NetNamespace, NetnsError, Redirect, unavailable
+from cujo_action.net.netlayout import NetnsError
+from cujo_action.net.netns import NetNamespace, unavailable
+from cujo_action.net.nftguard import Redirect
 from cujo_action.net.proxy import ProxyHandle, spawn_proxy, start_proxy, write_ca_bundle
 from cujo_action.net.proxyconfig import SYSTEM_CA, ProxyConfig
 from cujo_action.sandbox.boundary import copy_pristine, fresh_dir, hand_over, write_below

@@ -30,7 +30,8 @@ from cujo_action.evidence.recorder import emit
 from cujo_action.evidence.timing import Timeline
 from cujo_action.limits import LimitId
 from cujo_action.net.namebook import NameBook
-from cujo_action.net.netns import NetnsError, drops_for
+from cujo_action.net.netlayout import NetnsError
+from cujo_action.net.netns import drops_for
 from cujo_action.sandbox.boundary import open_no_follow
 from cujo_action.sandbox.jail import (
     NPROC_LIMIT,

@@ -39,7 +39,8 @@ from cujo_action.net.dnswire import (
 from cujo_action.net.egress import parse_egress_log
 from cujo_action.net.helperconfig import DecoySpec
 from cujo_action.net.namebook import SINK_ADDRESS
-from cujo_action.net.netns import NetNamespace, Redirect
+from cujo_action.net.netns import NetNamespace
+from cujo_action.net.nftguard import Redirect
 from cujo_action.schema import REGISTRY_HOSTS
 
 REASON = netns.unavailable()

@@ -26,20 +26,9 @@ from cujo_action.net import netns
 from cujo_action.net.dns import ResolverConfig, ResolverHandle, start_resolver
 from cujo_action.net.egress import parse_egress_log
 from cujo_action.net.helperconfig import DecoySpec
-from cujo_action.net.netns import (
-    Drops,
-    Layout,
-    NetNamespace,
-    NetnsError,
-    Redirect,
-    Refused,
-    cleanup_stale,
-    parse_drops,
-    pick_index,
-    ruleset,
-    run_in_namespace,
-    subnets_in_use,
-)
+from cujo_action.net.netlayout import POOL, Layout, NetnsError, pick_index, subnets_in_use
+from cujo_action.net.netns import NetNamespace, cleanup_stale, run_in_namespace
+from cujo_action.net.nftguard import Drops, Redirect, Refused, parse_drops, ruleset
 from cujo_action.net.proxy import ProxyHandle, start_proxy, write_ca_bundle
 from cujo_action.net.proxyconfig import ProxyConfig
 from cujo_action.net.proxyrequest import host_header_name, transparent_name
@@ -84,7 +73,7 @@ def test_subnets_in_use_reads_addresses_and_routes_in_the_pool() -> None:
         {"ifname": "w", "addr_info": [{"family": "inet6", "local": "fe80::1", "prefixlen": 64}]},
     ]
     routes = [{"dst": "default"}, {"dst": "10.200.1.0/29"}, {"dst": "10.200.2.9"}]
-    taken = subnets_in_use(addrs, routes, netns.POOL)
+    taken = subnets_in_use(addrs, routes, POOL)
     assert taken == {0, 64, 65, 130}
     # A free one, drawn at random (a finished namespace's conntrack entries linger).
     picks = {pick_index(taken) for _ in range(200)}
@@ -596,7 +585,8 @@ def test_cleanup_stale_removes_a_killed_runs_leftovers_and_spares_live_ones(tmp_
     code = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from cujo_action.net.netns import NetNamespace, Redirect\n"
+        "from cujo_action.net.netns import NetNamespace\n"
+        "from cujo_action.net.nftguard import Redirect\n"
         "ns = NetNamespace(Redirect(transparent_port=9), state_dir=Path(sys.argv[1])).create()\n"
         "print(ns.run_id, flush=True)\n"
         "sys.stdin.read()\n"
