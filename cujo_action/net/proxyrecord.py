@@ -15,6 +15,7 @@ from cujo_action.net.dnsflow import merge_flow
 from cujo_action.net.dnsrecord import NameScanner
 from cujo_action.net.doh import doh_query
 from cujo_action.net.egress import Action, egress_record
+from cujo_action.net.inflate import decode_content
 from cujo_action.net.proxyrequest import (
     RAW_METHOD,
     TUNNEL_METHOD,
@@ -22,7 +23,6 @@ from cujo_action.net.proxyrequest import (
     request_size,
     scan,
 )
-from cujo_action.net.unwrap import decode_content
 
 # Methods whose body is judged for opacity (egress.opaque): what sends data somewhere.
 SENDS = frozenset({"POST", "PUT", "PATCH"})
