@@ -68,11 +68,11 @@ from cujo_action.sandbox.jail import (
     JailError,
     View,
     Worker,
-    allocate_uids,
     bwrap_unavailable,
     run_confined,
     system_tool,
 )
+from cujo_action.sandbox.uids import allocate_uids
 from cujo_action.schema import ALL_CHECKS, REGISTRY_HOSTS, CheckName, Isolation, Phase, Plan
 
 # One proxy port per (check, phase): the port a request arrives on names who sent it.

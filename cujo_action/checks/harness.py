@@ -33,16 +33,9 @@ from cujo_action.net.namebook import NameBook
 from cujo_action.net.netlayout import NetnsError
 from cujo_action.net.netns import drops_for
 from cujo_action.sandbox.boundary import open_no_follow
-from cujo_action.sandbox.jail import (
-    NPROC_LIMIT,
-    ExecGuard,
-    JailError,
-    Outcome,
-    PrivilegedExec,
-    become_subreaper,
-    namespace_inode,
-    run_confined,
-)
+from cujo_action.sandbox.execguard import ExecGuard, PrivilegedExec
+from cujo_action.sandbox.jail import NPROC_LIMIT, JailError, Outcome, run_confined
+from cujo_action.sandbox.reaper import become_subreaper, namespace_inode
 from cujo_action.schema import (
     DECOY_IN_OUTPUT,
     MAX_COMMANDS,
