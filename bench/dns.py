@@ -21,19 +21,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cujo_action.arm.decoys import make_decoys
-from cujo_action.net.dns import (
+from cujo_action.net.dns import Resolver, ResolverConfig
+from cujo_action.net.dnsrecord import dns_record
+from cujo_action.net.dnswire import (
     RCODE_FORMERR,
     DnsFormatError,
     Query,
-    Resolver,
-    ResolverConfig,
     answer_for,
     build_response,
-    dns_record,
     error_response,
     parse_query,
 )
-from cujo_action.net.proxy import DecoySpec
+from cujo_action.net.helperconfig import DecoySpec
 
 LABEL = "tests/test"
 QUERIES = 10_000

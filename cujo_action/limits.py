@@ -256,14 +256,14 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=True,
         ),
         Limit(
-            "inflate-size", INFLATE_SIZE, "bytes", "cujo_action/net/unwrap.py",
+            "inflate-size", INFLATE_SIZE, "bytes", "cujo_action/net/inflate.py",
             "what one compressed stream inflates to",
             "the stream's head",
             "the rest is unsearched",
             hides_danger=True,
         ),
         Limit(
-            "tunnel-peek", TUNNEL_PEEK, "bytes", "cujo_action/net/proxy.py",
+            "tunnel-peek", TUNNEL_PEEK, "bytes", "cujo_action/net/proxyaddon.py",
             "bytes of a tunnel that carried no readable request",
             "the first bytes",
             "the tunnel is refused and logged with what was kept",
@@ -328,7 +328,7 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=True,
         ),
         Limit(
-            "exec-guard-queue", 0, "events", "cujo_action/sandbox/jail.py",
+            "exec-guard-queue", 0, "events", "cujo_action/sandbox/execguard.py",
             "the exec guard's queue",
             "what the kernel delivered",
             "lost events are named; the check is unproven",

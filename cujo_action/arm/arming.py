@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 
 from cujo_action.arm.actionsjob import new_identity
-from cujo_action.arm.context import LABELS, Armed, DecoySpec, label
+from cujo_action.arm.context import LABELS, Armed, ArmedDecoy, label
 from cujo_action.arm.decoys import make_decoys
 from cujo_action.arm.host import (
     base_python,
@@ -43,24 +43,21 @@ from cujo_action.net.dns import (
     ResolverStart,
     spawn_resolver,
 )
-from cujo_action.net.netns import NetNamespace, NetnsError, Redirect
-from cujo_action.net.proxy import (
-    ProxyConfig,
-    ProxyHandle,
-    spawn_proxy,
-    start_proxy,
-    write_ca_bundle,
-)
+from cujo_action.net.netlayout import NetnsError
+from cujo_action.net.netns import NetNamespace
+from cujo_action.net.nftguard import Redirect
+from cujo_action.net.proxy import ProxyHandle, spawn_proxy, start_proxy, write_ca_bundle
+from cujo_action.net.proxyconfig import ProxyConfig
 from cujo_action.sandbox.cgroups import Limits, make_limits
 from cujo_action.sandbox.helper_processes import HarnessProcess, Spawned
 from cujo_action.sandbox.jail import (
     INSIDE_HOME,
     NPROC_LIMIT,
     JailError,
-    allocate_uids,
     bwrap_unavailable,
     system_tool,
 )
+from cujo_action.sandbox.uids import allocate_uids
 from cujo_action.schema import ALL_CHECKS, REGISTRY_HOSTS, Plan
 
 
@@ -362,7 +359,7 @@ def arm(
             proxy_host=config.listen_host,
             proxy_ports=dict(harness.proxy.ports),
             egress_log=str(config.log_path),
-            decoys=[DecoySpec(name=d.name, value=d.value, env=d.env, file=d.file) for d in decoys],
+            decoys=[ArmedDecoy(name=d.name, value=d.value, env=d.env, file=d.file) for d in decoys],
             isolation="partial" if why_partial else "full",
             isolation_reason=why_partial or "",
             python=python,

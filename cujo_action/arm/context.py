@@ -24,7 +24,7 @@ from cujo_action.arm.actionsjob import (
     worker_source,
 )
 from cujo_action.arm.decoys import Decoy
-from cujo_action.net.proxy import SYSTEM_CA
+from cujo_action.net.proxyconfig import SYSTEM_CA
 from cujo_action.sandbox.cgroups import Limits
 from cujo_action.sandbox.jail import INSIDE_HOME, Confinement, JailError, View, Worker
 from cujo_action.schema import CheckName, Isolation, Phase, Plan
@@ -50,7 +50,9 @@ def label(check: str, phase: str) -> str:
     return f"{check}/{phase}"
 
 
-class DecoySpec(BaseModel):
+class ArmedDecoy(BaseModel):
+    """One decoy as a check process is told it: its value and where it was placed."""
+
     model_config = ConfigDict(frozen=True)
     name: str
     value: str
@@ -79,7 +81,7 @@ class Armed(BaseModel):
     proxy_host: str
     proxy_ports: dict[str, int]
     egress_log: str
-    decoys: list[DecoySpec]
+    decoys: list[ArmedDecoy]
     isolation: Isolation
     isolation_reason: str = ""  # why isolation is partial (empty when full)
     python: str  # the interpreter venvs are made from

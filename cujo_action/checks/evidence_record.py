@@ -18,9 +18,11 @@ from cujo_action.checks.decoy_record import DecoyRecord
 from cujo_action.evidence.ledger import item_line
 from cujo_action.evidence.recorder import emit
 from cujo_action.limits import LimitId
-from cujo_action.net.netns import NetnsError, drops_for
-from cujo_action.net.proxy import NameBook
-from cujo_action.sandbox.jail import ExecGuard, Outcome, PrivilegedExec
+from cujo_action.net.namebook import NameBook
+from cujo_action.net.netlayout import NetnsError
+from cujo_action.net.netns import drops_for
+from cujo_action.sandbox.execguard import ExecGuard, PrivilegedExec
+from cujo_action.sandbox.jail import Outcome
 from cujo_action.schema import (
     DECOY_IN_OUTPUT,
     MAX_OBSERVATIONS,

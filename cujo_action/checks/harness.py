@@ -29,15 +29,9 @@ from cujo_action.checks.install_handoff import (
 )
 from cujo_action.checks.processes import CHECK_MODULES
 from cujo_action.evidence.timing import Timeline
-from cujo_action.sandbox.jail import (
-    NPROC_LIMIT,
-    ExecGuard,
-    JailError,
-    Outcome,
-    become_subreaper,
-    namespace_inode,
-    run_confined,
-)
+from cujo_action.sandbox.execguard import ExecGuard
+from cujo_action.sandbox.jail import NPROC_LIMIT, JailError, Outcome, run_confined
+from cujo_action.sandbox.reaper import become_subreaper, namespace_inode
 from cujo_action.schema import (
     MAX_COMMANDS,
     MAX_OBSERVATIONS,

@@ -40,7 +40,7 @@ from typing import Any
 
 from cujo_action.arm.decoys import DecoyMatcher
 from cujo_action.limits import BODY_SIZE, INFLATE_SIZE, MiB
-from cujo_action.net.unwrap import _STREAM_START, MAX_STREAMS, _magic, _starts_stream
+from cujo_action.net.inflate import MAX_STREAMS, STREAM_START, decode_content, magic, starts_stream
 
 # What is searched at once: a body up to it whole (as any part), a larger one in windows.
 WINDOW = 16 * MiB
@@ -369,11 +369,11 @@ class _Walk:
 
     def _stream_starts(self, window: bytes) -> Iterator[tuple[int, str]]:
         view = memoryview(window)
-        offsets = [0] if _magic(window[:16]) is not None else []
-        offsets += [m.start() for m in _STREAM_START.finditer(window, 1)]
+        offsets = [0] if magic(window[:16]) is not None else []
+        offsets += [m.start() for m in STREAM_START.finditer(window, 1)]
         for offset in offsets:
-            kind = _magic(bytes(view[offset : offset + 16]))
-            if kind is not None and _starts_stream(kind, view[offset : offset + 512]):
+            kind = magic(bytes(view[offset : offset + 16]))
+            if kind is not None and starts_stream(kind, view[offset : offset + 512]):
                 yield offset, kind
 
     def _whole_streams(self, window: bytes, base: int, path: Path, prefix: str) -> None:
@@ -418,8 +418,6 @@ def search_spool(
     result: BodySearch
     if spool.stored <= window:
         raw = spool.path.read_bytes()
-        from cujo_action.net.unwrap import decode_content  # noqa: PLC0415
-
         decoded = decode_content(raw, coding) if coding else None
         data = raw if decoded is None else decoded
         if len(data) <= window:

@@ -13,26 +13,35 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
-import dns.exception
-import dns.flags
-import dns.message
-import dns.name
-import dns.rcode
-import dns.rdatatype
-import dns.rrset
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cujo_action.arm.decoys import Decoy, DecoyMatcher
-from cujo_action.net.dnsflow import FlowResult, NameFlow, merge_flow
-from cujo_action.net.egress import Action, decide, egress_record, normalize_host, split_label
-from cujo_action.net.proxy import SINK_NETWORK, DecoySpec
-from cujo_action.sandbox.helper_processes import HarnessProcess, Spawned, read_ready, wait_for_go
-from cujo_action.schema import REGISTRY_HOSTS, clip
+from cujo_action.arm.decoys import Decoy
+from cujo_action.net.dnsflow import merge_flow
+from cujo_action.net.dnsrecord import NameScanner, dns_record
+from cujo_action.net.dnswire import (
+    RCODE_FORMERR,
+    DnsFormatError,
+    Query,
+    answer_for,
+    build_response,
+    error_response,
+    parse_query,
+)
+from cujo_action.net.egress import normalize_host
+from cujo_action.net.helperconfig import DecoySpec, checked_labels
+from cujo_action.net.namebook import SINK_ADDRESS, SINK_NETWORK
+from cujo_action.sandbox.helper_processes import (
+    HarnessProcess,
+    NotReady,
+    Spawned,
+    Starting,
+    wait_for_go,
+)
+from cujo_action.schema import REGISTRY_HOSTS
 from cujo_action.watch.procinfo import socket_owner
 
 # A sandbox's namespace (netns.py) sends every UDP and TCP packet to port 53 here, to the
@@ -58,195 +67,9 @@ from cujo_action.watch.procinfo import socket_owner
 # back to A. ``action`` says what the proxy does with that name's traffic: "forwarded"
 # for allowed hosts, "sunk" otherwise; the query itself is always answered here.
 
-SINK_ADDRESS = "198.18.0.1"  # RFC 2544 benchmarking range: never a real host
-DNS_METHOD = "DNS"
-DNS_PORT = 53
-TTL = 1  # short, so a client asks again and every lookup is seen
+CONFIG_NAME = "cujo-dns.json"
+STDERR_NAME = "dns.stderr"
 MAX_TCP_MESSAGE = 65535
-
-_TYPE_A, _TYPE_ANY, _CLASS_IN = 1, 255, 1
-RCODE_OK, RCODE_FORMERR, RCODE_NOTIMP = 0, 1, 4
-MAX_NAME = 255
-
-
-class DnsFormatError(ValueError):
-    """A message that is not a well-formed single-question DNS query."""
-
-
-# --------------------------------------------------------------------------- wire format
-# Parsed and built by dnspython (https://www.dnspython.org/): only what the resolver
-# decides is written here.
-
-
-@dataclass(frozen=True)
-class Query:
-    """The parts of a DNS query the resolver acts on, and the message they came from."""
-
-    message: dns.message.Message
-    labels: tuple[bytes, ...]  # as sent, case kept (a decoy may be cased)
-    qtype: int
-    qclass: int
-
-    @property
-    def ident(self) -> int:
-        """Return the query's id."""
-        return int(self.message.id)
-
-    @property
-    def name(self) -> str:
-        """Return the query name as text, without the root dot."""
-        return ".".join(label.decode("ascii", "backslashreplace") for label in self.labels)
-
-    @property
-    def opcode(self) -> int:
-        """Return the query's opcode (0 is a standard query)."""
-        return int(self.message.opcode())
-
-    @property
-    def question(self) -> bytes:
-        """Return the question section as it goes on the wire (echoed in the answer)."""
-        wire = dns.name.Name([*self.labels, b""]).to_wire() or b""
-        return wire + struct.pack("!HH", self.qtype, self.qclass)
-
-
-def parse_query(data: bytes) -> Query:
-    """Return the query in a DNS message, or raise DnsFormatError."""
-    if len(data) < 12:
-        raise DnsFormatError("shorter than a DNS header")
-    try:
-        message = dns.message.from_wire(data, question_only=True, ignore_trailing=False)
-    except (dns.exception.DNSException, ValueError, IndexError) as exc:
-        raise DnsFormatError(f"{type(exc).__name__}: {exc}") from None
-    if message.flags & dns.flags.QR:
-        raise DnsFormatError("a response, not a query")
-    if len(message.question) != 1:
-        raise DnsFormatError(f"{len(message.question)} questions")
-    rrset = message.question[0]
-    labels = tuple(label for label in rrset.name.labels if label)
-    if sum(len(label) + 1 for label in labels) + 1 > MAX_NAME:
-        raise DnsFormatError("name longer than 255 bytes")
-    return Query(message, labels, int(rrset.rdtype), int(rrset.rdclass))
-
-
-def build_response(query: Query, answer: str | None, rcode: int = RCODE_OK) -> bytes:
-    """Return the response to ``query``: one A record for ``answer``, or none."""
-    response = dns.message.make_response(query.message, recursion_available=True)
-    response.set_rcode(dns.rcode.Rcode(rcode))
-    if answer is not None and rcode == RCODE_OK:
-        rrset = dns.rrset.from_text(query.message.question[0].name, TTL, "IN", "A", answer)
-        response.answer.append(rrset)
-    return response.to_wire()
-
-
-def error_response(data: bytes, rcode: int) -> bytes | None:
-    """Return a question-less error reply to a message whose header parses, else None."""
-    if len(data) < 12 or data[2] & 0x80:
-        return None
-    ident, flags = struct.unpack("!HH", data[:4])
-    reply = dns.message.Message(id=ident)
-    reply.flags = dns.flags.QR | dns.flags.RA | (flags & (dns.flags.RD | 0x7800))
-    reply.set_rcode(dns.rcode.Rcode(rcode))
-    return reply.to_wire()
-
-
-def answer_for(query: Query, sink: str) -> tuple[str | None, int]:
-    """Return (the A record to give or None, rcode) for a parsed query."""
-    if query.opcode != 0:
-        return None, RCODE_NOTIMP
-    if query.qclass == _CLASS_IN and query.qtype in (_TYPE_A, _TYPE_ANY):
-        return sink, RCODE_OK
-    return None, RCODE_OK
-
-
-def qtype_text(qtype: int) -> str:
-    """Return a query type as DNS names it (A, AAAA, TXT, TYPE65534…)."""
-    return dns.rdatatype.to_text(dns.rdatatype.RdataType.make(qtype))
-
-
-# --------------------------------------------------------------------------- decoys in names
-
-
-class NameScanner:
-    """Find decoys in query names: plain, hex, base64 or base32, split over labels or not.
-
-    A label holds 63 bytes and a name 255, so a decoy often leaves in pieces (30 bytes of
-    a 40-byte secret hex-encoded in one query, the rest in the next): the matcher counts
-    a long enough slice (``decoys.SLICE``), and names are searched with their labels
-    joined, their case folded where the encoding allows (0x20 randomisation,
-    lower-casing resolvers).
-    """
-
-    def __init__(self, decoys: Iterable[Decoy]) -> None:
-        """Build the matcher once, and the streams names are followed in (``follow``)."""
-        self.decoys = tuple(decoys)
-        self.matcher = DecoyMatcher(self.decoys)
-        self.flow = NameFlow(self.matcher)
-
-    def follow(
-        self, label: str, pid: int | None, labels: Sequence[bytes], qtype: int = 1
-    ) -> FlowResult:
-        """Return what one query completes in its streams (dnsflow.py): decoys sent a few
-        characters per query, a tunnel."""
-        return self.flow.follow(label, pid, labels, qtype)
-
-    def scan(self, labels: Sequence[bytes]) -> tuple[list[str], list[str]]:
-        """Return (decoy names, "dns:encoding" places) found in a query name."""
-        # Joined, and joined without the zone's labels (exfil.test): the zone would run on
-        # from the data's last label and change the encoding's case or alphabet.
-        hits: list[tuple[str, str]] = []
-        for keep in sorted({len(labels), max(len(labels) - 1, 1), max(len(labels) - 2, 1)}):
-            hits += self.matcher.find(b"".join(labels[:keep]), fold_case=True)
-        order = {d.name: i for i, d in enumerate(self.decoys)}
-        hits.sort(key=lambda hit: order.get(hit[0], len(order)))
-        seen = list(dict.fromkeys(name for name, _ in hits))
-        where = list(dict.fromkeys(f"dns:{encoding}" for _, encoding in hits))
-        return seen, where
-
-
-def dns_record(
-    *,
-    ts: float,
-    label: str,
-    query: Query | None,
-    size: int,
-    allow_hosts: Iterable[str],
-    scanner: NameScanner,
-    raw: bytes = b"",
-) -> dict[str, Any]:
-    """Return the egress log line of one query (``query`` None: it did not parse)."""
-    if query is None:
-        # Still scanned: a decoy in a malformed packet is still a decoy sent out.
-        seen, where = scanner.scan([raw])
-        return egress_record(
-            ts=ts,
-            label=label,
-            host="",
-            port=DNS_PORT,
-            method=DNS_METHOD,
-            url="dns:?malformed",
-            bytes_out=size,
-            action="sunk",
-            decoy_seen=seen,
-            decoy_where=where,
-            route="dns",
-        )
-    name = query.name
-    qtype = qtype_text(query.qtype)
-    action: Action = decide(name, allow_hosts) if name else "sunk"
-    seen, where = scanner.scan(query.labels)
-    return egress_record(
-        ts=ts,
-        label=label,
-        host=normalize_host(name) if name else "",
-        port=DNS_PORT,
-        method=DNS_METHOD,
-        url=clip(f"dns:{name}?type={qtype}", 2000),
-        bytes_out=size,
-        action=action,
-        decoy_seen=seen,
-        decoy_where=where,
-        route="dns",
-    )
 
 
 # --------------------------------------------------------------------------- config and API
@@ -267,17 +90,13 @@ class ResolverConfig(BaseModel):
     log_path: Path
     ready_path: Path
     # Give each name an address of its own in SINK_NETWORK and append
-    # {"address": ..., "name": ...} lines here (proxy.NameBook reads them).
+    # {"address": ..., "name": ...} lines here (namebook.NameBook reads them).
     names_path: Path | None = None
 
     @field_validator("labels")
     @classmethod
     def _labels_are_check_phase(cls, labels: list[str]) -> list[str]:
-        for label in labels:
-            split_label(label)
-        if len(set(labels)) != len(labels):
-            raise ValueError(f"labels repeat: {labels}")
-        return labels
+        return checked_labels(labels)
 
     @field_validator("sink")
     @classmethod
@@ -292,10 +111,6 @@ class ResolverError(RuntimeError):
 
 class ResolverHandle(HarnessProcess):
     """A running resolver process: its ports by label and how to stop it."""
-
-
-CONFIG_NAME = "cujo-dns.json"
-STDERR_NAME = "dns.stderr"
 
 
 def spawn_resolver(workdir: Path) -> Spawned:
@@ -331,34 +146,31 @@ class ResolverStart:
             fh.write(config.model_dump_json())
         self.config = config
         self.stderr_path = workdir / STDERR_NAME
-        Path(config.ready_path).unlink(missing_ok=True)
         start = warm or Spawned("cujo_action.net.dns", config_path, self.stderr_path)
-        self.process = start.go()
-        self.deadline = time.monotonic() + timeout
+        self.starting = Starting(start, Path(config.ready_path), timeout)
+        self.process = self.starting.process
         self._handle: ResolverHandle | None = None
 
     def result(self) -> ResolverHandle:
         """Return the handle once the resolver listens on every label's port, or raise."""
-        while self._handle is None:
-            ready = read_ready(Path(self.config.ready_path), self.process.pid)
-            if ready is not None:
-                ports = {str(k): int(v) for k, v in ready["ports"].items()}
-                self._handle = ResolverHandle(
-                    self.process, ports, Path(self.config.log_path), self.stderr_path
-                )
-            elif self.process.poll() is not None or time.monotonic() > self.deadline:
+        if self._handle is None:
+            try:
+                ready = self.starting.ready()
+            except NotReady:
                 self.cancel()
                 tail = self.stderr_path.read_text(errors="replace")[-4000:]
-                raise ResolverError(f"resolver not ready (exit {self.process.returncode}):\n{tail}")
-            else:
-                time.sleep(0.02)
+                raise ResolverError(
+                    f"resolver not ready (exit {self.process.returncode}):\n{tail}"
+                ) from None
+            ports = {str(k): int(v) for k, v in ready["ports"].items()}
+            self._handle = ResolverHandle(
+                self.process, ports, Path(self.config.log_path), self.stderr_path
+            )
         return self._handle
 
     def cancel(self) -> None:
         """Stop the process whether or not it got ready."""
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
+        self.starting.cancel()
 
 
 def start_resolver(config: ResolverConfig, workdir: Path, timeout: float = 10) -> ResolverHandle:

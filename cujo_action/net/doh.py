@@ -15,6 +15,7 @@ import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from cujo_action.net.dnswire import DnsFormatError, parse_query
 from cujo_action.net.egress import normalize_host
 
 # Public resolvers that answer DoH (their documented endpoints), by host name or address.
@@ -51,8 +52,6 @@ def doh_query(
     body: bytes,
 ) -> DohQuery | None:
     """Return what a request asks as DNS-over-HTTPS, or None when it is no DoH request."""
-    from cujo_action.net.dns import DnsFormatError, parse_query  # noqa: PLC0415 (dns imports proxy)
-
     content_type = headers.get("content-type", "").split(";")[0].strip().lower()
     accept = headers.get("accept", "").lower()
     known = normalize_host(host) in WELL_KNOWN

@@ -9,28 +9,30 @@ import ipaddress
 import json
 import os
 import re
-import secrets
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-# One namespace per run and phase, named ``cujo-<id>``, joined to the host by a veth pair
-# ``cujo<id>h`` (host side, 10.200.N.1/30 style) and ``cujo<id>s`` (sandbox side, .2/30,
-# default route via .1). One nftables table ``inet cujo_<id>`` on the host side:
-#
-# * every TCP connection from the veth is DNATed to the proxy's transparent listener of
-#   the phase on host loopback (the regular proxy port stays reachable at the host-side
-#   address, so clients honouring proxy variables keep working), UDP and TCP port 53 to
-#   the logging resolver: the listener's port names the phase, so the label survives;
-# * everything else from the veth is dropped in prerouting, before routing, so nothing
-#   is ever forwarded whatever ``ip_forward`` says; IPv4 TCP/UDP drops are counted per
-#   (destination, protocol, port) in a dynamic set, other IPv4 per (destination,
-#   protocol), IPv6 in one counter, all read back with ``nft -j``.
+from cujo_action.net.netlayout import (
+    LINK_PREFIX,
+    NAME_PREFIX,
+    POOL,
+    TABLE_PREFIX,
+    Layout,
+    NetnsError,
+    new_run_id,
+    pick_index,
+    subnets_in_use,
+)
+from cujo_action.net.nftguard import Drops, Redirect, parse_drops, ruleset
+
+# One namespace per run and phase (netlayout.py names it), joined to the host by a veth
+# pair, guarded by one nftables table on the host side (nftguard.py: the only way out is
+# the harness's listeners, everything else dropped and counted).
 #
 # DNAT to 127.0.0.1 needs ``route_localnet`` on the host-side veth only. IPv6 is off on
 # the sandbox side (it would otherwise reach the host over link-local addresses and emit
@@ -39,262 +41,11 @@ from typing import Any
 # A run holds ``<state_dir>/<id>.lock`` (flock) while its namespace lives, so
 # ``cleanup_stale`` removes what a killed run left behind and never a live run's.
 
-NAME_PREFIX = "cujo-"
-TABLE_PREFIX = "cujo_"
-LINK_PREFIX = "cujo"
 STATE_DIR = Path("/run/cujo/netns")
 NETNS_ETC = Path("/etc/netns")
-POOL = ipaddress.IPv4Network("10.200.0.0/16")
-LOOPBACK = "127.0.0.1"
-DNS_PORT = 53
-# Bounds on what the drop sets remember; past them drops are still counted in total.
-SET_SIZE = 4096
 _ID_RE = re.compile(r"[0-9a-f]{6}")
 _LINK_RE = re.compile(rf"{LINK_PREFIX}([0-9a-f]{{6}})[hs]")
 _KILL_WAIT_S = 5.0
-
-
-class NetnsError(RuntimeError):
-    """A namespace, link or ruleset command failed, with its stderr."""
-
-
-# --------------------------------------------------------------------------- pure parts
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Names and addresses of one run's namespace, veth pair and table."""
-
-    run_id: str
-    index: int
-    pool: ipaddress.IPv4Network = POOL
-
-    @property
-    def name(self) -> str:
-        """Return the namespace name."""
-        return NAME_PREFIX + self.run_id
-
-    @property
-    def host_link(self) -> str:
-        """Return the host-side veth name."""
-        return f"{LINK_PREFIX}{self.run_id}h"
-
-    @property
-    def sandbox_link(self) -> str:
-        """Return the sandbox-side veth name."""
-        return f"{LINK_PREFIX}{self.run_id}s"
-
-    @property
-    def table(self) -> str:
-        """Return the nftables table name (family inet)."""
-        return TABLE_PREFIX + self.run_id
-
-    @property
-    def subnet(self) -> ipaddress.IPv4Network:
-        """Return the /30 of the veth pair."""
-        return ipaddress.IPv4Network((int(self.pool.network_address) + 4 * self.index, 30))
-
-    @property
-    def host_ip(self) -> str:
-        """Return the host-side address: the namespace's gateway and nameserver."""
-        return str(self.subnet.network_address + 1)
-
-    @property
-    def sandbox_ip(self) -> str:
-        """Return the sandbox-side address."""
-        return str(self.subnet.network_address + 2)
-
-
-@dataclass(frozen=True)
-class Redirect:
-    """Where the namespace's traffic lands, on the host: the phase's listeners."""
-
-    transparent_port: int
-    dns_port: int | None = None
-    # The phase's regular proxy port, reachable at the host-side address.
-    proxy_port: int | None = None
-    listen_host: str = LOOPBACK
-
-
-@dataclass(frozen=True)
-class Refused:
-    """Packets the namespace sent that were dropped, to one destination."""
-
-    dst: str
-    proto: str
-    port: int | None
-    packets: int
-    bytes: int
-
-    def __str__(self) -> str:
-        """Return e.g. "refused: 3 packets to 10.0.0.1:9999/udp"."""
-        where = self.dst if self.port is None else f"{self.dst}:{self.port}"
-        return f"refused: {self.packets} packets to {where}/{self.proto}"
-
-
-@dataclass(frozen=True)
-class Drops:
-    """What a namespace's guard dropped: by destination, in total, and IPv6."""
-
-    refused: list[Refused] = field(default_factory=list)
-    packets: int = 0
-    ipv6_packets: int = 0
-
-
-def new_run_id() -> str:
-    """Return a fresh run id, short enough for interface names (15 bytes)."""
-    return secrets.token_hex(3)
-
-
-def subnets_in_use(
-    addrs: Iterable[dict[str, Any]], routes: Iterable[dict[str, Any]], pool: ipaddress.IPv4Network
-) -> set[int]:
-    """Return the /30 indexes of ``pool`` taken by ``ip -j addr`` / ``ip -j route`` entries."""
-    taken: set[int] = set()
-    nets: list[ipaddress.IPv4Network] = []
-    for link in addrs:
-        for info in link.get("addr_info", []):
-            if info.get("family") == "inet" and "local" in info:
-                prefix = int(info.get("prefixlen", 32))
-                nets.append(ipaddress.IPv4Network(f"{info['local']}/{prefix}", strict=False))
-    for route in routes:
-        dst = route.get("dst", "default")
-        if dst != "default":
-            nets.append(ipaddress.IPv4Network(dst if "/" in dst else f"{dst}/32", strict=False))
-    base = int(pool.network_address)
-    count = pool.num_addresses // 4
-    for net in nets:
-        if not net.overlaps(pool):
-            continue
-        first = max(int(net.network_address), base)
-        last = min(int(net.broadcast_address), int(pool.broadcast_address))
-        taken.update(range((first - base) // 4, min((last - base) // 4 + 1, count)))
-    return taken
-
-
-def pick_index(taken: set[int], pool: ipaddress.IPv4Network = POOL) -> int:
-    """Return a /30 index of ``pool`` not taken, at random, or raise NetnsError.
-
-    Not the first free one: the kernel keeps a finished namespace's UDP conntrack
-    entries for a while (30 s and more), and one that a new namespace's DNS query matches
-    (same subnet, same source port) is DNATed to the last resolver's port, where the
-    guard refuses it: a refused packet the pull request never sent (seen when reviews
-    of hundreds of look-ups ran one after another on the first subnet).
-    """
-    count = pool.num_addresses // 4
-    free = count - len({i for i in taken if 0 <= i < count})
-    if free <= 0:
-        raise NetnsError(f"no free /30 left in {pool}")
-    # The n-th free index, n drawn uniformly: no list of 16,384 indexes is built.
-    nth = secrets.randbelow(free)
-    for index in range(count):
-        if index in taken:
-            continue
-        if nth == 0:
-            return index
-        nth -= 1
-    raise NetnsError(f"no free /30 left in {pool}")
-
-
-def ruleset(layout: Layout, redirect: Redirect) -> str:
-    """Return the nft script of one namespace's table."""
-    veth = f'iifname "{layout.host_link}"'
-    to = redirect.listen_host
-    nat = []
-    tcp_ports = [redirect.transparent_port]
-    if redirect.proxy_port is not None:
-        nat.append(
-            f"{veth} ip daddr {layout.host_ip} tcp dport {redirect.proxy_port} "
-            f'counter dnat ip to {to}:{redirect.proxy_port} comment "proxy"'
-        )
-        tcp_ports.append(redirect.proxy_port)
-    accept = []
-    if redirect.dns_port is not None:
-        for proto in ("udp", "tcp"):
-            nat.append(
-                f"{veth} {proto} dport {DNS_PORT} "
-                f'counter dnat ip to {to}:{redirect.dns_port} comment "dns"'
-            )
-        tcp_ports.append(redirect.dns_port)
-        accept.append(f"{veth} ct status dnat ip daddr {to} udp dport {redirect.dns_port} accept")
-    nat.append(
-        f"{veth} meta l4proto tcp "
-        f'counter dnat ip to {to}:{redirect.transparent_port} comment "transparent"'
-    )
-    ports = ", ".join(str(p) for p in sorted(set(tcp_ports)))
-    accept.insert(0, f"{veth} ct status dnat ip daddr {to} tcp dport {{ {ports} }} accept")
-    lines = [
-        f"table inet {layout.table} {{",
-        "  set refused4 {",
-        "    type ipv4_addr . inet_proto . inet_service; flags dynamic; counter;",
-        f"    size {SET_SIZE};",
-        "  }",
-        "  set refused4_other {",
-        f"    type ipv4_addr . inet_proto; flags dynamic; counter; size {SET_SIZE};",
-        "  }",
-        # Before Docker's and other nat chains (dstnat): the first mapping wins.
-        "  chain to_harness {",
-        "    type nat hook prerouting priority dstnat - 5; policy accept;",
-        *(f"    {rule}" for rule in nat),
-        "  }",
-        # After NAT, before routing: only what reached our listeners passes.
-        "  chain guard {",
-        "    type filter hook prerouting priority dstnat + 5; policy accept;",
-        *(f"    {rule}" for rule in accept),
-        f'    {veth} meta nfproto ipv6 counter drop comment "ipv6"',
-        f"    {veth} meta l4proto {{ tcp, udp }} "
-        "add @refused4 { ip daddr . meta l4proto . th dport counter }",
-        f"    {veth} meta l4proto != {{ tcp, udp }} "
-        "add @refused4_other { ip daddr . meta l4proto counter }",
-        f'    {veth} counter drop comment "refused"',
-        "  }",
-        # Defence in depth: nothing is routed out of or into the sandbox.
-        "  chain no_forward {",
-        "    type filter hook forward priority filter - 5; policy accept;",
-        f'    {veth} counter drop comment "forward-out"',
-        f'    oifname "{layout.host_link}" counter drop comment "forward-in"',
-        "  }",
-        "}",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _counter(rule: dict[str, Any]) -> tuple[int, int]:
-    for expr in rule.get("expr", []):
-        if isinstance(expr, dict) and isinstance(expr.get("counter"), dict):
-            return int(expr["counter"]["packets"]), int(expr["counter"]["bytes"])
-    return 0, 0
-
-
-def parse_drops(table_json: dict[str, Any]) -> Drops:
-    """Return the drops recorded in ``nft -j list table`` output."""
-    refused: list[Refused] = []
-    packets = ipv6 = 0
-    for item in table_json.get("nftables", []):
-        if "set" in item and item["set"].get("name") in ("refused4", "refused4_other"):
-            for elem in item["set"].get("elem", []):
-                value = elem.get("elem", {}) if isinstance(elem, dict) else {}
-                parts = value.get("val", {}).get("concat", [])
-                counter = value.get("counter") or {}
-                if len(parts) not in (2, 3):
-                    continue
-                refused.append(
-                    Refused(
-                        dst=str(parts[0]),
-                        proto=str(parts[1]),
-                        port=int(parts[2]) if len(parts) == 3 else None,
-                        packets=int(counter.get("packets", 0)),
-                        bytes=int(counter.get("bytes", 0)),
-                    )
-                )
-        elif "rule" in item:
-            comment = item["rule"].get("comment")
-            if comment == "refused":
-                packets += _counter(item["rule"])[0]
-            elif comment == "ipv6":
-                ipv6 += _counter(item["rule"])[0]
-    refused.sort(key=lambda r: (-r.packets, r.dst, r.proto, r.port or 0))
-    return Drops(refused, packets + ipv6, ipv6)
 
 
 def run_in_namespace(name: str, argv: Sequence[str]) -> list[str]:

@@ -5,34 +5,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ipaddress
-import json
 import logging
 import os
-import re
 import signal
 import socket
-import subprocess
 import sys
-import time
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from cujo_action.arm.decoys import DecoyMatcher
-from cujo_action.net.egress import (
-    normalize_host,
-    split_label,
+from cujo_action.net.proxyaddon import EgressAddon
+from cujo_action.net.proxyconfig import SYSTEM_CA, ProxyConfig
+from cujo_action.sandbox.helper_processes import (
+    HarnessProcess,
+    NotReady,
+    Spawned,
+    Starting,
+    wait_for_go,
 )
-from cujo_action.sandbox.helper_processes import HarnessProcess, Spawned, read_ready, wait_for_go
-from cujo_action.schema import (
-    MAX_SHORT,
-    REGISTRY_HOSTS,
-    clip,
-)
+from cujo_action.schema import clip
 
 # The proxy is mitmproxy used as a library, in a process of its own
 # (``python -m cujo_action.net.proxy --config CONFIG.json``). It listens on one port per
@@ -82,175 +74,16 @@ from cujo_action.schema import (
 # POST, PUT or PATCH body that reads as nothing once decoded (``opacity.py``). A CONNECT
 # whose own request carries a decoy (say in Proxy-Authorization) is logged at once, as "sunk".
 #
-# Importing this module does not import mitmproxy; only the proxy process pays for that.
+# What one proxy is told is ``proxyconfig.py``; how a request is named, sized and searched,
+# ``proxyrequest.py``; the mitmproxy addon that decides and logs, ``proxyaddon.py``. This
+# module starts the process (``start_proxy``) and is its entry (``main``). Importing it
+# does not import mitmproxy; only the proxy process pays for that.
 
-SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
-CA_CERT_NAME = "mitmproxy-ca-cert.pem"
 CONFIG_NAME = "cujo-proxy.json"
 STDERR_NAME = "proxy.stderr"
-TUNNEL_METHOD = "CONNECT"
-# The method of a transparent connection that carried no HTTP request.
-RAW_METHOD = "TCP"
-# Bytes of a tunnel's payload kept for scanning when it carries no HTTP request.
-PEEK_CAP = 1 << 20
 _LISTEN_RETRIES = 3
 
-# What a write to a registry is answered with, in place of the registry.
-REGISTRY_WRITE_STATUS = 403
-REGISTRY_WRITE_BODY = b"Cujo's sandbox does not publish: registries are read-only here.\n"
-
 logger = logging.getLogger("cujo.proxy")
-
-
-# --------------------------------------------------------------------------- config
-
-
-class DecoySpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str = Field(min_length=1, max_length=MAX_SHORT)
-    value: str = Field(min_length=1)
-
-
-class ProxyConfig(BaseModel):
-    """What one proxy process listens on, forwards, looks for and writes."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    listen_host: str = "127.0.0.1"
-    labels: list[str] = Field(min_length=1)
-    # Fixed ports by label; a label missing here gets a free port picked at start.
-    ports: dict[str, int] = Field(default_factory=dict)
-    confdir: Path
-    allow_hosts: list[str] = Field(default_factory=lambda: list(REGISTRY_HOSTS))
-    # Hosts only read through the proxy (GET and HEAD); any other method is answered here.
-    registry_hosts: list[str] = Field(default_factory=lambda: list(REGISTRY_HOSTS))
-    upstream_ca: Path = SYSTEM_CA
-    decoys: list[DecoySpec] = Field(default_factory=list)
-    log_path: Path
-    ready_path: Path
-    # Also listen transparently, one port per label (fixed here, or picked at start).
-    transparent: bool = False
-    transparent_ports: dict[str, int] = Field(default_factory=dict)
-    # Where the logging resolver writes which name it gave each address out for: a
-    # transparent connection to such an address is logged under that name.
-    names_path: Path | None = None
-
-    @field_validator("labels")
-    @classmethod
-    def _labels_are_check_phase(cls, labels: list[str]) -> list[str]:
-        for label in labels:
-            split_label(label)
-        if len(set(labels)) != len(labels):
-            raise ValueError(f"labels repeat: {labels}")
-        return labels
-
-    @field_validator("ports", "transparent_ports")
-    @classmethod
-    def _ports_in_range(cls, ports: dict[str, int]) -> dict[str, int]:
-        for label, port in ports.items():
-            if not 0 < port < 65536:
-                raise ValueError(f"port {port} for {label} is not in 1..65535")
-        return ports
-
-
-# --------------------------------------------------------------------------- decisions
-
-
-def host_header_name(host_header: str) -> str:
-    """Return the host name of a Host header value, without its port."""
-    value = host_header.strip()
-    if value.startswith("["):
-        return value[1 : value.find("]")] if "]" in value else value[1:]
-    name, sep, port = value.rpartition(":")
-    return name if sep and port.isdigit() and ":" not in name else value
-
-
-def transparent_name(sni: str | None, host_header: str | None, address: str) -> tuple[str, bool]:
-    """Return (the name a transparent request is logged and decided under, fronted?)."""
-    # "fronted": SNI and Host name different hosts. Forwarding to either would let the
-    # other ride along (domain fronting), so such a request is answered here.
-    host = host_header_name(host_header) if host_header else ""
-    if sni:
-        return sni, bool(host) and normalize_host(host) != normalize_host(sni)
-    return host or address, False
-
-
-# A request line: a method token, a target, the version (RFC 9112 section 3), or as much
-# of one as has arrived.
-_METHOD = rb"[A-Z][A-Z0-9_.!#$%&'*+^`|~-]*"
-_REQUEST_LINE = re.compile(_METHOD + rb" \S+ HTTP/\d(?:\.\d)?\r?")
-_REQUEST_LINE_START = re.compile(
-    _METHOD + rb"(?: \S*(?: (?P<version>[HTP]{0,4}(?:/[\d.]{0,3})?))?)?"
-)
-_MAX_REQUEST_LINE = 16 * 1024
-
-
-def request_line_verdict(data: bytes) -> bool | None:
-    """Return whether ``data`` starts with an HTTP request line (None: too early to say)."""
-    line, newline, _ = data.partition(b"\n")
-    if newline:
-        return _REQUEST_LINE.fullmatch(line) is not None
-    if not line:
-        return None
-    if len(line) > _MAX_REQUEST_LINE:
-        return False
-    start = _REQUEST_LINE_START.fullmatch(line.removesuffix(b"\r"))
-    if start is None or not b"HTTP/".startswith((start["version"] or b"")[:5]):
-        return False
-    return None
-
-
-def request_size(
-    method: str,
-    target: str,
-    http_version: str,
-    headers: Iterable[tuple[bytes, bytes]],
-    body_len: int,
-) -> int:
-    """Return the bytes of a request as HTTP/1.1 would carry it: line, headers and body."""
-    line = len(method) + 1 + len(target.encode()) + 1 + len(http_version) + 2
-    return line + sum(len(k) + 2 + len(v) + 2 for k, v in headers) + 2 + body_len
-
-
-def header_block(headers: Iterable[tuple[bytes, bytes]]) -> bytes:
-    """Return headers as the ``name: value`` lines they travel as."""
-    return b"\r\n".join(k + b": " + v for k, v in headers)
-
-
-class Scanned(NamedTuple):
-    """What the search of a request's parts found, and what it could not do."""
-
-    seen: list[str]  # decoy names
-    where: list[str]  # "part:encoding" places
-    unsearched: str  # "part: why" for the first part a cap kept from being searched
-    opaque: bool  # a part judged for opacity read as nothing (``opacity.py``)
-
-
-def scan(
-    matcher: DecoyMatcher,
-    parts: Iterable[tuple[str, bytes]],
-    *,
-    judge: Collection[str] = (),
-) -> Scanned:
-    """Search the named parts of a request; ``judge``: the parts judged for opacity."""
-    seen: list[str] = []
-    where: list[str] = []
-    unsearched = ""
-    opaque = False
-    for part, data in parts:
-        if not data:
-            continue
-        for name, encoding in matcher.find(data, judge_opacity=part in judge):
-            if name not in seen:
-                seen.append(name)
-            place = f"{part}:{encoding}"
-            if place not in where:
-                where.append(place)
-        if matcher.unsearched and not unsearched:
-            unsearched = f"{part}: {matcher.unsearched}"
-        opaque = opaque or (part in judge and matcher.opaque)
-    return Scanned(seen, where, unsearched, opaque)
 
 
 # --------------------------------------------------------------------------- API
@@ -258,51 +91,6 @@ def scan(
 
 class ProxyError(RuntimeError):
     """The proxy could not be started, with why (and the tail of its stderr)."""
-
-
-# The logging resolver (dns.py) answers names with addresses of this network (RFC 2544
-# benchmarking: never a real host), one per name when it keeps a names file.
-SINK_NETWORK = ipaddress.IPv4Network("198.18.0.0/15")
-
-
-class NameBook:
-    """The address → name pairs the logging resolver appends to its names file."""
-
-    def __init__(self, path: Path) -> None:
-        """Read nothing yet; ``name_of`` reads what was appended when it must."""
-        self.path = Path(path)
-        self.names: dict[str, str] = {}
-        self._offset = 0
-
-    def refresh(self) -> None:
-        """Read the whole lines appended since the last call."""
-        try:
-            with self.path.open("rb") as fh:
-                fh.seek(self._offset)
-                data = fh.read()
-        except OSError:
-            return
-        end = data.rfind(b"\n") + 1  # a line still being written waits for next time
-        self._offset += end
-        for line in data[:end].splitlines():
-            try:
-                pair = json.loads(line)
-                self.names[str(pair["address"])] = str(pair["name"])
-            except (ValueError, KeyError, TypeError):
-                continue
-
-    def name_of(self, address: str) -> str | None:
-        """Return the name the resolver gave ``address`` out for, if it did."""
-        if address not in self.names:
-            try:
-                made_up = ipaddress.ip_address(address) in SINK_NETWORK
-            except ValueError:
-                return None
-            if not made_up:
-                return None
-            # The resolver writes the pair before it answers: it is there by now.
-            self.refresh()
-        return self.names.get(address)
 
 
 def write_ca_bundle(ca_cert: Path, dest: Path, system: Path = SYSTEM_CA) -> Path:
@@ -362,46 +150,35 @@ def start_proxy(
         not config.transparent or set(config.labels) <= config.transparent_ports.keys()
     )
     attempts = 1 if fixed else _LISTEN_RETRIES
+    stderr_path = confdir / STDERR_NAME
     for attempt in range(attempts):
-        Path(config.ready_path).unlink(missing_ok=True)
         start = warm if warm is not None and attempt == 0 else None
-        start = start or Spawned("cujo_action.net.proxy", config_path, confdir / STDERR_NAME)
-        handle, failure = _launch(config, start.go(), timeout)
-        if handle is not None:
-            return handle
-        # A port picked free can be taken before mitmproxy binds it: pick again.
-        if "failed to listen" not in failure or attempt == attempts - 1:
-            raise ProxyError(failure)
-    raise AssertionError("unreachable")
-
-
-def _launch(
-    config: ProxyConfig, process: subprocess.Popen[bytes], timeout: float
-) -> tuple[ProxyHandle | None, str]:
-    stderr_path = Path(config.confdir) / STDERR_NAME
-    deadline = time.monotonic() + timeout
-    while True:
-        ready = read_ready(Path(config.ready_path), process.pid)
-        if ready is not None:
-            ports = {str(k): int(v) for k, v in ready["ports"].items()}
-            transparent = {str(k): int(v) for k, v in ready.get("transparent_ports", {}).items()}
-            handle = ProxyHandle(
-                process=process,
-                ports=ports,
-                log_path=Path(config.log_path),
-                stderr_path=stderr_path,
-                ca_cert=Path(ready["ca_cert"]),
-                transparent_ports=transparent,
+        start = start or Spawned("cujo_action.net.proxy", config_path, stderr_path)
+        starting = Starting(start, Path(config.ready_path), timeout)
+        try:
+            ready = starting.ready()
+        except NotReady as not_ready:
+            failure = (
+                f"proxy not ready within {timeout}s:\n{_tail(stderr_path)}"
+                if not_ready.timed_out
+                else f"proxy exited with {not_ready.code} before it was ready:\n"
+                f"{_tail(stderr_path)}"
             )
-            return handle, ""
-        code = process.poll()
-        if code is not None:
-            return None, f"proxy exited with {code} before it was ready:\n{_tail(stderr_path)}"
-        if time.monotonic() > deadline:
-            process.kill()
-            process.wait()
-            return None, f"proxy not ready within {timeout}s:\n{_tail(stderr_path)}"
-        time.sleep(0.02)
+            # A port picked free can be taken before mitmproxy binds it: pick again.
+            if "failed to listen" not in failure or attempt == attempts - 1:
+                raise ProxyError(failure) from None
+            continue
+        return ProxyHandle(
+            process=starting.process,
+            ports={str(k): int(v) for k, v in ready["ports"].items()},
+            log_path=Path(config.log_path),
+            stderr_path=stderr_path,
+            ca_cert=Path(ready["ca_cert"]),
+            transparent_ports={
+                str(k): int(v) for k, v in ready.get("transparent_ports", {}).items()
+            },
+        )
+    raise AssertionError("unreachable")
 
 
 def _free_ports(host: str, count: int) -> list[int]:
@@ -439,9 +216,6 @@ async def _serve(config: ProxyConfig) -> None:
         else {}
     )
     host = f"[{config.listen_host}]" if ":" in config.listen_host else config.listen_host
-
-    from cujo_action.net.proxyaddon import EgressAddon  # noqa: PLC0415
-
     master: Any = Master(options.Options())
     defaults: Any = addons.default_addons
     # Our addon goes last: its next_layer hook must see mitmproxy's choice.

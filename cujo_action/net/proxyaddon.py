@@ -1,8 +1,8 @@
 """The proxy process's mitmproxy addon: log every request, answer or refuse, search bodies.
 
-Runs only inside the proxy process (``python -m cujo_action.net.proxy``); ``proxy.py`` holds
-the configuration, the decisions and the API that starts it. mitmproxy is imported inside
-functions and its objects are typed loosely.
+Runs only inside the proxy process (``python -m cujo_action.net.proxy``): ``proxyconfig.py``
+holds its configuration, ``proxyrequest.py`` its decisions, ``proxy.py`` the API that starts
+it. mitmproxy is imported inside functions and its objects are typed loosely.
 
 Nothing here may block the event loop, which serves every sandbox connection: a body's
 search (up to ``limits.BODY_SIZE`` and all its decodings) runs on one worker thread, one
@@ -31,21 +31,21 @@ from typing import Any
 
 from cujo_action.arm.decoys import Decoy, DecoyMatcher
 from cujo_action.net.bodyspool import OVER_LIMIT_REASON, Spool, spool_dir
+from cujo_action.net.dnsrecord import NameScanner
 from cujo_action.net.egress import Action, decide, host_allowed
-from cujo_action.net.proxy import (
-    CA_CERT_NAME,
+from cujo_action.net.namebook import NameBook
+from cujo_action.net.proxyconfig import CA_CERT_NAME, ProxyConfig
+from cujo_action.net.proxyrecord import Tunnel, flow_record, tunnel_record
+from cujo_action.net.proxyrequest import (
     PEEK_CAP,
     REGISTRY_WRITE_BODY,
     REGISTRY_WRITE_STATUS,
-    NameBook,
-    ProxyConfig,
     header_block,
     request_line_verdict,
     request_size,
     scan,
     transparent_name,
 )
-from cujo_action.net.proxyrecord import Tunnel, flow_record, tunnel_record
 from cujo_action.net.proxysink import Sink
 from cujo_action.watch.procinfo import socket_owner
 
@@ -74,10 +74,7 @@ class EgressAddon:
         self.allow_hosts = list(config.allow_hosts)
         self.registry_hosts = list(config.registry_hosts)
         self.matcher = DecoyMatcher(Decoy(d.name, d.value, None, None) for d in config.decoys)
-        # The resolver's own scanner, for names asked over DNS-over-HTTPS (imported here:
-        # the resolver's module imports this one).
-        from cujo_action.net.dns import NameScanner  # noqa: PLC0415
-
+        # The resolver's own scanner, for names asked over DNS-over-HTTPS.
         self.names = NameScanner(self.matcher.decoys)
         # Who holds each plain client connection (by its id), looked up while it waits.
         self._processes: dict[str, dict[str, Any] | None] = {}
@@ -109,7 +106,8 @@ class EgressAddon:
         """Return the name the resolver answered with ``address``, if it did."""
         return self._names.name_of(address) if self._names is not None else None
 
-    def _label(self, client: Any) -> str:
+    def label(self, client: Any) -> str:
+        """Return the label (check/phase) of the port a client connected to."""
         port = client.proxy_mode.custom_listen_port
         if port is None and client.sockname:
             port = client.sockname[1]
@@ -203,7 +201,7 @@ class EgressAddon:
         # mitmproxy put the SO_ORIGINAL_DST address in sockname before this hook.
         host, port = client.sockname[0], client.sockname[1]
         self.tunnels[client.id] = Tunnel(
-            label=self._label(client),
+            label=self.label(client),
             host=host,
             port=port,
             connect_bytes=0,
@@ -218,7 +216,7 @@ class EgressAddon:
         """Remember a CONNECT; log it now only if the CONNECT itself carries a decoy."""
         req = flow.request
         tunnel = Tunnel(
-            label=self._label(flow.client_conn),
+            label=self.label(flow.client_conn),
             host=req.host,
             port=req.port,
             connect_bytes=request_size(

@@ -7,24 +7,22 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from cujo_action.arm.decoys import DecoyMatcher
 from cujo_action.net.bodyspool import Spool, search_spool
 from cujo_action.net.dnsflow import merge_flow
+from cujo_action.net.dnsrecord import NameScanner
 from cujo_action.net.doh import doh_query
 from cujo_action.net.egress import Action, egress_record
-from cujo_action.net.proxy import (
+from cujo_action.net.inflate import decode_content
+from cujo_action.net.proxyrequest import (
     RAW_METHOD,
     TUNNEL_METHOD,
     header_block,
     request_size,
     scan,
 )
-from cujo_action.net.unwrap import decode_content
-
-if TYPE_CHECKING:
-    from cujo_action.net.proxyaddon import EgressAddon
 
 # Methods whose body is judged for opacity (egress.opaque): what sends data somewhere.
 SENDS = frozenset({"POST", "PUT", "PATCH"})
@@ -85,8 +83,21 @@ def tunnel_record(matcher: DecoyMatcher, tunnel: Tunnel, action: Action) -> dict
     )
 
 
+class Recorder(Protocol):
+    """What a request's log line is built from: the proxy addon (``proxyaddon.EgressAddon``)."""
+
+    matcher: DecoyMatcher
+    names: NameScanner
+    overlap: int
+    tunnels: dict[str, Tunnel]
+
+    def label(self, client: Any) -> str:
+        """Return the label (check/phase) of the port a client connected to."""
+        ...
+
+
 def flow_record(
-    addon: EgressAddon,
+    addon: Recorder,
     flow: Any,
     action: Action,
     unsearched: str,
@@ -147,7 +158,7 @@ def flow_record(
     target = req.path if tunnel is not None or req.is_http2 else req.url
     record = egress_record(
         ts=time.time(),
-        label=addon._label(flow.client_conn),
+        label=addon.label(flow.client_conn),
         host=req.host,
         port=req.port,
         method=req.method,

@@ -26,77 +26,66 @@ decompression capped at ``INFLATE_CAP`` bytes out, and every layer but the first
 against ``budget`` bytes (the caps are ``limits.py``'s). What a cap keeps from being
 searched is never skipped silently: ``Unwrap.unsearched`` names the first cap reached (a
 layer with more to peel at the depth, the budget spent, a stream inflating past the cap).
+
+The decoders are ``textcodecs.py`` (runs, escapes, MIME parts) and ``inflate.py``
+(compressed streams); this module is the walk: what is peeled from a layer, and within
+which budget.
 """
 
 from __future__ import annotations
 
 import binascii
-import bz2
 import hashlib
-import lzma
 import re
-import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote_to_bytes
 
-from cujo_action.limits import DECODE_BUDGET, DECODE_DEPTH, INFLATE_SIZE, MiB
+from cujo_action.limits import DECODE_BUDGET, DECODE_DEPTH, MiB
+from cujo_action.net.inflate import (
+    INFLATE_CAP,
+    PRINTABLE_BYTES,
+    guess,
+    guesses,
+    is_binary,
+    magic,
+    streams,
+)
+from cujo_action.net.textcodecs import (
+    B32HEX_TO_B32,
+    BASE32_PIECE,
+    BASE32HEX_PIECE,
+    HEX_PIECE,
+    JSON_ESCAPE,
+    RUN,
+    WRAP,
+    base32_decodes,
+    base64_decodes,
+    has_qp,
+    hex_decodes,
+    json_unescape,
+    multipart_bodies,
+    one_case,
+    pieces,
+    plainly_hex,
+)
 
 MAX_DEPTH = DECODE_DEPTH
 BUDGET = DECODE_BUDGET
-INFLATE_CAP = INFLATE_SIZE
-# Compressed streams found by their magic inside one layer, inflated each (a magic that
-# does not start a valid stream costs one short trial and is not counted).
-MAX_STREAMS = 64
-_TRIAL = 512  # input bytes a magic's stream must decompress without error to count
 # Decoded runs that read as text, each a layer of its own per encoding (the rest joined).
 MAX_RUN_LAYERS = 64
 # Printable runs of a binary layer searched for escapes (URL, JSON, quoted-printable).
 _TEXT_IN_BINARY = re.compile(rb"[\t\n\r\x20-\x7e]{16,}")
-# Shorter runs carry less than a decoy's slice (base64 of 12 bytes, hex of 12 bytes).
-MIN_BASE64 = 16
-MIN_HEX = 24
-MIN_BASE32 = 16
-# Runs up to these lengths are decoded at every alignment; longer ones at the start and
-# where the end says (its padding), which is where an encoder puts them.
-ALL_ALIGNMENTS_UP_TO = 64 << 10
-_BROTLI_STEP = 8  # input bytes per call: brotli has no output cap, so feed it slowly
-
-# Every run of the widest alphabet (base64's, either kind, wrapped or not); the others'
-# pieces are looked for inside it.
-_RUN = re.compile(rb"[A-Za-z0-9+/_-]{%d,}(?:(?:\r?\n|\\n)[A-Za-z0-9+/_-]+)*=*" % MIN_BASE64)
-_HEX_PIECE = re.compile(rb"[0-9A-Fa-f]{%d,}" % MIN_HEX)
-_BASE32_PIECE = re.compile(rb"[A-Za-z2-7]{%d,}=*" % MIN_BASE32)
-_BASE32HEX_PIECE = re.compile(rb"[0-9A-Va-v]{%d,}=*" % MIN_BASE32)
-# A boundary line (RFC 2046: up to 70 of its characters), the first line of a part.
-_BOUNDARY = re.compile(rb"(?m)^--([0-9A-Za-z'()+_,./:=?-]{1,70})\r?$")
-MAX_PARTS = 64
 _REQUEST = re.compile(rb"[A-Z][A-Z0-9_-]{0,20} \S+ HTTP/\d(?:\.\d)?\r\n")
 # Runs longer than this are looked into for hex and base32 only when of one case.
 _PIECES_UP_TO = 4096
 _READS_AS_TEXT = 0.95
 # Binary decodes peeled further one by one, per encoding and layer (the rest are searched).
 _ALONE = 16
-_PURE_HEX = re.compile(rb"[0-9A-Fa-f]+")
-_QP = re.compile(rb"=[0-9A-F]{2}|=\r?\n")
 # Runs of at least MIN_ESCAPES percent-escapes, each decoded as a layer of its own.
 MIN_ESCAPES = 16
 _ESCAPED_RUN = re.compile(rb"(?:%%[0-9A-Fa-f]{2}){%d,}" % MIN_ESCAPES)
-_JSON_ESCAPE = re.compile(rb'\\(u[0-9A-Fa-f]{4}|["\\/bfnrt])')
-_WRAP = re.compile(rb"\r?\n|\\n")
-_URLSAFE = bytes.maketrans(b"-_", b"+/")
-_B32HEX_TO_B32 = bytes.maketrans(
-    b"0123456789ABCDEFGHIJKLMNOPQRSTUV", b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
-)
-_B32_TO_B32HEX = bytes.maketrans(
-    b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", b"0123456789ABCDEFGHIJKLMNOPQRSTUV"
-)
-_PRINTABLE_BYTES = bytes([9, 10, 13, *range(0x20, 0x7F)])
-_SIMPLE_ESCAPES = {
-    b'"': b'"', b"\\": b"\\", b"/": b"/", b"b": b"\b", b"f": b"\f", b"n": b"\n", b"r": b"\r",
-    b"t": b"\t",
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -187,7 +176,7 @@ def _more_to_peel(child: Layer) -> bool:
         return False
     if child.whole or child.path[-1] in _COMPRESSED:
         return True
-    return _score(child.data) >= _READS_AS_TEXT or _guess(child.data, 1 << 16) is not None
+    return _score(child.data) >= _READS_AS_TEXT or guess(child.data, 1 << 16) is not None
 
 
 def _key(data: bytes) -> bytes:
@@ -205,7 +194,7 @@ def children(
     note = cut or (lambda _reason: None)
     # Escapes belong to text: in binary bytes they are chance, and peeling them would
     # only copy the layer; the printable runs of a binary layer are peeled on their own.
-    text = data if not _binary(data) else b"\n".join(_TEXT_IN_BINARY.findall(data))
+    text = data if not is_binary(data) else b"\n".join(_TEXT_IN_BINARY.findall(data))
     if b"%" in text:
         unquoted = unquote_to_bytes(text)
         if unquoted != text:
@@ -215,9 +204,9 @@ def children(
         for run in _ESCAPED_RUN.findall(text)[:_ALONE]:
             if len(run) != len(text):
                 yield Layer(unquote_to_bytes(run), (*path, "url"))
-    if b"\\" in text and _JSON_ESCAPE.search(text):
+    if b"\\" in text and JSON_ESCAPE.search(text):
         yield Layer(json_unescape(text), (*path, "json"), whole=True)
-    if b"=" in text and _has_qp(text):
+    if b"=" in text and has_qp(text):
         decoded = binascii.a2b_qp(text)
         if decoded != text:
             yield Layer(decoded, (*path, "qp"), whole=True)
@@ -235,79 +224,43 @@ def children(
         yield Layer(out, (*path, kind))
     # Tried even where a magic was found: in random-looking bytes a magic turns up by
     # chance, and must not stand in for the stream that has none.
-    for kind, out in _guesses(data, inflate_cap):
+    for kind, out in guesses(data, inflate_cap):
         yield Layer(out, (*path, kind))
     yield from _runs(data, path)
-
-
-def _has_qp(text: bytes) -> bool:
-    """Return whether ``text`` holds two quoted-printable escapes, anywhere."""
-    escapes = _QP.finditer(text)
-    return next(escapes, None) is not None and next(escapes, None) is not None
-
-
-def multipart_bodies(data: bytes) -> list[bytes]:
-    """Return the bodies of a MIME multipart message's parts (RFC 2046), at most MAX_PARTS."""
-    found = _BOUNDARY.search(data[:4096])
-    if found is None:
-        return []
-    delimiter = b"--" + found.group(1)
-    bodies = []
-    for chunk in data.split(delimiter)[1 : MAX_PARTS + 1]:
-        if chunk.startswith(b"--"):
-            break  # the close delimiter
-        _, sep, body = chunk.partition(b"\r\n\r\n")
-        if not sep:
-            _, sep, body = chunk.partition(b"\n\n")
-        if sep and body:
-            bodies.append(body.removesuffix(b"\r\n").removesuffix(b"\n"))
-    return bodies
-
-
-def json_unescape(data: bytes) -> bytes:
-    """Return ``data`` with JSON string escapes undone (``\\u0041``, ``\\/``, ``\\n``…)."""
-
-    def one(match: re.Match[bytes]) -> bytes:
-        code = match.group(1)
-        if code[:1] == b"u":
-            return chr(int(code[1:], 16)).encode("utf-8", "surrogatepass")
-        return _SIMPLE_ESCAPES[code]
-
-    return _JSON_ESCAPE.sub(one, data)
 
 
 def _score(data: bytes) -> float:
     """Return how much ``data`` reads like more to peel: text, or a compressed stream."""
     if not data:
         return -1.0
-    if _magic(data) is not None:
+    if magic(data) is not None:
         return 2.0
     sample = data[:4096]
-    return 1 - len(sample.translate(None, _PRINTABLE_BYTES)) / len(sample)
+    return 1 - len(sample.translate(None, PRINTABLE_BYTES)) / len(sample)
 
 
 def _runs(data: bytes, path: tuple[str, ...]) -> Iterator[Layer]:
     """Yield, per encoding, the best-reading decodes of its runs and (as leaves) the rest."""
     found: dict[str, list[tuple[bytes, bool]]] = {"hex": [], "base64": [], "base32": []}
-    for match in _RUN.finditer(data):
+    for match in RUN.finditer(data):
         run = match.group()
         # A run that is plainly hex is decoded as hex only, not again as base64.
-        if not _plainly_hex(run):
+        if not plainly_hex(run):
             found["base64"].append((run, True))
-        if len(run) > _PIECES_UP_TO and not _one_case(_WRAP.sub(b"", run)):
+        if len(run) > _PIECES_UP_TO and not one_case(WRAP.sub(b"", run)):
             continue  # a long mixed-case run is base64: no hex or base32 hides in it
-        flat = _WRAP.sub(b"", run)
-        for piece, whole in _pieces(_HEX_PIECE, flat):
+        flat = WRAP.sub(b"", run)
+        for piece, whole in pieces(HEX_PIECE, flat):
             found["hex"].append((piece, whole))
         # Base32 is one case (upper by the RFC, lower once a DNS name lost its case).
-        for piece, whole in _pieces(_BASE32_PIECE, flat):
-            if _one_case(piece):
+        for piece, whole in pieces(BASE32_PIECE, flat):
+            if one_case(piece):
                 found["base32"].append((piece.upper(), whole))
-        for piece, whole in _pieces(_BASE32HEX_PIECE, flat):
-            if _one_case(piece) and not _plainly_hex(piece.rstrip(b"=")):
-                found["base32"].append((piece.upper().translate(_B32HEX_TO_B32), whole))
-    for name, decode in (("hex", _hex_decodes), ("base64", _base64_decodes),
-                         ("base32", _base32_decodes)):  # fmt: skip
+        for piece, whole in pieces(BASE32HEX_PIECE, flat):
+            if one_case(piece) and not plainly_hex(piece.rstrip(b"=")):
+                found["base32"].append((piece.upper().translate(B32HEX_TO_B32), whole))
+    for name, decode in (("hex", hex_decodes), ("base64", base64_decodes),
+                         ("base32", base32_decodes)):  # fmt: skip
         best: list[bytes] = []
         alone: list[bytes] = []
         rest: list[bytes] = []
@@ -322,8 +275,8 @@ def _runs(data: bytes, path: tuple[str, ...]) -> Iterator[Layer]:
                 best.append(decodes[0])
                 # Two header bytes can happen by chance: an alignment that looks like a
                 # stream's start never pushes out the one that reads as text.
-                text = next((d for d in decodes[1:] if _magic(d) is None), None)
-                if _magic(decodes[0]) is not None and text and _score(text) >= _READS_AS_TEXT:
+                text = next((d for d in decodes[1:] if magic(d) is None), None)
+                if magic(decodes[0]) is not None and text and _score(text) >= _READS_AS_TEXT:
                     best.append(text)
                 rest.extend(d for d in decodes[1:] if d is not text or text not in best)
             elif len(alone) < _ALONE:
@@ -342,314 +295,3 @@ def _runs(data: bytes, path: tuple[str, ...]) -> Iterator[Layer]:
             yield Layer(decoded, (*path, name))
         if rest:
             yield Layer(b"\n".join(rest), (*path, name), leaf=True)
-
-
-def _pieces(pattern: re.Pattern[bytes], run: bytes) -> Iterator[tuple[bytes, bool]]:
-    """Yield the pieces of ``run`` in one alphabet, and whether each is the whole run."""
-    for match in pattern.finditer(run):
-        piece = match.group()
-        yield piece, len(piece) == len(run)
-
-
-def _one_case(run: bytes) -> bool:
-    return run.upper() == run or run.lower() == run
-
-
-def _plainly_hex(run: bytes) -> bool:
-    """Return whether a run is nothing but hex digits, as long as a hex run."""
-    return len(run) >= MIN_HEX and _PURE_HEX.fullmatch(run) is not None
-
-
-def _alignments(length: int, group: int, tail: int, every: bool) -> list[int]:
-    if every and length <= ALL_ALIGNMENTS_UP_TO:
-        return list(range(min(group, max(length - 1, 1))))
-    return sorted({0, tail % group})
-
-
-def _hex_decodes(run: bytes, *, every: bool = True) -> list[bytes]:
-    out = []
-    for start in _alignments(len(run), 2, len(run), every):
-        body = run[start:]
-        body = body[: len(body) // 2 * 2]
-        out.append(binascii.unhexlify(body))
-    return out
-
-
-def _base64_decodes(run: bytes, *, every: bool = True) -> list[bytes]:
-    text = _WRAP.sub(b"", run).translate(_URLSAFE)
-    stripped = text.rstrip(b"=")
-    padded = len(text) != len(stripped)
-    out = []
-    # With padding, the encoding's start is where the length from the end says.
-    for start in _alignments(len(stripped), 4, len(text) if padded else 0, every):
-        body = stripped[start:]
-        body = body[: len(body) - (len(body) % 4 == 1)]
-        body += b"=" * (-len(body) % 4)
-        try:
-            out.append(binascii.a2b_base64(body))
-        except binascii.Error:
-            continue
-    return out
-
-
-def _base32_decodes(run: bytes, *, every: bool = True) -> list[bytes]:
-    text = run.upper()
-    stripped = text.rstrip(b"=")
-    out = []
-    padded = len(text) != len(stripped)
-    for start in _alignments(len(stripped), 8, len(text) if padded else 0, every):
-        body = stripped[start:]
-        # A base32 group holds 8 characters; 1, 3 and 6 left over cannot end an encoding.
-        while len(body) % 8 in (1, 3, 6):
-            body = body[:-1]
-        if body:
-            out.append(_b32decode(body))
-    return out
-
-
-def _b32decode(body: bytes) -> bytes:
-    """Decode unpadded standard base32 (upper case) fast: as one base-32 integer."""
-    # int(_, 32) reads the digits 0-9A-V, base32hex's alphabet, in linear time.
-    bits = len(body) * 5
-    value = int(body.translate(_B32_TO_B32HEX), 32) >> (bits % 8)
-    return value.to_bytes(bits // 8, "big")
-
-
-# --------------------------------------------------------------------------- compression
-
-
-def _magic(data: bytes) -> str | None:
-    if data[:2] == b"\x1f\x8b":
-        return "gzip"
-    if data[:4] == b"\x28\xb5\x2f\xfd":
-        return "zstd"
-    if data[:6] == b"\xfd7zXZ\x00":
-        return "xz"
-    if _BZIP2.match(data):
-        return "bzip2"
-    # RFC 1950: deflate (CM 8), a window of at most 32 KiB (CINFO <= 7), FCHECK.
-    if (
-        len(data) >= 2
-        and data[0] & 0x0F == 8
-        and data[0] >> 4 <= 7
-        and (data[0] << 8 | data[1]) % 31 == 0
-    ):
-        return "zlib"
-    return None
-
-
-# Where a compressed stream may start inside a layer. zlib's two header bytes are looked
-# for in the forms its levels write (78 01/5e/9c/da); at offset 0 any valid header counts.
-_STREAM_START = re.compile(
-    rb"\x1f\x8b\x08|\x28\xb5\x2f\xfd|\xfd7zXZ\x00|BZh[1-9](?:1AY&SY|\x17rE8P\x90)|\x78[\x01\x5e\x9c\xda]"
-)
-_BZIP2 = re.compile(rb"BZh[1-9](?:1AY&SY|\x17rE8P\x90)")
-
-
-def streams(
-    data: bytes, cap: int = INFLATE_CAP, cut: Callable[[str], None] | None = None
-) -> Iterator[tuple[str, bytes, bool]]:
-    """Yield (kind, what it inflates to, whether it ended) for each stream found by magic.
-
-    At any offset: text or another stream before it hides nothing. A magic whose bytes do
-    not start a stream costs a short trial; past ``MAX_STREAMS`` real ones, ``cut`` hears.
-    """
-    view = memoryview(data)
-    found = 0
-    offsets = [0] if _magic(data) is not None else []
-    offsets += [m.start() for m in _STREAM_START.finditer(data, 1)]
-    for offset in offsets:
-        kind = _magic(bytes(view[offset : offset + 16]))
-        if kind is None or not _starts_stream(kind, view[offset : offset + _TRIAL]):
-            continue
-        if found == MAX_STREAMS:
-            if cut is not None:
-                cut(f"more than {MAX_STREAMS} compressed streams in one layer")
-            return
-        found += 1
-        result = _decompress(kind, view[offset:], cap, whole=False)
-        if result is not None and result[0]:
-            yield kind, result[0], result[1]
-
-
-def _starts_stream(kind: str, head: memoryview) -> bool:
-    """Return whether ``head`` decompresses as ``kind`` without an error, as far as it goes."""
-    try:
-        if kind in ("gzip", "zlib"):
-            zlib.decompressobj(31 if kind == "gzip" else 15).decompress(head, 1 << 16)
-        elif kind == "bzip2":
-            bz2.BZ2Decompressor().decompress(head, 1 << 16)
-        elif kind == "xz":
-            lzma.LZMADecompressor().decompress(head, 1 << 16)
-        return True
-    except (zlib.error, OSError, EOFError, lzma.LZMAError, ValueError):
-        return False
-
-
-def _guesses(data: bytes, cap: int) -> list[tuple[str, bytes]]:
-    """Return (kind, inflated) for each stream without a magic a binary layer reads as
-    (raw deflate and brotli both: one reading by chance must not hide the other)."""
-    if len(data) < 16 or not _binary(data):
-        return []
-    found = []
-    for tried in ("deflate", "brotli"):
-        result = _decompress(tried, data, cap, whole=True)
-        if result is not None and result[0]:
-            found.append((tried, result[0]))
-    return found
-
-
-def _guess(data: bytes, cap: int) -> tuple[str, bytes] | None:
-    """Return the first stream without a magic a binary layer reads as, if any."""
-    return next(iter(_guesses(data, cap)), None)
-
-
-def _binary(data: bytes) -> bool:
-    sample = data[:512]
-    return bool(sample) and len(sample.translate(None, _PRINTABLE_BYTES)) > 0.15 * len(sample)
-
-
-def inflate(
-    data: bytes, cap: int = INFLATE_CAP, hint: str | None = None
-) -> tuple[str, bytes] | None:
-    """Return (kind, what it inflates to, capped) if ``data`` is a compressed stream."""
-    kind = hint or _magic(data)
-    if kind is None:
-        return _guess(data, cap)
-    result = _decompress(kind, data, cap, whole=False)
-    return (kind, result[0]) if result is not None and result[0] else None
-
-
-def _decompress(
-    kind: str, data: bytes | memoryview, cap: int, *, whole: bool
-) -> tuple[bytes, bool] | None:
-    """Return (up to ``cap`` bytes of ``data`` decompressed as ``kind``, whether the
-    stream ended before the cap), or None if it is not one.
-
-    ``whole``: the stream must end cleanly (a guess without a magic is kept only then).
-    """
-    try:
-        if kind in ("gzip", "zlib", "deflate"):
-            return _zlib(kind, data, cap, whole)
-        if kind == "zstd":
-            return _zstd(data, cap)
-        if kind == "brotli":
-            return _brotli(data, cap, whole)
-        if kind in ("bzip2", "xz"):
-            return _stdlib(kind, data, cap)
-    except Exception:
-        return None
-    return None
-
-
-def _zlib(kind: str, data: bytes | memoryview, cap: int, whole: bool) -> tuple[bytes, bool] | None:
-    wbits = {"gzip": 31, "zlib": 15, "deflate": -15}[kind]
-    out = bytearray()
-    rest: bytes | memoryview = data
-    while rest and len(out) < cap:
-        stream = zlib.decompressobj(wbits)
-        out += stream.decompress(rest, cap - len(out))
-        if not stream.eof:
-            # Cut short (the cap, or a truncated stream): keep what came out.
-            if whole and len(out) < cap:
-                return None
-            return bytes(out), len(out) < cap
-        # gzip allows members one after another; anything else after the end is not ours.
-        rest = (
-            stream.unused_data if kind == "gzip" and stream.unused_data[:2] == b"\x1f\x8b" else b""
-        )
-    return bytes(out), not rest
-
-
-def _stdlib(kind: str, data: bytes | memoryview, cap: int) -> tuple[bytes, bool] | None:
-    stream: bz2.BZ2Decompressor | lzma.LZMADecompressor = (
-        bz2.BZ2Decompressor() if kind == "bzip2" else lzma.LZMADecompressor()
-    )
-    out = stream.decompress(data, cap)
-    return out, stream.eof or len(out) < cap
-
-
-def _zstd(data: bytes | memoryview, cap: int) -> tuple[bytes, bool] | None:
-    import io  # noqa: PLC0415
-
-    import zstandard  # noqa: PLC0415 (the proxy's own dependency, through mitmproxy)
-
-    # One frame: what follows it (text, another stream) is not this stream's.
-    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(bytes(data)))
-    out = bytearray()
-    ended = False
-    while len(out) < cap:
-        try:
-            chunk = reader.read(min(1 << 20, cap - len(out)))
-        except zstandard.ZstdError:
-            break  # a cut or corrupt frame: keep what came out
-        if not chunk:
-            ended = True
-            break
-        out += chunk
-    if not out:
-        return None
-    return bytes(out), ended
-
-
-def _brotli(data: bytes | memoryview, cap: int, whole: bool) -> tuple[bytes, bool] | None:
-    import brotli  # noqa: PLC0415 (the proxy's own dependency, through mitmproxy)
-
-    view = memoryview(data)
-    stream = brotli.Decompressor()
-    out = bytearray()
-    # No output limit in this brotli: a few input bytes can stand for 16 MiB out, so feed
-    # a few at a time and stop at the cap.
-    for start in range(0, len(view), _BROTLI_STEP):
-        try:
-            out += stream.process(bytes(view[start : start + _BROTLI_STEP]))
-        except brotli.error:
-            # The stream may have ended inside this step, with other bytes after it
-            # (text an encoder put after the stream): feed it again up to there, a byte
-            # at a time over the last step, and keep what the stream held.
-            return _brotli_ended(view, start, cap)
-        if len(out) >= cap:
-            return bytes(out[:cap]), False
-        if stream.is_finished():
-            return bytes(out), True
-    if whole and not stream.is_finished():
-        return None
-    return bytes(out), True
-
-
-def _brotli_ended(view: memoryview, last: int, cap: int) -> tuple[bytes, bool] | None:
-    """Return what a brotli stream that ends inside ``view[last:last + step]`` holds."""
-    import brotli  # noqa: PLC0415
-
-    stream = brotli.Decompressor()
-    out = bytearray()
-    for start in range(0, last, _BROTLI_STEP):
-        out += stream.process(bytes(view[start : start + _BROTLI_STEP]))
-    try:
-        for at in range(last, min(last + _BROTLI_STEP, len(view))):
-            out += stream.process(bytes(view[at : at + 1]))
-            if stream.is_finished():
-                return bytes(out[:cap]), True
-    except brotli.error:
-        return None  # not a stream that ended there: corrupt, or not brotli at all
-    return None
-
-
-def decode_content(body: bytes, content_encoding: str, cap: int = INFLATE_CAP) -> bytes | None:
-    """Return a body with its ``Content-Encoding`` undone (capped), or None if it fails."""
-    names = {"gzip": "gzip", "x-gzip": "gzip", "deflate": "zlib", "br": "brotli",
-             "zstd": "zstd"}  # fmt: skip
-    data = body
-    for coding in reversed([t.strip().lower() for t in content_encoding.split(",") if t.strip()]):
-        if coding == "identity":
-            continue
-        kind = names.get(coding)
-        if kind is None:
-            return None
-        result = _decompress(kind, data, cap, whole=False)
-        if result is None and kind == "zlib":
-            result = _decompress("deflate", data, cap, whole=False)  # deflate sent raw
-        if result is None:
-            return None
-        data = result[0]
-    return data

@@ -1,4 +1,4 @@
-"""Start, watch and stop the harness's own child processes (the proxy, the resolver)."""
+"""Start, wait for, watch and stop the harness's own child processes (the proxy, the resolver)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
+# How often a starting process's ready file is looked for.
+READY_POLL_S = 0.02
 
 
 @dataclass
@@ -123,3 +126,49 @@ def read_ready(path: Path, pid: int) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return ready if isinstance(ready, dict) and ready.get("pid") == pid else None
+
+
+class NotReady(Exception):
+    """A harness process that exited, or outlived its deadline, before it was ready."""
+
+    def __init__(self, code: int | None, *, timed_out: bool) -> None:
+        """Keep its exit code and whether the deadline passed (it was killed then)."""
+        super().__init__(f"not ready (exit {code})")
+        self.code = code
+        self.timed_out = timed_out
+
+
+class Starting:
+    """A harness process set going, not yet known to be ready: ``ready`` waits for it.
+
+    The one "start and wait until ready" of the harness's processes: the ready file at
+    ``ready_path`` is cleared, the process told ``go`` (``Spawned.go``), and from then it
+    has ``timeout`` seconds to write that file with its pid.
+    """
+
+    def __init__(self, spawned: Spawned, ready_path: Path, timeout: float) -> None:
+        """Clear the ready file and tell the process to go; do not wait for it."""
+        Path(ready_path).unlink(missing_ok=True)
+        self.spawned = spawned
+        self.ready_path = Path(ready_path)
+        self.process = spawned.go()
+        self.deadline = time.monotonic() + timeout
+
+    def ready(self) -> dict[str, Any]:
+        """Return the ready file the process wrote, or raise NotReady: it exited first,
+        or it was still not ready at the deadline (and is killed)."""
+        while True:
+            found = read_ready(self.ready_path, self.process.pid)
+            if found is not None:
+                return found
+            code = self.process.poll()
+            if code is not None:
+                raise NotReady(code, timed_out=False)
+            if time.monotonic() > self.deadline:
+                self.cancel()
+                raise NotReady(self.process.returncode, timed_out=True)
+            time.sleep(READY_POLL_S)
+
+    def cancel(self) -> None:
+        """Stop the process whether or not it got ready."""
+        self.spawned.cancel()

@@ -12,8 +12,10 @@ moment longer, so a fork bomb is reported and not only killed; the caller adopts
 orphans (a child subreaper) and the jail reaps the sandbox user's, so their zombies do
 not hold the process limit for the rest of the run.
 
-``ExecGuard`` names whoever runs ``sudo`` (or ``su``, ``pkexec``, ``doas``) from a
-check's namespaces, holding the exec (a fanotify permission event) until it knows.
+What a command leaves behind is counted, reaped and killed by ``reaper.py``; its uid comes
+from the run's block (``uids.py``). ``execguard.ExecGuard`` names whoever runs ``sudo``
+(or ``su``, ``pkexec``, ``doas``) from a check's namespaces, holding the exec (a fanotify
+permission event) until it knows.
 
 Without one (partial isolation), the command runs in its own session and process group
 with the same environment, limits, deadline and output cap.
@@ -21,46 +23,40 @@ with the same environment, limits, deadline and output cap.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import errno
-import fcntl
 import json
 import os
 import resource
-import secrets
 import select
 import shutil
-import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from cujo_action.net.netns import kill_all_in
-from cujo_action.sandbox.boundary import open_no_follow
 from cujo_action.sandbox.cgroups import Limits
-from cujo_action.watch import fanotify as fan
+from cujo_action.sandbox.reaper import (
+    Reaper,
+    become_subreaper,
+    count_in_namespace,
+    kill_group,
+    namespace_inode,
+    watch_growth,
+)
 from cujo_action.watch.output import Capture, Matcher, OutputSearch, Printed, Stream
 
 FILE_SIZE_LIMIT = 2 * 1024 * 1024 * 1024
-GRACE_S = 2.0
 # Processes the sandbox user may have at once, across the run's concurrent phases. A test
 # suite rarely needs a few dozen; a fork bomb meets this wall and is reported.
 NPROC_LIMIT = 1024
 NOFILE_LIMIT = 8192
 # A phase that reaches this share of the process limit is flooding the process table.
 FLOOD_SHARE = 0.75
-# A command that returns leaving this many processes behind is watched for up to
-# LEFTOVER_WATCH_S before they are killed, to tell a fork bomb from a few leftovers.
-LEFTOVER_CROWD = 64
-LEFTOVER_WATCH_S = 5.0
 SANDBOX_USER = "cujo-sandbox"
 _POLL_S = 0.2
-_GROWTH_POLL_S = 0.05
 
 
 class JailError(RuntimeError):
@@ -75,12 +71,6 @@ INSIDE_UID = 1001
 # Host paths always hidden from pull-request commands (the runner's own files, the
 # harness's state, host services' sockets): each gets an empty tmpfs.
 ALWAYS_HIDDEN = ("/home", "/root", "/tmp", "/var/tmp", "/run", "/mnt", "/media", "/srv")  # noqa: S108
-# Per-run uids (no passwd entry, no sudo, no group): a block of UID_BLOCK from UID_BASE,
-# held with a lock file while the run lives, so concurrent runs never share one.
-UID_BASE = 1_900_000_000
-UID_BLOCK = 8
-UID_SLOTS = 4096
-UID_LOCKS = Path("/run/cujo/uids")
 _SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 # The sandbox's pid 1: runs the command, tells the harness its exit status on fd 3, then
 # stays (reaping) so what the command left behind can be watched before it is killed.
@@ -238,63 +228,6 @@ def bwrap_unavailable(uid: int | None, gid: int | None) -> str | None:
     return None
 
 
-class UidBlock:
-    """A block of uids no other run on this machine holds, released with ``release``."""
-
-    def __init__(self, first: int, fd: int) -> None:
-        self.first, self._fd = first, fd
-
-    def uid(self, index: int) -> int:
-        """Return the ``index``-th uid of the block."""
-        if not 0 <= index < UID_BLOCK:
-            raise JailError(f"uid index {index} is outside the block of {UID_BLOCK}")
-        return self.first + index
-
-    def release(self) -> None:
-        """Let another run take the block."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-
-def allocate_uids(locks: Path = UID_LOCKS) -> UidBlock:
-    """Take a free block of per-run uids (flock on a file per block, root only)."""
-    locks.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if locks.is_symlink() or locks.stat().st_uid != 0:
-        raise JailError(f"{locks} is not root's own folder")
-    start = secrets.randbelow(UID_SLOTS)
-    for step in range(UID_SLOTS):
-        slot = (start + step) % UID_SLOTS
-        fd = open_no_follow(locks / f"{slot}.lock", "lock")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue
-        return UidBlock(UID_BASE + slot * UID_BLOCK, fd)
-    raise JailError("every block of sandbox uids is held by another run")
-
-
-def namespace_inode(name: str) -> int | None:
-    try:
-        return os.stat(f"/run/netns/{name}").st_ino
-    except OSError:
-        return None
-
-
-def count_in_namespace(inode: int) -> int:
-    """Return how many processes live in the network namespace with this inode."""
-    count = 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}/ns/net").st_ino == inode:
-                    count += 1
-            except OSError:
-                continue
-    return count
-
-
 @dataclass(frozen=True)
 class Outcome:
     """What one confined command did."""
@@ -334,115 +267,6 @@ def _limits(nproc: int | None, limits: Limits | None, nice: int = 0) -> Callable
             resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
     return apply
-
-
-def _kill_group(pgid: int, leader: subprocess.Popen[bytes]) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        if sig is signal.SIGTERM:
-            # Give well-behaved children a moment; a deadline, not a sleep in a loop.
-            deadline = time.monotonic() + GRACE_S
-            while time.monotonic() < deadline:
-                leader.poll()  # reap the leader, or the group looks alive while it is a zombie
-                try:
-                    os.killpg(pgid, 0)
-                except ProcessLookupError:
-                    return
-                time.sleep(0.05)
-
-
-_PR_SET_CHILD_SUBREAPER = 36
-_REAP_POLL_S = 0.005
-
-
-def become_subreaper() -> None:
-    """Adopt this process's orphaned descendants (Linux), so that it can reap them."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def _reap(uid: int, leader: int) -> int:
-    """Reap the exited children of the sandbox user but ``leader``; return how many."""
-    # A process whose parent is gone is adopted here (the subreaper) and, once it exits,
-    # holds one of the sandbox user's process slots until it is reaped: a fork bomb's
-    # orphans would fill RLIMIT_NPROC with zombies for the rest of the run. The leader is
-    # left to Popen, and the harness's own children (root) to whoever started them.
-    reaped = 0
-    while True:
-        try:
-            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return reaped
-        if info is None or info.si_pid == leader or info.si_uid != uid:
-            return reaped
-        with contextlib.suppress(ChildProcessError):
-            os.waitid(os.P_PID, info.si_pid, os.WEXITED | os.WNOHANG)
-        reaped += 1
-
-
-def _children_of(uid: int) -> int:
-    """Return how many children of this process (live or not) belong to ``uid``."""
-    me, count = os.getpid(), 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/status") as fh:
-                    fields = dict(line.split(":", 1) for line in fh if ":" in line)
-            except (OSError, ValueError):
-                continue
-            if int(fields.get("PPid", 0)) == me and int(fields["Uid"].split()[0]) == uid:
-                count += 1
-    return count
-
-
-class _Reaper:
-    """Reap the sandbox user's orphans while a confined command runs."""
-
-    def __init__(self, uid: int, leader: int) -> None:
-        self.uid, self.leader = uid, leader
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="cujo-reaper", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(_REAP_POLL_S):
-            _reap(self.uid, self.leader)
-
-    def finish(self, wait_s: float = GRACE_S) -> None:
-        """Stop the thread, then reap what the kills left until none is left (or wait_s)."""
-        self._stop.set()
-        self._thread.join()
-        end = time.monotonic() + wait_s
-        while True:
-            _reap(self.uid, self.leader)
-            if not _children_of(self.uid) or time.monotonic() > end:
-                return
-            time.sleep(0.01)
-
-
-def _watch_growth(
-    count: Callable[[], int], deadline: float, flood_at: float, *, own: int = 0
-) -> int:
-    """Return the most processes seen while what the command left behind grew.
-
-    ``own`` processes are the sandbox's own (its pid 1 and what that waits on).
-    """
-    # A few leftovers that stay put (a daemon, a stray sleep) are let go at once; a crowd,
-    # or a number that keeps climbing, is watched a little longer: a fork bomb climbs in
-    # steps (bash waits before it retries a fork that hit the process limit).
-    end = min(deadline, time.monotonic() + LEFTOVER_WATCH_S)
-    peak = last = count()
-    while last > own and peak < flood_at and time.monotonic() < end:
-        time.sleep(_GROWTH_POLL_S)
-        now = count()
-        peak = max(peak, now)
-        if now <= last and now < LEFTOVER_CROWD:
-            break
-        last = now
-    return peak
 
 
 def _read_status(fd: int) -> tuple[bool, int | None]:
@@ -542,7 +366,7 @@ def _follow(
     out = Capture(proc.stdout, flood, searching("stdout")) if proc.stdout is not None else None
     err = Capture(proc.stderr, flood, searching("stderr"))
     uid = confinement.uid
-    reaper = _Reaper(uid, proc.pid) if uid is not None and confinement.view is None else None
+    reaper = Reaper(uid, proc.pid) if uid is not None and confinement.view is None else None
     # How many processes the command has: its cgroup knows exactly, else its namespace.
     limits = confinement.limits
     count: Callable[[], int] | None = None
@@ -584,10 +408,10 @@ def _follow(
         own = 0
         if confinement.view is not None:
             own = 1 if confinement.view.worker is not None else 2
-        peak = max(peak, _watch_growth(count, deadline, FLOOD_SHARE * confinement.nproc, own=own))
+        peak = max(peak, watch_growth(count, deadline, FLOOD_SHARE * confinement.nproc, own=own))
     # Whatever the command left behind goes too: nothing outlives a phase. Killing the
     # outer bubblewrap kills the sandbox's pid 1, and with it the whole pid namespace.
-    _kill_group(proc.pid, proc)
+    kill_group(proc.pid, proc)
     if confinement.netns is not None:
         # setsid() leaves a process group, never the namespace: sweep that as well.
         kill_all_in(confinement.netns)
@@ -628,194 +452,3 @@ def _follow(
         printed=tuple(p for s in searches for p in s.printed()),
         output_unsearched=sum(s.unsearched for s in searches) + behind,
     )
-
-
-# --------------------------------------------------------------------------- privilege tools
-
-# A permission-class fanotify group (fanotify.py) whose FAN_OPEN_EXEC_PERM events hold
-# the exec until the group answers.
-_CMDLINE_CAP = 300
-
-
-@dataclass(frozen=True)
-class PrivilegedExec:
-    """One exec of a privilege tool by a process of the check that is guarded."""
-
-    path: str  # the tool
-    pid: int
-    phase: str
-    exe: str | None  # what the process ran before the exec (the caller)
-    cmdline: str  # the caller's command line
-
-
-def _check(rc: int, what: str) -> int:
-    if rc < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-    return rc
-
-
-def _descends(pid: int, root: int) -> bool:
-    """Return whether ``pid`` runs below ``root`` (its parent chain reaches it)."""
-    for _ in range(256):
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                pid = int(fh.read().rpartition(b")")[2].split()[1])
-        except (OSError, ValueError, IndexError):
-            return False
-        if pid == root:
-            return True
-        if pid <= 1:
-            return False
-    return False
-
-
-class ExecGuard:
-    """Name every process of one check that executes sudo (or su, pkexec, …).
-
-    A notification of the exec comes too late to name anyone: ``sudo`` refused by
-    ``no_new_privs`` exits within milliseconds, and every watcher on the machine sees
-    every exec. So this is a fanotify *permission* group: the kernel holds the exec until
-    the guard answers, which it does once it has read who the caller is. The check's
-    processes are those in its phases' network namespaces (full isolation; the namespace
-    names the phase) or, without namespaces, those below ``descendants_of`` (the phase is
-    ``phase()`` then). An exec by anyone else (the harness, the machine, another check or
-    run) is let through unrecorded; every exec is let through (under full isolation the
-    tool is already powerless). If the guard stops, the kernel lets everything pass.
-    """
-
-    def __init__(
-        self,
-        tools: Iterable[Path],
-        namespaces: Mapping[int, str],
-        *,
-        descendants_of: int | None = None,
-        phase: Callable[[], str] = lambda: "?",
-    ) -> None:
-        """Prepare to guard ``tools`` for namespaces (inode → phase) or a process tree."""
-        self._tools = [Path(t) for t in tools]
-        self._namespaces = dict(namespaces)
-        self._root = descendants_of
-        self._phase = phase
-        self._fd = -1
-        self._wake_r = self._wake_w = -1
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._events: list[PrivilegedExec] = []
-        self.complete = True
-
-    def start(self) -> None:
-        """Mark the tools that exist and start answering; raise OSError when it cannot."""
-        libc = fan.fanotify_libc()
-        self._fd = _check(
-            libc.fanotify_init(
-                fan.CLASS_CONTENT | fan.CLOEXEC | fan.NONBLOCK,
-                os.O_RDONLY | os.O_LARGEFILE | os.O_CLOEXEC,
-            ),
-            "fanotify_init",
-        )
-        try:
-            for tool in self._tools:
-                if tool.exists():
-                    _check(
-                        libc.fanotify_mark(
-                            self._fd, fan.MARK_ADD, fan.OPEN_EXEC_PERM, fan.AT_FDCWD, bytes(tool)
-                        ),
-                        f"fanotify_mark {tool}",
-                    )
-        except OSError:
-            os.close(self._fd)
-            self._fd = -1
-            raise
-        self._wake_r, self._wake_w = os.pipe()
-        self._thread = threading.Thread(target=self._run, name="cujo-exec-guard", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> list[PrivilegedExec]:
-        """Stop guarding (anything still held is let through) and return the execs seen."""
-        if self._thread is not None:
-            os.write(self._wake_w, b"s")
-            self._thread.join()
-            self._thread = None
-            for fd in (self._wake_r, self._wake_w):
-                os.close(fd)
-        if self._fd >= 0:
-            with contextlib.suppress(BlockingIOError):
-                self._answer_all()
-            os.close(self._fd)
-            self._fd = -1
-        return self.events()
-
-    def events(self) -> list[PrivilegedExec]:
-        """Return the execs recorded so far."""
-        with self._lock:
-            return list(self._events)
-
-    def _run(self) -> None:
-        poller = select.poll()
-        poller.register(self._fd, select.POLLIN)
-        poller.register(self._wake_r, select.POLLIN)
-        try:
-            while True:
-                ready = {fd for fd, _ in poller.poll()}
-                if self._wake_r in ready:
-                    return
-                with contextlib.suppress(BlockingIOError):
-                    self._answer_all()
-        except Exception:
-            # Closing the group lets every held exec go on; the evidence is incomplete.
-            self.complete = False
-            raise
-
-    def _answer_all(self) -> None:
-        while True:
-            try:
-                data = os.read(self._fd, 4096)
-            except OSError as exc:
-                if exc.errno in (errno.EMFILE, errno.ENFILE):
-                    # The kernel could not hand out the event's fd and has answered it.
-                    self.complete = False
-                    return
-                raise
-            if not data:
-                return
-            offset = 0
-            while offset + fan.METADATA.size <= len(data):
-                event_len, vers, _, _, mask, fd, pid = fan.METADATA.unpack_from(data, offset)
-                if vers != fan.METADATA_VERSION or event_len < fan.METADATA.size:
-                    raise RuntimeError(f"unknown fanotify event layout (version {vers})")
-                offset += event_len
-                if mask & fan.Q_OVERFLOW:
-                    self.complete = False
-                if fd < 0:
-                    continue
-                try:
-                    self._note(fd, pid)
-                finally:
-                    # Answer first, whatever happened: the caller waits on it.
-                    with contextlib.suppress(OSError):
-                        os.write(self._fd, fan.RESPONSE.pack(fd, fan.ALLOW))
-                    os.close(fd)
-
-    def _note(self, fd: int, pid: int) -> None:
-        try:
-            inode = os.stat(f"/proc/{pid}/ns/net").st_ino
-            tool = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            return  # gone, or outside this pid namespace: not a process of ours
-        phase = self._namespaces.get(inode)
-        if phase is None and self._root is not None and _descends(pid, self._root):
-            phase = self._phase()
-        if phase is None:
-            return
-        try:
-            exe: str | None = os.readlink(f"/proc/{pid}/exe")
-        except OSError:
-            exe = None
-        try:
-            raw = Path(f"/proc/{pid}/cmdline").read_bytes()[:_CMDLINE_CAP]
-            cmdline = raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
-        except OSError:
-            cmdline = ""
-        with self._lock:
-            self._events.append(PrivilegedExec(tool, pid, phase, exe, cmdline))

@@ -1,7 +1,7 @@
 """<linux/fanotify.h> as Cujo uses it: the constants, the event structs and libc's calls.
 
 Two groups read it: the decoy watcher (``watcher.py``, a notification group on the decoys
-and the privilege tools) and the exec guard (``jail.py``, a permission group that holds a
+and the privilege tools) and the exec guard (``execguard.py``, a permission group that holds a
 privilege tool's exec until it knows whose it is).
 """
 

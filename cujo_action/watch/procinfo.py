@@ -15,6 +15,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from cujo_action.sandbox.uids import UID_BASE
 from cujo_action.schema import clip
 
 MAX_PARENTS = 8
@@ -84,8 +85,6 @@ def _uid(pid: int) -> int:
 
 
 def _sandbox_uid(uid: int) -> bool:
-    from cujo_action.sandbox.jail import UID_BASE  # noqa: PLC0415 (jail imports the watcher, which imports this)
-
     return uid >= UID_BASE
 
 

@@ -35,7 +35,7 @@ from cujorun import Cujo, Pending, Review
 from gitrepo import GitRepo
 
 from cujo_action.arm.host import isolation_unavailable
-from cujo_action.sandbox.jail import UID_BASE, UID_BLOCK, UID_SLOTS
+from cujo_action.sandbox.uids import UID_BASE, UID_BLOCK, UID_SLOTS
 from cujo_action.schema import CHECK_NAMES
 from cujo_action.watch.watcher import fanotify_unavailable
 

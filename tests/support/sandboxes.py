@@ -21,11 +21,10 @@ from cujo_action.sandbox.jail import (
     INSIDE_HOME,
     NPROC_LIMIT,
     Confinement,
-    UidBlock,
     View,
-    allocate_uids,
     bwrap_unavailable,
 )
+from cujo_action.sandbox.uids import UidBlock, allocate_uids
 
 
 @dataclass

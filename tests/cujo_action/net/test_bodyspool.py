@@ -20,7 +20,7 @@ from cujo_action.net.bodyspool import (
     search_spool,
     spool_dir,
 )
-from cujo_action.net.proxy import scan
+from cujo_action.net.proxyrequest import scan
 
 DECOYS = make_decoys()
 MATCHER = DecoyMatcher(DECOYS)

@@ -20,25 +20,27 @@ import pytest
 from cujo_action.arm.decoys import Decoy, make_decoys
 from cujo_action.net import netns
 from cujo_action.net.dns import (
-    RCODE_FORMERR,
-    RCODE_NOTIMP,
-    SINK_ADDRESS,
-    DnsFormatError,
-    NameScanner,
     ResolverConfig,
     ResolverHandle,
     ResolverStart,
-    answer_for,
-    build_response,
-    dns_record,
-    error_response,
-    parse_query,
     spawn_resolver,
     start_resolver,
 )
+from cujo_action.net.dnsrecord import NameScanner, dns_record
+from cujo_action.net.dnswire import (
+    RCODE_FORMERR,
+    RCODE_NOTIMP,
+    DnsFormatError,
+    answer_for,
+    build_response,
+    error_response,
+    parse_query,
+)
 from cujo_action.net.egress import parse_egress_log
-from cujo_action.net.netns import NetNamespace, Redirect
-from cujo_action.net.proxy import DecoySpec
+from cujo_action.net.helperconfig import DecoySpec
+from cujo_action.net.namebook import SINK_ADDRESS
+from cujo_action.net.netns import NetNamespace
+from cujo_action.net.nftguard import Redirect
 from cujo_action.schema import REGISTRY_HOSTS
 
 REASON = netns.unavailable()

@@ -29,7 +29,7 @@ from cujo_action.net.egress import (
     egress_rank,
     parse_egress_log,
 )
-from cujo_action.net.proxy import DecoySpec
+from cujo_action.net.helperconfig import DecoySpec
 
 DECOYS = make_decoys()
 MATCHER = DecoyMatcher(DECOYS)

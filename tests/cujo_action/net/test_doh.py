@@ -6,6 +6,9 @@ import base64
 
 import dns.message
 
+from cujo_action.arm.decoys import make_decoys
+from cujo_action.net.dnsflow import merge_flow
+from cujo_action.net.dnsrecord import NameScanner
 from cujo_action.net.doh import UNREADABLE, doh_query
 
 
@@ -55,10 +58,6 @@ def test_ordinary_requests_are_no_doh() -> None:
 
 def test_a_decoy_sent_a_few_characters_per_doh_request_is_found_joined() -> None:
     """The proxy follows DoH names across requests as the resolver follows queries."""
-    from cujo_action.arm.decoys import make_decoys
-    from cujo_action.net.dns import NameScanner
-    from cujo_action.net.dnsflow import merge_flow
-
     decoys = make_decoys()
     scanner = NameScanner(decoys)
     data = next(d for d in decoys if d.name == "GITHUB_TOKEN").value.encode().hex()

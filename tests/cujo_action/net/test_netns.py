@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import secrets
@@ -25,29 +24,12 @@ from cujo_action.arm.decoys import Decoy, make_decoys
 from cujo_action.net import netns
 from cujo_action.net.dns import ResolverConfig, ResolverHandle, start_resolver
 from cujo_action.net.egress import parse_egress_log
-from cujo_action.net.netns import (
-    Drops,
-    Layout,
-    NetNamespace,
-    NetnsError,
-    Redirect,
-    Refused,
-    cleanup_stale,
-    parse_drops,
-    pick_index,
-    ruleset,
-    run_in_namespace,
-    subnets_in_use,
-)
-from cujo_action.net.proxy import (
-    DecoySpec,
-    ProxyConfig,
-    ProxyHandle,
-    host_header_name,
-    start_proxy,
-    transparent_name,
-    write_ca_bundle,
-)
+from cujo_action.net.helperconfig import DecoySpec
+from cujo_action.net.netlayout import Layout, NetnsError
+from cujo_action.net.netns import NetNamespace, cleanup_stale, run_in_namespace
+from cujo_action.net.nftguard import Redirect, Refused, ruleset
+from cujo_action.net.proxy import ProxyHandle, start_proxy, write_ca_bundle
+from cujo_action.net.proxyconfig import ProxyConfig
 from cujo_action.schema import REGISTRY_HOSTS
 
 SINK_HOST = "collector.exfil.test"
@@ -69,58 +51,6 @@ def root_only(fn: Callable[..., Any]) -> Callable[..., Any]:
 # --------------------------------------------------------------------------- pure parts
 
 
-def test_layout_names_fit_interfaces_and_addresses_are_a_30() -> None:
-    lay = Layout("a1b2c3", 5)
-    assert (lay.name, lay.table) == ("cujo-a1b2c3", "cujo_a1b2c3")
-    assert (lay.host_link, lay.sandbox_link) == ("cujoa1b2c3h", "cujoa1b2c3s")
-    assert max(len(lay.host_link), len(lay.sandbox_link)) <= 15  # IFNAMSIZ - 1
-    assert (lay.host_ip, lay.sandbox_ip) == ("10.200.0.21", "10.200.0.22")
-    assert str(lay.subnet) == "10.200.0.20/30"
-    assert Layout("a1b2c3", 64).host_ip == "10.200.1.1"
-
-
-def test_subnets_in_use_reads_addresses_and_routes_in_the_pool() -> None:
-    addrs = [
-        {
-            "ifname": "eth0",
-            "addr_info": [{"family": "inet", "local": "192.168.1.5", "prefixlen": 24}],
-        },
-        {"ifname": "v", "addr_info": [{"family": "inet", "local": "10.200.0.1", "prefixlen": 30}]},
-        {"ifname": "w", "addr_info": [{"family": "inet6", "local": "fe80::1", "prefixlen": 64}]},
-    ]
-    routes = [{"dst": "default"}, {"dst": "10.200.1.0/29"}, {"dst": "10.200.2.9"}]
-    taken = subnets_in_use(addrs, routes, netns.POOL)
-    assert taken == {0, 64, 65, 130}
-    # A free one, drawn at random (a finished namespace's conntrack entries linger).
-    picks = {pick_index(taken) for _ in range(200)}
-    assert not picks & taken
-    assert len(picks) > 100
-    tight = ipaddress.IPv4Network("10.200.0.0/28")  # four /30s, three taken
-    assert pick_index({0, 1, 3}, tight) == 2
-    # A route covering the whole pool takes every /30 in it.
-    tiny = ipaddress.IPv4Network("10.200.0.0/29")
-    with pytest.raises(NetnsError, match="no free"):
-        pick_index(subnets_in_use([], [{"dst": "10.0.0.0/8"}], tiny), tiny)
-
-
-def test_ruleset_redirects_tcp_and_dns_and_counts_every_other_drop() -> None:
-    text = ruleset(
-        Layout("a1b2c3", 0), Redirect(transparent_port=7001, dns_port=7053, proxy_port=7000)
-    )
-    assert "table inet cujo_a1b2c3 {" in text
-    assert 'iifname "cujoa1b2c3h" meta l4proto tcp counter dnat ip to 127.0.0.1:7001' in text
-    assert 'iifname "cujoa1b2c3h" udp dport 53 counter dnat ip to 127.0.0.1:7053' in text
-    assert 'iifname "cujoa1b2c3h" tcp dport 53 counter dnat ip to 127.0.0.1:7053' in text
-    assert "ip daddr 10.200.0.1 tcp dport 7000 counter dnat ip to 127.0.0.1:7000" in text
-    assert "tcp dport { 7000, 7001, 7053 } accept" in text
-    assert 'counter drop comment "refused"' in text
-    # The regular proxy rule must come before the catch-all transparent rule.
-    assert text.index("tcp dport 7000") < text.index("meta l4proto tcp counter dnat")
-    bare = ruleset(Layout("a1b2c3", 0), Redirect(transparent_port=7001))
-    assert "dport 53" not in bare
-    assert "tcp dport { 7001 } accept" in bare
-
-
 @root_only
 def test_ruleset_is_valid_nft() -> None:
     text = ruleset(
@@ -128,73 +58,6 @@ def test_ruleset_is_valid_nft() -> None:
     )
     proc = subprocess.run(["nft", "-c", "-f", "-"], input=text, text=True, capture_output=True)
     assert proc.returncode == 0, proc.stderr
-
-
-def test_parse_drops_reads_set_elements_and_rule_counters() -> None:
-    listing = {
-        "nftables": [
-            {"metainfo": {"version": "1.0.6"}},
-            {"table": {"family": "inet", "name": "cujo_a1b2c3"}},
-            {
-                "set": {
-                    "name": "refused4",
-                    "elem": [
-                        {
-                            "elem": {
-                                "val": {"concat": ["10.200.0.1", "udp", 9999]},
-                                "counter": {"packets": 1, "bytes": 29},
-                            }
-                        },
-                        {
-                            "elem": {
-                                "val": {"concat": ["203.0.113.7", "udp", 1234]},
-                                "counter": {"packets": 3, "bytes": 87},
-                            }
-                        },
-                    ],
-                }
-            },
-            {
-                "set": {
-                    "name": "refused4_other",
-                    "elem": [
-                        {
-                            "elem": {
-                                "val": {"concat": ["10.200.0.1", "icmp"]},
-                                "counter": {"packets": 2, "bytes": 168},
-                            }
-                        }
-                    ],
-                }
-            },
-            {
-                "rule": {
-                    "comment": "refused",
-                    "expr": [{"counter": {"packets": 6, "bytes": 284}}, {"drop": None}],
-                }
-            },
-            {
-                "rule": {
-                    "comment": "ipv6",
-                    "expr": [{"counter": {"packets": 1, "bytes": 70}}, {"drop": None}],
-                }
-            },
-            {"rule": {"comment": "transparent", "expr": [{"counter": {"packets": 9, "bytes": 1}}]}},
-        ]
-    }
-    drops = parse_drops(listing)
-    assert drops == Drops(
-        refused=[
-            Refused("203.0.113.7", "udp", 1234, 3, 87),
-            Refused("10.200.0.1", "icmp", None, 2, 168),
-            Refused("10.200.0.1", "udp", 9999, 1, 29),
-        ],
-        packets=7,
-        ipv6_packets=1,
-    )
-    assert str(drops.refused[0]) == "refused: 3 packets to 203.0.113.7:1234/udp"
-    assert str(drops.refused[1]) == "refused: 2 packets to 10.200.0.1/icmp"
-    assert parse_drops({}) == Drops()
 
 
 def test_run_in_prefixes_ip_netns_exec() -> None:
@@ -213,18 +76,6 @@ def test_run_in_prefixes_ip_netns_exec() -> None:
     ns.destroy()  # nothing was made: a no-op
     with pytest.raises(ValueError, match="6 lowercase hex"):
         NetNamespace(Redirect(transparent_port=1), run_id="../etc")
-
-
-def test_transparent_name_prefers_sni_and_flags_fronting() -> None:
-    assert host_header_name("example.test:8080") == "example.test"
-    assert host_header_name("[::1]:443") == "::1"
-    assert host_header_name("example.test") == "example.test"
-    assert transparent_name("a.test", "a.test:443", "10.0.0.1") == ("a.test", False)
-    assert transparent_name(None, "b.test", "10.0.0.1") == ("b.test", False)
-    assert transparent_name(None, None, "10.0.0.1") == ("10.0.0.1", False)
-    # SNI names a registry, Host another host: never forwarded.
-    assert transparent_name("pypi.org", "evil.test", "10.0.0.1") == ("pypi.org", True)
-    assert transparent_name("PyPI.org", "pypi.org.", "10.0.0.1") == ("PyPI.org", False)
 
 
 # --------------------------------------------------------------------------- the real thing
@@ -601,7 +452,8 @@ def test_cleanup_stale_removes_a_killed_runs_leftovers_and_spares_live_ones(tmp_
     code = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from cujo_action.net.netns import NetNamespace, Redirect\n"
+        "from cujo_action.net.netns import NetNamespace\n"
+        "from cujo_action.net.nftguard import Redirect\n"
         "ns = NetNamespace(Redirect(transparent_port=9), state_dir=Path(sys.argv[1])).create()\n"
         "print(ns.run_id, flush=True)\n"
         "sys.stdin.read()\n"

@@ -40,18 +40,16 @@ from cujo_action.net.egress import (
     parse_egress_log,
     split_label,
 )
+from cujo_action.net.helperconfig import DecoySpec
 from cujo_action.net.proxy import (
-    REGISTRY_WRITE_BODY,
-    SYSTEM_CA,
-    DecoySpec,
-    ProxyConfig,
     ProxyError,
     ProxyHandle,
-    request_size,
     spawn_proxy,
     start_proxy,
     write_ca_bundle,
 )
+from cujo_action.net.proxyconfig import SYSTEM_CA, ProxyConfig
+from cujo_action.net.proxyrequest import REGISTRY_WRITE_BODY, request_size
 from cujo_action.schema import REGISTRY_HOSTS
 
 LABELS = ["install/install", "detonation/import", "tests/test"]
@@ -732,7 +730,8 @@ def test_the_proxy_dies_with_the_run_that_started_it(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "import sys; from cujo_action.net.proxy import ProxyConfig, start_proxy;"
+            "import sys; from cujo_action.net.proxy import start_proxy;"
+            "from cujo_action.net.proxyconfig import ProxyConfig;"
             "h = start_proxy(ProxyConfig.model_validate_json(sys.stdin.read()));"
             "print(h.pid, flush=True); sys.stdin.close(); import time; time.sleep(600)",
         ],

@@ -32,6 +32,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cujo_action.arm.decoys import SLICE, WINDOW, DecoyMatcher, make_decoys
+from cujo_action.net.inflate import INFLATE_CAP, decode_content, inflate, magic
 from cujo_action.net.opacity import (
     MIN_BYTES,
     RANDOM_ENTROPY,
@@ -41,16 +42,9 @@ from cujo_action.net.opacity import (
     random_entropy,
     reads_as_text,
 )
-from cujo_action.net.proxy import scan
-from cujo_action.net.unwrap import (
-    INFLATE_CAP,
-    MAX_DEPTH,
-    Unwrap,
-    _magic,
-    decode_content,
-    inflate,
-    json_unescape,
-)
+from cujo_action.net.proxyrequest import scan
+from cujo_action.net.textcodecs import json_unescape
+from cujo_action.net.unwrap import MAX_DEPTH, Unwrap
 
 DECOYS = make_decoys()
 MATCHER = DecoyMatcher(DECOYS)
@@ -435,8 +429,8 @@ def test_an_alignment_that_looks_like_a_stream_does_not_hide_the_one_that_reads(
     for before in (b"", b"::: :", b""):
         data = before + base64.b64encode(data)
     assert TOKEN.name in scan(MATCHER, [("body", data)]).seen
-    assert _magic(b"\xe8\x80" + bytes(30)) is None
-    assert _magic(zlib.compress(b"x" * 100)) == "zlib"
+    assert magic(b"\xe8\x80" + bytes(30)) is None
+    assert magic(zlib.compress(b"x" * 100)) == "zlib"
 
 
 def test_a_brotli_stream_with_bytes_after_it_is_still_inflated() -> None:

@@ -27,11 +27,11 @@ from cujo_action.arm.decoys import DecoyMatcher, make_decoys
 from cujo_action.limits import OUTPUT_FLOOD, OUTPUT_TAIL
 from cujo_action.sandbox.jail import (
     INSIDE_UID,
-    UID_BASE,
     Confinement,
     JailError,
     run_confined,
 )
+from cujo_action.sandbox.uids import UID_BASE
 from cujo_action.watch.output import Printed
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}

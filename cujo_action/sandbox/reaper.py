@@ -1,0 +1,146 @@
+"""Count, reap and kill what a confined command leaves behind: nothing outlives a phase."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+
+GRACE_S = 2.0
+# A command that returns leaving this many processes behind is watched for up to
+# LEFTOVER_WATCH_S before they are killed, to tell a fork bomb from a few leftovers.
+LEFTOVER_CROWD = 64
+LEFTOVER_WATCH_S = 5.0
+_GROWTH_POLL_S = 0.05
+_PR_SET_CHILD_SUBREAPER = 36
+_REAP_POLL_S = 0.005
+
+
+def namespace_inode(name: str) -> int | None:
+    try:
+        return os.stat(f"/run/netns/{name}").st_ino
+    except OSError:
+        return None
+
+
+def count_in_namespace(inode: int) -> int:
+    """Return how many processes live in the network namespace with this inode."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}/ns/net").st_ino == inode:
+                    count += 1
+            except OSError:
+                continue
+    return count
+
+
+def kill_group(pgid: int, leader: subprocess.Popen[bytes]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        if sig is signal.SIGTERM:
+            # Give well-behaved children a moment; a deadline, not a sleep in a loop.
+            deadline = time.monotonic() + GRACE_S
+            while time.monotonic() < deadline:
+                leader.poll()  # reap the leader, or the group looks alive while it is a zombie
+                try:
+                    os.killpg(pgid, 0)
+                except ProcessLookupError:
+                    return
+                time.sleep(0.05)
+
+
+def become_subreaper() -> None:
+    """Adopt this process's orphaned descendants (Linux), so that it can reap them."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _reap(uid: int, leader: int) -> int:
+    """Reap the exited children of the sandbox user but ``leader``; return how many."""
+    # A process whose parent is gone is adopted here (the subreaper) and, once it exits,
+    # holds one of the sandbox user's process slots until it is reaped: a fork bomb's
+    # orphans would fill RLIMIT_NPROC with zombies for the rest of the run. The leader is
+    # left to Popen, and the harness's own children (root) to whoever started them.
+    reaped = 0
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return reaped
+        if info is None or info.si_pid == leader or info.si_uid != uid:
+            return reaped
+        with contextlib.suppress(ChildProcessError):
+            os.waitid(os.P_PID, info.si_pid, os.WEXITED | os.WNOHANG)
+        reaped += 1
+
+
+def _children_of(uid: int) -> int:
+    """Return how many children of this process (live or not) belong to ``uid``."""
+    me, count = os.getpid(), 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status") as fh:
+                    fields = dict(line.split(":", 1) for line in fh if ":" in line)
+            except (OSError, ValueError):
+                continue
+            if int(fields.get("PPid", 0)) == me and int(fields["Uid"].split()[0]) == uid:
+                count += 1
+    return count
+
+
+class Reaper:
+    """Reap the sandbox user's orphans while a confined command runs."""
+
+    def __init__(self, uid: int, leader: int) -> None:
+        self.uid, self.leader = uid, leader
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cujo-reaper", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(_REAP_POLL_S):
+            _reap(self.uid, self.leader)
+
+    def finish(self, wait_s: float = GRACE_S) -> None:
+        """Stop the thread, then reap what the kills left until none is left (or wait_s)."""
+        self._stop.set()
+        self._thread.join()
+        end = time.monotonic() + wait_s
+        while True:
+            _reap(self.uid, self.leader)
+            if not _children_of(self.uid) or time.monotonic() > end:
+                return
+            time.sleep(0.01)
+
+
+def watch_growth(
+    count: Callable[[], int], deadline: float, flood_at: float, *, own: int = 0
+) -> int:
+    """Return the most processes seen while what the command left behind grew.
+
+    ``own`` processes are the sandbox's own (its pid 1 and what that waits on).
+    """
+    # A few leftovers that stay put (a daemon, a stray sleep) are let go at once; a crowd,
+    # or a number that keeps climbing, is watched a little longer: a fork bomb climbs in
+    # steps (bash waits before it retries a fork that hit the process limit).
+    end = min(deadline, time.monotonic() + LEFTOVER_WATCH_S)
+    peak = last = count()
+    while last > own and peak < flood_at and time.monotonic() < end:
+        time.sleep(_GROWTH_POLL_S)
+        now = count()
+        peak = max(peak, now)
+        if now <= last and now < LEFTOVER_CROWD:
+            break
+        last = now
+    return peak

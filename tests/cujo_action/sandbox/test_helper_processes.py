@@ -1,0 +1,60 @@
+"""A harness process is waited for until its ready file names it, it exits, or its deadline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cujo_action.sandbox.helper_processes import NotReady, Spawned, Starting
+
+
+class Script(Spawned):
+    """A stand-in harness process: a Python one-liner told ``go`` like the real ones."""
+
+    def __init__(self, code: str) -> None:  # no super().__init__: no module to run
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.stdin.readline();" + code],
+            stdin=subprocess.PIPE,
+        )
+
+
+def writes_ready(path: Path, pid: str = "__import__('os').getpid()") -> str:
+    """Return code that writes a ready file naming ``pid`` (this process, by default)."""
+    ready = f"{{'pid': {pid}, 'ports': {{}}}}"
+    return f"import json; open({str(path)!r}, 'w').write(json.dumps({ready}))"
+
+
+def test_a_process_that_writes_its_ready_file_is_ready(tmp_path: Path) -> None:
+    ready = tmp_path / "ready.json"
+    ready.write_text(json.dumps({"pid": 1, "ports": {}}))  # a stale one: cleared first
+    starting = Starting(Script(writes_ready(ready) + "; import time; time.sleep(30)"), ready, 10)
+    try:
+        found = starting.ready()
+        assert found == {"pid": starting.process.pid, "ports": {}}
+        assert starting.process.poll() is None
+    finally:
+        starting.cancel()
+    assert starting.process.returncode is not None
+
+
+def test_a_ready_file_of_another_pid_is_not_taken(tmp_path: Path) -> None:
+    ready = tmp_path / "ready.json"
+    starting = Starting(Script(writes_ready(ready, "1") + "; raise SystemExit(3)"), ready, 10)
+    with pytest.raises(NotReady) as caught:
+        starting.ready()
+    assert (caught.value.code, caught.value.timed_out) == (3, False)
+
+
+def test_a_process_that_outlives_its_deadline_is_killed(tmp_path: Path) -> None:
+    starting = Starting(Script("import time; time.sleep(60)"), tmp_path / "ready.json", 0.3)
+    began = time.monotonic()
+    with pytest.raises(NotReady) as caught:
+        starting.ready()
+    assert caught.value.timed_out
+    assert caught.value.code == starting.process.returncode == -9
+    assert time.monotonic() - began < 10
