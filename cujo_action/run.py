@@ -38,14 +38,22 @@ from cujo_action.evidence.bundle import (
 )
 from cujo_action.evidence.egressdigest import read_egress
 from cujo_action.evidence.recorder import EgressTail, emit, record_begin
-from cujo_action.evidence.stages import mark
 from cujo_action.evidence.timing import TIMINGS_NAME, Timeline, split_line, timing_record
 from cujo_action.net.dns import ResolverError
 from cujo_action.net.proxy import ProxyError
 from cujo_action.prepare.plan import PrepareError, prepare
 from cujo_action.sandbox.boundary import BoundaryError
 from cujo_action.sandbox.jail import JailError
-from cujo_action.schema import CheckName, Failure, Plan, PolicyError, Report, clip, utcnow
+from cujo_action.schema import (
+    CheckName,
+    Failure,
+    Plan,
+    PolicyError,
+    Report,
+    clip,
+    stage_mark,
+    utcnow,
+)
 
 # Beyond a check's own command timeouts, how long its process may take to set up and report.
 PROCESS_SLACK_S = 180.0
@@ -61,7 +69,7 @@ def _say(message: str) -> None:
 
 def _stage(stage: str, what: str, why: str = "") -> None:
     """Mark a stage on stderr, for the workflow step that follows it (``stages.py``)."""
-    emit(mark(stage, what, why))
+    emit(stage_mark(stage, what, why))
 
 
 class Interrupted(BaseException):  # like KeyboardInterrupt: only its own handler catches it

@@ -49,7 +49,6 @@ from app_relay.github.vocab import (
     OBJECT_ID,
     PERMISSIONS,
     REACTIONS,
-    REPO_NAME,
     REVIEW_STATES,
     STATUSES_SEEN,
     CheckStatus,
@@ -60,6 +59,7 @@ from app_relay.github.vocab import (
     Reader,
     read_list,
 )
+from cujo_action.schema import REPO_NAME
 
 DEFAULT_API_URL: Final = "https://api.github.com"
 

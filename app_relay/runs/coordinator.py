@@ -45,7 +45,6 @@ from app_relay.github.protection import Hold, HoldCache
 from app_relay.model.diffreview import read_standards, review_diff
 from app_relay.model.port import ModelPort
 from app_relay.runs import mode as modes
-from app_relay.runs.bundle_intake import Bundle, BundleError
 from app_relay.runs.effects import (
     Outbox,
     OutboxConfig,
@@ -63,6 +62,7 @@ from app_relay.store import Intent, RunClosed, RunRecord, Store
 from app_relay.webhook.events import Event, MalformedEvent, ReviewRequested, record_request
 from app_relay.words.inert import code_span
 from app_relay.words.review_body import render_review
+from cujo_action.evidence.reader import Bundle, BundleError
 from cujo_action.schema import Policy, PolicyError, load_policy
 
 log = logging.getLogger(__name__)

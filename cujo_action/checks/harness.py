@@ -27,6 +27,7 @@ from cujo_action.checks import _receive_install
 from cujo_action.checks.decoy_record import DecoyRecord
 from cujo_action.evidence.ledger import item_line
 from cujo_action.evidence.recorder import emit
+from cujo_action.evidence.reportfit import with_cut
 from cujo_action.evidence.timing import Timeline
 from cujo_action.limits import LimitId
 from cujo_action.net.netns import NetnsError, drops_for
@@ -62,7 +63,6 @@ from cujo_action.schema import (
     Status,
     clip,
     utcnow,
-    with_cut,
 )
 from cujo_action.watch.persistence import SCHEDULERS, Entry, Place, changes, places
 from cujo_action.watch.persistence_scan import ScanCut, scan, venv_places

@@ -29,10 +29,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cujo_action.arm.decoys import Decoy, DecoyMatcher
 from cujo_action.net.dnsflow import FlowResult, NameFlow, merge_flow
-from cujo_action.net.egress import Action, decide, egress_record, normalize_host, split_label
+from cujo_action.net.egress import Action, decide, egress_record, split_label
 from cujo_action.net.proxy import SINK_NETWORK, DecoySpec
 from cujo_action.sandbox.helper_processes import HarnessProcess, Spawned, read_ready, wait_for_go
-from cujo_action.schema import REGISTRY_HOSTS, clip
+from cujo_action.schema import REGISTRY_HOSTS, clip, normalize_host
 from cujo_action.watch.procinfo import socket_owner
 
 # A sandbox's namespace (netns.py) sends every UDP and TCP packet to port 53 here, to the

@@ -23,15 +23,13 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cujo_action.arm.decoys import DecoyMatcher
-from cujo_action.net.egress import (
-    normalize_host,
-    split_label,
-)
+from cujo_action.net.egress import split_label
 from cujo_action.sandbox.helper_processes import HarnessProcess, Spawned, read_ready, wait_for_go
 from cujo_action.schema import (
     MAX_SHORT,
     REGISTRY_HOSTS,
     clip,
+    normalize_host,
 )
 
 # The proxy is mitmproxy used as a library, in a process of its own

@@ -64,7 +64,16 @@ import annotated_types
 
 from cujo_action.prepare import testenv
 from cujo_action.sandbox.boundary import open_no_follow
-from cujo_action.schema import MAX_SHORT, MAX_TEXT, Plan, Policy, PolicyError, clip, load_policy
+from cujo_action.schema import (
+    MAX_SHORT,
+    MAX_TEXT,
+    SHA,
+    Plan,
+    Policy,
+    PolicyError,
+    clip,
+    load_policy,
+)
 
 __all__ = ["PrepareError", "Settled", "prepare", "settle"]
 
@@ -94,7 +103,6 @@ NPM_PLACEHOLDER = "Error: no test specified"  # what `npm init` writes as script
 # head is untrusted and must not be able to make prepare read gigabytes.
 READ_CAP = 1024 * 1024
 
-_SHA = re.compile(r"[0-9a-f]{40}")
 _REMOTE = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|[\w.-]+@[\w.-]+:)")
 _PYTEST_REQ = re.compile(r"^\s*pytest(?:[-_.][a-z0-9]+)*\s*(?:[\[<>=!~;@(]|$)", re.IGNORECASE)
 _PYTEST_QUOTED = re.compile(
@@ -572,7 +580,7 @@ def _check_ref(ref: str) -> None:
 
 
 def _is_sha(ref: str) -> bool:
-    return bool(_SHA.fullmatch(ref))
+    return bool(SHA.fullmatch(ref))
 
 
 def _has_commit(git: _Git, clone: Path, sha: str) -> bool:

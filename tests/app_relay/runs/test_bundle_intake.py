@@ -12,8 +12,9 @@ import pytest
 from bundlefactory import make_plan, make_report
 from zipfactory import raw_zip, set_declared_size, set_flag_bits, with_mode
 
-from app_relay.runs.bundle_intake import BundleError, read_bundle, unpack_bundle
+from app_relay.runs.bundle_intake import unpack_bundle
 from cujo_action.evidence.bundle import write_failure, write_manifest
+from cujo_action.evidence.reader import BundleError, read_bundle
 from cujo_action.schema import CHECK_NAMES, Failure, Plan, Report
 
 BASE, HEAD, RUN = "a" * 40, "b" * 40, "run-1"

@@ -11,7 +11,7 @@ from bundlefactory import make_report
 from app_relay.decide.rules import RuleContext, apply_rules
 from cujo_action.evidence.bundle import attach_egress, egress_for
 from cujo_action.evidence.egressdigest import digest_records
-from cujo_action.evidence.reportfit import fit_report, report_bytes
+from cujo_action.evidence.reportfit import fit_report, parse_report, report_bytes
 from cujo_action.limits import REPORT_BYTES
 from cujo_action.net.egress import (
     RANK_BYPASS,
@@ -33,7 +33,6 @@ from cujo_action.schema import (
     REGISTRY_HOSTS,
     Observation,
     clip,
-    parse_report,
 )
 
 

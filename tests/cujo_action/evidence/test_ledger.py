@@ -15,9 +15,9 @@ from cujo_action.evidence.ledger import (
     end_line,
     item_digest,
     item_line,
-    read_record,
     shown_host,
 )
+from cujo_action.evidence.reader import read_record
 from cujo_action.evidence.recorder import EgressTail
 from cujo_action.schema import DecoyEvent, Observation
 from cujo_action.watch.watcher import DecoyWatcher

@@ -16,10 +16,11 @@ import requests
 from cujo_action.arm.arming import Harness
 from cujo_action.arm.decoys import make_decoys
 from cujo_action.evidence.bundle import write_manifest
+from cujo_action.evidence.reader import Manifest
 from cujo_action.evidence.seals import EvidenceFaults, broken_seals, seal
 from cujo_action.net.dns import ResolverConfig, start_resolver
 from cujo_action.net.proxy import DecoySpec, ProxyConfig, ProxyHandle, start_proxy
-from cujo_action.schema import MAX_TEXT, Manifest
+from cujo_action.schema import MAX_TEXT
 
 LABEL = "install/install"
 DECOYS = make_decoys()
