@@ -6,6 +6,7 @@ the zip; tests/app_relay/runs/test_bundle_intake.py) or as the review reads it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -14,7 +15,17 @@ import pytest
 from bundlefactory import make_plan, make_report
 
 from cujo_action.evidence.bundle import write_failure, write_manifest
-from cujo_action.evidence.reader import BundleError, read_bundle
+from cujo_action.evidence.reader import (
+    EGRESS_COPY,
+    MAX_SMALL_FILE,
+    BundleError,
+    EgressCopy,
+    EvidenceSeal,
+    held_lines,
+    read_bundle,
+    read_egress_copy,
+    read_manifest,
+)
 from cujo_action.schema import CHECK_NAMES, Failure, Plan, Report
 
 BASE, HEAD, RUN = "a" * 40, "b" * 40, "run-1"
@@ -205,3 +216,46 @@ def test_failure_bundle(tmp_path: Path) -> None:
     assert bundle.failure is not None
     assert bundle.failure.line == 3
     assert bundle.reports == ()
+
+
+# ---- what the tamper reconciliation reads (app_relay/runs/tamper.py) ----------------
+
+
+def test_the_egress_copy_and_its_seal_are_read_from_the_bundle(tmp_path: Path) -> None:
+    folder = make_bundle(tmp_path / "b")
+    assert read_egress_copy(folder) == EgressCopy(None, None)
+    log = b'{"a": 1}\n{"b": 2}\n'
+    (folder / "evidence").mkdir()
+    (folder / EGRESS_COPY).write_bytes(log)
+    seal = EvidenceSeal(
+        name="evidence/egress.jsonl", sha256=hashlib.sha256(log).hexdigest(), bytes=99
+    )
+    write_manifest(folder, RUN, HEAD, BASE, [seal])
+    copy = read_egress_copy(folder)
+    assert copy == EgressCopy(log, 99)
+    assert not copy.capped
+    assert held_lines(copy) == {
+        hashlib.sha256(line).hexdigest()[:32] for line in (b'{"a": 1}\n', b'{"b": 2}\n')
+    }
+
+
+def test_the_seal_is_read_within_the_manifest_s_cap(tmp_path: Path) -> None:
+    folder = make_bundle(tmp_path / "b")
+    (folder / "evidence").mkdir()
+    (folder / EGRESS_COPY).write_bytes(b"{}\n")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["evidence"] = [
+        {"name": "evidence/egress.jsonl", "sha256": "0" * 64, "bytes": 3, "writers": []}
+    ]
+    text = json.dumps(manifest)
+    (folder / "manifest.json").write_text(text + " " * (MAX_SMALL_FILE - len(text) + 1))
+    with pytest.raises(BundleError, match="over the cap"):
+        read_manifest(folder)
+    assert read_egress_copy(folder) == EgressCopy(b"{}\n", None)
+
+
+def test_a_copy_at_its_cap_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("cujo_action.evidence.reader.MAX_EVIDENCE_LOG", 4)
+    assert EgressCopy(b"1234", None).capped
+    assert not EgressCopy(b"123", None).capped
+    assert not EgressCopy(None, None).capped
