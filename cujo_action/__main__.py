@@ -1,14 +1,19 @@
-"""The sandbox entry: ``python -m cujo_action run …`` (what action.yml and LocalRunner run)."""
+"""The sandbox entry: ``python -m cujo_action run …`` (what action.yml and LocalRunner run).
+
+``check-id`` is the shell scripts' check of a run's inputs (tools/sandbox/start.sh): the
+patterns of ``schema`` (``SHA``, ``RUN_ID``, ``PULL_NUMBER``, ``REPO_NAME``), so a value
+the shell lets through is one every reader accepts.
+"""
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
-from cujo_action.evidence.stages import STAGES, Follower, detach
+from cujo_action.evidence.stages import Follower, detach
 from cujo_action.run import run_sandbox
+from cujo_action.schema import PULL_NUMBER, REPO_NAME, RUN_ID, SHA, STAGES
 
 # GitHub's tokens are tens of characters; anything near this is not one.
 _TOKEN_MAX = 4096
@@ -50,10 +55,21 @@ def main(argv: list[str] | None = None) -> int:
         choices=[*STAGES, "end"],
         help="the stage whose end to wait for, or `end` for the run's end",
     )
+    check = sub.add_parser(
+        "check-id",
+        help="check a run's inputs: exit 2 with a workflow ::error:: (never the value) if one "
+        "is not a commit SHA, a pull request number, a run id or a repository name",
+    )
+    check.add_argument("--sha", action="append", default=[], help="a 40-hex commit SHA")
+    check.add_argument("--pull-request", action="append", default=[], help="its number")
+    check.add_argument("--run-id", action="append", default=[], help="1-64 of A-Za-z0-9._-")
+    check.add_argument("--repo", action="append", default=[], help="owner/name")
     args = parser.parse_args(argv)
     if args.command == "follow":
         return _follow(args.state, args.until)
-    if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", args.run_id):
+    if args.command == "check-id":
+        return check_ids(args.sha, args.pull_request, args.run_id, args.repo)
+    if not RUN_ID.fullmatch(args.run_id):
         parser.error("--run-id must be 1-64 letters, digits, '.', '_' or '-'")
     if args.pull_request is not None and args.pull_request < 1:
         parser.error("--pull-request must be a number above 0")
@@ -84,6 +100,30 @@ def main(argv: list[str] | None = None) -> int:
         return detach(args.detach, review)
     except OSError as exc:
         parser.error(f"--detach {args.detach}: {exc.strerror} (it must be a new folder)")
+
+
+# What the shell says of a refused value (never the value: it could hold a workflow command).
+SHA_REFUSED = "::error::base-sha and head-sha must be 40-hex commit SHAs"
+PULL_NUMBER_REFUSED = "::error::pull-request must be a pull request number"
+RUN_ID_REFUSED = "::error::run-id must be 1-64 of A-Z a-z 0-9 . _ -"
+REPO_NAME_REFUSED = "::error::the repository must be owner/name as GitHub spells it"
+
+
+def check_ids(
+    shas: list[str], pull_requests: list[str], run_ids: list[str], repos: list[str]
+) -> int:
+    """Print the first refusal in the shell's order (SHAs, pull request, run id, repository)
+    to standard output, as the workflow reads it, and return 2; return 0 if all pass."""
+    for values, pattern, refused in (
+        (shas, SHA, SHA_REFUSED),
+        (pull_requests, PULL_NUMBER, PULL_NUMBER_REFUSED),
+        (run_ids, RUN_ID, RUN_ID_REFUSED),
+        (repos, REPO_NAME, REPO_NAME_REFUSED),
+    ):
+        if not all(pattern.fullmatch(value) for value in values):
+            print(refused, flush=True)
+            return 2
+    return 0
 
 
 def _follow(state: Path, until: str) -> int:

@@ -45,7 +45,6 @@ from cujo_action.evidence.bundle import (
 )
 from cujo_action.evidence.egressdigest import read_egress
 from cujo_action.evidence.recorder import EgressTail, emit, record_begin
-from cujo_action.evidence.stages import mark
 from cujo_action.evidence.timing import TIMINGS_NAME, Timeline, split_line, timing_record
 from cujo_action.net.dns import ResolverError
 from cujo_action.net.proxy import ProxyError
@@ -53,7 +52,7 @@ from cujo_action.prepare.git import PrepareError
 from cujo_action.prepare.plan import prepare
 from cujo_action.sandbox.boundary import BoundaryError
 from cujo_action.sandbox.jail import JailError
-from cujo_action.schema import CheckName, Failure, Plan, PolicyError, Report, clip
+from cujo_action.schema import CheckName, Failure, Plan, PolicyError, Report, clip, stage_mark
 
 # prctl(2): orphans below this process are re-parented to it instead of to init.
 PR_SET_CHILD_SUBREAPER = 36
@@ -65,7 +64,7 @@ def _say(message: str) -> None:
 
 def _stage(stage: str, what: str, why: str = "") -> None:
     """Mark a stage on stderr, for the workflow step that follows it (``stages.py``)."""
-    emit(mark(stage, what, why))
+    emit(stage_mark(stage, what, why))
 
 
 class Interrupted(BaseException):  # like KeyboardInterrupt: only its own handler catches it

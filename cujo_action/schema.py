@@ -1,16 +1,21 @@
 """Define the data that crosses Cujo's boundaries: the policy, the plan and the reports.
 
-This is the one module of ``cujo_action`` that ``app_relay`` imports. Every string and
-list in a report is capped here; writers clip to the caps (``clip`` counts bytes of JSON)
-and fit a report to its budget, and a reader takes an over-cap report as far as it fits
-and says so with a cut (``reportfit``), refusing only what it cannot trust.
+This is the module of ``cujo_action`` that ``app_relay`` imports (with ``limits`` and the
+bundle reader, ``evidence/reader.py``). It also holds what both sides must spell alike:
+the value types (``RunId``, ``Sha``, ``PullNumber``, ``RepoName``: every pattern for them
+lives here), the stage marks a run prints, and the hostname rule of a parent domain.
+Every string and list in a report is capped here; writers clip to the caps (``clip``
+counts bytes of JSON) and fit a report to its budget, and a reader takes an over-cap
+report as far as it fits and says so with a cut (``reportfit``), refusing only what it
+cannot trust.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, NamedTuple
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
@@ -20,7 +25,6 @@ from cujo_action.limits import LimitId
 
 REPORT_SCHEMA: Final = "cujo.report/1"
 PLAN_SCHEMA: Final = "cujo.plan/1"
-MANIFEST_SCHEMA: Final = "cujo.manifest/1"
 
 # Caps (``limits.py`` names each with its behaviour when reached). Producers truncate to
 # these before building a model (see ``clip``) and say what they cut (``Cut``).
@@ -83,8 +87,22 @@ Isolation = Literal["full", "partial"]
 Short = Annotated[str, StringConstraints(max_length=MAX_SHORT)]
 Text = Annotated[str, StringConstraints(max_length=MAX_TEXT)]
 Tail = Annotated[str, StringConstraints(max_length=MAX_TAIL)]
-Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
 EvidenceId = Annotated[str, StringConstraints(pattern=r"^[a-z]+:[a-z_]+:[0-9]+$", max_length=64)]
+
+# ---- the shared value types: every check of one, on either side and in the shell
+# scripts (``python -m cujo_action check-id``), is the compiled pattern or the type here.
+RUN_ID_CHARS: Final = r"[A-Za-z0-9._-]{1,64}"
+SHA_HEX: Final = r"[0-9a-f]{40}"
+PULL_NUMBER_DIGITS: Final = r"[1-9][0-9]{0,9}"
+REPO_NAME_CHARS: Final = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}"
+RUN_ID: Final = re.compile(rf"^{RUN_ID_CHARS}$")
+SHA: Final = re.compile(rf"^{SHA_HEX}$")
+PULL_NUMBER: Final = re.compile(rf"^{PULL_NUMBER_DIGITS}$")
+REPO_NAME: Final = re.compile(rf"^{REPO_NAME_CHARS}$")
+RunId = Annotated[str, StringConstraints(pattern=RUN_ID.pattern)]
+Sha = Annotated[str, StringConstraints(pattern=SHA.pattern)]
+PullNumber = Annotated[int, Field(ge=1)]
+RepoName = Annotated[str, StringConstraints(pattern=REPO_NAME.pattern)]
 
 
 _CUT_MARK: Final = "…[cut]…"
@@ -154,6 +172,84 @@ def was_clipped(text: str | None) -> bool:
 def utcnow() -> datetime:
     """Return the current time, timezone-aware, in UTC."""
     return datetime.now(UTC)
+
+
+# --------------------------------------------------------------------------- hostnames
+
+
+def normalize_host(host: str) -> str:
+    """Return ``host`` as compared: lower case, no trailing dot, no IPv6 brackets."""
+    return host.strip().strip("[]").rstrip(".").lower()
+
+
+# Generic second levels under two-letter country codes (co.uk, com.au, ne.jp, gob.mx…).
+_SECOND_LEVELS = frozenset(
+    {b"co", b"com", b"net", b"org", b"ac", b"gov", b"edu", b"ne", b"or", b"go", b"gob", b"ltd",
+     b"plc", b"nic", b"mil", b"sch", b"nom"}
+)  # fmt: skip
+
+
+def registrable_length(labels: Sequence[bytes]) -> int:
+    """Return how many labels, from the right, make the name's parent domain."""
+    if (
+        len(labels) >= 3
+        and len(labels[-1]) == 2
+        and labels[-1].isalpha()
+        and labels[-2].lower() in _SECOND_LEVELS
+    ):
+        return 3
+    return min(2, len(labels))
+
+
+def parent_domain(name: str) -> str:
+    """Return the domain a name's data labels are sent under (``registrable_length``)."""
+    labels = [label for label in normalize_host(name).encode().split(b".") if label]
+    return b".".join(labels[len(labels) - registrable_length(labels) :]).decode()
+
+
+# --------------------------------------------------------------------------- stages
+
+# A run marks its stages with lines of their own (``evidence/stages.py`` follows them on
+# Actions, the local runner reads them from the run's output):
+#     cujo-stage <stage> began | ended <status> | skipped <why>
+STAGE_PREFIX: Final = "cujo-stage"
+# In the order the workflow's steps follow them; checks of one row run at the same time.
+STAGES: Final = (
+    "prepare",
+    "arm",
+    "install",
+    "detonation",
+    "base",
+    "tests",
+    "probes",
+    "smoke",
+    "bundle",
+)
+_STAGE_MARK = re.compile(
+    rf"^{STAGE_PREFIX} (?P<stage>[a-z]+) (?P<what>began|ended|skipped)(?: (?P<why>.*))?$"
+)
+
+
+class StageMark(NamedTuple):
+    """A stage mark as read: the stage, began/ended/skipped, and the status or why."""
+
+    stage: str
+    what: str
+    why: str | None
+
+
+def stage_mark(stage: str, what: str, why: str = "") -> str:
+    """Return the line that marks ``stage`` as begun, ended (with its status) or skipped."""
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}")
+    detail = " ".join(why.split())[:200]
+    return f"{STAGE_PREFIX} {stage} {what}" + (f" {detail}" if detail else "")
+
+
+def read_stage_mark(line: str) -> StageMark | None:
+    """Return the stage mark ``line`` holds (its line ending aside), or None."""
+    m = _STAGE_MARK.match(line.rstrip("\r\n"))
+    return None if m is None else StageMark(m["stage"], m["what"], m["why"])
 
 
 class _Strict(BaseModel):
@@ -404,39 +500,6 @@ class Cut(_Strict):
     hides_danger: bool = True
 
 
-def with_cut(
-    cuts: list[Cut],
-    check: str,
-    limit: LimitId,
-    *,
-    dropped: int,
-    kept: int = 0,
-    detail: str = "",
-    phase: Phase | None = None,
-    hides_danger: bool | None = None,
-) -> list[Cut]:
-    """Return ``cuts`` with one more (``limits.py``), the new one last.
-
-    ``hides_danger`` defaults to the limit's own. Past ``MAX_CUTS`` the last cut gives
-    way to the new one, which keeps its ``hides_danger`` if that was set: a limit reached
-    is never silent.
-    """
-    hides = limits.LIMITS[limit].hides_danger if hides_danger is None else hides_danger
-    kept_cuts = list(cuts)
-    if len(kept_cuts) >= MAX_CUTS:
-        hides = hides or kept_cuts.pop().hides_danger
-    cut = Cut(
-        id=f"{check}:cut:{len(kept_cuts) + 1}",
-        limit=limit,
-        phase=phase,
-        kept=kept,
-        dropped=dropped,
-        detail=clip(detail, MAX_TEXT),
-        hides_danger=hides,
-    )
-    return [*kept_cuts, cut]
-
-
 class Report(_Strict):
     schema_: Literal["cujo.report/1"] = Field(REPORT_SCHEMA, alias="schema")
     run_id: Short
@@ -471,54 +534,8 @@ class Report(_Strict):
         return self.model_dump_json(by_alias=True, indent=2)
 
 
-class ManifestFile(_Strict):
-    name: Short
-    sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
-    bytes: int = Field(ge=0)
-
-
-class EvidenceSeal(ManifestFile):
-    """An evidence file as the harness hashed it when its writers had stopped."""
-
-    # The harness processes that wrote it (the proxy and the resolver share one log).
-    writers: list[Short] = Field(default_factory=list, max_length=8)
-
-
-class Manifest(_Strict):
-    schema_: Literal["cujo.manifest/1"] = Field(MANIFEST_SCHEMA, alias="schema")
-    run_id: Short
-    head_sha: Sha
-    base_sha: Sha
-    files: list[ManifestFile] = Field(max_length=64)
-    # The harness's own logs as sealed on the runner; a bundle's copy of one may be
-    # capped, so its entry in `files` can differ. Empty in bundles from before seals.
-    evidence: list[EvidenceSeal] = Field(default_factory=list, max_length=16)
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
 class ReportError(ValueError):
     """A report that fails validation or is not bound to the run that asked for it."""
-
-
-_SAFE_NAME = re.compile(r"^[a-z]+\.json$")
-
-
-def parse_report(raw: bytes, *, run_id: str, head_sha: str, base_sha: str) -> Report:
-    """Validate one report's bytes and bind it to the run; raise ReportError with why.
-
-    Over a cap it is read as far as it fits, with a cut that says so (``reportfit``).
-    """
-    from cujo_action.evidence import reportfit  # noqa: PLC0415 (reportfit builds on this module)
-
-    return reportfit.parse_report(raw, run_id=run_id, head_sha=head_sha, base_sha=base_sha)
-
-
-def report_file_name(check: CheckName) -> str:
-    """Return the file name a check's report is written under."""
-    name = f"{check}.json"
-    assert _SAFE_NAME.match(name)
-    return name
 
 
 FAILURE_SCHEMA: Final = "cujo.failure/1"

@@ -26,7 +26,6 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from app_relay.board import view
 from app_relay.board.access import Access, Viewer
-from app_relay.runs.bundle_intake import Bundle, BundleError, read_bundle
 from app_relay.runs.state import RunState
 from app_relay.store import (
     CommandRecord,
@@ -39,6 +38,7 @@ from app_relay.store import (
 )
 from app_relay.words.hold import holds_words
 from app_relay.words.review_body import evidence_lines
+from cujo_action.evidence.reader import Bundle, BundleError, read_bundle
 from cujo_action.schema import utcnow
 
 STATIC = Path(__file__).parent / "static"

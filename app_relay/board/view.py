@@ -6,7 +6,6 @@ section 3, and every state is also written in words (the CSS class only adds col
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,9 +13,7 @@ from typing import Literal
 
 from app_relay.runs.state import RunState
 from app_relay.store import CommandRecord, Effect, RunEvent
-from cujo_action.evidence.stages import STAGES
-
-_REPO = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
+from cujo_action.schema import REPO_NAME, STAGES
 
 
 @dataclass(frozen=True)
@@ -119,7 +116,7 @@ def links(
     review_id: int | None,
 ) -> list[Link]:
     """Return the links of a pull request's run; a local review has none."""
-    if session_kind != "github" or not _REPO.fullmatch(repo):
+    if session_kind != "github" or not REPO_NAME.fullmatch(repo):
         return []
     base = f"{web_url.rstrip('/')}/{repo}"
     found: list[Link] = []

@@ -26,8 +26,7 @@ from app_relay.decide.hits import (
     severity_by_phase,
 )
 from cujo_action.limits import LIMITS
-from cujo_action.net.egress import parent_domain
-from cujo_action.schema import DECOY_IN_OUTPUT, CheckName, Egress, Phase, Report
+from cujo_action.schema import DECOY_IN_OUTPUT, CheckName, Egress, Phase, Report, parent_domain
 
 # Methods that send a body somewhere (an upload, a form, an API write).
 SENDS = frozenset({"POST", "PUT", "PATCH"})

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from app_relay.github.vocab import OBJECT_ID, REPO_NAME, REVIEW_STATES
+from app_relay.github.vocab import OBJECT_ID, REVIEW_STATES
+from cujo_action.schema import REPO_NAME
 
 MAX_BODY: Final = 65_536
 _MAX_SUMMARY: Final = 65_535

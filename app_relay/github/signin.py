@@ -17,7 +17,8 @@ import requests
 
 from app_relay.github.answers import GitHubAnswer, GitHubError
 from app_relay.github.transport import DEFAULT_API_URL, MAX_PAGES, PER_PAGE
-from app_relay.github.vocab import LOGIN, REPO_NAME, Reader
+from app_relay.github.vocab import LOGIN, Reader
+from cujo_action.schema import REPO_NAME
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,12 +54,10 @@ WORKFLOW_RUN_ACTIONS: Final = frozenset({"requested", "in_progress", "completed"
 
 # ---- names --------------------------------------------------------------------------
 
-REPO_NAME: Final = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
 APP_SLUG: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,33}")
 LOGIN: Final = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
-# A commit as webhooks and dispatch inputs carry it (SHA-1), and as the REST API may
-# answer it (SHA-1, or SHA-256 in a repository that uses it).
-SHA1: Final = re.compile(r"[0-9a-f]{40}")
+# A commit as the REST API may answer it (SHA-1, or SHA-256 in a repository that uses it);
+# as webhooks and dispatch inputs carry it (SHA-1), it is cujo_action.schema's SHA.
 OBJECT_ID: Final = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 
 # ---- the fail-closed reader ---------------------------------------------------------

@@ -10,18 +10,15 @@ file's size and the total, as declared and as actually inflated. Files are writt
 staging folder beside ``dest`` and moved there only when every entry passed, so a refused
 archive leaves nothing behind.
 
-``read_bundle`` then validates the folder (the manifest and its hashes, the plan, the
-reports bound to the run, or the run's stated failure), capped file by file and in total.
-A report over one of its caps whose hash matched is read as far as it fits and says so
-(a cut); only what cannot be trusted is refused.
-Whatever the bundle holds, the answer is a ``Bundle`` of validated models or a
-``BundleError`` that says why; the caller turns the error into an ``error`` run, never
-``clean``. File I/O only; no network.
+``open_bundle`` then hands the folder to the bundle reader (``cujo_action/evidence/
+reader.py``: the manifest and its hashes, the plan, the reports bound to the run, or the
+run's stated failure, capped file by file and in total). Whatever the bundle holds, the
+answer is a ``Bundle`` of validated models or a ``BundleError`` that says why; the caller
+turns the error into an ``error`` run, never ``clean``. File I/O only; no network.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -30,30 +27,15 @@ import struct
 import tempfile
 import zipfile
 import zlib
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Final
 
-from pydantic import ValidationError
+from cujo_action.evidence.reader import MAX_BUNDLE_BYTES, Bundle, BundleError, MiB, read_bundle
 
-from cujo_action.evidence.reportfit import MAX_REPORT_READ
-from cujo_action.schema import (
-    ALL_CHECKS,
-    Failure,
-    Manifest,
-    Plan,
-    Report,
-    ReportError,
-    parse_report,
-)
-
-MiB: Final = 1024 * 1024
 MAX_FILES: Final = 64
-# The bundle's total, both as the archive inflates and as its files are read.
-MAX_BUNDLE_BYTES: Final = 64 * MiB
+# The bundle's total as the archive inflates: the reader's, as its files are read.
 MAX_TOTAL: Final = MAX_BUNDLE_BYTES
 MAX_FILE: Final = 8 * MiB
-MAX_SMALL_FILE: Final = MiB  # manifest.json, plan.json, failure.json
 
 _CHUNK: Final = 64 * 1024
 _ENCRYPTED: Final = 0x1  # general purpose flag bit 0: traditional PKWARE encryption
@@ -73,17 +55,6 @@ _UNREADABLE = (
     RuntimeError,
     OverflowError,
 )
-
-
-class BundleError(ValueError):
-    """A bundle that cannot be trusted; the message says which file (or zip entry) and why.
-
-    ``entry`` names the archive entry that was refused, when it was one.
-    """
-
-    def __init__(self, message: str, *, entry: str | None = None) -> None:
-        super().__init__(message)
-        self.entry = entry
 
 
 def _refused(entry: str | None, reason: str) -> BundleError:
@@ -259,113 +230,6 @@ def unpack_bundle(
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return dest
-
-
-# ---- what the bundle holds ----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Bundle:
-    """A validated bundle: reports bound to the run, or the run's stated failure."""
-
-    run_id: str
-    plan: Plan | None
-    reports: tuple[Report, ...]
-    failure: Failure | None
-
-
-def _read(path: Path, cap: int) -> bytes:
-    if path.is_symlink() or not path.is_file():
-        raise BundleError(f"{path.name} is not a regular file")
-    size = path.stat().st_size
-    if size > cap:
-        raise BundleError(f"{path.name} is {size} bytes, over the cap of {cap}")
-    return path.read_bytes()
-
-
-def _safe_name(name: str) -> bool:
-    pure = PurePosixPath(name)
-    return not pure.is_absolute() and ".." not in pure.parts and bool(pure.parts)
-
-
-def read_bundle(
-    folder: Path, *, run_id: str, head_sha: str | None = None, base_sha: str | None = None
-) -> Bundle:
-    """Validate the bundle in ``folder`` for ``run_id`` (and the SHAs, when known)."""
-    if not (folder / "manifest.json").exists():
-        raise BundleError("manifest.json is missing: the sandbox wrote no bundle")
-    try:
-        manifest = Manifest.model_validate_json(_read(folder / "manifest.json", MAX_SMALL_FILE))
-    except ValidationError as exc:
-        raise BundleError(f"manifest.json fails validation: {exc.errors()[0]['msg']}") from None
-    except OSError as exc:
-        raise BundleError(f"manifest.json cannot be read: {exc.strerror}") from None
-    if manifest.run_id != run_id:
-        raise BundleError(f"manifest.json is for run {manifest.run_id!r}, not {run_id!r}")
-    for entry in manifest.files:
-        if not _safe_name(entry.name):
-            raise BundleError(f"manifest names an unsafe path {entry.name!r}")
-    listed = {f.name: f for f in manifest.files}
-    present = {
-        str(p.relative_to(folder))
-        for p in folder.rglob("*")
-        if (p.is_file() or p.is_symlink()) and p.name != "manifest.json"
-    }
-    if extra := sorted(present - set(listed)):
-        raise BundleError(f"files not in the manifest: {', '.join(extra[:5])}")
-    total = 0
-    for entry in manifest.files:
-        if entry.name not in present:
-            raise BundleError(f"{entry.name} is in the manifest but missing")
-        data = _read(folder / entry.name, MAX_BUNDLE_BYTES)
-        total += len(data)
-        if total > MAX_BUNDLE_BYTES:
-            raise BundleError(f"the bundle is over the cap of {MAX_BUNDLE_BYTES} bytes")
-        if hashlib.sha256(data).hexdigest() != entry.sha256:
-            raise BundleError(f"{entry.name} does not match its sha256 in the manifest")
-    if "failure.json" in listed:
-        try:
-            failure = Failure.model_validate_json(_read(folder / "failure.json", MAX_SMALL_FILE))
-        except ValidationError as exc:
-            raise BundleError(f"failure.json fails validation: {exc.errors()[0]['msg']}") from None
-        if failure.run_id != run_id:
-            raise BundleError(f"failure.json is for run {failure.run_id!r}, not {run_id!r}")
-        return Bundle(run_id=run_id, plan=None, reports=(), failure=failure)
-    try:
-        plan = Plan.model_validate_json(_read(folder / "plan.json", MAX_SMALL_FILE))
-    except ValidationError as exc:
-        raise BundleError(f"plan.json fails validation: {exc.errors()[0]['msg']}") from None
-    except BundleError:
-        raise
-    except OSError:
-        raise BundleError("plan.json is missing") from None
-    head = head_sha or plan.head_sha
-    base = base_sha or plan.base_sha
-    if (plan.run_id, plan.head_sha, plan.base_sha) != (run_id, head, base):
-        raise BundleError("plan.json is not bound to this run (run id or commits differ)")
-    if plan.policy_from != base:
-        raise BundleError("plan.json read its policy from a commit other than base")
-    reports = []
-    # The head's checks, and the base's run beside them (reference for what head adds).
-    for check in ALL_CHECKS:
-        name = f"{check}.json"
-        if name not in listed:
-            continue
-        try:
-            # Over its budget it is still read (it matched its hash): as far as it fits,
-            # with a cut saying what was not (cujo_action/evidence/reportfit.py).
-            report = parse_report(
-                _read(folder / name, MAX_REPORT_READ),
-                run_id=run_id,
-                head_sha=head,
-                base_sha=base,
-            )
-        except ReportError as exc:
-            raise BundleError(f"{name}: {exc}") from None
-        if report.check != check:
-            raise BundleError(f"{name} holds the report of check {report.check!r}")
-        reports.append(report)
-    return Bundle(run_id=run_id, plan=plan, reports=tuple(reports), failure=None)
 
 
 def open_bundle(

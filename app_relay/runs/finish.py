@@ -18,7 +18,6 @@ from app_relay.decide.verdict import Verdict
 from app_relay.github.answers import GitHubError
 from app_relay.github.client import GitHubGateway
 from app_relay.github.protection import Hold, HoldCache
-from app_relay.runs.bundle_intake import Bundle, BundleError
 from app_relay.runs.effects import Outbox, check_intent, reaction_intent, review_intent
 from app_relay.runs.lease import RunLeases
 from app_relay.runs.runners import RunnerError
@@ -27,6 +26,7 @@ from app_relay.runs.state import review_for as review_kind
 from app_relay.store import Intent, RunClosed, RunRecord, Store
 from app_relay.words.inert import code_span
 from app_relay.words.review_body import render_review
+from cujo_action.evidence.reader import Bundle, BundleError
 from cujo_action.schema import Policy
 
 # What going wrong while moving a run looks like: the run ends ``error``, the relay goes on.

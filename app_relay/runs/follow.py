@@ -24,7 +24,6 @@ from app_relay.decide.judge import Judge, error_verdict
 from app_relay.decide.verdict import Verdict
 from app_relay.github.answers import JobStep
 from app_relay.github.client import GitHubGateway
-from app_relay.runs.bundle_intake import Bundle
 from app_relay.runs.effects import Outbox, check_intent
 from app_relay.runs.finish import FAILURES, RunFinisher
 from app_relay.runs.lease import RunBusy, RunLeases
@@ -35,6 +34,7 @@ from app_relay.runs.tamper import described, reconcile, record_verdict, with_tam
 from app_relay.store import RunRecord, Store
 from app_relay.webhook.events import Event
 from app_relay.words.inert import code_span
+from cujo_action.evidence.reader import Bundle
 from cujo_action.schema import Policy, PolicyError, load_policy
 
 log = logging.getLogger(__name__)

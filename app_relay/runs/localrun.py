@@ -17,10 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
 
-from cujo_action.evidence import stages
-
 # As many record lines as a local run keeps (a flood of requests is capped by the harness).
-
 MAX_RECORD_LINES: Final = 500_000
 # The sandbox's tamper-record lines start with this (cujo_action/evidence/ledger.py PREFIX; that
 # module loads pydantic, which the sandbox need not wait for).
@@ -50,8 +47,8 @@ class LocalRunner:
 
         With ``record``, the sandbox's standard error is read here: its tamper-record
         lines (``cujo_action/evidence/ledger.py``) are kept in ``record`` and its stage marks
-        (``cujo_action/evidence/stages.py``) go to the ``on_step`` given to ``wait`` (held until
-        then), rather than shown; everything else goes on to this process's stderr.
+        (``cujo_action/schema.py``, ``stage_mark``) go to the ``on_step`` given to ``wait``
+        (held until then), rather than shown; everything else goes on to this process's stderr.
         """
         out.mkdir(parents=True, exist_ok=True)
         argv = [self.python, "-m", "cujo_action", "run", "--repo", repo, "--base", base]
@@ -140,16 +137,31 @@ def _tell(on_step: Callable[[str], object] | None, step: str) -> None:
         log.info("a step of the local run could not be recorded: %s", exc)
 
 
+def step_line(stage: str, what: str, why: str | None) -> str:
+    """Return a stage mark as a step of the run's timeline (``"tests: completed (success)"``,
+    as the relay records the job's steps)."""
+    if what == "began":
+        return f"{stage}: in_progress"
+    if what == "skipped":
+        return f"{stage}: completed (skipped)"
+    ok = (why or "") in ("ok", "exit 0") or (why or "").startswith("isolation ")
+    return f"{stage}: completed ({'success' if ok else 'failure'})"
+
+
 def _split_record(stream: IO[bytes], record: list[str], on_step: Callable[[str], None]) -> None:
     """Keep the sandbox's tamper-record lines in ``record``, hand its stage marks to
     ``on_step``; pass the rest to stderr."""
+    # The stage marks are the sandbox's contract (cujo_action.schema), which loads
+    # pydantic: read here, in this thread, once the sandbox has started (ISSUE 14).
+    from cujo_action.schema import STAGES, read_stage_mark  # noqa: PLC0415
+
     for raw in stream:
         line = raw.decode("utf-8", errors="replace")
         if len(record) < MAX_RECORD_LINES and line.startswith(RECORD_PREFIX):
             record.append(line.rstrip("\n"))
             continue
-        if (step := stages.step_line(line)) is not None:
-            on_step(step)
+        if (mark := read_stage_mark(line)) is not None and mark.stage in STAGES:
+            on_step(step_line(mark.stage, mark.what, mark.why))
             continue
         sys.stderr.write(line)
         sys.stderr.flush()

@@ -34,14 +34,14 @@ from app_relay.github.answers import (
 )
 from app_relay.github.vocab import (
     CONCLUSIONS_SEEN,
-    REPO_NAME,
-    SHA1,
     STATUSES_SEEN,
     WORKFLOW_JOB_ACTIONS,
     WORKFLOW_RUN_ACTIONS,
     Reader,
 )
-from app_relay.runs.bundle_intake import Bundle, BundleError, open_bundle
+from app_relay.runs.bundle_intake import open_bundle
+from cujo_action.evidence.reader import Bundle, BundleError
+from cujo_action.schema import REPO_NAME, RUN_ID, RUN_ID_CHARS, SHA
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -64,8 +64,7 @@ MAX_ARTIFACT_BYTES: Final = 64 * 1024 * 1024
 # The sandbox job of the reusable workflow, and how much of its log is read.
 SANDBOX_JOB: Final = "cujo sandbox"
 MAX_JOB_LOG_BYTES: Final = 64 * 1024 * 1024
-_RUN_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")  # as `python -m cujo_action run` accepts
-_TITLE = re.compile(r"cujo ([A-Za-z0-9._-]{1,64})")
+_TITLE = re.compile(rf"cujo ({RUN_ID_CHARS})")
 log = logging.getLogger(__name__)
 
 
@@ -200,7 +199,7 @@ def _fold(event_name: str, body: object) -> RunProgress:
         waiting=status == "waiting" or action == "waiting",
         environment=environment,
         display_title=title,
-        head_sha=obj.text("head_sha", pattern=SHA1),
+        head_sha=obj.text("head_sha", pattern=SHA),
         workflow_path=path,
         job_name=job,
         steps=read_steps(obj.data.get("steps")) if event_name == "workflow_job" else (),
@@ -286,10 +285,10 @@ class ActionsRunner:
         pull_request: int,
     ) -> Dispatched:
         """Start the sandbox workflow on the default branch and return its workflow run."""
-        if not _RUN_ID.fullmatch(run_id):
+        if not RUN_ID.fullmatch(run_id):
             raise RunnerError(f"run id {run_id[:80]!r} is not 1-64 of [A-Za-z0-9._-]")
         for name, sha in (("base", base_sha), ("head", head_sha)):
-            if not SHA1.fullmatch(sha):
+            if not SHA.fullmatch(sha):
                 raise RunnerError(f"{name} {sha[:80]!r} is not a 40-hex commit SHA")
         if isinstance(pull_request, bool) or not isinstance(pull_request, int) or pull_request < 1:
             raise RunnerError(f"pull request {pull_request!r} is not a positive number")

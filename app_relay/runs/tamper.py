@@ -15,26 +15,27 @@ and the bundle stands on its own seals as before.
 
 from __future__ import annotations
 
-import io
-import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
-
 from app_relay.decide.verdict import MAX_EVIDENCE, Finding, Verdict
-from app_relay.runs.bundle_intake import Bundle
 from app_relay.words.inert import code_span
 from cujo_action import schema
-from cujo_action.evidence.bundle import MAX_EVIDENCE_LOG
-from cujo_action.evidence.egressdigest import read_egress
-from cujo_action.evidence.ledger import Record, digest, item_digest, read_record
-from cujo_action.evidence.reportfit import egress_kept_faithfully
-from cujo_action.schema import DecoyEvent, Egress, Manifest, Observation, Report
+from cujo_action.evidence.reader import (
+    Bundle,
+    EgressCopy,
+    Record,
+    egress_as_logged,
+    egress_faithful,
+    held_lines,
+    holds_as_recorded,
+    read_egress_copy,
+    read_record,
+)
+from cujo_action.schema import DecoyEvent, Observation, Report
 
 RULE = "evidence-tamper"
-EGRESS_COPY = "evidence/egress.jsonl"
 
 
 @dataclass(frozen=True)
@@ -90,45 +91,28 @@ def reconcile(log: str, bundle: Bundle, folder: Path) -> Reconciled:
             if e.decoy
         ]
         return found
-    copy = _egress_copy(folder)
-    found.lost += _lost_egress(record, copy, _sealed_bytes(folder))
+    copy = read_egress_copy(folder)
+    found.lost += _lost_egress(record, copy)
     found.lost += _lost_items(record, bundle)
     found.lost += _unfaithful_egress(bundle, copy, record)
     return found
 
 
-def _egress_copy(folder: Path) -> bytes | None:
-    path = folder / EGRESS_COPY
-    # read_bundle checked every file against the manifest: a plain file, within its cap.
-    return path.read_bytes() if path.is_file() and not path.is_symlink() else None
-
-
-def _sealed_bytes(folder: Path) -> int | None:
-    """Return the egress log's size as the harness sealed it (the manifest says)."""
-    try:
-        manifest = Manifest.model_validate_json((folder / "manifest.json").read_bytes())
-    except (OSError, ValidationError):
-        return None
-    sizes = [s.bytes for s in manifest.evidence if s.name.endswith("egress.jsonl")]
-    return sizes[0] if sizes else None
-
-
-def _lost_egress(record: Record, copy: bytes | None, sealed: int | None) -> list[Lost]:
+def _lost_egress(record: Record, copy: EgressCopy) -> list[Lost]:
     """Return the recorded egress lines the bundle's copy of the log does not hold.
 
     A line is found by its content wherever it is (removing one line moves every later
     one; only the removed one is lost); one past the end of a copy that stopped at the
     cap counts as held when the seal says the log was that long.
     """
-    data = copy or b""
-    held = {digest(line) for line in data.splitlines(keepends=True)}
-    capped = len(data) >= MAX_EVIDENCE_LOG
+    data = copy.data or b""
+    held = held_lines(copy)
     lost = []
     for line in record.egress:
         if line.digest in held:
             continue
         end = line.offset + line.length
-        if capped and end > len(data) and sealed is not None and end <= sealed:
+        if copy.capped and end > len(data) and copy.sealed is not None and end <= copy.sealed:
             continue  # past the bundle's cap, on a log the seal says was that long
         what = f"a {'request carrying a decoy' if line.decoy else 'request'} to {line.host}"
         lost.append(
@@ -159,48 +143,33 @@ def _lost_items(record: Record, bundle: Bundle) -> list[Lost]:
             lost.append(
                 Lost(line.evidence_id, f"{check}'s {kind} ({line.what}) is missing from its report")
             )
-        elif item_digest(item) != line.digest:
+        elif not holds_as_recorded(item, line):
             lost.append(
                 Lost(line.evidence_id, f"{check}'s {kind} ({line.what}) was changed in its report")
             )
     return lost
 
 
-def _unfaithful_egress(bundle: Bundle, copy: bytes | None, record: Record) -> list[Lost]:
+def _unfaithful_egress(bundle: Bundle, copy: EgressCopy, record: Record) -> list[Lost]:
     """Return reports whose egress is not what the bundle's egress log makes of it."""
     if bundle.plan is None:
         return []
-    if copy is None:
-        if not record.egress:
-            return []
-        copy = b""
-    if len(copy) >= MAX_EVIDENCE_LOG:
+    if copy.data is None and not record.egress:
+        return []
+    if copy.capped:
         return []  # capped: the harness read more than the bundle holds
     # The same streamed digest the harness made of the whole log.
-    egress = read_egress(io.BytesIO(copy), bundle.plan.policy.egress_allow)
+    logged = egress_as_logged(
+        copy.data or b"", bundle.plan.policy.egress_allow, [r.check for r in bundle.reports]
+    )
     lost = []
     for report in bundle.reports:
-        expected = egress.fit(report.check).entries
-        if not _faithful(expected, report):
+        if not egress_faithful(logged[report.check], report):
             first = report.egress[0].id if report.egress else f"{report.check}:egress:1"
             lost.append(
                 Lost(first, f"{report.check}'s egress is not what the bundle's egress log shows")
             )
     return lost
-
-
-def _faithful(expected: Sequence[Egress], report: Report) -> bool:
-    """Return whether the report's egress is what the log makes of it, less only what
-    fitting the report to its budget may leave out (``reportfit.fit_report``): requests
-    that carried no decoy, each left out whole, and said by a ``report-bytes`` cut."""
-    if _dump(expected) == _dump(report.egress):
-        return True
-    trimmed = any(cut.limit == "report-bytes" for cut in report.cuts)
-    return trimmed and egress_kept_faithfully(expected, report.egress)
-
-
-def _dump(items: Sequence[BaseModel]) -> list[object]:
-    return [json.loads(item.model_dump_json()) for item in items]
 
 
 # --------------------------------------------------------------------------- the verdict

@@ -24,7 +24,6 @@ from app_relay.store.engine import _delivery
 from app_relay.store.intake import take_into
 from app_relay.store.records import Delivery, Finished, NewDelivery, ReviewRequest
 from app_relay.store.tables import (
-    _SHA,
     DELIVERY_STATES,
     MAX_DELIVERY_ATTEMPTS,
     MAX_DELIVERY_ERROR,
@@ -40,7 +39,7 @@ from app_relay.store.tables import (
     UnknownSession,
     _require,
 )
-from cujo_action.schema import clip
+from cujo_action.schema import SHA, clip
 
 
 class DeliveriesStore(StoreBase):
@@ -388,7 +387,7 @@ class DeliveriesStore(StoreBase):
     ) -> int:
         """Record that a head asks for a review, once per delivery; return the request id."""
         for name, sha in (("base_sha", base_sha), ("head_sha", head_sha)):
-            if not _SHA.match(sha):
+            if not SHA.match(sha):
                 raise ValueError(f"{name} must be 40 lowercase hex digits, got {sha!r}")
         with self._write() as session:
             found = session.scalar(

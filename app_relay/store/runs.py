@@ -20,7 +20,6 @@ from app_relay.store.base import StoreBase
 from app_relay.store.records import Intent, RunEvent, RunRecord
 from app_relay.store.tables import (
     _GITHUB_FIELDS,
-    _SHA,
     MAX_EVENT_KIND,
     MODES,
     RUN_STATES,
@@ -37,7 +36,7 @@ from app_relay.store.tables import (
     UnknownSession,
     _require,
 )
-from cujo_action.schema import MAX_TAIL, clip
+from cujo_action.schema import MAX_TAIL, SHA, clip
 
 
 class RunsStore(StoreBase):
@@ -68,7 +67,7 @@ class RunsStore(StoreBase):
         if github and (unknown := set(github) - _GITHUB_FIELDS):
             raise ValueError(f"not a GitHub field of a run: {sorted(unknown)}")
         for name, sha in (("base_sha", base_sha), ("head_sha", head_sha)):
-            if not _SHA.match(sha):
+            if not SHA.match(sha):
                 raise ValueError(f"{name} must be 40 lowercase hex digits, got {sha!r}")
         if not run_id or len(run_id) > 64:
             raise ValueError(f"a run id has 1 to 64 characters, got {run_id!r}")

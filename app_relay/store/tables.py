@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -80,7 +79,6 @@ BUSY_TIMEOUT_MS = 15_000
 MAX_DELIVERY_ATTEMPTS = 5
 MAX_DELIVERY_ERROR = 2000
 MAX_EVENT_KIND = 64
-_SHA = re.compile(r"^[0-9a-f]{40}$")
 _BEGIN_OPTION = "cujo_sqlite_begin"
 _GITHUB_FIELDS = frozenset(
     {

@@ -17,9 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from app_relay.github.vocab import SHA1, WORKFLOW_JOB_ACTIONS, WORKFLOW_RUN_ACTIONS, Reader
+from app_relay.github.vocab import WORKFLOW_JOB_ACTIONS, WORKFLOW_RUN_ACTIONS, Reader
 from app_relay.runs.mode import ENTRY_ACTIONS
 from app_relay.store import Store
+from cujo_action.schema import SHA
 
 log = logging.getLogger(__name__)
 
@@ -317,8 +318,8 @@ def review_request_of(event: Event) -> ReviewRequested:
         repo=p.obj("repository").text("full_name"),
         pr_number=pr.positive("number"),
         action=p.text("action"),
-        head_sha=pr.obj("head").text("sha", pattern=SHA1, what="a 40-digit commit SHA"),
-        base_sha=pr.obj("base").text("sha", pattern=SHA1, what="a 40-digit commit SHA"),
+        head_sha=pr.obj("head").text("sha", pattern=SHA, what="a 40-digit commit SHA"),
+        base_sha=pr.obj("base").text("sha", pattern=SHA, what="a 40-digit commit SHA"),
         base_ref=pr.obj("base").text("ref"),
         author=user.text("login"),
         author_type=user.text("type"),

@@ -17,6 +17,7 @@ from cujo_action.arm.context import Armed
 from cujo_action.checks.decoy_record import DecoyRecord
 from cujo_action.evidence.ledger import item_line
 from cujo_action.evidence.recorder import emit
+from cujo_action.evidence.reportfit import with_cut
 from cujo_action.limits import LimitId
 from cujo_action.net.namebook import NameBook
 from cujo_action.net.netlayout import NetnsError
@@ -34,7 +35,6 @@ from cujo_action.schema import (
     Observation,
     Phase,
     clip,
-    with_cut,
 )
 from cujo_action.watch.persistence import SCHEDULERS
 from cujo_action.watch.watcher import DecoyWatcher

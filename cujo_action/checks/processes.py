@@ -19,9 +19,8 @@ from typing import Final
 
 from cujo_action.evidence.bundle import report_path
 from cujo_action.evidence.recorder import emit
-from cujo_action.evidence.stages import mark
 from cujo_action.evidence.timing import Timeline
-from cujo_action.schema import CheckName, Plan, Report, utcnow
+from cujo_action.schema import CheckName, Plan, Report, stage_mark, utcnow
 
 # Beyond a check's own command timeouts, how long its process may take to set up and report.
 PROCESS_SLACK_S = 180.0
@@ -128,7 +127,7 @@ class CheckProcess:
             stdout=subprocess.DEVNULL,
             start_new_session=True,
         )
-        emit(mark(name, "began"))  # on stderr, for the workflow step (``stages.py``)
+        emit(stage_mark(name, "began"))  # on stderr, for the workflow step (``stages.py``)
 
     def wait(self) -> None:
         """Wait for the process until its deadline; kill it past the deadline."""
@@ -137,7 +136,7 @@ class CheckProcess:
         except subprocess.TimeoutExpired:
             self.stop()
         self.ended = self.ended or time.monotonic()
-        emit(mark(self.name, "ended", f"exit {self.proc.returncode}"))
+        emit(stage_mark(self.name, "ended", f"exit {self.proc.returncode}"))
 
     def timed(self, timeline: Timeline) -> None:
         """Add the check's process and its own spans to the run's timeline."""

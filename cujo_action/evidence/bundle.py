@@ -25,21 +25,17 @@ from cujo_action.evidence.egressdigest import (
     EgressDigest,
     digest_records,
 )
+from cujo_action.evidence.reader import MAX_EVIDENCE_LOG, EvidenceSeal, Manifest, ManifestFile
 from cujo_action.evidence.reportfit import add_cut, fit_report, note_clipped_fields
 from cujo_action.schema import (
     MAX_EGRESS,
     MAX_OBSERVATIONS,
     CheckName,
     Egress,
-    EvidenceSeal,
     Failure,
-    Manifest,
-    ManifestFile,
     Observation,
     Report,
 )
-
-MAX_EVIDENCE_LOG = limits.EGRESS_LOG_COPY
 
 
 def fit_egress(

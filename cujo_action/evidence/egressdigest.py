@@ -35,10 +35,9 @@ from cujo_action.net.egress import (
     RANK_UNREAD,
     egress_from_record,
     egress_rank,
-    parent_domain,
     read_egress_log,
 )
-from cujo_action.schema import ALL_CHECKS, MAX_EGRESS, REGISTRY_HOSTS, Egress
+from cujo_action.schema import ALL_CHECKS, MAX_EGRESS, REGISTRY_HOSTS, Egress, parent_domain
 
 PHASES = frozenset({"install", "import", "test", "probe", "smoke"})
 _ALIKE_FIELDS = ("phase", "host", "method", "action", "route")

@@ -9,7 +9,8 @@ each one (``app_relay/runs/tamper.py``): a line the bundle does not hold is ``ev
 
 Lines say what kind of event it was and carry a digest of it, never its content: no decoy
 value, no URL, no pull-request output (a host shows only its last two labels, which a
-DNS-label exfiltration does not fill). Pure: formatting and parsing, shared by both sides.
+DNS-label exfiltration does not fill). Pure: formatting; the relay reads the lines back
+with ``reader.read_record``.
 
     cujo-evidence <run> begin <head> <base>
     cujo-evidence <run> egress <offset> <length> <digest> <check> <route> <action> <host> [decoy]
@@ -27,31 +28,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
 PREFIX = "cujo-evidence"
 DIGEST_CHARS = 32  # 128 bits of sha256: a forged line or item has to collide with it
-_RUN = r"[A-Za-z0-9._-]{1,64}"
-_HEX = rf"[0-9a-f]{{{DIGEST_CHARS}}}"
-_WORD = r"[a-z_-]{1,40}"
-# The runner prefixes each line of a job's log with its time (and the text a step printed
-# may carry a BOM or \r); anything else before the prefix means it is not our line.
-_STAMP = r"(?:\ufeff)?(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z )?"
-_LINE = re.compile(
-    rf"^{_STAMP}{PREFIX} (?P<run>{_RUN}) (?P<kind>begin|egress|item|end) (?P<rest>[^\r\n]*?)\r?$"
-)
-_BEGIN = re.compile(r"^(?P<head>[0-9a-f]{40}) (?P<base>[0-9a-f]{40})$")
-_EGRESS = re.compile(
-    rf"^(?P<offset>\d{{1,12}}) (?P<length>\d{{1,9}}) (?P<digest>{_HEX}) "
-    rf"(?P<check>{_WORD}) (?P<route>{_WORD}) (?P<action>{_WORD}) (?P<host>\S{{1,80}})"
-    r"(?P<decoy> decoy)?$"
-)
-_ITEM = re.compile(
-    rf"^(?P<id>[a-z]+:(?:decoy|obs):[1-9][0-9]{{0,5}}) (?P<digest>{_HEX}) (?P<what>\S{{1,80}})$"
-)
-_END = re.compile(r"^(?P<bytes>\d{1,12})$")
 
 
 def digest(data: bytes) -> str:
@@ -106,99 +87,3 @@ def item_line(run_id: str, evidence_id: str, item: BaseModel, what: str) -> str:
 def end_line(run_id: str, egress_bytes: int) -> str:
     """Return the line that says the harness read the whole egress log (its size)."""
     return f"{PREFIX} {run_id} end {egress_bytes}"
-
-
-# --------------------------------------------------------------------------- reading
-
-
-@dataclass(frozen=True)
-class EgressLine:
-    """A line of the egress log as the job's log names it."""
-
-    offset: int
-    length: int
-    digest: str
-    check: str
-    host: str
-    decoy: bool
-
-
-@dataclass(frozen=True)
-class ItemLine:
-    """A decoy event or an observation as the job's log names it."""
-
-    evidence_id: str
-    digest: str
-    what: str
-
-
-@dataclass
-class Record:
-    """What a job's log says one run's harness saw."""
-
-    run_id: str
-    begun: bool = False
-    head_sha: str | None = None
-    base_sha: str | None = None
-    egress: list[EgressLine] = field(default_factory=list)
-    items: list[ItemLine] = field(default_factory=list)
-    ended: bool = False
-    egress_bytes: int | None = None
-    # Lines that start like ours, for this run, but do not parse: said on the run page.
-    malformed: int = 0
-
-    @property
-    def events(self) -> int:
-        """Return how many evidence events the log names."""
-        return len(self.egress) + len(self.items)
-
-
-def read_record(log: str, run_id: str) -> Record:
-    """Return what ``log`` (a job's log, or the harness's stderr) records for ``run_id``.
-
-    Lines of other runs and every other line are ignored; the same line twice counts once.
-    """
-    record = Record(run_id=run_id)
-    seen: set[str] = set()
-    for raw in log.splitlines():
-        if PREFIX not in raw:
-            continue
-        m = _LINE.match(raw)
-        if m is None or m["run"] != run_id:
-            continue
-        kind, rest = m["kind"], m["rest"]
-        if (key := f"{kind} {rest}") in seen:
-            continue
-        seen.add(key)
-        if not _take(record, kind, rest):
-            record.malformed += 1
-    return record
-
-
-def _take(record: Record, kind: str, rest: str) -> bool:
-    if kind == "begin":
-        if (b := _BEGIN.match(rest)) is None:
-            return False
-        record.begun, record.head_sha, record.base_sha = True, b["head"], b["base"]
-    elif kind == "egress":
-        if (e := _EGRESS.match(rest)) is None:
-            return False
-        record.egress.append(
-            EgressLine(
-                offset=int(e["offset"]),
-                length=int(e["length"]),
-                digest=e["digest"],
-                check=e["check"],
-                host=e["host"],
-                decoy=e["decoy"] is not None,
-            )
-        )
-    elif kind == "item":
-        if (i := _ITEM.match(rest)) is None:
-            return False
-        record.items.append(ItemLine(i["id"], i["digest"], i["what"]))
-    else:
-        if (n := _END.match(rest)) is None:
-            return False
-        record.ended, record.egress_bytes = True, int(n["bytes"])
-    return True

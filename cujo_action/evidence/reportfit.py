@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ValidationError
 
+from cujo_action import limits
 from cujo_action.limits import REPORT_READ, LimitId, MiB
 from cujo_action.net.egress import (
     RANK_EXPECTED,
@@ -33,15 +34,17 @@ from cujo_action.net.egress import (
     egress_rank,
 )
 from cujo_action.schema import (
+    MAX_CUTS,
     MAX_REPORT_BYTES,
+    MAX_TEXT,
     REGISTRY_HOSTS,
+    Cut,
     Egress,
     Phase,
     Report,
     ReportError,
     clip,
     was_clipped,
-    with_cut,
 )
 
 # The most a reader takes in at all (the relay's archive already caps a file at 8 MiB):
@@ -56,6 +59,39 @@ _READ_ROUNDS: Final = 8
 def report_bytes(report: Report) -> int:
     """Return how many bytes the report takes as written (``Report.dump``)."""
     return len(report.dump().encode())
+
+
+def with_cut(
+    cuts: list[Cut],
+    check: str,
+    limit: LimitId,
+    *,
+    dropped: int,
+    kept: int = 0,
+    detail: str = "",
+    phase: Phase | None = None,
+    hides_danger: bool | None = None,
+) -> list[Cut]:
+    """Return ``cuts`` with one more (``limits.py``), the new one last.
+
+    ``hides_danger`` defaults to the limit's own. Past ``MAX_CUTS`` the last cut gives
+    way to the new one, which keeps its ``hides_danger`` if that was set: a limit reached
+    is never silent.
+    """
+    hides = limits.LIMITS[limit].hides_danger if hides_danger is None else hides_danger
+    kept_cuts = list(cuts)
+    if len(kept_cuts) >= MAX_CUTS:
+        hides = hides or kept_cuts.pop().hides_danger
+    cut = Cut(
+        id=f"{check}:cut:{len(kept_cuts) + 1}",
+        limit=limit,
+        phase=phase,
+        kept=kept,
+        dropped=dropped,
+        detail=clip(detail, MAX_TEXT),
+        hides_danger=hides,
+    )
+    return [*kept_cuts, cut]
 
 
 def add_cut(

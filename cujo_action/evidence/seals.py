@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from cujo_action.evidence.reader import EvidenceSeal
 from cujo_action.sandbox.boundary import open_no_follow
-from cujo_action.schema import MAX_TEXT, EvidenceSeal, clip
+from cujo_action.schema import MAX_TEXT, clip
 
 # The proxy and the resolver append to their logs under run_dir/evidence, a 0700 root
 # folder the sandbox cannot see. Once both have stopped nothing may write there again:

@@ -10,7 +10,8 @@ until the stage has ended (or been skipped, or the run is over). Everything the 
 prints still reaches the job's log within a tenth of a second, through whichever step is
 running.
 
-The run marks its stages with lines of their own::
+The run marks its stages with lines of their own (``schema.stage_mark``: the stage names
+and the line are a contract with the relay, which reads them from a local run)::
 
     cujo-stage <stage> began
     cujo-stage <stage> ended <status>
@@ -20,7 +21,6 @@ The run marks its stages with lines of their own::
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -28,54 +28,18 @@ from pathlib import Path
 from typing import Final, TextIO
 
 from cujo_action.sandbox.boundary import open_no_follow
+from cujo_action.schema import STAGES, read_stage_mark
 
-PREFIX: Final = "cujo-stage"
-# In the order the workflow's steps follow them; checks of one row run at the same time.
-STAGES: Final = (
-    "prepare",
-    "arm",
-    "install",
-    "detonation",
-    "base",
-    "tests",
-    "probes",
-    "smoke",
-    "bundle",
-)
 LOG: Final = "log"
 EXIT: Final = "exit"
 _OFFSET: Final = "followed"
 _POLL_S: Final = 0.1
-_MARK = re.compile(rf"^{PREFIX} (?P<stage>[a-z]+) (?P<what>began|ended|skipped)(?: (?P<why>.*))?$")
-
-
-def mark(stage: str, what: str, why: str = "") -> str:
-    """Return the line that marks ``stage`` as begun, ended (with its status) or skipped."""
-    if stage not in STAGES:
-        raise ValueError(f"unknown stage {stage!r}")
-    detail = " ".join(why.split())[:200]
-    return f"{PREFIX} {stage} {what}" + (f" {detail}" if detail else "")
 
 
 def done_with(line: str, stage: str) -> bool:
     """Return whether ``line`` says ``stage`` is over (ended or skipped)."""
-    m = _MARK.match(line.rstrip("\r\n"))
-    return m is not None and m["stage"] == stage and m["what"] != "began"
-
-
-def step_line(line: str) -> str | None:
-    """Return a stage mark as a step of the run's timeline (``"tests: completed (success)"``,
-    as the relay records the job's steps), or None for any other line."""
-    m = _MARK.match(line.rstrip("\r\n"))
-    if m is None or m["stage"] not in STAGES:
-        return None
-    if m["what"] == "began":
-        return f"{m['stage']}: in_progress"
-    if m["what"] == "skipped":
-        return f"{m['stage']}: completed (skipped)"
-    why = m["why"] or ""
-    ok = why in ("ok", "exit 0") or why.startswith("isolation ")
-    return f"{m['stage']}: completed ({'success' if ok else 'failure'})"
+    m = read_stage_mark(line)
+    return m is not None and m.stage == stage and m.what != "began"
 
 
 def exit_code(state: Path) -> int | None:

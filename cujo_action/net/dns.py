@@ -31,7 +31,6 @@ from cujo_action.net.dnswire import (
     error_response,
     parse_query,
 )
-from cujo_action.net.egress import normalize_host
 from cujo_action.net.helperconfig import DecoySpec, checked_labels
 from cujo_action.net.namebook import SINK_ADDRESS, SINK_NETWORK
 from cujo_action.sandbox.helper_processes import (
@@ -41,7 +40,7 @@ from cujo_action.sandbox.helper_processes import (
     Starting,
     wait_for_go,
 )
-from cujo_action.schema import REGISTRY_HOSTS
+from cujo_action.schema import REGISTRY_HOSTS, normalize_host
 from cujo_action.watch.procinfo import socket_owner
 
 # A sandbox's namespace (netns.py) sends every UDP and TCP packet to port 53 here, to the

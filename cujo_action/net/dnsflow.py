@@ -51,7 +51,7 @@ from typing import Any
 
 from cujo_action.arm.decoys import SLICE, DecoyMatcher
 from cujo_action.limits import DNS_DISTINCT, DNS_REASSEMBLY, DNS_STREAMS
-from cujo_action.net.egress import registrable_length
+from cujo_action.schema import registrable_length
 
 # How far before a stream's new bytes each search starts: the longest encoding of a
 # decoy's slice (SLICE characters: 40 in hex, 32 in base32 plus a group's alignment, 28

@@ -8,8 +8,8 @@ from typing import Any
 from cujo_action.arm.decoys import Decoy, DecoyMatcher
 from cujo_action.net.dnsflow import FlowResult, NameFlow
 from cujo_action.net.dnswire import Query, qtype_text
-from cujo_action.net.egress import Action, decide, egress_record, normalize_host
-from cujo_action.schema import clip
+from cujo_action.net.egress import Action, decide, egress_record
+from cujo_action.schema import clip, normalize_host
 
 DNS_METHOD = "DNS"
 DNS_PORT = 53

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cujo_action.net.dnswire import DnsFormatError, parse_query
-from cujo_action.net.egress import normalize_host
+from cujo_action.schema import normalize_host
 
 # Public resolvers that answer DoH (their documented endpoints), by host name or address.
 WELL_KNOWN = frozenset(

@@ -17,6 +17,7 @@ from cujo_action.schema import (
     Egress,
     Phase,
     clip,
+    normalize_host,
 )
 
 # The policy the proxy (proxy.py) and the resolver (dns.py) apply, and the one log line
@@ -40,36 +41,6 @@ def split_label(label: str) -> tuple[str, str]:
 
 
 # --------------------------------------------------------------------------- decisions
-
-
-def normalize_host(host: str) -> str:
-    """Return ``host`` as compared: lower case, no trailing dot, no IPv6 brackets."""
-    return host.strip().strip("[]").rstrip(".").lower()
-
-
-# Generic second levels under two-letter country codes (co.uk, com.au, ne.jp, gob.mx…).
-_SECOND_LEVELS = frozenset(
-    {b"co", b"com", b"net", b"org", b"ac", b"gov", b"edu", b"ne", b"or", b"go", b"gob", b"ltd",
-     b"plc", b"nic", b"mil", b"sch", b"nom"}
-)  # fmt: skip
-
-
-def registrable_length(labels: Sequence[bytes]) -> int:
-    """Return how many labels, from the right, make the name's parent domain."""
-    if (
-        len(labels) >= 3
-        and len(labels[-1]) == 2
-        and labels[-1].isalpha()
-        and labels[-2].lower() in _SECOND_LEVELS
-    ):
-        return 3
-    return min(2, len(labels))
-
-
-def parent_domain(name: str) -> str:
-    """Return the domain a name's data labels are sent under (``registrable_length``)."""
-    labels = [label for label in normalize_host(name).encode().split(b".") if label]
-    return b".".join(labels[len(labels) - registrable_length(labels) :]).decode()
 
 
 def host_allowed(host: str, allow_hosts: Iterable[str]) -> bool:

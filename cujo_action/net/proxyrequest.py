@@ -7,7 +7,7 @@ from collections.abc import Collection, Iterable
 from typing import NamedTuple
 
 from cujo_action.arm.decoys import DecoyMatcher
-from cujo_action.net.egress import normalize_host
+from cujo_action.schema import normalize_host
 
 TUNNEL_METHOD = "CONNECT"
 # The method of a transparent connection that carried no HTTP request.

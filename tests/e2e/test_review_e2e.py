@@ -23,9 +23,9 @@ from cujorun import Cujo, Review, processes_with, running_with
 from gitrepo import GitRepo
 from repo_paths import TOP
 
-from app_relay.runs.bundle_intake import read_bundle
 from app_relay.store import Store
 from cujo_action.checks.processes import kill_tree
+from cujo_action.evidence.reader import read_bundle
 from cujo_action.schema import CHECK_NAMES
 
 DEMO = TOP / "examples" / "demo"

@@ -26,8 +26,8 @@ from githttps import PrivateGitServer
 from gitrepo import GitRepo
 from repo_paths import TOP
 
-from app_relay.runs.bundle_intake import Bundle, read_bundle
 from app_relay.runs.tamper import reconcile
+from cujo_action.evidence.reader import Bundle, read_bundle
 from cujo_action.schema import CHECK_NAMES
 
 WORKFLOW = TOP / ".github" / "workflows" / "sandbox.yml"

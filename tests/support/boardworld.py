@@ -20,7 +20,8 @@ from app_relay.decide.verdict import Finding, Verdict
 from app_relay.settings import RelaySettings, Secret
 from app_relay.store import Store
 from cujo_action.evidence.bundle import write_manifest
-from cujo_action.schema import CHECK_NAMES, Plan, parse_report
+from cujo_action.evidence.reportfit import parse_report
+from cujo_action.schema import CHECK_NAMES, Plan
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 DEMO_EXFIL = SAMPLES / "demo-exfil"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cujo_action.schema import CHECK_NAMES, Plan, Policy, Report, parse_report, utcnow
+from cujo_action.evidence.reportfit import parse_report
+from cujo_action.schema import CHECK_NAMES, Plan, Policy, Report, utcnow
 
 DEMO_EXFIL = Path(__file__).resolve().parents[1] / "samples" / "demo-exfil"
 

@@ -14,8 +14,9 @@ import json
 from pathlib import Path
 
 from cujo_action.evidence.bundle import egress_for, write_manifest
+from cujo_action.evidence.reader import Manifest
 from cujo_action.net.egress import parse_egress_log
-from cujo_action.schema import ALL_CHECKS, Manifest, Plan, Report
+from cujo_action.schema import ALL_CHECKS, Plan, Report
 
 EGRESS = "evidence/egress.jsonl"
 

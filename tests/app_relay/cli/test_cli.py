@@ -18,8 +18,8 @@ from app_relay.cli import local, say
 from app_relay.cli import main as cli
 from app_relay.cli import review as subcommands
 from app_relay.decide.bundle_verdict import verdict_of
-from app_relay.runs.bundle_intake import Bundle
 from app_relay.store import Store
+from cujo_action.evidence.reader import Bundle
 from cujo_action.schema import Failure, Plan
 
 

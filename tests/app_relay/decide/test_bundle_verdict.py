@@ -7,7 +7,7 @@ from bundlefactory import make_plan
 
 from app_relay.decide.bundle_verdict import verdict_of
 from app_relay.decide.judge import DeterministicJudge
-from app_relay.runs.bundle_intake import Bundle, BundleError
+from cujo_action.evidence.reader import Bundle, BundleError
 from cujo_action.schema import CHECK_NAMES, Failure, Policy
 
 RUN_ID, BASE, HEAD = "run-1", "b" * 40, "a" * 40

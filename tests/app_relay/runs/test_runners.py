@@ -29,7 +29,6 @@ from zipfactory import raw_zip, set_declared_size, with_mode
 
 from app_relay.github.app_auth import GitHubApp
 from app_relay.github.client import GitHubGateway
-from app_relay.runs.bundle_intake import BundleError
 from app_relay.runs.localrun import LocalRunner
 from app_relay.runs.runners import (
     FETCH_ERRORS,
@@ -42,6 +41,7 @@ from app_relay.runs.runners import (
     read_progress,
 )
 from cujo_action.evidence.bundle import write_manifest
+from cujo_action.evidence.reader import BundleError
 from cujo_action.schema import CHECK_NAMES, Plan, Report
 
 REPO = "octo/widgets"

@@ -22,17 +22,16 @@ from relayworld import REPO, synthetic
 from app_relay.decide.hits import RuleContext
 from app_relay.decide.rules import apply_rules
 from app_relay.decide.verdict import Finding, ModelUse, Verdict
-from app_relay.runs.bundle_intake import read_bundle
 from app_relay.runs.tamper import CRITICAL_KINDS, reconcile, record_verdict, with_tampering
 from cujo_action.evidence import bundle as harness_bundle
 from cujo_action.evidence.bundle import attach_egress, write_failure, write_manifest
 from cujo_action.evidence.egressdigest import read_egress
 from cujo_action.evidence.ledger import begin_line, egress_line, end_line, item_line
+from cujo_action.evidence.reader import EvidenceSeal, read_bundle
 from cujo_action.evidence.reportfit import fit_report, report_bytes
 from cujo_action.schema import (
     CHECK_NAMES,
     DecoyEvent,
-    EvidenceSeal,
     Failure,
     Observation,
     Policy,
@@ -188,7 +187,7 @@ def test_lines_past_a_capped_copy_are_held_when_the_seal_says_the_log_was_that_l
 ) -> None:
     # A small cap stands in for the 8 MiB one; both sides read the same constant.
     monkeypatch.setattr(harness_bundle, "MAX_EVIDENCE_LOG", len(LOG[0]))
-    monkeypatch.setattr("app_relay.runs.tamper.MAX_EVIDENCE_LOG", len(LOG[0]))
+    monkeypatch.setattr("cujo_action.evidence.reader.MAX_EVIDENCE_LOG", len(LOG[0]))
     harness = Harness(tmp_path / "b", LOG)
     folder = harness.write(copy=LOG[0])
 

@@ -13,8 +13,9 @@ from bundlefactory import make_plan
 
 from cujo_action.checks import probes
 from cujo_action.checks.detonation import LISTER, MAX_IMPORTS, parse_modules
+from cujo_action.evidence.reportfit import with_cut
 from cujo_action.limits import LIMITS, OUTPUT_TAIL
-from cujo_action.schema import MAX_CUTS, with_cut
+from cujo_action.schema import MAX_CUTS
 
 
 def test_the_lister_says_how_many_modules_it_found_on_a_line_the_tail_keeps() -> None:

@@ -12,7 +12,7 @@ from app_relay.decide.hits import RuleContext
 from app_relay.decide.rules import apply_rules
 from cujo_action.evidence.bundle import attach_egress, egress_for
 from cujo_action.evidence.egressdigest import digest_records
-from cujo_action.evidence.reportfit import fit_report, report_bytes
+from cujo_action.evidence.reportfit import fit_report, parse_report, report_bytes
 from cujo_action.limits import REPORT_BYTES
 from cujo_action.net.egress import (
     RANK_BYPASS,
@@ -34,7 +34,6 @@ from cujo_action.schema import (
     REGISTRY_HOSTS,
     Observation,
     clip,
-    parse_report,
 )
 
 

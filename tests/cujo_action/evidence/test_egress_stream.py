@@ -23,10 +23,9 @@ from cujo_action.net.egress import (
     egress_rank,
     egress_record,
     order_egress,
-    parent_domain,
     parse_egress_log,
 )
-from cujo_action.schema import MAX_EGRESS, REGISTRY_HOSTS, Egress
+from cujo_action.schema import MAX_EGRESS, REGISTRY_HOSTS, Egress, parent_domain
 
 # --------------------------------------------------------------------------- the reference
 # What the bundle did before it streamed (main at 7b1c952..fb6f609): the whole log read

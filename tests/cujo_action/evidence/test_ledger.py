@@ -14,9 +14,9 @@ from cujo_action.evidence.ledger import (
     egress_line,
     end_line,
     item_line,
-    read_record,
     shown_host,
 )
+from cujo_action.evidence.reader import read_record
 from cujo_action.evidence.recorder import EgressTail
 from cujo_action.schema import DecoyEvent, Observation
 from cujo_action.watch.watcher import DecoyWatcher

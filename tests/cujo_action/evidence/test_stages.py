@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from cujo_action.__main__ import main
-from cujo_action.evidence.stages import EXIT, LOG, Follower, detach, done_with, exit_code, mark
+from cujo_action.evidence.stages import EXIT, LOG, Follower, detach, done_with, exit_code
+from cujo_action.schema import stage_mark
 
 
 def state_with(tmp_path: Path, *lines: str, code: int | None = None) -> Path:
@@ -24,8 +25,8 @@ def state_with(tmp_path: Path, *lines: str, code: int | None = None) -> Path:
 
 
 def test_marks_say_which_stage_is_over() -> None:
-    assert mark("tests", "ended", "exit 0") == "cujo-stage tests ended exit 0"
-    assert mark("base", "skipped", "CUJO_BASE=off\nsecond line") == (
+    assert stage_mark("tests", "ended", "exit 0") == "cujo-stage tests ended exit 0"
+    assert stage_mark("base", "skipped", "CUJO_BASE=off\nsecond line") == (
         "cujo-stage base skipped CUJO_BASE=off second line"
     )
     assert done_with("cujo-stage tests ended exit 1", "tests")
@@ -34,7 +35,7 @@ def test_marks_say_which_stage_is_over() -> None:
     assert not done_with("cujo-stage tests ended", "probes")
     assert not done_with("cujo: tests: cujo-stage tests ended", "tests")
     with pytest.raises(ValueError, match="unknown stage"):
-        mark("deploy", "began")
+        stage_mark("deploy", "began")
 
 
 def test_each_follower_prints_on_from_where_the_last_one_stopped(tmp_path: Path) -> None:

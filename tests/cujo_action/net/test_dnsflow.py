@@ -20,7 +20,6 @@ from cujo_action.net.dnsflow import (
     TUNNEL_NAMES,
     NameFlow,
     merge_flow,
-    registrable_length,
 )
 from cujo_action.net.egress import (
     RANK_RUNTIME_UNEXPECTED,
@@ -30,6 +29,7 @@ from cujo_action.net.egress import (
     parse_egress_log,
 )
 from cujo_action.net.helperconfig import DecoySpec
+from cujo_action.schema import registrable_length
 
 DECOYS = make_decoys()
 MATCHER = DecoyMatcher(DECOYS)
