@@ -9,6 +9,7 @@ paragraph (never more, and in the same order; fewer is the safe side).
 from __future__ import annotations
 
 import random
+import sys
 import time
 from html.parser import HTMLParser
 
@@ -225,24 +226,48 @@ def test_a_body_longer_than_github_allows_is_no_command() -> None:
     assert parse_verbs("/cujo dismiss\n" + "x" * MAX_BODY) == []
 
 
+# Each body is ``head + unit * count + tail``: how the parser's work grows with ``count``.
 @pytest.mark.parametrize(
-    "body",
+    ("head", "unit", "count", "tail"),
     [
-        "/cujo dismiss\n" + "a\n" * 30_000,
-        "/cujo dismiss\n" + "a\n---\n" * 20_000,
-        "/cujo dismiss\n" + "a\n|-|\n" * 20_000,
-        "x\n\n" + "  /cujo dismiss\n\n" * 5_000,
-        "`a\n" * 15_000 + "/cujo dismiss",
-        "[a](" * 15_000 + "\n/cujo dismiss",
-        "a <!-- x -->\n" * 5_000 + "/cujo dismiss",
+        ("/cujo dismiss\n", "a\n", 30_000, ""),
+        ("/cujo dismiss\n", "a\n---\n", 20_000, ""),
+        ("/cujo dismiss\n", "a\n|-|\n", 20_000, ""),
+        ("x\n\n", "  /cujo dismiss\n\n", 5_000, ""),
+        ("", "`a\n", 15_000, "/cujo dismiss"),
+        ("", "[a](", 15_000, "\n/cujo dismiss"),
+        ("", "a <!-- x -->\n", 5_000, "/cujo dismiss"),
     ],
     ids=["lines", "headings", "tables", "indented", "backticks", "links", "comments"],
 )
-def test_a_comment_as_long_as_github_allows_is_read_in_linear_time(body: str) -> None:
+def test_a_comment_as_long_as_github_allows_is_read_in_linear_time(
+    head: str, unit: str, count: int, tail: str
+) -> None:
     # Anyone may comment on a public pull request: no comment may make the relay crawl.
+    # Counted, not timed: the Python calls parsing makes grow with the comment, so four
+    # times the comment costs about four times the calls (a quadratic parser: sixteen).
+    def calls(n: int) -> int:
+        made = 0
+
+        def count_call(_frame: object, event: str, _arg: object) -> None:
+            nonlocal made
+            made += event == "call"
+
+        body = (head + unit * n)[: MAX_BODY - len(tail)] + tail
+        sys.setprofile(count_call)
+        try:
+            parse_verbs(body)
+        finally:
+            sys.setprofile(None)
+        return made
+
+    quarter, whole = calls(count // 4), calls(count)
+    assert quarter > 1_000  # the parser really read the comment, not a shortcut
+    assert whole <= 5 * quarter
+    # And a backstop for work no Python call shows (a regex in C): minutes, not seconds.
     started = time.perf_counter()
-    parse_verbs(body[:MAX_BODY])
-    assert time.perf_counter() - started < 3.0
+    parse_verbs((head + unit * count)[: MAX_BODY - len(tail)] + tail)
+    assert time.perf_counter() - started < 30.0
 
 
 # ---- the outside oracle: GitHub's cmark-gfm -------------------------------------------
