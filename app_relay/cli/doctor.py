@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from importlib.resources import files
 
 from app_relay.github.answers import GitHubError
 from app_relay.github.app_auth import GitHubApp
+from app_relay.github.manifest import app_manifest
 from app_relay.github.protection import read_hold
 from app_relay.settings import SettingsError, load_settings
 
@@ -30,7 +29,7 @@ def doctor(args: argparse.Namespace) -> int:
     except (SettingsError, ValueError) as exc:
         print(f"cujo doctor: {exc}", file=sys.stderr)
         return 2
-    manifest = json.loads(files("app_relay").joinpath("app-manifest.json").read_text())
+    manifest = app_manifest()
     wanted: dict[str, str] = manifest["default_permissions"]
     results: list[tuple[bool, str]] = []
 

@@ -26,7 +26,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlsplit
@@ -74,10 +73,10 @@ def check_url(name: str, url: str) -> str:
 
 
 def build_manifest(relay_url: str, *, name: str = "Cujo") -> dict[str, Any]:
-    """Return the App manifest for a relay at ``relay_url`` (app-manifest.json, filled in)."""
-    manifest: dict[str, Any] = json.loads(
-        files("app_relay").joinpath("app-manifest.json").read_text()
-    )
+    """Return the App manifest for a relay at ``relay_url`` (``app_manifest``, filled in)."""
+    from app_relay.github.manifest import app_manifest  # noqa: PLC0415 (as above)
+
+    manifest = app_manifest()
     manifest["name"] = name
     manifest["hook_attributes"] = {"url": f"{relay_url}/webhook", "active": True}
     manifest["redirect_url"] = f"{relay_url}{DONE_PATH}"

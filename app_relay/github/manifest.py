@@ -1,19 +1,31 @@
 """Turn an App manifest flow's code into the new App's id, private key and webhook secret.
 
 ``cujo relay register`` sends the person to GitHub with the App manifest
-(``app_relay/app-manifest.json``); GitHub sends back a one-use code, exchanged here.
+(``app-manifest.json``, beside this module); GitHub sends back a one-use code, exchanged
+here.
 https://docs.github.com/en/apps/sharing-github-apps/registering-a-github-app-from-a-manifest
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
+from importlib.resources import files
+from typing import Any
 
 import requests
 
 from app_relay.github.answers import GitHubAnswer, GitHubError
 from app_relay.github.vocab import APP_SLUG
+
+
+def app_manifest() -> dict[str, Any]:
+    """Return the App manifest as kept in the repository: the permissions and events Cujo asks."""
+    manifest: dict[str, Any] = json.loads(
+        files("app_relay.github").joinpath("app-manifest.json").read_text(encoding="utf-8")
+    )
+    return manifest
 
 
 @dataclass(frozen=True)

@@ -167,7 +167,7 @@ class FakeState:
         self.api_url = ""  # set by the server once it listens
         self.blob_url = ""
         self.installations: dict[int, set[str]] = {}
-        # What every installation was granted (app_relay/app-manifest.json asks for these).
+        # What every installation was granted (app_relay/github/app-manifest.json asks for these).
         self.installation_permissions: dict[str, str] = {
             "metadata": "read", "contents": "read", "pull_requests": "write", "checks": "write",
             "issues": "write", "actions": "write", "administration": "read", "members": "read",
