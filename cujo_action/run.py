@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import Literal
 
 from cujo_action.arm.arming import Harness, Warm, arm, warm_up
 from cujo_action.arm.staging import base_runs
@@ -65,6 +66,14 @@ def _say(message: str) -> None:
 def _stage(stage: str, what: str, why: str = "") -> None:
     """Mark a stage on stderr, for the workflow step that follows it (``stages.py``)."""
     emit(stage_mark(stage, what, why))
+
+
+def _stage_failed(out: Path, stage: str, failure: Failure, message: str) -> int:
+    """Write ``failure`` to ``out``, say why, mark ``stage`` ended failed; return exit 3."""
+    write_failure(out, failure)
+    _say(message)
+    _stage(stage, "ended", "failed")
+    return 3
 
 
 class Interrupted(BaseException):  # like KeyboardInterrupt: only its own handler catches it
@@ -187,18 +196,21 @@ def _run(
         with timeline.span("warm-up"):
             warm = warm_up(work / "run")
     except (ProxyError, ResolverError, BoundaryError, OSError) as exc:
-        write_failure(out, Failure(run_id=run_id, stage="arm", reason=str(exc)))
-        _say(f"cannot start the sandbox's harness: {exc}")
-        _stage("prepare", "ended", "failed")
-        return 3
+        return _stage_failed(
+            out,
+            "prepare",
+            Failure(run_id=run_id, stage="arm", reason=str(exc)),
+            f"cannot start the sandbox's harness: {exc}",
+        )
     try:
         with timeline.span("prepare"):
             plan = prepare(
                 repo, base, head, run_id, work / "checkout", pull_request=pull_request, token=token
             )
     except PolicyError as exc:
-        write_failure(
+        return _stage_failed(
             out,
+            "prepare",
             Failure(
                 run_id=run_id,
                 stage="policy",
@@ -207,15 +219,15 @@ def _run(
                 line=exc.line,
                 key=exc.key or None,
             ),
+            f"policy error: {exc}",
         )
-        _say(f"policy error: {exc}")
-        _stage("prepare", "ended", "failed")
-        return 3
     except PrepareError as exc:
-        write_failure(out, Failure(run_id=run_id, stage="prepare", reason=str(exc)))
-        _say(f"cannot prepare: {exc}")
-        _stage("prepare", "ended", "failed")
-        return 3
+        return _stage_failed(
+            out,
+            "prepare",
+            Failure(run_id=run_id, stage="prepare", reason=str(exc)),
+            f"cannot prepare: {exc}",
+        )
     else:
         # The tamper record opens before any pull-request code runs (ledger.py).
         record_begin(run_id, plan.head_sha, plan.base_sha)
@@ -227,6 +239,17 @@ def _run(
         return _armed(plan, out, work, timeline, started, warm)
     finally:
         warm.cancel()  # what arm did not take (it takes all once it is reached)
+
+
+def _plan_failure(plan: Plan, stage: Literal["arm", "bundle"], reason: str) -> Failure:
+    """Return why the run failed at ``stage`` once ``plan`` was made (it names the shas)."""
+    return Failure(
+        run_id=plan.run_id,
+        stage=stage,
+        reason=reason,
+        head_sha=plan.head_sha,
+        base_sha=plan.base_sha,
+    )
 
 
 def _armed(
@@ -243,19 +266,12 @@ def _armed(
         with timeline.span("arm"):
             armed, harness = arm(plan, work / "run", hide=[out, work], timeline=timeline, warm=warm)
     except (ProxyError, JailError, BoundaryError, OSError) as exc:
-        write_failure(
+        return _stage_failed(
             out,
-            Failure(
-                run_id=run_id,
-                stage="arm",
-                reason=str(exc),
-                head_sha=plan.head_sha,
-                base_sha=plan.base_sha,
-            ),
+            "arm",
+            _plan_failure(plan, "arm", str(exc)),
+            f"cannot arm the sandbox: {exc}",
         )
-        _say(f"cannot arm the sandbox: {exc}")
-        _stage("arm", "ended", "failed")
-        return 3
     _stage("arm", "ended", f"isolation {armed.isolation}")
     if armed.isolation == "full":
         uids = sorted(a.uid for a in armed.areas.values() if a.uid is not None)
@@ -363,13 +379,7 @@ def _bundle(
     faults = harness.evidence_faults()
 
     def refuse() -> int:
-        failure = Failure(
-            run_id=plan.run_id,
-            stage="bundle",
-            reason=faults.reason(),
-            head_sha=plan.head_sha,
-            base_sha=plan.base_sha,
-        )
+        failure = _plan_failure(plan, "bundle", faults.reason())
         write_failure(out, failure, seals)
         _say(f"refusing to bundle: {failure.reason}")
         return 3

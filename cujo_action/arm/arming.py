@@ -16,11 +16,12 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 from cujo_action.arm.actionsjob import new_identity
 from cujo_action.arm.context import LABELS, Armed, ArmedDecoy, label
@@ -175,11 +176,30 @@ class Warm:
         if self.used:
             return
         self.used = True
-        self.proxy.cancel()
-        if self.resolver is not None:
-            self.resolver.cancel()
-        if self.template is not None:
-            self.template.cancel()
+        _cancel(self.proxy, self.resolver, self.template)
+
+
+class _Start(Protocol):
+    """Something started in the background that can still be called off."""
+
+    def cancel(self) -> None: ...
+
+
+def _cancel(*starts: _Start | None) -> None:
+    """Call off each of ``starts`` that was started, in order."""
+    for start in starts:
+        if start is not None:
+            start.cancel()
+
+
+@contextlib.contextmanager
+def _cancelled_on_error(*starts: _Start | None) -> Iterator[None]:
+    """Call off ``starts`` (``_cancel``) if the block raises, then let it raise."""
+    try:
+        yield
+    except BaseException:
+        _cancel(*starts)
+        raise
 
 
 def warm_up(run_dir: Path) -> Warm:
@@ -192,16 +212,10 @@ def warm_up(run_dir: Path) -> Warm:
     # harness is not root, each check makes its own as the harness's user). Kept from an
     # earlier run on this machine where root has one (venvs.template_for).
     template = template_for(base_python(for_sandbox_user=True), run_dir) if _root() else None
-    proxy: Spawned | None = None
-    try:
+    with _cancelled_on_error(template):
         proxy = spawn_proxy(run_dir / "proxy-ca")
-        resolver = spawn_resolver(run_dir / "resolver") if why_partial is None else None
-    except BaseException:
-        if proxy is not None:
-            proxy.cancel()
-        if template is not None:
-            template.cancel()
-        raise
+        with _cancelled_on_error(proxy):
+            resolver = spawn_resolver(run_dir / "resolver") if why_partial is None else None
     return Warm(why_partial, proxy, resolver, template)
 
 
@@ -266,15 +280,8 @@ def arm(
         if warm.resolver is not None
         else None
     )
-    try:
-        with timed("arm/proxy"):
-            harness = Harness(start_proxy(config, warm=warm.proxy))
-    except BaseException:
-        if resolver_start is not None:
-            resolver_start.cancel()
-        if template is not None:
-            template.cancel()
-        raise
+    with _cancelled_on_error(resolver_start, template), timed("arm/proxy"):
+        harness = Harness(start_proxy(config, warm=warm.proxy))
     try:
         (run_dir / "proxy-ca").chmod(0o700)  # the run CA's key stays the harness's
         bundle = run_dir / "ca-bundle.pem"

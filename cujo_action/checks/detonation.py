@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cujo_action import limits
 from cujo_action.checks.harness import CheckRun, check_main
+from cujo_action.sandbox.jail import Outcome
 from cujo_action.schema import Report
 
 MAX_IMPORTS = limits.DETONATION_IMPORTS
@@ -87,6 +88,19 @@ def _imports_cut(run: CheckRun, found: int, what: str) -> None:
         )
 
 
+def _run_python(run: CheckRun, code: str, venv: str) -> Outcome:
+    """Run ``python -c code`` with the venv's interpreter, in the import phase."""
+    # Imports run from the scratch folder (under bubblewrap, each command's own empty
+    # /tmp): only installed code loads.
+    return run.run(
+        f"python -c {shlex.quote(code)}",
+        phase="import",
+        timeout=IMPORT_TIMEOUT,
+        cwd=run.scratch,
+        venv=venv,
+    )
+
+
 def _python(run: CheckRun) -> Report:
     plan = run.plan
     venv = run.venv
@@ -100,27 +114,12 @@ def _python(run: CheckRun) -> Report:
     if outcome.exit_code != 0:
         why = "timed out" if outcome.timed_out else f"failed (exit {outcome.exit_code})"
         return run.finish("failed", f"the detonation install {why}")
-    # Imports run from the scratch folder (under bubblewrap, each command's own empty
-    # /tmp): only installed code loads.
-    empty = run.scratch
-    listing = run.run(
-        f"python -c {shlex.quote(LISTER)}",
-        phase="import",
-        timeout=IMPORT_TIMEOUT,
-        cwd=empty,
-        venv=venv,
-    )
+    listing = _run_python(run, LISTER, venv)
     modules, found = parse_modules(listing.stdout_tail)
     _imports_cut(run, found, "installed top-level modules")
     failed = []
     for module in modules:
-        result = run.run(
-            f"python -c {shlex.quote('import ' + module)}",
-            phase="import",
-            timeout=IMPORT_TIMEOUT,
-            cwd=empty,
-            venv=venv,
-        )
+        result = _run_python(run, "import " + module, venv)
         if result.exit_code != 0:
             failed.append(module)
     if not modules:
