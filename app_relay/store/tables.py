@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -357,6 +360,14 @@ def claimable(table: type[DeliveryRow] | type[EffectRow], now: datetime) -> Colu
         and_(table.state == "pending", table.available_at <= now),
         and_(table.state == "working", table.lease_until < now),
     )
+
+
+def holder_name() -> str:
+    """Return a lease holder's name for this process, unique per start.
+
+    A restarted relay must not pass for the one that died, whose leases are still running.
+    """
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 def take_over(row: DeliveryRow | EffectRow, worker_id: str, lease_until: datetime) -> None:
