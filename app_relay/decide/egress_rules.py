@@ -19,12 +19,13 @@ from app_relay.decide.hits import (
     Rule,
     RuleContext,
     RuleFn,
-    host_name,
-    in_check_order,
+    egress_host,
+    group_egress,
+    hit_per_group,
     ordered,
     plural,
 )
-from cujo_action.schema import REGISTRY_READ_METHODS, CheckName, Egress, Phase, Report
+from cujo_action.schema import REGISTRY_READ_METHODS, Egress, Phase, Report
 
 
 def _egress_by_host(
@@ -35,18 +36,14 @@ def _egress_by_host(
     """Return a rule finding ``matches`` egress in ``phases``: one hit per check, phase, host."""
 
     def find(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
-        groups = _by_host(reports, lambda e: e.phase in phases and matches(e, ctx), "method")
-        return [
-            Hit(
-                check=check,
-                title=(
-                    f"{phase}: {plural(len(seen), 'request')} "
-                    f"({', '.join(ordered(m for _, m in seen))}) {what(host)}"
-                ),
-                evidence=tuple(i for i, _ in seen),
-            )
-            for (check, phase, host), seen in groups.items()
-        ]
+        groups = group_egress(reports, lambda e: e.phase in phases and matches(e, ctx), egress_host)
+        return hit_per_group(
+            groups,
+            lambda phase, host, seen: (
+                f"{phase}: {plural(len(seen), 'request')} "
+                f"({', '.join(ordered(e.method for e in seen))}) {what(host)}"
+            ),
+        )
 
     return find
 
@@ -57,33 +54,16 @@ def _unexpected(egress: Egress, ctx: RuleContext) -> bool:
     return not ctx.expects(egress.host)
 
 
-def _by_host(
-    reports: Sequence[Report], matches: Callable[[Egress], bool], keep: str
-) -> dict[tuple[CheckName, Phase, str], list[tuple[str, str]]]:
-    """Return matching egress by (check, phase, host): each id with its ``keep`` field."""
-    groups: dict[tuple[CheckName, Phase, str], list[tuple[str, str]]] = {}
-    for report in in_check_order(reports):
-        for egress in report.egress:
-            if matches(egress):
-                key = (report.check, egress.phase, host_name(egress.host))
-                groups.setdefault(key, []).append((egress.id, str(getattr(egress, keep))))
-    return groups
-
-
 def _dns_over_https(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
     early = ("install", "import")
-    groups = _by_host(reports, lambda e: bool(e.dns_name) and e.phase in early, "dns_name")
-    return [
-        Hit(
-            check=check,
-            title=(
-                f"{phase}: DNS-over-HTTPS to {host} (around the logging resolver) asked for "
-                f"{', '.join(ordered(name for _, name in seen))}"
-            ),
-            evidence=tuple(i for i, _ in seen),
-        )
-        for (check, phase, host), seen in groups.items()
-    ]
+    groups = group_egress(reports, lambda e: bool(e.dns_name) and e.phase in early, egress_host)
+    return hit_per_group(
+        groups,
+        lambda phase, host, seen: (
+            f"{phase}: DNS-over-HTTPS to {host} (around the logging resolver) asked for "
+            f"{', '.join(ordered(e.dns_name for e in seen))}"
+        ),
+    )
 
 
 def _unexpected_egress(phases: tuple[Phase, ...]) -> RuleFn:

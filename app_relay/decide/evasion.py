@@ -9,7 +9,7 @@ buffer launders the attack, so what could not be seen is itself evidence (DESIGN
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app_relay.decide.hits import (
@@ -17,7 +17,9 @@ from app_relay.decide.hits import (
     Hit,
     Rule,
     RuleContext,
-    host_name,
+    egress_host,
+    group_egress,
+    hit_per_group,
     in_check_order,
     lineage,
     npm_reading_its_config,
@@ -26,7 +28,7 @@ from app_relay.decide.hits import (
     severity_by_phase,
 )
 from cujo_action.limits import LIMITS
-from cujo_action.schema import DECOY_IN_OUTPUT, CheckName, Egress, Phase, Report, parent_domain
+from cujo_action.schema import DECOY_IN_OUTPUT, Egress, Phase, Report, parent_domain
 
 # Methods that send a body somewhere (an upload, a form, an API write).
 SENDS = frozenset({"POST", "PUT", "PATCH"})
@@ -119,68 +121,42 @@ def _decoy_then_opaque(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]
     return hits
 
 
-def _grouped(
-    reports: Sequence[Report], matches: Callable[[Egress], bool], key: Callable[[Egress], str]
-) -> dict[tuple[CheckName, Phase, str], list[Egress]]:
-    """Return matching egress by (check, phase, ``key``), in check order."""
-    groups: dict[tuple[CheckName, Phase, str], list[Egress]] = {}
-    for report in in_check_order(reports):
-        for egress in report.egress:
-            if matches(egress):
-                groups.setdefault((report.check, egress.phase, key(egress)), []).append(egress)
-    return groups
-
-
-def _by_host(egress: Egress) -> str:
-    return host_name(egress.host)
-
-
 def _opaque_egress(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
-    groups = _grouped(reports, lambda e: opaque_send(e, ctx) and not e.decoy_seen, _by_host)
-    return [
-        Hit(
-            check=check,
-            title=(
-                f"{phase}: {plural(len(seen), 'request')} "
-                f"({', '.join(ordered(e.method for e in seen))}) to {host or '(no host)'} "
-                f"sent {sum(e.bytes_out for e in seen)} bytes that decode to nothing readable "
-                "(encrypted or random): the content cannot be checked for secrets"
-            ),
-            evidence=tuple(e.id for e in seen),
-        )
-        for (check, phase, host), seen in groups.items()
-    ]
+    groups = group_egress(reports, lambda e: opaque_send(e, ctx) and not e.decoy_seen, egress_host)
+    return hit_per_group(
+        groups,
+        lambda phase, host, seen: (
+            f"{phase}: {plural(len(seen), 'request')} "
+            f"({', '.join(ordered(e.method for e in seen))}) to {host or '(no host)'} "
+            f"sent {sum(e.bytes_out for e in seen)} bytes that decode to nothing readable "
+            "(encrypted or random): the content cannot be checked for secrets"
+        ),
+    )
 
 
 def _unsearched_egress(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
-    groups = _grouped(reports, lambda e: bool(e.unsearched) and not ctx.expects(e.host), _by_host)
-    return [
-        Hit(
-            check=check,
-            title=(
-                f"{phase}: {plural(len(seen), 'request')} to {host or '(no host)'} could not "
-                f"be searched for decoys ({'; '.join(ordered(e.unsearched for e in seen))})"
-            ),
-            evidence=tuple(e.id for e in seen),
-        )
-        for (check, phase, host), seen in groups.items()
-    ]
+    groups = group_egress(
+        reports, lambda e: bool(e.unsearched) and not ctx.expects(e.host), egress_host
+    )
+    return hit_per_group(
+        groups,
+        lambda phase, host, seen: (
+            f"{phase}: {plural(len(seen), 'request')} to {host or '(no host)'} could not "
+            f"be searched for decoys ({'; '.join(ordered(e.unsearched for e in seen))})"
+        ),
+    )
 
 
 def _dns_tunnel(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
-    groups = _grouped(reports, lambda e: e.dns_tunnel, lambda e: parent_domain(e.host))
-    return [
-        Hit(
-            check=check,
-            title=(
-                f"{phase}: many distinct high-entropy names looked up under {domain} "
-                f"(data sent as DNS labels; {plural(len(seen), 'query')} marked)"
-            ),
-            evidence=tuple(e.id for e in seen),
-            severity=severity_by_phase(phase),
-        )
-        for (check, phase, domain), seen in groups.items()
-    ]
+    groups = group_egress(reports, lambda e: e.dns_tunnel, lambda e: parent_domain(e.host))
+    return hit_per_group(
+        groups,
+        lambda phase, domain, seen: (
+            f"{phase}: many distinct high-entropy names looked up under {domain} "
+            f"(data sent as DNS labels; {plural(len(seen), 'query')} marked)"
+        ),
+        by_phase=True,
+    )
 
 
 def _evidence_flood(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:

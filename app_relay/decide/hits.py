@@ -13,7 +13,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from app_relay.decide.verdict import Severity
-from cujo_action.schema import CHECK_NAMES, REGISTRY_HOSTS, CheckName, Phase, Policy, Report
+from cujo_action.schema import (
+    CHECK_NAMES,
+    REGISTRY_HOSTS,
+    CheckName,
+    Egress,
+    Phase,
+    Policy,
+    Report,
+)
 
 RUNTIME_PHASES: tuple[Phase, ...] = ("test", "probe", "smoke")
 EARLY_PHASES: tuple[Phase, ...] = ("install", "import")
@@ -138,6 +146,48 @@ def npm_reading_its_config(path: str, exe: str | None) -> bool:
 def severity_by_phase(phase: Phase | None) -> Severity:
     """Return critical for the install and imports (and an unknown phase), else warn."""
     return "warn" if phase in RUNTIME_PHASES else "critical"
+
+
+# Egress grouped by (check, phase, a key such as its host), each group in check order.
+EgressGroups = dict[tuple[CheckName, Phase, str], list[Egress]]
+
+
+def egress_host(egress: Egress) -> str:
+    """Return the host egress went to, as rules compare hosts (a grouping key)."""
+    return host_name(egress.host)
+
+
+def group_egress(
+    reports: Sequence[Report], matches: Callable[[Egress], bool], key: Callable[[Egress], str]
+) -> EgressGroups:
+    """Return matching egress by (check, phase, ``key``), in check order."""
+    groups: EgressGroups = {}
+    for report in in_check_order(reports):
+        for egress in report.egress:
+            if matches(egress):
+                groups.setdefault((report.check, egress.phase, key(egress)), []).append(egress)
+    return groups
+
+
+def hit_per_group(
+    groups: EgressGroups,
+    title: Callable[[Phase, str, list[Egress]], str],
+    *,
+    by_phase: bool = False,
+) -> list[Hit]:
+    """Return one hit per group citing all its egress, titled ``title(phase, key, egress)``.
+
+    ``by_phase``: the hit is critical during install and import, a warning later.
+    """
+    return [
+        Hit(
+            check=check,
+            title=title(phase, key, seen),
+            evidence=tuple(e.id for e in seen),
+            severity=severity_by_phase(phase) if by_phase else None,
+        )
+        for (check, phase, key), seen in groups.items()
+    ]
 
 
 def observed(kind: str, what: str) -> RuleFn:

@@ -22,7 +22,15 @@ from app_relay.decide.behaviour import Item, evidence_items, one_per_behaviour
 from app_relay.decide.hits import RuleContext
 from app_relay.decide.prompt import judge_prompt
 from app_relay.decide.rules import apply_rules
-from app_relay.decide.verdict import MAX_SUMMARY, SEVERITIES, Finding, ModelUse, Severity, Verdict
+from app_relay.decide.verdict import (
+    MAX_SUMMARY,
+    SEVERITIES,
+    Finding,
+    ModelUse,
+    Severity,
+    Verdict,
+    VerdictState,
+)
 from app_relay.model.port import ModelPort
 from app_relay.model.tools import ADVISORY, BLOCKING, Accepted, Asked, ToolName, ask_for_review
 from app_relay.words.inert import code_span
@@ -92,30 +100,17 @@ def decide(
         require_full_isolation=require_full_isolation,
     )
     critical = [f for f in findings if f.severity == "critical"]
+    state: VerdictState
     if critical:
         # What is unproven still goes on the record: a maintainer weighing a dismissal
         # should know which checks never finished.
-        return Verdict(
-            state="blocked",
-            summary=_blocked_summary(critical, findings),
-            findings=findings,
-            unproven=unproven,
-            judge="deterministic",
-        )
-    if unproven:
-        return Verdict(
-            state="unproven",
-            summary=_unproven_summary(unproven, findings),
-            findings=findings,
-            unproven=unproven,
-            judge="deterministic",
-        )
+        state, summary = "blocked", _blocked_summary(critical, findings)
+    elif unproven:
+        state, summary = "unproven", _unproven_summary(unproven, findings)
+    else:
+        state, summary = "clean", _clean_summary(expected, findings)
     return Verdict(
-        state="clean",
-        summary=_clean_summary(expected, findings),
-        findings=findings,
-        unproven=[],
-        judge="deterministic",
+        state=state, summary=summary, findings=findings, unproven=unproven, judge="deterministic"
     )
 
 

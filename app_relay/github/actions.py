@@ -84,9 +84,7 @@ class ActionsCalls(GatewayTransport):
     def workflow_run(self, repo: str, run_id: int) -> WorkflowRun:
         """Read one workflow run."""
         # https://docs.github.com/en/rest/actions/workflow-runs#get-a-workflow-run
-        run = _workflow_run(
-            self._get(f"{repo_path(repo)}/actions/runs/{positive('run_id', run_id)}")
-        )
+        run = _workflow_run(self._get(_run_path(repo, run_id)))
         if run.id != run_id:
             raise GitHubError(f"GET run {run_id}", f"answered run {run.id}")
         return run
@@ -94,7 +92,7 @@ class ActionsCalls(GatewayTransport):
     def workflow_jobs(self, repo: str, run_id: int) -> list[Job]:
         """List the jobs of a workflow run, each with its steps."""
         # https://docs.github.com/en/rest/actions/workflow-jobs#list-jobs-for-a-workflow-run
-        path = f"{repo_path(repo)}/actions/runs/{positive('run_id', run_id)}/jobs"
+        path = f"{_run_path(repo, run_id)}/jobs"
         return [
             Job(
                 id=a.integer("id"),
@@ -108,7 +106,7 @@ class ActionsCalls(GatewayTransport):
     def cancel_workflow_run(self, repo: str, run_id: int) -> bool:
         """Cancel a workflow run; False when it had already finished."""
         # https://docs.github.com/en/rest/actions/workflow-runs#cancel-a-workflow-run
-        path = f"{repo_path(repo)}/actions/runs/{positive('run_id', run_id)}/cancel"
+        path = f"{_run_path(repo, run_id)}/cancel"
         try:
             # Cancelling twice cancels once: safe to retry.
             self._request("POST", path, idempotent=True)
@@ -121,7 +119,7 @@ class ActionsCalls(GatewayTransport):
     def run_artifacts(self, repo: str, run_id: int) -> list[Artifact]:
         """List a workflow run's artifacts."""
         # https://docs.github.com/en/rest/actions/artifacts#list-workflow-run-artifacts
-        path = f"{repo_path(repo)}/actions/runs/{positive('run_id', run_id)}/artifacts"
+        path = f"{_run_path(repo, run_id)}/artifacts"
         return [
             Artifact(
                 id=a.integer("id"),
@@ -159,6 +157,11 @@ class ActionsCalls(GatewayTransport):
 
         # A repeated POST would start a second run: never retried.
         return self._attempt(call, send, idempotent=False)
+
+
+def _run_path(repo: str, run_id: int) -> str:
+    """Return the REST path of a workflow run."""
+    return f"{repo_path(repo)}/actions/runs/{positive('run_id', run_id)}"
 
 
 def _workflow_run(a: Reader) -> WorkflowRun:

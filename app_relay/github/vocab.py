@@ -156,37 +156,31 @@ class Reader:
             raise self.fail(name, f"is not one of {sorted(allowed)} or null: {_shown(value)}")
         return value
 
+    def _whole(self, name: str, value: object, want: str, *, positive: bool = False) -> int:
+        # A boolean is not an integer here, though Python's bool is one.
+        if not isinstance(value, int) or isinstance(value, bool) or (positive and value <= 0):
+            raise self._bad(name, want, value)
+        return value
+
     def integer(self, key: str) -> int:
         """Return the integer at ``key`` (a boolean is not one)."""
-        name, value = self._field(key)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self._bad(name, "an integer", value)
-        return value
+        return self._whole(*self._field(key), "an integer")
 
     def opt_integer(self, key: str) -> int | None:
         """Return the integer at ``key``, or None when it is null."""
         name, value = self._field(key)
-        if value is None:
-            return None
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self._bad(name, "an integer or null", value)
-        return value
+        return None if value is None else self._whole(name, value, "an integer or null")
 
     def positive(self, key: str) -> int:
         """Return the positive integer at ``key`` (an id, a number, an attempt)."""
-        name, value = self._field(key)
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise self._bad(name, "a positive integer", value)
-        return value
+        return self._whole(*self._field(key), "a positive integer", positive=True)
 
     def opt_positive(self, key: str) -> int | None:
         """Return the positive integer at ``key``, or None when it is null."""
         name, value = self._field(key)
         if value is None:
             return None
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise self._bad(name, "a positive integer or null", value)
-        return value
+        return self._whole(name, value, "a positive integer or null", positive=True)
 
     def flag(self, key: str) -> bool:
         """Return the boolean at ``key``."""

@@ -20,12 +20,9 @@ on the run across relay processes sharing the record. This module keeps runs mov
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -40,6 +37,7 @@ from app_relay.runs.lease import RUN_LEASE_S, RunBusy, RunLeases
 from app_relay.runs.start import RunStarter
 from app_relay.runs.state import OPEN_STATES
 from app_relay.store import RunRecord, Store
+from app_relay.store.tables import holder_name
 from app_relay.verbs.unlock import Unlock
 from app_relay.webhook.events import Event, ReviewRequested
 
@@ -66,8 +64,7 @@ class RunCoordinator:
         self.github_for = github_for
         self.runner = runner
         self.workflow = workflow
-        # Unique per coordinator: a restarted relay must not pass for the one that died.
-        self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.name = holder_name()
         self.outbox = Outbox(store, github_for, name=self.name, config=outbox)
         self.leases = RunLeases(store, self.name, run_lease_s)
         self.finisher = RunFinisher(store, github_for, self.leases, self.outbox)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from app_relay.decide.judge import error_verdict
-from app_relay.github.answers import ChangedFiles, GitHubError
+from app_relay.github.answers import ChangedFiles, GitHubError, PullRequest
 from app_relay.github.client import GitHubGateway
 from app_relay.model.diffreview import review_diff
 from app_relay.model.port import ModelPort
@@ -98,24 +98,18 @@ class RunStarter:
                 delivery_id=request.delivery_id,
                 base_ref=pr.base_ref,
             )
-            facts = modes.PullRequestFacts(
-                action=request.action,
-                state=pr.state,
-                draft=pr.draft,
-                base_ref=pr.base_ref,
-                author_type=pr.author_type,
-                changed_files=(),
-            )
-            self._choose_and_start(gh, head, facts, check_run_id=None)
+            self._choose_and_start(gh, head, request.action, pr, check_run_id=None)
 
     def _choose_and_start(
         self,
         gh: GitHubGateway,
         head: Head,
-        facts: modes.PullRequestFacts,
+        action: str,
+        pr: PullRequest,
         *,
         check_run_id: int | None,
     ) -> None:
+        """Choose the review ``action`` on ``pr`` asks for under the base's policy; start it."""
         # Policy from base, never head (DESIGN section 4).
         text = gh.file_at(head.repo, POLICY_FILE, head.base_sha)
         try:
@@ -132,11 +126,11 @@ class RunStarter:
             # Fail closed and visibly: the sandbox review, with the reason on the check.
             files = ChangedFiles((), f"the list could not be read: {code_span(str(exc))}")
         facts = modes.PullRequestFacts(
-            action=facts.action,
-            state=facts.state,
-            draft=facts.draft,
-            base_ref=facts.base_ref,
-            author_type=facts.author_type,
+            action=action,
+            state=pr.state,
+            draft=pr.draft,
+            base_ref=pr.base_ref,
+            author_type=pr.author_type,
             changed_files=files.paths,
             files_incomplete=files.incomplete,
         )
@@ -310,12 +304,5 @@ class RunStarter:
                 delivery_id=event.delivery_id,
                 base_ref=pr.base_ref,
             )
-            facts = modes.PullRequestFacts(
-                action="synchronize",  # a retry reviews the head as a new push would
-                state=pr.state,
-                draft=pr.draft,
-                base_ref=pr.base_ref,
-                author_type=pr.author_type,
-                changed_files=(),
-            )
-            self._choose_and_start(gh, head, facts, check_run_id=check_id)
+            # A retry reviews the head as a new push would.
+            self._choose_and_start(gh, head, "synchronize", pr, check_run_id=check_id)

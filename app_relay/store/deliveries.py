@@ -8,9 +8,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from sqlalchemy import (
-    and_,
     func,
-    or_,
     select,
     update,
 )
@@ -38,6 +36,8 @@ from app_relay.store.tables import (
     UnknownDelivery,
     UnknownSession,
     _require,
+    claimable,
+    take_over,
 )
 from cujo_action.schema import SHA, clip
 
@@ -210,12 +210,7 @@ class DeliveriesStore(StoreBase):
             rows = list(
                 session.scalars(
                     select(DeliveryRow)
-                    .where(
-                        or_(
-                            and_(DeliveryRow.state == "pending", DeliveryRow.available_at <= now),
-                            and_(DeliveryRow.state == "working", DeliveryRow.lease_until < now),
-                        )
-                    )
+                    .where(claimable(DeliveryRow, now))
                     .order_by(DeliveryRow.received_at, DeliveryRow.id)
                     .limit(limit)
                     .with_for_update(skip_locked=True)
@@ -233,12 +228,7 @@ class DeliveriesStore(StoreBase):
                     )
                     row.error = "its body was in an intake queue that is gone (--new-intake)"
                     continue
-                if row.state == "working":
-                    row.error = f"taken over from {row.worker_id}, whose lease ran out"
-                row.state = "working"
-                row.worker_id = worker_id
-                row.lease_until = now + timedelta(seconds=lease_s)
-                row.attempts += 1
+                take_over(row, worker_id, now + timedelta(seconds=lease_s))
                 claimed.append(replace(_delivery(row), body=bodies.get(row.queue_seq, row.body)))
             return claimed
 

@@ -6,11 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import (
-    and_,
-    or_,
-    select,
-)
+from sqlalchemy import select
 from sqlalchemy.orm import aliased
 
 from app_relay.store.base import StoreBase
@@ -24,6 +20,8 @@ from app_relay.store.tables import (
     EffectState,
     RunEventRow,
     StoreError,
+    claimable,
+    take_over,
 )
 from cujo_action.schema import MAX_TAIL, clip
 
@@ -61,25 +59,14 @@ class OutboxStore(StoreBase):
             )
             .exists()
         )
-        query = select(EffectRow).where(
-            or_(
-                and_(EffectRow.state == "pending", EffectRow.available_at <= now),
-                and_(EffectRow.state == "working", EffectRow.lease_until < now),
-            ),
-            ~blocked_by_earlier,
-        )
+        query = select(EffectRow).where(claimable(EffectRow, now), ~blocked_by_earlier)
         if run_id is not None:
             query = query.where(EffectRow.run_id == run_id)
         query = query.order_by(EffectRow.id).limit(limit).with_for_update(skip_locked=True)
         with self._write() as session:
             rows = list(session.scalars(query))
             for row in rows:
-                if row.state == "working":
-                    row.error = f"taken over from {row.worker_id}, whose lease ran out"
-                row.state = "working"
-                row.worker_id = worker_id
-                row.lease_until = now + timedelta(seconds=lease_s)
-                row.attempts += 1
+                take_over(row, worker_id, now + timedelta(seconds=lease_s))
             return [_effect(row) for row in rows]
 
     def finish_effect(

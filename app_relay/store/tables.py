@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,10 +28,13 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    and_,
     inspect,
+    or_,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
 from app_relay.decide.verdict import (
@@ -346,6 +352,32 @@ class EffectRow(Base):
         UniqueConstraint("run_id", "key"),
         Index("ix_effects_state", "state", "available_at"),
     )
+
+
+def claimable(table: type[DeliveryRow] | type[EffectRow], now: datetime) -> ColumnElement[bool]:
+    """Match the queued rows a worker may take: pending and due, or held past their lease."""
+    return or_(
+        and_(table.state == "pending", table.available_at <= now),
+        and_(table.state == "working", table.lease_until < now),
+    )
+
+
+def holder_name() -> str:
+    """Return a lease holder's name for this process, unique per start.
+
+    A restarted relay must not pass for the one that died, whose leases are still running.
+    """
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def take_over(row: DeliveryRow | EffectRow, worker_id: str, lease_until: datetime) -> None:
+    """Hold a claimed row for ``worker_id``, saying whose ran-out lease it takes over."""
+    if row.state == "working":
+        row.error = f"taken over from {row.worker_id}, whose lease ran out"
+    row.state = "working"
+    row.worker_id = worker_id
+    row.lease_until = lease_until
+    row.attempts += 1
 
 
 class ReviewRequestRow(Base):

@@ -245,6 +245,12 @@ class Context:
     runs: RunFollower | None = None
     installations: Installations | None = None
 
+    def runs_for(self, event: Event) -> RunFollower | None:
+        """Return the runs to hand ``event`` to; without them, note the event and return None."""
+        if self.runs is None:
+            log.info("delivery %s: %s.%s noted", event.delivery_id, event.name, event.action)
+        return self.runs
+
 
 # --------------------------------------------------------------------------- router
 
@@ -343,10 +349,8 @@ workflow = Router()
 @workflow.register("workflow_job", *sorted(WORKFLOW_JOB_ACTIONS))
 def follow_sandbox_progress(event: Event, context: Context) -> None:
     """Hand the sandbox's progress to the runs; without them, only note it."""
-    if context.runs is None:
-        log.info("delivery %s: %s.%s noted", event.delivery_id, event.name, event.action)
-        return
-    context.runs.follow(event)
+    if (runs := context.runs_for(event)) is not None:
+        runs.follow(event)
 
 
 check_run = Router()
@@ -356,10 +360,8 @@ check_run = Router()
 @check_run.register("check_run", "rerequested", "requested_action")
 def retry_errored_run(event: Event, context: Context) -> None:
     """Hand a re-run or Retry of ``cujo/guard`` to the runs; without them, only note it."""
-    if context.runs is None:
-        log.info("delivery %s: %s.%s noted", event.delivery_id, event.name, event.action)
-        return
-    context.runs.retry(event)
+    if (runs := context.runs_for(event)) is not None:
+        runs.retry(event)
 
 
 installation = Router()
@@ -401,10 +403,8 @@ issue_comment = Router()
 @issue_comment.register("issue_comment", "created")
 def apply_verb(event: Event, context: Context) -> None:
     """Hand a new comment to the runs, which apply or refuse a verb in it; edits never count."""
-    if context.runs is None:
-        log.info("delivery %s: %s.%s noted", event.delivery_id, event.name, event.action)
-        return
-    context.runs.command(event)
+    if (runs := context.runs_for(event)) is not None:
+        runs.command(event)
 
 
 ROUTER = Router.combine(pull_request, workflow, check_run, installation, issue_comment)

@@ -11,16 +11,14 @@ again. ``stop()`` stops claiming and lets the deliveries in hand finish.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from app_relay.store import MAX_DELIVERY_ATTEMPTS, Delivery, Finished, Store
+from app_relay.store.tables import holder_name
 from app_relay.webhook.events import ROUTER, Context, Event, MalformedEvent, Router
 
 log = logging.getLogger(__name__)
@@ -67,8 +65,7 @@ class WorkerPool:
         self.context = context
         self.router = router
         self.config = config or PoolConfig()
-        # Unique per pool: a restarted relay must not pass for the one that died.
-        self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.name = holder_name()
         self._stopping = threading.Event()
         self._wake = threading.Event()
         self._drained = threading.Event()
