@@ -11,14 +11,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Collection
 from pathlib import Path
-from typing import Unpack
 
 from cujo_action import limits
 from cujo_action.arm.context import Armed
 from cujo_action.checks.decoy_record import DecoyRecord
 from cujo_action.evidence.ledger import item_line
 from cujo_action.evidence.recorder import emit
-from cujo_action.evidence.reportfit import CutTerms, with_cut
+from cujo_action.evidence.reportfit import with_cut
 from cujo_action.limits import LimitId
 from cujo_action.net.namebook import NameBook
 from cujo_action.net.netlayout import NetnsError
@@ -81,13 +80,25 @@ class EvidenceRecord:
         emit(item_line(self._run_id, oid, observation, observation.kind))
         return oid
 
-    def cut(self, limit: LimitId, **terms: Unpack[CutTerms]) -> str:
+    def cut(
+        self,
+        limit: LimitId,
+        *,
+        dropped: int,
+        kept: int = 0,
+        detail: str = "",
+        phase: Phase | None = None,
+        hides_danger: bool | None = None,
+    ) -> str:
         """Record that a limit on evidence was reached (``limits.py``) and return its id.
 
         ``hides_danger`` defaults to the limit's own; a cut that could hide danger marks
         the evidence incomplete (the check is then unproven, naming the limit).
         """
-        self.cuts = with_cut(self.cuts, self.check, limit, **terms)
+        self.cuts = with_cut(
+            self.cuts, self.check, limit,
+            dropped=dropped, kept=kept, detail=detail, phase=phase, hides_danger=hides_danger,
+        )  # fmt: skip
         if self.cuts[-1].hides_danger:
             self.evidence_complete = False
         return self.cuts[-1].id

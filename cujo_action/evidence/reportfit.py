@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Required, TypedDict, Unpack
+from typing import Any, Final
 
 from pydantic import BaseModel, ValidationError
 
@@ -61,24 +61,23 @@ def report_bytes(report: Report) -> int:
     return len(report.dump().encode())
 
 
-class CutTerms(TypedDict, total=False):
-    """What a cut says besides its limit: how much was dropped, and the rest optional."""
-
-    dropped: Required[int]
-    kept: int  # 0 unless given
-    detail: str  # "" unless given
-    phase: Phase | None
-    hides_danger: bool | None  # None: the limit's own
-
-
-def with_cut(cuts: list[Cut], check: str, limit: LimitId, **terms: Unpack[CutTerms]) -> list[Cut]:
+def with_cut(
+    cuts: list[Cut],
+    check: str,
+    limit: LimitId,
+    *,
+    dropped: int,
+    kept: int = 0,
+    detail: str = "",
+    phase: Phase | None = None,
+    hides_danger: bool | None = None,
+) -> list[Cut]:
     """Return ``cuts`` with one more (``limits.py``), the new one last.
 
     ``hides_danger`` defaults to the limit's own. Past ``MAX_CUTS`` the last cut gives
     way to the new one, which keeps its ``hides_danger`` if that was set: a limit reached
     is never silent.
     """
-    hides_danger = terms.get("hides_danger")
     hides = limits.LIMITS[limit].hides_danger if hides_danger is None else hides_danger
     kept_cuts = list(cuts)
     if len(kept_cuts) >= MAX_CUTS:
@@ -86,22 +85,34 @@ def with_cut(cuts: list[Cut], check: str, limit: LimitId, **terms: Unpack[CutTer
     cut = Cut(
         id=f"{check}:cut:{len(kept_cuts) + 1}",
         limit=limit,
-        phase=terms.get("phase"),
-        kept=terms.get("kept", 0),
-        dropped=terms["dropped"],
-        detail=clip(terms.get("detail", ""), MAX_TEXT),
+        phase=phase,
+        kept=kept,
+        dropped=dropped,
+        detail=clip(detail, MAX_TEXT),
         hides_danger=hides,
     )
     return [*kept_cuts, cut]
 
 
-def add_cut(report: Report, limit: LimitId, **terms: Unpack[CutTerms]) -> Report:
+def add_cut(
+    report: Report,
+    limit: LimitId,
+    *,
+    dropped: int,
+    kept: int = 0,
+    detail: str = "",
+    phase: Phase | None = None,
+    hides_danger: bool | None = None,
+) -> Report:
     """Return ``report`` with one more cut (``limits.py``), incomplete when it hides danger.
 
     When the report already holds ``MAX_CUTS`` cuts the last one gives way, keeping its
     ``hides_danger`` if that was set: a limit reached is never silent.
     """
-    cuts = with_cut(list(report.cuts), report.check, limit, **terms)
+    cuts = with_cut(
+        list(report.cuts), report.check, limit,
+        dropped=dropped, kept=kept, detail=detail, phase=phase, hides_danger=hides_danger,
+    )  # fmt: skip
     complete = report.evidence_complete and not cuts[-1].hides_danger
     return report.model_copy(update={"cuts": cuts, "evidence_complete": complete})
 
