@@ -30,6 +30,7 @@ from pathlib import Path
 from app_relay.decide.judge import Judge, error_verdict
 from app_relay.github.client import GitHubGateway
 from app_relay.model.port import ModelPort
+from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import Outbox, OutboxConfig
 from app_relay.runs.finish import FAILURES, RunFinisher
 from app_relay.runs.follow import ActionsFollower, SandboxRunner
@@ -67,15 +68,13 @@ class RunCoordinator:
         self.name = holder_name()
         self.outbox = Outbox(store, github_for, name=self.name, config=outbox)
         self.leases = RunLeases(store, self.name, run_lease_s)
-        self.finisher = RunFinisher(store, github_for, self.leases, self.outbox)
-        # Each step acts under the same leases and finishes through the same finisher.
-        leases, finisher = self.leases, self.finisher
-        self.starter = RunStarter(store, github_for, runner, model, leases, finisher, self.outbox)
+        # Each step acts on the same desk (leases, outbox) and finishes through one finisher.
+        desk = RunDesk(store, github_for, self.leases, self.outbox)
+        self.finisher = finisher = RunFinisher(desk)
+        self.starter = RunStarter(desk, runner, model, finisher)
         bundles = bundles or Path(tempfile.gettempdir()) / "cujo-bundles"
-        self.follower = ActionsFollower(
-            store, github_for, runner, judge, bundles, leases, finisher, self.outbox
-        )  # fmt: skip
-        self.unlock = Unlock(store, github_for, leases, finisher, self.outbox)
+        self.follower = ActionsFollower(desk, runner, judge, bundles, finisher)
+        self.unlock = Unlock(desk, finisher)
 
     def request_review(self, request: ReviewRequested) -> None:
         """Review a pull request's head, or record why not; idempotent per delivery."""

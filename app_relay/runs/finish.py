@@ -10,20 +10,19 @@ longer undecided (finished, superseded) is left as it is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from app_relay.decide.verdict import Verdict
 from app_relay.github.answers import GitHubError
-from app_relay.github.client import GitHubGateway
 from app_relay.github.protection import Hold, HoldCache
-from app_relay.runs.effects import Outbox, check_intent, reaction_intent, review_intent
-from app_relay.runs.lease import RunLeases
+from app_relay.runs.desk import RunDesk
+from app_relay.runs.effects import check_intent, reaction_intent, review_intent
 from app_relay.runs.runners import RunnerError
 from app_relay.runs.state import OPEN_STATES, RunState, guard_for, reaction_for
 from app_relay.runs.state import review_for as review_kind
-from app_relay.store import Intent, RunClosed, RunRecord, Store
+from app_relay.store import Intent, RunClosed, RunRecord
 from app_relay.words.inert import code_span
 from app_relay.words.review_body import render_review
 from cujo_action.evidence.reader import Bundle, BundleError
@@ -50,24 +49,21 @@ def reaction_effects(number: int, state: RunState) -> list[Intent]:
 class RunFinisher:
     """Record decided runs with the effects that show them, saying whether the block holds."""
 
-    store: Store
-    github_for: Callable[[int], GitHubGateway]
-    leases: RunLeases
-    outbox: Outbox
+    desk: RunDesk
     hold_cache: HoldCache = field(default_factory=HoldCache)
 
     def hold(self, run: RunRecord) -> Hold:
         """Whether a block of ``run`` holds the merge, kept on the run as it is read."""
         hold = self.hold_of(run.installation_id, run.repo, run.base_ref)
         if hold.answer != run.holds:
-            self.store.bind_github(run.run_id, holds=hold.answer)
+            self.desk.store.bind_github(run.run_id, holds=hold.answer)
         return hold
 
     def hold_of(self, installation_id: int | None, repo: str, base_ref: str | None) -> Hold:
         """Whether ``cujo/guard`` holds merges into ``base_ref`` (guard.py, cached a minute)."""
         if installation_id is None or not base_ref:
             return Hold("unknown", "the pull request's base branch is not recorded.")
-        gh = self.github_for(installation_id)
+        gh = self.desk.github_for(installation_id)
         try:
             return self.hold_cache.hold(gh, repo, base_ref, gh.app_id)
         except FAILURES as exc:
@@ -89,9 +85,9 @@ class RunFinisher:
         transaction: a crash after it loses nothing (the outbox makes them later), a
         crash before it leaves the run undecided for ``reconcile``.
         """
-        run = self.store.get_run(run_id)
-        with self.leases.session(run.session_id), self.leases.acting(run_id):
-            run = self.store.get_run(run_id)
+        run = self.desk.store.get_run(run_id)
+        with self.desk.leases.session(run.session_id), self.desk.leases.acting(run_id):
+            run = self.desk.store.get_run(run_id)
             if run.state not in OPEN_STATES or run.pr_number is None:
                 return  # superseded or already finished
             effects: list[Intent] = []
@@ -123,9 +119,9 @@ class RunFinisher:
                 bundle.plan.model_dump_json(by_alias=True) if bundle and bundle.plan else None
             )
             try:
-                self.store.finish_run(
+                self.desk.store.finish_run(
                     run_id, verdict, plan_json=plan_json, reports_dir=reports_dir, effects=effects
                 )
             except RunClosed:
                 return
-            self.outbox.drain(run_id)
+            self.desk.outbox.drain(run_id)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -24,14 +24,15 @@ from app_relay.decide.judge import Judge, error_verdict
 from app_relay.decide.verdict import Verdict
 from app_relay.github.answers import JobStep
 from app_relay.github.client import GitHubGateway
-from app_relay.runs.effects import Outbox, check_intent
+from app_relay.runs.desk import RunDesk
+from app_relay.runs.effects import check_intent
 from app_relay.runs.finish import FAILURES, RunFinisher
-from app_relay.runs.lease import RunBusy, RunLeases
+from app_relay.runs.lease import RunBusy
 from app_relay.runs.mode import POLICY_FILE
 from app_relay.runs.runners import Dispatched, RunProgress
 from app_relay.runs.state import OPEN_STATES, guard_for
 from app_relay.runs.tamper import described, reconcile, record_verdict, with_tampering
-from app_relay.store import RunRecord, Store
+from app_relay.store import RunRecord
 from app_relay.webhook.events import Event
 from app_relay.words.inert import code_span
 from cujo_action.evidence.reader import Bundle
@@ -90,14 +91,11 @@ class SandboxRunner(Protocol):
 class ActionsFollower:
     """Take dispatched runs from their workflow's webhooks and jobs to a finished run."""
 
-    store: Store
-    github_for: Callable[[int], GitHubGateway]
+    desk: RunDesk
     runner: SandboxRunner
     judge: Judge
     bundles: Path  # where a finished run's bundle is unpacked
-    leases: RunLeases
     finisher: RunFinisher
-    outbox: Outbox
 
     def follow(self, event: Event) -> None:
         """Fold a workflow webhook into its run; finish the run when the workflow completes."""
@@ -108,12 +106,12 @@ class ActionsFollower:
         if run is None:
             log.info("workflow run %s is not one of Cujo's runs", progress.workflow_run_id)
             return
-        with self.leases.session(run.session_id), self.leases.acting(run.run_id):
-            run = self.store.get_run(run.run_id)
+        with self.desk.leases.session(run.session_id), self.desk.leases.acting(run.run_id):
+            run = self.desk.store.get_run(run.run_id)
             if run.workflow_run_id != progress.workflow_run_id or run.state not in OPEN_STATES:
                 # A decided or superseded run ignores late and repeated events.
                 return
-            self.store.add_event(
+            self.desk.store.add_event(
                 run.run_id,
                 "sandbox",
                 f"{progress.event} {progress.action}: {progress.status}"
@@ -126,13 +124,13 @@ class ActionsFollower:
                 self.finish_from_actions(run)
 
     def _run_of(self, progress: RunProgress) -> RunRecord | None:
-        found = self.store.run_of_workflow_run(progress.repo, progress.workflow_run_id)
+        found = self.desk.store.run_of_workflow_run(progress.repo, progress.workflow_run_id)
         if found is not None or progress.cujo_run_id is None:
             return found
         # The webhook can arrive before the dispatch's answer was recorded; the run-name
         # names the run, and the session lock waits for the dispatch to be recorded.
         try:
-            run = self.store.get_run(progress.cujo_run_id)
+            run = self.desk.store.get_run(progress.cujo_run_id)
         except LookupError:
             return None
         return run if run.repo == progress.repo else None
@@ -141,11 +139,11 @@ class ActionsFollower:
         """Add a ``step`` event for each step whose progress changed since the last one."""
         if not steps:
             return
-        shown = [e.detail for e in self.store.events(run_id) if e.kind == "step"]
+        shown = [e.detail for e in self.desk.store.events(run_id) if e.kind == "step"]
         for step in steps:
             last = next((d for d in reversed(shown) if d.startswith(f"{step.name}: ")), None)
             if last != step.line():
-                self.store.add_event(run_id, "step", step.line())
+                self.desk.store.add_event(run_id, "step", step.line())
 
     def poll_jobs(self) -> int:
         """Read the jobs of sandbox runs in progress and note their steps; return how many.
@@ -154,14 +152,14 @@ class ActionsFollower:
         as they go (prepare, arm, each check, bundle) from this poll, every few seconds.
         """
         polled = 0
-        for run in self.store.open_runs():
+        for run in self.desk.store.open_runs():
             if run.state != "running" or run.workflow_run_id is None:
                 continue
             if run.installation_id is None:
                 continue
             try:
-                with self.leases.session(run.session_id), self.leases.acting(run.run_id):
-                    gh = self.github_for(run.installation_id)
+                with self.desk.leases.session(run.session_id), self.desk.leases.acting(run.run_id):
+                    gh = self.desk.github_for(run.installation_id)
                     for job in gh.workflow_jobs(run.repo, run.workflow_run_id):
                         self._note_steps(run.run_id, job.steps)
                     polled += 1
@@ -182,8 +180,8 @@ class ActionsFollower:
             hold = self.finisher.hold(run)
             view = guard_for("waiting", waiting_on=who, holds=hold.answer, holds_line=hold.line())
             effects = [check_intent(view, run.head_sha)]
-            if self.store.move_open(run.run_id, "running", "waiting", who, effects=effects):
-                self.outbox.drain(run.run_id)
+            if self.desk.store.move_open(run.run_id, "running", "waiting", who, effects=effects):
+                self.desk.outbox.drain(run.run_id)
         elif not progress.waiting and run.state == "waiting" and progress.status != "completed":
             hold = self.finisher.hold(run)
             view = guard_for(
@@ -191,8 +189,10 @@ class ActionsFollower:
                 holds_line=hold.line(),
             )  # fmt: skip
             effects = [check_intent(view, run.head_sha)]
-            if self.store.move_open(run.run_id, "waiting", "running", "approved", effects=effects):
-                self.outbox.drain(run.run_id)
+            if self.desk.store.move_open(
+                run.run_id, "waiting", "running", "approved", effects=effects
+            ):
+                self.desk.outbox.drain(run.run_id)
 
     # ------------------------------------------------------------------ finishing
 
@@ -200,10 +200,10 @@ class ActionsFollower:
         """Fetch a completed workflow run's bundle, judge it and finish the run."""
         if run.installation_id is None or run.workflow_run_id is None:
             return
-        with self.leases.session(run.session_id), self.leases.acting(run.run_id):
-            if self.store.get_run(run.run_id).state not in OPEN_STATES:
+        with self.desk.leases.session(run.session_id), self.desk.leases.acting(run.run_id):
+            if self.desk.store.get_run(run.run_id).state not in OPEN_STATES:
                 return  # decided meanwhile (a redelivery, or a peer was first)
-            gh = self.github_for(run.installation_id)
+            gh = self.desk.github_for(run.installation_id)
             self.bundles.mkdir(parents=True, exist_ok=True)
             dest = Path(tempfile.mkdtemp(prefix=f"{run.run_id}-", dir=self.bundles))
             bundle: Bundle | None = None
@@ -216,7 +216,7 @@ class ActionsFollower:
                     base_sha=run.base_sha,
                     dest=dest,
                 )
-                self.store.add_event(
+                self.desk.store.add_event(
                     run.run_id,
                     "reports",
                     f"{len(bundle.reports)} reports from workflow run {run.workflow_run_id}"
@@ -229,7 +229,7 @@ class ActionsFollower:
                 )
             except FAILURES as exc:
                 log.warning("run %s: the bundle cannot be used: %s", run.run_id, exc)
-                self.store.add_event(run.run_id, "reports", f"unusable: {exc}")
+                self.desk.store.add_event(run.run_id, "reports", f"unusable: {exc}")
                 verdict, lost = self._from_the_record(run, run.workflow_run_id, str(exc))
                 bundle = None
             self.finisher.finish(
@@ -248,10 +248,12 @@ class ActionsFollower:
             log_text = self.runner.job_log(run.repo, workflow_run_id)
         except FAILURES as exc:
             # Named, not guessed: the bundle stands on its own seals (tamper.py).
-            self.store.add_event(run.run_id, "log-unread", f"the job's log cannot be read: {exc}")
+            self.desk.store.add_event(
+                run.run_id, "log-unread", f"the job's log cannot be read: {exc}"
+            )
             return verdict, {}
         found = reconcile(log_text, bundle, folder)
-        self.store.add_event(run.run_id, "tamper" if found.lost else "log", found.line())
+        self.desk.store.add_event(run.run_id, "tamper" if found.lost else "log", found.line())
         if found.lost:
             log.warning("run %s: %s", run.run_id, found.line())
         return with_tampering(verdict, found), described(found)
@@ -266,14 +268,18 @@ class ActionsFollower:
         try:
             log_text = self.runner.job_log(run.repo, workflow_run_id)
         except FAILURES as exc:
-            self.store.add_event(run.run_id, "log-unread", f"the job's log cannot be read: {exc}")
+            self.desk.store.add_event(
+                run.run_id, "log-unread", f"the job's log cannot be read: {exc}"
+            )
             return error, {}
         verdict, said = record_verdict(log_text, run.run_id, why)
         if verdict is None:
-            self.store.add_event(run.run_id, "log", "the job's log records nothing that blocks")
+            self.desk.store.add_event(
+                run.run_id, "log", "the job's log records nothing that blocks"
+            )
             return error, {}
         found = f"blocked from the job's log: {len(said)} events"
-        self.store.add_event(run.run_id, "tamper", found)
+        self.desk.store.add_event(run.run_id, "tamper", found)
         return verdict, said
 
     def _policy_of(self, gh: GitHubGateway, run: RunRecord) -> Policy:

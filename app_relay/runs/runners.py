@@ -17,7 +17,7 @@ import re
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal, ParamSpec, Protocol, TypeVar
@@ -234,6 +234,7 @@ def refuses_run_details(exc: GitHubError) -> bool:
     return exc.status == 400 or (exc.status == 422 and "return_run_details" in message)
 
 
+@dataclass(eq=False)  # a runner is one thing, compared by identity as before
 class ActionsRunner:
     """Run the sandbox as a workflow on GitHub Actions and fetch its bundle, fail-closed.
 
@@ -241,30 +242,20 @@ class ActionsRunner:
     workflow file lives on, and is always dispatched from, the default branch.
     """
 
-    def __init__(
-        self,
-        gateways: Callable[[str], ActionsGateway],
-        *,
-        workflow: str = WORKFLOW,
-        max_artifact_bytes: int = MAX_ARTIFACT_BYTES,
-        correlate_polls: int = 10,
-        correlate_every_s: float = 3.0,
-        correlate_deadline_s: float = 60.0,
-        clock_skew_s: float = 120.0,
-        clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        if correlate_polls < 1:
+    gateways: Callable[[str], ActionsGateway]
+    _: KW_ONLY
+    workflow: str = WORKFLOW
+    max_artifact_bytes: int = MAX_ARTIFACT_BYTES
+    correlate_polls: int = 10
+    correlate_every_s: float = 3.0
+    correlate_deadline_s: float = 60.0
+    clock_skew_s: float = 120.0
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+
+    def __post_init__(self) -> None:
+        if self.correlate_polls < 1:
             raise ValueError("correlate_polls must be at least 1")
-        self._gateways = gateways
-        self.workflow = workflow
-        self.max_artifact_bytes = max_artifact_bytes
-        self.correlate_polls = correlate_polls
-        self.correlate_every_s = correlate_every_s
-        self.correlate_deadline_s = correlate_deadline_s
-        self.clock_skew_s = clock_skew_s
-        self._clock = clock
-        self._sleep = sleep
 
     @classmethod
     def with_gateway(cls, gateway: ActionsGateway, **kw: Any) -> ActionsRunner:
@@ -300,8 +291,8 @@ class ActionsRunner:
             "head-sha": head_sha,
             "pull-request": str(pull_request),
         }
-        gateway = self._gateways(repo)
-        since = datetime.fromtimestamp(self._clock() - self.clock_skew_s, UTC)
+        gateway = self.gateways(repo)
+        since = datetime.fromtimestamp(self.clock() - self.clock_skew_s, UTC)
         try:
             try:
                 result = gateway.dispatch_workflow(repo, self.workflow, default_branch, inputs)
@@ -329,7 +320,7 @@ class ActionsRunner:
     ) -> Dispatched:
         # GitHub answered 204 without run details: find the run by its run-name.
         title = f"cujo {run_id}"
-        deadline = self._clock() + self.correlate_deadline_s
+        deadline = self.clock() + self.correlate_deadline_s
         polls = 0
         while True:
             polls += 1
@@ -345,10 +336,10 @@ class ActionsRunner:
                 )
             if found:
                 return Dispatched(found[0].id, None, correlated=True)
-            left = deadline - self._clock()
+            left = deadline - self.clock()
             if polls >= self.correlate_polls or left <= 0:
                 break
-            self._sleep(min(self.correlate_every_s, left))
+            self.sleep(min(self.correlate_every_s, left))
         raise RunnerError(
             f"dispatched {self.workflow} on {default_branch} but no workflow run named "
             f"{title!r} appeared after {polls} look(s) within {self.correlate_deadline_s:g}s"
@@ -362,7 +353,7 @@ class ActionsRunner:
         """
         title = f"cujo {run_id}"
         try:
-            runs = self._gateways(repo).list_workflow_runs(repo, self.workflow, created_after=since)
+            runs = self.gateways(repo).list_workflow_runs(repo, self.workflow, created_after=since)
         except GitHubError as exc:
             raise RunnerError(f"finding the workflow run named {title!r}: {exc}") from exc
         found = [r for r in runs if r.display_title == title]
@@ -374,7 +365,7 @@ class ActionsRunner:
     def cancel(self, repo: str, workflow_run_id: int) -> bool:
         """Cancel a workflow run (which also ends a wait on a person); False if it had ended."""
         try:
-            return self._gateways(repo).cancel_workflow_run(repo, workflow_run_id)
+            return self.gateways(repo).cancel_workflow_run(repo, workflow_run_id)
         except (GitHubError, ValueError) as exc:
             raise RunnerError(f"cancelling workflow run {workflow_run_id}: {exc}") from exc
 
@@ -384,7 +375,7 @@ class ActionsRunner:
         Raise ``RunnerError`` saying why when it cannot be read: no such job, no
         ``actions: read``, a log over the cap.
         """
-        gateway = self._gateways(repo)
+        gateway = self.gateways(repo)
         where = f"workflow run {workflow_run_id}"
         jobs = _asking(f"listing the jobs of {where}", gateway.workflow_jobs, repo, workflow_run_id)
         # The caller's job calls the reusable workflow: GitHub names it "<caller> / cujo sandbox".
@@ -417,7 +408,7 @@ class ActionsRunner:
         ``dest`` (absent or empty) receives the bundle's files. Raise ``RunnerError`` or
         ``BundleError`` (``FETCH_ERRORS``) saying why on anything else.
         """
-        gateway = self._gateways(repo)
+        gateway = self.gateways(repo)
         where = f"workflow run {workflow_run_id}"
         run = _asking(f"reading {where}", gateway.workflow_run, repo, workflow_run_id)
         if run.status != "completed":

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from app_relay.decide.judge import error_verdict
@@ -25,14 +25,14 @@ from app_relay.model.diffreview import review_diff
 from app_relay.model.port import ModelPort
 from app_relay.model.standards import read_standards
 from app_relay.runs import mode as modes
-from app_relay.runs.effects import Outbox, cancel_intent, check_intent
+from app_relay.runs.desk import RunDesk
+from app_relay.runs.effects import cancel_intent, check_intent
 from app_relay.runs.finish import FAILURES, RunFinisher, reaction_effects
 from app_relay.runs.follow import SandboxRunner
-from app_relay.runs.lease import RunLeases
 from app_relay.runs.mode import POLICY_FILE
 from app_relay.runs.runners import RunnerError
 from app_relay.runs.state import GUARD, RETRY_ACTION, guard_for
-from app_relay.store import Intent, RunRecord, Store
+from app_relay.store import Intent, RunRecord
 from app_relay.webhook.events import Event, MalformedEvent, ReviewRequested, record_request
 from app_relay.words.inert import code_span
 from cujo_action.schema import Policy, PolicyError, load_policy
@@ -59,30 +59,27 @@ class Head:
 class RunStarter:
     """Open runs for review requests and retries, and dispatch their sandbox workflows."""
 
-    store: Store
-    github_for: Callable[[int], GitHubGateway]
+    desk: RunDesk
     runner: SandboxRunner
     # The cheap model a `mode: diff` review asks; None (no key) reviews in the sandbox.
     model: ModelPort | None
-    leases: RunLeases
     finisher: RunFinisher
-    outbox: Outbox
 
     def request_review(self, request: ReviewRequested) -> None:
         """Review a pull request's head, or record why not; idempotent per delivery."""
-        session_id = record_request(self.store, request)
+        session_id = record_request(self.desk.store, request)
         if request.installation_id is None:
             # Without an installation nothing can be read or written as the App.
-            self.store.note_request(request.delivery_id, "not reviewed: no installation named")
+            self.desk.store.note_request(request.delivery_id, "not reviewed: no installation named")
             raise MalformedEvent("the pull_request event names no installation")
-        with self.leases.session(session_id):
-            if self.store.run_of_delivery(request.delivery_id) is not None:
+        with self.desk.leases.session(session_id):
+            if self.desk.store.run_of_delivery(request.delivery_id) is not None:
                 return  # handled before: a redelivery, or a retry after a crash
-            gh = self.github_for(request.installation_id)
+            gh = self.desk.github_for(request.installation_id)
             pr = gh.pull_request(request.repo, request.pr_number)
             if pr.head_sha != request.head_sha:
                 # Only the newest head is reviewed; its own event starts its run.
-                self.store.note_request(
+                self.desk.store.note_request(
                     request.delivery_id,
                     f"not reviewed: the head moved on to {pr.head_sha[:12]}",
                 )
@@ -136,7 +133,7 @@ class RunStarter:
         )
         choice = modes.choose(policy, facts)
         if not choice.review:
-            self.store.note_request(head.delivery_id, f"not reviewed: {choice.reason}")
+            self.desk.store.note_request(head.delivery_id, f"not reviewed: {choice.reason}")
             log.info("%s#%d not reviewed: %s", head.repo, head.number, choice.reason)
             return
         if choice.mode == "diff" and self.model is not None:
@@ -172,7 +169,7 @@ class RunStarter:
             "running", summary=note, holds=hold.answer, holds_line=hold.line(),
             diff_review=diff is not None,
         )  # fmt: skip
-        self.store.start_run(
+        self.desk.store.start_run(
             head.session_id,
             run_id,
             head.base_sha,
@@ -190,20 +187,20 @@ class RunStarter:
                 "base_ref": head.base_ref,
                 "holds": hold.answer,
             },
-            lease=(self.leases.name, self.leases.lease_s),
+            lease=(self.desk.leases.name, self.desk.leases.lease_s),
             effects=[check_intent(view, head.head_sha), *reaction_effects(head.number, "running")],
         )
-        with self.leases.taken(run_id):  # start_run took the lease
-            self.store.note_request(head.delivery_id, f"reviewed in run {run_id}", run_id)
-            self.store.add_event(run_id, "mode", note)
-            self.outbox.drain(run_id)
+        with self.desk.leases.taken(run_id):  # start_run took the lease
+            self.desk.store.note_request(head.delivery_id, f"reviewed in run {run_id}", run_id)
+            self.desk.store.add_event(run_id, "mode", note)
+            self.desk.outbox.drain(run_id)
             if isinstance(policy, PolicyError):
                 self.finisher.finish(run_id, error_verdict(f"{POLICY_FILE} at base: {policy}"))
                 return
             if diff is not None:
                 self._review_diff(gh, head, policy, diff, run_id)
                 return
-            self.dispatch(self.store.get_run(run_id))
+            self.dispatch(self.desk.store.get_run(run_id))
 
     def _review_diff(
         self, gh: GitHubGateway, head: Head, policy: Policy, files: ChangedFiles, run_id: str
@@ -240,8 +237,8 @@ class RunStarter:
             log.warning("run %s could not start: %s", run.run_id, exc)
             self.finisher.finish(run.run_id, error_verdict(f"starting the sandbox: {exc}"))
             return
-        self.store.bind_github(run.run_id, workflow_run_id=dispatched.workflow_run_id)
-        self.store.add_event(
+        self.desk.store.bind_github(run.run_id, workflow_run_id=dispatched.workflow_run_id)
+        self.desk.store.add_event(
             run.run_id,
             "dispatched",
             f"workflow run {dispatched.workflow_run_id} {dispatched.html_url or ''}".strip(),
@@ -250,7 +247,7 @@ class RunStarter:
     def _supersede(self, head: Head, new_run: str) -> int | None:
         """Stop the pull request's undecided runs; return a check the new run takes over."""
         owned: int | None = None
-        for old in self.store.open_runs(head.session_id):
+        for old in self.desk.store.open_runs(head.session_id):
             effects: list[Intent] = []
             if old.workflow_run_id is not None:
                 # Cancelling also answers a wait on a person (an environment approval).
@@ -258,11 +255,11 @@ class RunStarter:
             same_commit = old.head_sha == head.head_sha
             if not same_commit:
                 effects.append(check_intent(guard_for("superseded"), old.head_sha))
-            if not self.store.supersede(old.run_id, new_run, effects=effects):
+            if not self.desk.store.supersede(old.run_id, new_run, effects=effects):
                 continue  # decided meanwhile: its outcome stands for its commit
             if same_commit and old.check_run_id is not None:
                 owned = old.check_run_id
-            self.outbox.drain(old.run_id)
+            self.desk.outbox.drain(old.run_id)
         return owned
 
     def retry(self, event: Event) -> None:
@@ -277,18 +274,18 @@ class RunStarter:
         check_id = check.get("id")
         if event.repo is None or not isinstance(check_id, int) or isinstance(check_id, bool):
             raise MalformedEvent("the check_run event names no repository or check run id")
-        run = self.store.run_of_check(event.repo, check_id)
+        run = self.desk.store.run_of_check(event.repo, check_id)
         if run is None or run.installation_id is None or run.pr_number is None:
             log.info("check run %s is not one of Cujo's", check_id)
             return
-        with self.leases.session(run.session_id):
-            if self.store.run_of_delivery(event.delivery_id) is not None:
+        with self.desk.leases.session(run.session_id):
+            if self.desk.store.run_of_delivery(event.delivery_id) is not None:
                 return
-            newest = self.store.run_of_check(event.repo, check_id)
+            newest = self.desk.store.run_of_check(event.repo, check_id)
             if newest is None or newest.state != "error":
                 log.info("check run %s: only an errored run is retried", check_id)
                 return
-            gh = self.github_for(run.installation_id)
+            gh = self.desk.github_for(run.installation_id)
             pr = gh.pull_request(run.repo, run.pr_number)
             if pr.head_sha != run.head_sha:
                 log.info("check run %s: the head moved on; its own run reviews it", check_id)

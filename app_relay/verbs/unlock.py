@@ -11,7 +11,7 @@ a short reply saying why. Every outcome speaks; a redelivered comment is applied
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -20,8 +20,8 @@ from app_relay.decide.verdict import Verdict
 from app_relay.github.answers import GitHubError
 from app_relay.github.client import GitHubGateway
 from app_relay.github.payloads import OnComment
+from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import (
-    Outbox,
     check_intent,
     comment_intent,
     dismiss_intent,
@@ -29,9 +29,8 @@ from app_relay.runs.effects import (
     review_intent,
 )
 from app_relay.runs.finish import RunFinisher
-from app_relay.runs.lease import RunLeases
 from app_relay.runs.state import guard_for
-from app_relay.store import CommandRecord, Intent, RunRecord, Store
+from app_relay.store import CommandRecord, Intent, RunRecord
 from app_relay.verbs.decision import change_for, decide, dismissal_message, refusal_reply
 from app_relay.verbs.parse import Verb, parse_verbs
 from app_relay.webhook.events import Event, MalformedEvent, payload_reader
@@ -77,13 +76,8 @@ class CommentCommand:
 class Unlock:
     """Take verbs from comments to a lifted or reinstated hold, or a refusal that says why."""
 
-    # The coordinator's own record, lock, lease, hold reading and outbox: a verb moves a
-    # run as the coordinator does, never beside it.
-    store: Store
-    github_for: Callable[[int], GitHubGateway]
-    leases: RunLeases
+    desk: RunDesk  # the coordinator's own: a verb moves a run as the coordinator does
     finisher: RunFinisher
-    outbox: Outbox
 
     def command(self, event: Event) -> None:
         """Handle one ``issue_comment`` delivery; only a new comment is ever a command."""
@@ -97,10 +91,10 @@ class Unlock:
         cmd = CommentCommand(event)
         if not cmd.is_pull_request:
             return  # on an issue there is nothing to hold
-        gh = self.github_for(cmd.installation_id)
-        session_id = self.store.open_session(cmd.repo, cmd.number, "github")
-        with self.leases.session(session_id):
-            record = self.store.record_command(
+        gh = self.desk.github_for(cmd.installation_id)
+        session_id = self.desk.store.open_session(cmd.repo, cmd.number, "github")
+        with self.desk.leases.session(session_id):
+            record = self.desk.store.record_command(
                 delivery_id=cmd.delivery_id,
                 repo=cmd.repo,
                 pr_number=cmd.number,
@@ -112,7 +106,7 @@ class Unlock:
             )
             if record.outcome != "pending":
                 return  # a redelivery of a comment already answered
-            run = self.store.newest_run(session_id)
+            run = self.desk.store.newest_run(session_id)
             decision = decide(
                 verbs,
                 event="issue_comment",
@@ -131,14 +125,14 @@ class Unlock:
                 reason = "Cujo has not reviewed this pull request, so there is nothing to lift."
                 self._refuse(gh, cmd, record, None, decision.verb, reason)
                 return
-            with self.leases.acting(run.run_id):
+            with self.desk.leases.acting(run.run_id):
                 self._apply(gh, cmd, record, decision.verb)
 
     def _apply(
         self, gh: GitHubGateway, cmd: CommentCommand, record: CommandRecord, verb: Verb
     ) -> None:
-        session_id = self.store.open_session(cmd.repo, cmd.number, "github")
-        run = self.store.newest_run(session_id)
+        session_id = self.desk.store.open_session(cmd.repo, cmd.number, "github")
+        run = self.desk.store.newest_run(session_id)
         assert run is not None
         pr = gh.pull_request(cmd.repo, cmd.number)
         policy = Policy.model_validate_json(run.policy_json) if run.policy_json else None
@@ -155,7 +149,7 @@ class Unlock:
             dismissed_from=run.lifted,
             run_head_sha=run.head_sha,
             pr_head_sha=pr.head_sha,
-            posted_at=self.store.state_since(run.run_id),
+            posted_at=self.desk.store.state_since(run.run_id),
             comment_created_at=cmd.created_at,
         )
         if not change.applies or change.to_state is None:
@@ -180,13 +174,13 @@ class Unlock:
         effects.append(check_intent(view, run.head_sha))
         effects.append(reaction_intent("+1", comment_id=cmd.comment_id))
         detail = f"/cujo {verb.value} by {cmd.login}"
-        applied = self.store.move(
+        applied = self.desk.store.move(
             run.run_id, change.to_state, detail, effects=effects, command=(record.id, detail)
         )
         if not applied:  # the run moved between reading it and now
             self._refuse(gh, cmd, record, run, verb, "The review changed while this was read.")
             return
-        self.outbox.drain(run.run_id)
+        self.desk.outbox.drain(run.run_id)
 
     def _reinstated_review(self, run: RunRecord, login: str, command_id: int) -> Intent:
         verdict = Verdict(
@@ -212,7 +206,7 @@ class Unlock:
         reply = refusal_reply(verb, reason)
         if run is None:
             # No run to hang the effects on: answer directly, once (the record says so).
-            if self.store.decide_command(record.id, "refused", reason):
+            if self.desk.store.decide_command(record.id, "refused", reason):
                 try:
                     gh.add_reaction(cmd.repo, OnComment(cmd.comment_id), "confused")
                     gh.comment(cmd.repo, cmd.number, reply)
@@ -223,7 +217,7 @@ class Unlock:
             reaction_intent("confused", comment_id=cmd.comment_id),
             comment_intent(run.run_id, cmd.number, reply, key=f"reply:{record.id}"),
         ]
-        if self.store.decide_command(
+        if self.desk.store.decide_command(
             record.id, "refused", reason, run_id=run.run_id, effects=effects
         ):
-            self.outbox.drain(run.run_id)
+            self.desk.outbox.drain(run.run_id)
