@@ -252,6 +252,10 @@ def read_stage_mark(line: str) -> StageMark | None:
     return None if m is None else StageMark(m["stage"], m["what"], m["why"])
 
 
+# The base policy file, at the root of the repository, read at the base commit only.
+POLICY_FILE: Final = ".cujo.yml"
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -325,7 +329,7 @@ def _node_line(root: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None
     return line
 
 
-def load_policy(text: str | None, path: str = ".cujo.yml") -> Policy:
+def load_policy(text: str | None, path: str = POLICY_FILE) -> Policy:
     """Parse a ``.cujo.yml`` text (None or empty: the defaults) or raise PolicyError."""
     if text is None or not text.strip():
         return Policy()

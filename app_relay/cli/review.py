@@ -37,12 +37,11 @@ from app_relay.decide.bundle_verdict import verdict_of
 from app_relay.decide.judge import DeterministicJudge, error_verdict
 from app_relay.decide.verdict import Verdict
 from app_relay.model.port import ModelPort
-from app_relay.runs.mode import POLICY_FILE
 from app_relay.runs.tamper import described, reconcile, record_verdict, with_tampering
 from app_relay.store import Store
 from app_relay.words.review_body import evidence_lines
 from cujo_action.evidence.reader import Bundle, BundleError, read_bundle
-from cujo_action.schema import PolicyError, Report, load_policy
+from cujo_action.schema import POLICY_FILE, PolicyError, Report, load_policy
 
 # Unproven holds the merge on GitHub; a script gets 4 so it holds too (DESIGN section 10).
 EXIT = {"clean": 0, "unproven": 4, "blocked": 1, "error": 3}

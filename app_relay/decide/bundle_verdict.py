@@ -10,9 +10,8 @@ from __future__ import annotations
 from app_relay.decide.hits import RuleContext
 from app_relay.decide.judge import Judge, error_verdict
 from app_relay.decide.verdict import Verdict
-from app_relay.runs.mode import POLICY_FILE
 from cujo_action.evidence.reader import Bundle, BundleError
-from cujo_action.schema import CHECK_NAMES, Policy
+from cujo_action.schema import CHECK_NAMES, POLICY_FILE, Policy
 
 
 def verdict_of(bundle: Bundle, judge: Judge, *, policy: Policy | None) -> Verdict:

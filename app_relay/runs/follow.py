@@ -28,7 +28,6 @@ from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import check_intent
 from app_relay.runs.finish import FAILURES, RunFinisher
 from app_relay.runs.lease import RunBusy
-from app_relay.runs.mode import POLICY_FILE
 from app_relay.runs.runners import Dispatched, RunProgress
 from app_relay.runs.state import OPEN_STATES, guard_for
 from app_relay.runs.tamper import described, reconcile, record_verdict, with_tampering
@@ -36,7 +35,7 @@ from app_relay.store import RunRecord
 from app_relay.webhook.events import Event
 from app_relay.words.inert import code_span
 from cujo_action.evidence.reader import Bundle
-from cujo_action.schema import Policy, PolicyError, load_policy
+from cujo_action.schema import POLICY_FILE, Policy, PolicyError, load_policy
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,6 @@ from app_relay.words.inert import code_span
 from cujo_action.schema import Policy
 
 # The policy file, read at the base commit (never head).
-POLICY_FILE = ".cujo.yml"
 
 # The webhook actions that start a review; every other action is ignored.
 # https://docs.github.com/en/webhooks/webhook-events-and-payloads#pull_request

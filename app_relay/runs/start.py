@@ -29,13 +29,12 @@ from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import cancel_intent, check_intent
 from app_relay.runs.finish import FAILURES, RunFinisher, reaction_effects
 from app_relay.runs.follow import SandboxRunner
-from app_relay.runs.mode import POLICY_FILE
 from app_relay.runs.runners import RunnerError
 from app_relay.runs.state import GUARD, RETRY_ACTION, guard_for
 from app_relay.store import Intent, RunRecord
 from app_relay.webhook.events import Event, MalformedEvent, ReviewRequested, record_request
 from app_relay.words.inert import code_span
-from cujo_action.schema import Policy, PolicyError, load_policy
+from cujo_action.schema import POLICY_FILE, Policy, PolicyError, load_policy
 
 log = logging.getLogger(__name__)
 

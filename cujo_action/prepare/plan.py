@@ -31,11 +31,18 @@ from cujo_action.prepare.git import (
 )
 from cujo_action.prepare.settle import Which, settle
 from cujo_action.sandbox.boundary import open_no_follow
-from cujo_action.schema import MAX_SHORT, MAX_TEXT, Plan, PolicyError, clip, load_policy
+from cujo_action.schema import (
+    MAX_SHORT,
+    MAX_TEXT,
+    POLICY_FILE,
+    Plan,
+    PolicyError,
+    clip,
+    load_policy,
+)
 
 __all__ = ["prepare"]
 
-POLICY_FILE = ".cujo.yml"
 WORKFLOWS = ".github/workflows"
 MAX_WORKFLOWS = 20
 
