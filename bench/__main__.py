@@ -246,6 +246,7 @@ def main() -> int:
             "bodies",
             "dns",
             "egresslog",
+            "fingerprint",
         ],
     )
     args = parser.parse_args()
@@ -296,6 +297,10 @@ def main() -> int:
         from bench.egresslog import bench_egresslog
 
         bench_egresslog(args.rounds + 1)
+    if args.only in (None, "fingerprint"):
+        from bench.fingerprint import bench_fingerprint
+
+        bench_fingerprint()
     return 0
 
 

@@ -1,0 +1,305 @@
+"""Read what code in a CI job can read about where it runs, and print it as one JSON line.
+
+Run as a pull request's test inside Cujo's sandbox (``python fingerprint_probe.py
+--network``), this is what malware that checks for a hosted runner before it acts would
+look at; ``cujo_action.arm.fingerprint`` compares the line with the runner profile.
+
+Standard library only: it runs under whatever Python the sandbox gives a test. It never
+prints an environment variable's value (a decoy printed would itself be evidence), only
+names and shapes; never runs ``sudo`` (running it is reported as critical) but looks at
+the file; never opens a file in HOME, only asks whether it is there. Network reads
+(DNS, the TLS issuer of ``api.github.com``, its ``/zen``) happen only with ``--network``:
+inside the sandbox they reach its proxy and resolver, never the internet; outside it,
+leave the flag off. The DNS name asked is a random ``.test`` name, which no public
+resolver answers.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import secrets
+import socket
+import ssl
+import stat
+import string
+import sys
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+MARKER = "cujo-fingerprint "
+CAP = 3000  # characters of the printed line, marker included
+TIMEOUT_S = 5.0
+FOLDERS = (
+    "/opt/hostedtoolcache",
+    "/usr/share/dotnet",
+    "/usr/local/lib/android",
+    "/snap",
+    "/var/run/docker.sock",
+    "/run/systemd",
+    "/home/linuxbrew",
+    "/usr/share/miniconda",
+    "/usr/local/share/vcpkg",
+)
+HOME_FILES = (".aws", ".npmrc", ".pypirc", ".env", ".docker")
+# Tools looked up on PATH (found or not; none is run).
+TOOLS = (
+    "docker", "gh", "az", "aws", "gcloud", "kubectl", "helm", "node", "npm", "java",
+    "pwsh", "dotnet", "cmake", "clang", "gcc", "jq", "yq", "cargo", "git", "git-lfs",
+)  # fmt: skip
+SHAPED = ("RUNNER_", "GITHUB_")  # variables printed as prefix -> rest of name -> shape
+SHAPES = {"e": "empty", "n": "number", "b": "bool", "u": "url", "p": "path", "l": "path list",
+          "t": "text"}  # fmt: skip
+PROXY_NAMES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+Reading = dict[str, object]
+
+
+def _text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def shape(value: str) -> str:
+    """Return what a value looks like, never the value: one letter (``SHAPES``)."""
+    if value == "":
+        return "e"
+    if value.isdigit():
+        return "n"
+    if value in ("true", "false"):
+        return "b"
+    if value.startswith(("http://", "https://")):
+        return "u"
+    if value.startswith("/"):
+        return "l" if ":" in value else "p"
+    return "t"
+
+
+def read_status() -> Reading:
+    fields = dict(
+        line.split(":", 1) for line in _text("/proc/self/status").splitlines() if ":" in line
+    )
+    last = _text("/proc/sys/kernel/cap_last_cap").strip()
+    bounding = int(fields.get("CapBnd", "0").strip() or "0", 16)
+    full = (1 << (int(last) + 1)) - 1 if last.isdigit() else -1
+    caps = "full" if bounding == full else "none" if bounding == 0 else "partial"
+    return {
+        "status.no_new_privs": fields.get("NoNewPrivs", "").strip(),
+        "status.cap_bnd": caps,
+        "uid_map": " ".join(_text("/proc/self/uid_map").split()),
+    }
+
+
+def read_processes() -> Reading:
+    pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    return {"pid1": _text("/proc/1/comm").strip(), "processes": len(pids)}
+
+
+def read_mounts() -> Reading:
+    tmpfs: list[str] = []
+    files: list[str] = []
+    types: set[str] = set()
+    nosuid: dict[str, bool] = {}
+    lines = _text("/proc/self/mountinfo").splitlines()
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        parts, rest = left.split(), right.split()
+        if len(parts) < 6 or not rest:
+            continue
+        point, options = parts[4], parts[5].split(",")
+        types.add(rest[0])
+        nosuid[point] = "nosuid" in options
+        if rest[0] == "tmpfs":
+            tmpfs.append(point)
+        if point.startswith("/etc/") and os.path.isfile(point):
+            files.append(point)
+    # The mount /usr/bin/sudo lives on: the longest mount point above it.
+    under = [p for p in nosuid if "/usr/bin/sudo".startswith(p.rstrip("/") + "/") or p == "/"]
+    holder = max(under, key=len, default="")
+    return {
+        "mounts.count": len(lines),
+        "mounts.fs_types": sorted(types),
+        "mounts.tmpfs": sorted(set(tmpfs))[:16],
+        "mounts.etc_files": sorted(set(files))[:16],
+        "mounts.mention_cujo": "cujo" in "\n".join(lines).lower(),
+        "mounts.mention_netns": "/run/netns" in "\n".join(lines),
+        "sudo.nosuid_mount": nosuid.get(holder, False),
+    }
+
+
+def read_users() -> Reading:
+    passwd = [line for line in _text("/etc/passwd").splitlines() if line.strip()]
+    group = [line for line in _text("/etc/group").splitlines() if line.strip()]
+    names = {int(f[2]): f[0] for f in (line.split(":") for line in group) if len(f) > 2
+             and f[2].isdigit()}  # fmt: skip
+    me = [f[0] for f in (line.split(":") for line in passwd) if len(f) > 2
+          and f[2] == str(os.getuid())]  # fmt: skip
+    try:
+        sudo = os.stat("/usr/bin/sudo")
+        exists, setuid = True, bool(sudo.st_mode & stat.S_ISUID)
+    except OSError:
+        exists, setuid = False, False
+    return {
+        "passwd.lines": len(passwd),
+        "passwd.users": [line.split(":", 1)[0] for line in passwd][:60],
+        "group.lines": len(group),
+        "user.name": me[0] if me else "",
+        "user.uid": os.getuid(),
+        "user.groups": sorted({names.get(g, str(g)) for g in os.getgroups()})[:20],
+        "sudo.exists": exists,
+        "sudo.setuid": setuid,
+    }
+
+
+def read_env() -> Reading:
+    env = os.environ
+    home = env.get("HOME", "")
+    return {
+        "env.count": len(env),
+        "env.names": sorted(n for n in env if not n.startswith(SHAPED))[:120],
+        "env.shapes": {
+            prefix: {n.removeprefix(prefix): shape(env[n]) for n in sorted(env) if n.startswith(prefix)}
+            for prefix in SHAPED
+        },
+        "env.path_entries": len([p for p in env.get("PATH", "").split(":") if p]),
+        "env.home_is_runner": home == "/home/runner",
+    }
+
+
+def read_files() -> Reading:
+    home = os.environ.get("HOME", "")
+    path = os.environ.get("PATH", "")
+
+    def on_path(tool: str) -> bool:
+        return any(os.access(os.path.join(d, tool), os.X_OK) for d in path.split(":") if d)
+
+    return {
+        "folders.present": [p for p in FOLDERS if os.path.lexists(p)],
+        "home.present": [f for f in HOME_FILES if home and os.path.lexists(os.path.join(home, f))],
+        "tools.present": [t for t in TOOLS if on_path(t)],
+    }
+
+
+def read_resolver() -> Reading:
+    servers = [
+        line.split()[1]
+        for line in _text("/etc/resolv.conf").splitlines()
+        if line.startswith("nameserver") and len(line.split()) > 1
+    ]
+    return {"resolv.nameserver": servers[0] if servers else ""}
+
+
+def read_dns() -> Reading:
+    """Ask for a random name under ``.test`` (RFC 6761: never a public name)."""
+    label = "".join(secrets.choice(string.ascii_lowercase) for _ in range(10))
+    socket.setdefaulttimeout(TIMEOUT_S)
+    try:
+        found = socket.getaddrinfo(f"{label}.example.test", 443, type=socket.SOCK_STREAM)
+    except OSError:
+        return {"dns.random": "nxdomain"}
+    address = str(found[0][4][0]) if found else ""
+    return {"dns.random": "answered " + address.rpartition(".")[0] + ".x"}
+
+
+def _proxy() -> tuple[str, int] | None:
+    for name in PROXY_NAMES:
+        if value := os.environ.get(name):
+            parts = urlsplit(value)
+            if parts.hostname:
+                return parts.hostname, parts.port or 80
+    return None
+
+
+def _connect(host: str, port: int) -> socket.socket:
+    """Open a TCP stream to host:port the way a client would: through the proxy if set."""
+    proxy = _proxy()
+    if proxy is None:
+        return socket.create_connection((host, port), timeout=TIMEOUT_S)
+    sock = socket.create_connection(proxy, timeout=TIMEOUT_S)
+    sock.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+    answer = b""
+    while b"\r\n\r\n" not in answer and len(answer) < 8192:
+        chunk = sock.recv(1024)
+        if not chunk:
+            break
+        answer += chunk
+    if answer.split(b" ", 2)[1:2] != [b"200"]:
+        sock.close()
+        raise OSError("the proxy refused CONNECT")
+    return sock
+
+
+def read_tls() -> Reading:
+    """Return who issued the certificate presented for api.github.com."""
+    context = ssl.create_default_context()
+    try:
+        with (
+            _connect("api.github.com", 443) as raw,
+            context.wrap_socket(raw, server_hostname="api.github.com") as tls,
+        ):
+            cert = tls.getpeercert() or {}
+    except ssl.SSLError:
+        return {"tls.issuer": "untrusted"}
+    except OSError:
+        return {"tls.issuer": "unreachable"}
+    issuer = {k: v for rdn in cert.get("issuer", ()) for k, v in rdn}  # type: ignore[misc]
+    return {"tls.issuer": str(issuer.get("organizationName") or issuer.get("commonName", ""))}
+
+
+def read_zen() -> Reading:
+    """Return the status and body length of https://api.github.com/zen."""
+    try:
+        with _connect("api.github.com", 443) as raw:
+            context = ssl.create_default_context()
+            with context.wrap_socket(raw, server_hostname="api.github.com") as tls:
+                conn = http.client.HTTPConnection("api.github.com", timeout=TIMEOUT_S)
+                conn.sock = tls
+                conn.request("GET", "/zen", headers={"User-Agent": "curl/8.5.0"})
+                answer = conn.getresponse()
+                body = answer.read(4096)
+    except (OSError, http.client.HTTPException):
+        return {"zen.status": 0, "zen.length": 0}
+    return {"zen.status": answer.status, "zen.length": len(body.strip())}
+
+
+READS: tuple[Callable[[], Reading], ...] = (
+    read_status, read_processes, read_mounts, read_users, read_env, read_files, read_resolver,
+)  # fmt: skip
+NETWORK_READS: tuple[Callable[[], Reading], ...] = (read_dns, read_tls, read_zen)
+
+
+def reading(*, network: bool) -> Reading:
+    """Return every field the probe reads (network fields only when asked)."""
+    found: Reading = {"probe": 1, "network": network}
+    for read in READS + (NETWORK_READS if network else ()):
+        try:
+            found.update(read())
+        except Exception as error:  # noqa: BLE001 - one failed read must not hide the others
+            found[f"error.{read.__name__}"] = type(error).__name__
+    return found
+
+
+def line(found: Reading) -> str:
+    """Return the printed line, under CAP: the longest lists are cut first."""
+    while True:
+        text = MARKER + json.dumps(found, separators=(",", ":"), sort_keys=True)
+        if len(text) <= CAP:
+            return text
+        longest = max((k for k, v in found.items() if isinstance(v, list | dict) and v),
+                      key=lambda k: len(json.dumps(found[k])))  # fmt: skip
+        value = found[longest]
+        found = {**found, longest: value[: len(value) // 2] if isinstance(value, list)
+                 else dict(list(value.items())[: len(value) // 2]),  # type: ignore[union-attr]
+                 "truncated": True}  # fmt: skip
+
+
+def main(argv: list[str]) -> int:
+    print(line(reading(network="--network" in argv)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
