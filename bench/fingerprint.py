@@ -27,6 +27,7 @@ from cujo_action.arm.fingerprint import (
     summary,
     unexpected,
 )
+from cujo_action.arm.fingerprint_probe import CAP, line
 
 
 def probe_repo(root: Path) -> Path:
@@ -78,10 +79,13 @@ def bench_fingerprint() -> int:
               f"isolation {verdict.get('isolation')}):")  # fmt: skip
         if reading is None:
             raise SystemExit("bench: the probe printed no reading in the tests report")
+        size = len(line(reading))
+        cut = " (cut to fit: lists shortened)" if reading.get("truncated") else ""
+        print(f"  the probe's line: {size} characters, cap {CAP}{cut}")
         profile = load_profile()
         found = differences(reading, profile)
-        for line in summary(found, profile):
-            print(f"  {line}")
+        for text in summary(found, profile):
+            print(f"  {text}")
         return len(unexpected(found))
     finally:
         shutil.rmtree(root, ignore_errors=True)

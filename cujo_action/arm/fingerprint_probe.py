@@ -161,7 +161,9 @@ def read_env() -> Reading:
         "env.count": len(env),
         "env.names": sorted(n for n in env if not n.startswith(SHAPED))[:120],
         "env.shapes": {
-            prefix: {n.removeprefix(prefix): shape(env[n]) for n in sorted(env) if n.startswith(prefix)}
+            prefix: {
+                n.removeprefix(prefix): shape(env[n]) for n in sorted(env) if n.startswith(prefix)
+            }
             for prefix in SHAPED
         },
         "env.path_entries": len([p for p in env.get("PATH", "").split(":") if p]),
@@ -245,7 +247,7 @@ def read_tls() -> Reading:
         return {"tls.issuer": "untrusted"}
     except OSError:
         return {"tls.issuer": "unreachable"}
-    issuer = {k: v for rdn in cert.get("issuer", ()) for k, v in rdn}  # type: ignore[misc]
+    issuer = {str(pair[0]): str(pair[1]) for rdn in cert.get("issuer", ()) for pair in rdn}
     return {"tls.issuer": str(issuer.get("organizationName") or issuer.get("commonName", ""))}
 
 
@@ -277,23 +279,31 @@ def reading(*, network: bool) -> Reading:
     for read in READS + (NETWORK_READS if network else ()):
         try:
             found.update(read())
-        except Exception as error:  # noqa: BLE001 - one failed read must not hide the others
+        except Exception as error:  # one failed read must not hide the others
             found[f"error.{read.__name__}"] = type(error).__name__
     return found
 
 
+def _halved(value: object) -> object:
+    """Return a list or dict with its second half dropped (a dict of dicts: each halved)."""
+    if isinstance(value, list):
+        return value[: len(value) // 2]
+    if isinstance(value, dict):
+        if len(value) > 1 and not all(isinstance(v, dict) for v in value.values()):
+            return dict(list(value.items())[: len(value) // 2])
+        return {k: _halved(v) for k, v in value.items()}
+    return value
+
+
 def line(found: Reading) -> str:
-    """Return the printed line, under CAP: the longest lists are cut first."""
+    """Return the printed line, under CAP: the longest lists are cut first, and say so."""
     while True:
         text = MARKER + json.dumps(found, separators=(",", ":"), sort_keys=True)
-        if len(text) <= CAP:
+        cuttable = [k for k, v in found.items() if isinstance(v, list | dict) and v]
+        if len(text) <= CAP or not cuttable:
             return text
-        longest = max((k for k, v in found.items() if isinstance(v, list | dict) and v),
-                      key=lambda k: len(json.dumps(found[k])))  # fmt: skip
-        value = found[longest]
-        found = {**found, longest: value[: len(value) // 2] if isinstance(value, list)
-                 else dict(list(value.items())[: len(value) // 2]),  # type: ignore[union-attr]
-                 "truncated": True}  # fmt: skip
+        longest = max(cuttable, key=lambda k: len(json.dumps(found[k])))
+        found = {**found, longest: _halved(found[longest]), "truncated": True}
 
 
 def main(argv: list[str]) -> int:
