@@ -11,21 +11,13 @@ from __future__ import annotations
 from cujorun import Review
 from e2ecases import ISOLATION, CaseReviews, assert_whole, case_reviews, critical_rules
 
-from cujo_action.arm.fingerprint import (
-    PROBE_PATH,
-    differences,
-    load_profile,
-    project_files,
-    reading_from_report,
-    summary,
-    unexpected,
-)
+from cujo_action.arm import fingerprint
 
 pytestmark = ISOLATION
 
 CASES = {
     "probe": (
-        project_files(PROBE_PATH.read_text()),
+        fingerprint.project_files(fingerprint.PROBE_PATH.read_text()),
         {"calc.py": '"""Add numbers."""\n\n\ndef add(a, b):\n    return a + b\n'},
     )
 }
@@ -49,10 +41,10 @@ def test_the_probe_is_no_attack(reviews: CaseReviews) -> None:
 
 def test_every_difference_from_a_hosted_runner_is_accepted(reviews: CaseReviews) -> None:
     review = probe_review(reviews)
-    reading = reading_from_report(review.report("tests"))
+    reading = fingerprint.reading_from_report(review.report("tests"))
     assert reading is not None, review.report("tests")["commands"]
     assert reading["network"] is True
     assert not any(key.startswith("error.") for key in reading), reading
-    profile = load_profile()
-    found = differences(reading, profile)
-    assert not unexpected(found), "\n".join(summary(found, profile))
+    profile = fingerprint.load_profile()
+    found = fingerprint.differences(reading, profile)
+    assert not fingerprint.unexpected(found), "\n".join(fingerprint.summary(found, profile))
