@@ -46,7 +46,54 @@ WORKER_EXE = f"{RUNNER_BIN}/Runner.Worker"
 WORKER_ARGS: tuple[str, ...] = ("spawnclient", "107", "110")
 TOOL_CACHE = "/opt/hostedtoolcache"
 IMAGE_OS = "ubuntu24"
-IMAGE_VERSION = "20250105.1.0"
+# The image version whose readme the values below come from (``runner_profile.json``'s
+# source: actions/runner-images, images/ubuntu/Ubuntu2404-Readme.md).
+IMAGE_VERSION = "20250202.1.0"
+ANDROID_SDK = "/usr/local/lib/android/sdk"
+ANDROID_NDK = f"{ANDROID_SDK}/ndk/27.2.12479018"
+# What the image puts in /etc/environment, so every step has it: configure-environment.sh
+# (ImageOS/ImageVersion are above, XDG_CONFIG_HOME is HOME's) and the readme's tables.
+IMAGE_ENV: tuple[tuple[str, str], ...] = (
+    ("ACCEPT_EULA", "Y"),
+    ("AGENT_TOOLSDIRECTORY", TOOL_CACHE),
+    ("CONDA", "/usr/share/miniconda"),
+    ("VCPKG_INSTALLATION_ROOT", "/usr/local/share/vcpkg"),
+    ("CHROMEWEBDRIVER", "/usr/local/share/chromedriver-linux64"),
+    ("EDGEWEBDRIVER", "/usr/local/share/edge_driver"),
+    ("GECKOWEBDRIVER", "/usr/local/share/gecko_driver"),
+    ("SELENIUM_JAR_PATH", "/usr/share/java/selenium-server.jar"),
+    ("JAVA_HOME_8_X64", "/usr/lib/jvm/temurin-8-jdk-amd64"),
+    ("JAVA_HOME_11_X64", "/usr/lib/jvm/temurin-11-jdk-amd64"),
+    ("JAVA_HOME_17_X64", "/usr/lib/jvm/temurin-17-jdk-amd64"),
+    ("JAVA_HOME_21_X64", "/usr/lib/jvm/temurin-21-jdk-amd64"),
+    ("ANDROID_HOME", ANDROID_SDK),
+    ("ANDROID_SDK_ROOT", ANDROID_SDK),
+    ("ANDROID_NDK", ANDROID_NDK),
+    ("ANDROID_NDK_HOME", ANDROID_NDK),
+    ("ANDROID_NDK_LATEST_HOME", ANDROID_NDK),
+    ("ANDROID_NDK_ROOT", ANDROID_NDK),
+)
+# The image's PATH, in its order (/etc/environment as configure-snap.sh and the
+# installers leave it; /snap/bin twice, as a step sees it). Commands find Cujo's own
+# folders first (``host.tool_path``); these come after, so nothing resolves differently.
+IMAGE_PATH: tuple[str, ...] = (
+    "/snap/bin",
+    f"{INSIDE_HOME}/.local/bin",
+    "/opt/pipx_bin",
+    f"{INSIDE_HOME}/.cargo/bin",
+    f"{INSIDE_HOME}/.config/composer/vendor/bin",
+    "/usr/local/.ghcup/bin",
+    f"{INSIDE_HOME}/.dotnet/tools",
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+    "/usr/games",
+    "/usr/local/games",
+    "/snap/bin",
+)
 # File commands a step appends to (GITHUB_ENV and GITHUB_PATH change every later step).
 FILE_COMMANDS: tuple[tuple[str, str], ...] = (
     ("GITHUB_ENV", "set_env"),
@@ -207,9 +254,10 @@ def job_env(
         "RUNNER_TEMP": temp,
         "RUNNER_TOOL_CACHE": TOOL_CACHE,
         "RUNNER_WORKSPACE": workspace.rsplit("/", 1)[0],
-        "AGENT_TOOLSDIRECTORY": TOOL_CACHE,
         "ImageOS": IMAGE_OS,
         "ImageVersion": IMAGE_VERSION,
+        **dict(IMAGE_ENV),
+        "XDG_CONFIG_HOME": f"{home}/.config",
         "DEBIAN_FRONTEND": "noninteractive",
         "ACTIONS_RUNTIME_URL": runtime,
         "ACTIONS_RESULTS_URL": "https://results-receiver.actions.githubusercontent.com/",

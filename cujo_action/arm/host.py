@@ -12,7 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from cujo_action.arm.actionsjob import JobIdentity
+from cujo_action.arm.actionsjob import IMAGE_PATH, JobIdentity
 from cujo_action.arm.context import runner_worker
 from cujo_action.arm.decoys import Decoy
 from cujo_action.net.netns import unavailable
@@ -61,6 +61,12 @@ def isolation_unavailable() -> str | None:
 
 
 def tool_path() -> str:
+    """Return PATH after the venv: the folders of the tools Cujo needs, then the image's.
+
+    Cujo's folders come first, so every command resolves the tools it always has; the
+    rest of a hosted runner's PATH follows in the image's order (an entry this machine
+    lacks finds nothing).
+    """
     dirs: list[str] = []
     for tool in ("node", "npm", "git"):
         found = shutil.which(tool)
@@ -69,7 +75,7 @@ def tool_path() -> str:
     for d in ("/usr/local/bin", "/usr/bin", "/bin"):
         if d not in dirs:
             dirs.append(d)
-    return ":".join(dirs)
+    return ":".join([*dirs, *(d for d in IMAGE_PATH if d not in dirs)])
 
 
 def _others_can_run(path: Path) -> bool:

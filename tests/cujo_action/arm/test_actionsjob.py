@@ -17,6 +17,8 @@ from gitrepo import GitRepo
 
 from cujo_action.arm.actionsjob import (
     FILE_COMMANDS,
+    IMAGE_ENV,
+    IMAGE_PATH,
     checkout_config,
     event_payload,
     job_env,
@@ -27,6 +29,8 @@ from cujo_action.arm.actionsjob import (
     worker_source,
 )
 from cujo_action.arm.decoys import make_decoys
+from cujo_action.arm.fingerprint import load_profile
+from cujo_action.arm.host import tool_path
 from cujo_action.arm.staging import RECEIVERS, stage
 from cujo_action.prepare.plan import prepare
 from cujo_action.sandbox.boundary import BoundaryError, write_below
@@ -86,6 +90,34 @@ def test_a_step_sees_the_variables_of_a_hosted_runner_and_decoys_where_secrets_a
     again = job_env(job, plan, DECOYS, home="/home/runner", temp="/home/runner/work/_temp")
     assert again == env
     assert not [text for item in env.items() for text in item if TRACES.search(text)]
+
+
+def test_a_step_has_the_images_documented_variables_and_no_trace_of_cujo() -> None:
+    repo = types.SimpleNamespace(head_sha="a" * 40, base_sha="b" * 40)
+    job = new_identity("https://github.com/octo/app")
+    env = job_env(job, repo, DECOYS, home="/home/runner", temp="/home/runner/work/_temp")  # type: ignore[arg-type]
+    wanted = load_profile()["fields"]["env.names"]["includes"]
+    assert not [name for name in wanted if name not in env]
+    assert (env["ImageOS"], env["ACCEPT_EULA"]) == ("ubuntu24", "Y")
+    assert env["XDG_CONFIG_HOME"] == "/home/runner/.config"
+    assert env["JAVA_HOME_17_X64"] == "/usr/lib/jvm/temurin-17-jdk-amd64"
+    assert env["ANDROID_NDK"].startswith(env["ANDROID_HOME"] + "/ndk/")
+    assert all(env[name] == value for name, value in IMAGE_ENV)
+    assert not [text for item in env.items() for text in item if TRACES.search(text)]
+
+
+def test_path_finds_the_same_tools_first_then_the_images_folders_in_order() -> None:
+    # The folders Cujo's commands always resolved their tools from, in the same order.
+    before: list[str] = []
+    for tool in ("node", "npm", "git"):
+        if (found := shutil.which(tool)) and str(Path(found).parent) not in before:
+            before.append(str(Path(found).parent))
+    before += [d for d in ("/usr/local/bin", "/usr/bin", "/bin") if d not in before]
+    entries = tool_path().split(":")
+    assert entries[: len(before)] == before
+    assert entries[len(before) :] == [d for d in IMAGE_PATH if d not in before]
+    assert len(entries) >= load_profile()["fields"]["env.path_entries"]["at_least"]
+    assert not [d for d in entries if TRACES.search(d)]
 
 
 def test_the_checkout_keeps_a_decoy_token_as_actions_checkout_does(tmp_path: Path) -> None:
