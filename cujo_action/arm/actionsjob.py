@@ -15,8 +15,9 @@ where a real job keeps secrets. A hosted runner's job has (as of runner 2.321):
   ``"name":{"value":"…","isSecret":true}``: what the tj-actions/changed-files compromise
   (March 2025) read out of ``/proc/<pid>/mem``.
 
-Pure: this module returns values (variables, file texts, the worker's program); ``arm``
-writes the files while it stages each check, and ``jail`` starts the worker.
+Pure: this module returns values (variables, file texts, /etc/passwd and /etc/group, the
+worker's program); ``arm`` writes the files while it stages each check, and ``jail``
+starts the worker.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict
 
 from cujo_action.arm.decoys import Decoy
-from cujo_action.sandbox.jail import INSIDE_HOME
+from cujo_action.sandbox.jail import INSIDE_HOME, INSIDE_UID
 from cujo_action.schema import Plan
 
 WORK = f"{INSIDE_HOME}/work"
@@ -103,6 +104,72 @@ FILE_COMMANDS: tuple[tuple[str, str], ...] = (
     ("GITHUB_STEP_SUMMARY", "step_summary"),
 )
 
+# The accounts of a hosted ubuntu-24.04 runner, for the sandbox's /etc/passwd and /etc/group:
+# Ubuntu 24.04's system users and groups (base-passwd's fixed ids, systemd's and the
+# packages' own), the services the image installs (Ubuntu2404-Readme.md: PostgreSQL's
+# ``postgres``, MySQL, Docker) and the runner's user, in adm, users, docker and
+# systemd-journal as on a runner. The ids a package's install picks are plausible ones, not
+# read off a runner. ``runner``'s line (uid, gid, name, HOME) is the one the sandbox
+# always had, and its own group keeps its gid.
+RUNNER_GROUPS = ("adm", "users", "systemd-journal", "docker")
+_USERS: tuple[str, ...] = (
+    "root:x:0:0:root:/root:/bin/bash",
+    "daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin",
+    "bin:x:2:2:bin:/bin:/usr/sbin/nologin",
+    "sys:x:3:3:sys:/dev:/usr/sbin/nologin",
+    "sync:x:4:65534:sync:/bin:/bin/sync",
+    "games:x:5:60:games:/usr/games:/usr/sbin/nologin",
+    "man:x:6:12:man:/var/cache/man:/usr/sbin/nologin",
+    "lp:x:7:7:lp:/var/spool/lpd:/usr/sbin/nologin",
+    "mail:x:8:8:mail:/var/mail:/usr/sbin/nologin",
+    "news:x:9:9:news:/var/spool/news:/usr/sbin/nologin",
+    "uucp:x:10:10:uucp:/var/spool/uucp:/usr/sbin/nologin",
+    "proxy:x:13:13:proxy:/bin:/usr/sbin/nologin",
+    "www-data:x:33:33:www-data:/var/www:/usr/sbin/nologin",
+    "backup:x:34:34:backup:/var/backups:/usr/sbin/nologin",
+    "list:x:38:38:Mailing List Manager:/var/list:/usr/sbin/nologin",
+    "irc:x:39:39:ircd:/run/ircd:/usr/sbin/nologin",
+    "_apt:x:42:65534::/nonexistent:/usr/sbin/nologin",
+    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin",
+    "systemd-network:x:998:998:systemd Network Management:/:/usr/sbin/nologin",
+    "systemd-timesync:x:996:996:systemd Time Synchronization:/:/usr/sbin/nologin",
+    "dhcpcd:x:100:65534:DHCP Client Daemon,,,:/usr/lib/dhcpcd:/bin/false",
+    "messagebus:x:101:101::/nonexistent:/usr/sbin/nologin",
+    "systemd-resolve:x:991:991:systemd Resolver:/:/usr/sbin/nologin",
+    "syslog:x:102:102::/nonexistent:/usr/sbin/nologin",
+    "uuidd:x:103:103::/run/uuidd:/usr/sbin/nologin",
+    "tss:x:104:104:TPM software stack,,,:/var/lib/tpm:/bin/false",
+    "sshd:x:105:65534::/run/sshd:/usr/sbin/nologin",
+    "pollinate:x:106:1::/var/cache/pollinate:/bin/false",
+    "tcpdump:x:107:108::/nonexistent:/usr/sbin/nologin",
+    "landscape:x:108:109::/var/lib/landscape:/usr/sbin/nologin",
+    "fwupd-refresh:x:989:989:Firmware update daemon:/var/lib/fwupd:/usr/sbin/nologin",
+    "polkitd:x:990:990:User for polkitd:/:/usr/sbin/nologin",
+    "_chrony:x:109:112:Chrony daemon,,,:/var/lib/chrony:/usr/sbin/nologin",
+    f"runner:x:{INSIDE_UID}:{INSIDE_UID}:runner:{INSIDE_HOME}:/bin/bash",
+    "dnsmasq:x:110:65534:dnsmasq,,,:/var/lib/misc:/usr/sbin/nologin",
+    "mysql:x:111:116:MySQL Server,,,:/nonexistent:/bin/false",
+    "postgres:x:112:117:PostgreSQL administrator,,,:/var/lib/postgresql:/bin/bash",
+)
+_GROUPS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
+    ("root", 0, ()), ("daemon", 1, ()), ("bin", 2, ()), ("sys", 3, ()),
+    ("adm", 4, ("syslog",)), ("tty", 5, ()), ("disk", 6, ()), ("lp", 7, ()),
+    ("mail", 8, ()), ("news", 9, ()), ("uucp", 10, ()), ("man", 12, ()), ("proxy", 13, ()),
+    ("kmem", 15, ()), ("dialout", 20, ()), ("fax", 21, ()), ("voice", 22, ()),
+    ("cdrom", 24, ()), ("floppy", 25, ()), ("tape", 26, ()), ("sudo", 27, ()),
+    ("audio", 29, ()), ("dip", 30, ()), ("www-data", 33, ()), ("backup", 34, ()),
+    ("operator", 37, ()), ("list", 38, ()), ("irc", 39, ()), ("src", 40, ()),
+    ("shadow", 42, ()), ("utmp", 43, ()), ("video", 44, ()), ("sasl", 45, ()),
+    ("plugdev", 46, ()), ("staff", 50, ()), ("games", 60, ()), ("users", 100, ()),
+    ("nogroup", 65534, ()), ("systemd-journal", 999, ()), ("systemd-network", 998, ()),
+    ("systemd-timesync", 996, ()), ("input", 995, ()), ("sgx", 994, ()), ("kvm", 993, ()),
+    ("render", 992, ()), ("messagebus", 101, ()), ("systemd-resolve", 991, ()),
+    ("syslog", 102, ()), ("uuidd", 103, ()), ("tss", 104, ()), ("_ssh", 105, ()),
+    ("rdma", 106, ()), ("tcpdump", 108, ()), ("landscape", 109, ()), ("polkitd", 990, ()),
+    ("fwupd-refresh", 989, ()), ("_chrony", 112, ()), ("ssl-cert", 115, ("postgres",)),
+    ("mysql", 116, ()), ("postgres", 117, ()), ("docker", 118, ()),
+    ("runner", INSIDE_UID, ()),
+)  # fmt: skip
 _NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 _WORKER_SOURCE = Path(__file__).with_name("runnerworker.py")
 
@@ -271,6 +338,20 @@ def job_env(
         if decoy.env:
             env[decoy.env] = decoy.value
     return env
+
+
+def etc_passwd() -> str:
+    """Return the sandbox's /etc/passwd: a hosted runner's users."""
+    return "".join(f"{line}\n" for line in _USERS)
+
+
+def etc_group() -> str:
+    """Return the sandbox's /etc/group: a hosted runner's groups, ``runner`` in its four."""
+    lines = []
+    for name, gid, members in _GROUPS:
+        everyone = [*members, "runner"] if name in RUNNER_GROUPS else list(members)
+        lines.append(f"{name}:x:{gid}:{','.join(everyone)}\n")
+    return "".join(lines)
 
 
 def checkout_config(job: JobIdentity, decoys: Sequence[Decoy]) -> str:

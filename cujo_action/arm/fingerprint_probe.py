@@ -29,7 +29,10 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 MARKER = "cujo-fingerprint "
-CAP = 3000  # characters of the printed line, marker included
+# Characters of the printed line, marker included: whole readings fit (a runner's
+# /etc/passwd and the image's variable names), well under the 8,000-character output tail
+# a report keeps of a command (``limits.OUTPUT_TAIL``), where the comparison reads it.
+CAP = 6000
 TIMEOUT_S = 5.0
 FOLDERS = (
     "/opt/hostedtoolcache",

@@ -14,13 +14,19 @@ from collections.abc import Callable, Collection
 from functools import partial
 from pathlib import Path
 
-from cujo_action.arm.actionsjob import JobIdentity, checkout_config, event_payload, file_commands
+from cujo_action.arm.actionsjob import (
+    JobIdentity,
+    checkout_config,
+    etc_group,
+    etc_passwd,
+    event_payload,
+    file_commands,
+)
 from cujo_action.arm.context import CheckArea
 from cujo_action.arm.decoys import Decoy, decoy_files
 from cujo_action.arm.venvs import place_venvs
 from cujo_action.sandbox.boundary import copy_pristine, fresh_dir, hand_over, write_below
 from cujo_action.sandbox.cgroups import Limits
-from cujo_action.sandbox.jail import INSIDE_HOME, INSIDE_UID
 from cujo_action.schema import ALL_CHECKS, CheckName, Plan
 
 # The checks that get the run's venv template laid out as their venv: those that install
@@ -38,14 +44,10 @@ def base_runs() -> bool:
 
 
 def sandbox_accounts(run_dir: Path) -> tuple[Path, Path]:
-    """Write the sandbox's /etc/passwd and /etc/group: root, runner, nobody."""
+    """Write the sandbox's /etc/passwd and /etc/group: a hosted runner's (``etc_passwd``)."""
     passwd, group = run_dir / "passwd", run_dir / "group"
-    passwd.write_text(
-        "root:x:0:0:root:/root:/bin/bash\n"
-        f"runner:x:{INSIDE_UID}:{INSIDE_UID}:runner:{INSIDE_HOME}:/bin/bash\n"
-        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-    )
-    group.write_text(f"root:x:0:\nrunner:x:{INSIDE_UID}:\nnogroup:x:65534:\n")
+    passwd.write_text(etc_passwd())
+    group.write_text(etc_group())
     for path in (passwd, group):
         path.chmod(0o644)
     return passwd, group

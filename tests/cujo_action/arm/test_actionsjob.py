@@ -20,6 +20,8 @@ from cujo_action.arm.actionsjob import (
     IMAGE_ENV,
     IMAGE_PATH,
     checkout_config,
+    etc_group,
+    etc_passwd,
     event_payload,
     job_env,
     job_message,
@@ -35,6 +37,7 @@ from cujo_action.arm.staging import RECEIVERS, stage
 from cujo_action.prepare.plan import prepare
 from cujo_action.sandbox.boundary import BoundaryError, write_below
 from cujo_action.sandbox.cgroups import make_limits
+from cujo_action.sandbox.jail import INSIDE_HOME, INSIDE_UID
 from cujo_action.schema import ALL_CHECKS, Plan
 
 DECOYS = make_decoys()
@@ -118,6 +121,31 @@ def test_path_finds_the_same_tools_first_then_the_images_folders_in_order() -> N
     assert entries[len(before) :] == [d for d in IMAGE_PATH if d not in before]
     assert len(entries) >= load_profile()["fields"]["env.path_entries"]["at_least"]
     assert not [d for d in entries if TRACES.search(d)]
+
+
+def test_the_accounts_are_a_runners_and_the_check_user_keeps_its_ids() -> None:
+    users = [line.split(":") for line in etc_passwd().splitlines()]
+    groups = [line.split(":") for line in etc_group().splitlines()]
+    assert all(len(u) == 7 for u in users)
+    assert all(len(g) == 4 for g in groups)
+    fields = load_profile()["fields"]
+    assert len(users) >= fields["passwd.lines"]["at_least"]
+    assert set(fields["passwd.users"]["includes"]) <= {u[0] for u in users}
+    # The check's user is the line the sandbox always had: uid, gid, name and HOME.
+    runner = [u for u in users if u[0] == "runner"]
+    assert runner == [["runner", "x", str(INSIDE_UID), str(INSIDE_UID), "runner", INSIDE_HOME,
+                       "/bin/bash"]]  # fmt: skip
+    assert [u[0] for u in users if u[2] == str(INSIDE_UID)] == ["runner"]
+    assert [g[0] for g in groups if g[2] == str(INSIDE_UID)] == ["runner"]
+    assert users[0][:4] == ["root", "x", "0", "0"]
+    assert ["nobody", "x", "65534", "65534"] in [u[:4] for u in users]
+    member = sorted(g[0] for g in groups if "runner" in g[3].split(","))
+    assert member == ["adm", "docker", "systemd-journal", "users"]
+    for rows in (users, groups):
+        assert len({r[0] for r in rows}) == len(rows)
+        assert len({r[2] for r in rows}) == len(rows)
+    assert {u[3] for u in users} <= {g[2] for g in groups}
+    assert not TRACES.search(etc_passwd() + etc_group())
 
 
 def test_the_checkout_keeps_a_decoy_token_as_actions_checkout_does(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from cujo_action.arm.fingerprint import (
     unexpected,
 )
 from cujo_action.arm.fingerprint_probe import CAP, MARKER, line, shape
+from cujo_action.limits import OUTPUT_TAIL
 
 PROFILE: dict[str, Any] = {
     "fields": {
@@ -126,7 +127,8 @@ def test_shapes_never_carry_the_value() -> None:
 
 
 def test_an_overlong_reading_is_cut_to_the_cap_and_says_so() -> None:
-    names = {f"NAME_{i:04}": "t" for i in range(300)}
+    assert CAP <= OUTPUT_TAIL - 1000  # the report keeps the whole line, with room to spare
+    names = {f"NAME_{i:04}": "t" for i in range(600)}
     text = line({"probe": 1, "env.names": list(names), "env.shapes": {"GITHUB_": names}})
     assert len(text) <= CAP
     cut = json.loads(text.removeprefix(MARKER))
