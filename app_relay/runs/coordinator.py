@@ -33,8 +33,9 @@ from app_relay.model.port import ModelPort
 from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import Outbox, OutboxConfig
 from app_relay.runs.finish import FAILURES, RunFinisher
-from app_relay.runs.follow import ActionsFollower, SandboxRunner
+from app_relay.runs.follow import ActionsFollower
 from app_relay.runs.lease import RUN_LEASE_S, RunBusy, RunLeases
+from app_relay.runs.runners import SandboxRunner
 from app_relay.runs.start import RunStarter
 from app_relay.runs.state import OPEN_STATES
 from app_relay.store import RunRecord, Store

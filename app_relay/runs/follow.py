@@ -15,9 +15,7 @@ import logging
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Protocol
 
 from app_relay.decide.bundle_verdict import verdict_of
 from app_relay.decide.judge import Judge, error_verdict
@@ -28,7 +26,7 @@ from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import check_intent
 from app_relay.runs.finish import FAILURES, RunFinisher
 from app_relay.runs.lease import RunBusy
-from app_relay.runs.runners import Dispatched, RunProgress
+from app_relay.runs.runners import RunProgress, SandboxRunner
 from app_relay.runs.state import OPEN_STATES, guard_for
 from app_relay.runs.tamper import described, reconcile, record_verdict, with_tampering
 from app_relay.store import RunRecord
@@ -38,52 +36,6 @@ from cujo_action.evidence.reader import Bundle
 from cujo_action.schema import POLICY_FILE, Policy, PolicyError, load_policy
 
 log = logging.getLogger(__name__)
-
-
-class SandboxRunner(Protocol):
-    """Where the sandbox runs: ``runners.ActionsRunner`` on GitHub Actions."""
-
-    def dispatch(
-        self,
-        repo: str,
-        default_branch: str,
-        *,
-        run_id: str,
-        base_sha: str,
-        head_sha: str,
-        pull_request: int,
-    ) -> Dispatched:
-        """Start the sandbox workflow for one run."""
-        ...
-
-    def fold_event(self, event_name: str, payload: object) -> RunProgress | None:
-        """Fold a workflow webhook into progress, or None when it is not one."""
-        ...
-
-    def fetch_bundle(
-        self,
-        repo: str,
-        workflow_run_id: int,
-        *,
-        run_id: str,
-        head_sha: str,
-        base_sha: str,
-        dest: Path,
-    ) -> Bundle:
-        """Download and validate a finished run's bundle."""
-        ...
-
-    def cancel(self, repo: str, workflow_run_id: int) -> bool:
-        """Cancel a workflow run (which also ends a wait on a person)."""
-        ...
-
-    def find_dispatched(self, repo: str, run_id: str, since: datetime) -> int | None:
-        """Return the workflow run a dispatch for ``run_id`` started, if there is one."""
-        ...
-
-    def job_log(self, repo: str, workflow_run_id: int) -> str:
-        """Return the log of the run's sandbox job (the tamper record is in it)."""
-        ...
 
 
 @dataclass(frozen=True)

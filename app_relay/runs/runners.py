@@ -234,6 +234,52 @@ def refuses_run_details(exc: GitHubError) -> bool:
     return exc.status == 400 or (exc.status == 422 and "return_run_details" in message)
 
 
+class SandboxRunner(Protocol):
+    """Where the sandbox runs, as a run moves through it: ``ActionsRunner`` on Actions."""
+
+    def dispatch(
+        self,
+        repo: str,
+        default_branch: str,
+        *,
+        run_id: str,
+        base_sha: str,
+        head_sha: str,
+        pull_request: int,
+    ) -> Dispatched:
+        """Start the sandbox workflow for one run."""
+        ...
+
+    def fold_event(self, event_name: str, payload: object) -> RunProgress | None:
+        """Fold a workflow webhook into progress, or None when it is not one."""
+        ...
+
+    def fetch_bundle(
+        self,
+        repo: str,
+        workflow_run_id: int,
+        *,
+        run_id: str,
+        head_sha: str,
+        base_sha: str,
+        dest: Path,
+    ) -> Bundle:
+        """Download and validate a finished run's bundle."""
+        ...
+
+    def cancel(self, repo: str, workflow_run_id: int) -> bool:
+        """Cancel a workflow run (which also ends a wait on a person)."""
+        ...
+
+    def find_dispatched(self, repo: str, run_id: str, since: datetime) -> int | None:
+        """Return the workflow run a dispatch for ``run_id`` started, if there is one."""
+        ...
+
+    def job_log(self, repo: str, workflow_run_id: int) -> str:
+        """Return the log of the run's sandbox job (the tamper record is in it)."""
+        ...
+
+
 @dataclass(eq=False)  # a runner is one thing, compared by identity as before
 class ActionsRunner:
     """Run the sandbox as a workflow on GitHub Actions and fetch its bundle, fail-closed.

@@ -28,8 +28,7 @@ from app_relay.runs import mode as modes
 from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import cancel_intent, check_intent
 from app_relay.runs.finish import FAILURES, RunFinisher, reaction_effects
-from app_relay.runs.follow import SandboxRunner
-from app_relay.runs.runners import RunnerError
+from app_relay.runs.runners import RunnerError, SandboxRunner
 from app_relay.runs.state import GUARD, RETRY_ACTION, guard_for
 from app_relay.store import Intent, RunRecord
 from app_relay.webhook.events import Event, MalformedEvent, ReviewRequested, record_request
