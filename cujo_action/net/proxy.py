@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cujo_action.net.proxyaddon import EgressAddon
-from cujo_action.net.proxyconfig import SYSTEM_CA, ProxyConfig
+from cujo_action.net.proxyconfig import CA_CERT_NAME, CA_KEY_NAME, SYSTEM_CA, ProxyConfig
 from cujo_action.sandbox.helper_processes import (
     HarnessProcess,
     NotReady,
@@ -29,7 +29,9 @@ from cujo_action.schema import clip
 # The proxy is mitmproxy used as a library, in a process of its own
 # (``python -m cujo_action.net.proxy --config CONFIG.json``). It listens on one port per
 # label ("check/phase"), so the port a client connects to says which check and phase sent
-# a request. TLS is intercepted with a CA made fresh in ``confdir`` for the run.
+# a request. TLS is intercepted with a CA made fresh in ``confdir`` for the run, shaped
+# like a public CA's, whose certificates and error pages never say mitmproxy
+# (``proxydisguise.py``, ``lookalike_ca.py``).
 #
 # * A request to a host in ``allow_hosts`` is forwarded upstream, verified against the
 #   system CA bundle, except a write to a registry (below).
@@ -167,6 +169,9 @@ def start_proxy(
             # A port picked free can be taken before mitmproxy binds it: pick again.
             if "failed to listen" not in failure or attempt == attempts - 1:
                 raise ProxyError(failure) from None
+            # The next process mints a CA of its own, in files it creates anew.
+            for name in (CA_KEY_NAME, CA_CERT_NAME):
+                (confdir / name).unlink(missing_ok=True)
             continue
         return ProxyHandle(
             process=starting.process,
@@ -200,6 +205,8 @@ async def _serve(config: ProxyConfig) -> None:
     from mitmproxy.addons.errorcheck import ErrorCheck  # noqa: PLC0415
     from mitmproxy.master import Master  # noqa: PLC0415
 
+    from cujo_action.net.proxydisguise import disguise, write_run_ca  # noqa: PLC0415
+
     # mitmproxy rejects two modes on one address, so port 0 works for one label only:
     # pick the ports here and tell mitmproxy each one.
     unset = [label for label in config.labels if label not in config.ports]
@@ -216,11 +223,14 @@ async def _serve(config: ProxyConfig) -> None:
         else {}
     )
     host = f"[{config.listen_host}]" if ":" in config.listen_host else config.listen_host
+    # The run's CA, minted here before mitmproxy looks in confdir (start_proxy made sure
+    # it was empty), so mitmproxy loads it and never makes its own.
+    ca_cert = write_run_ca(Path(config.confdir))
     master: Any = Master(options.Options())
     defaults: Any = addons.default_addons
     # Our addon goes last: its next_layer hook must see mitmproxy's choice.
     master.addons.add(
-        *defaults(),
+        *disguise(defaults(), ca_cert),
         ErrorCheck(repeat_errors_on_stderr=True),
         EgressAddon(config, ports, transparent_ports),
     )
@@ -259,6 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mitmproxy import addons, options  # noqa: F401, PLC0415
         from mitmproxy.addons.errorcheck import ErrorCheck  # noqa: F401, PLC0415
         from mitmproxy.master import Master  # noqa: F401, PLC0415
+
+        from cujo_action.net import proxydisguise  # noqa: F401, PLC0415
 
         if not wait_for_go():
             return 0

@@ -10,7 +10,11 @@ from cujo_action.net.helperconfig import DecoySpec, checked_labels
 from cujo_action.schema import REGISTRY_HOSTS
 
 SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
-# The run's CA, minted by mitmproxy in the proxy's confdir.
+# The run's CA, minted by the proxy process in its confdir (proxydisguise.write_run_ca)
+# under the names mitmproxy loads an existing CA by: its key and certificate, and its
+# certificate alone. The names stay in the harness's confdir; the sandbox sees only the
+# system bundle with the CA appended.
+CA_KEY_NAME = "mitmproxy-ca.pem"
 CA_CERT_NAME = "mitmproxy-ca-cert.pem"
 
 
