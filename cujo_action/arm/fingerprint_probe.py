@@ -238,7 +238,7 @@ def _connect(host: str, port: int) -> socket.socket:
 
 
 def read_tls() -> Reading:
-    """Return who issued the certificate presented for api.github.com."""
+    """Return who issued the certificate presented for api.github.com, and its names."""
     context = ssl.create_default_context()
     try:
         with (
@@ -246,12 +246,25 @@ def read_tls() -> Reading:
             context.wrap_socket(raw, server_hostname="api.github.com") as tls,
         ):
             cert = tls.getpeercert() or {}
+            der = tls.getpeercert(binary_form=True) or b""
     except ssl.SSLError:
         return {"tls.issuer": "untrusted"}
     except OSError:
         return {"tls.issuer": "unreachable"}
     issuer = {str(pair[0]): str(pair[1]) for rdn in cert.get("issuer", ()) for pair in rdn}
-    return {"tls.issuer": str(issuer.get("organizationName") or issuer.get("commonName", ""))}
+    # Every name and URL the certificate shows, as a checker reads it for a proxy's name.
+    names = [
+        str(pair[1]) for key in ("subject", "issuer") for rdn in cert.get(key, ()) for pair in rdn
+    ]
+    names += [str(pair[1]) for pair in cert.get("subjectAltName", ())]
+    for key in ("OCSP", "caIssuers", "crlDistributionPoints"):
+        names += [str(url) for url in cert.get(key, ())]
+    if b"mitmproxy" in der.lower():
+        names.append("mitmproxy (in the certificate's bytes)")
+    return {
+        "tls.issuer": str(issuer.get("organizationName") or issuer.get("commonName", "")),
+        "tls.names": names,
+    }
 
 
 def read_zen() -> Reading:
