@@ -18,6 +18,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography import x509
@@ -39,7 +40,8 @@ with warnings.catch_warnings():
     from mitmproxy.test import taddons, tflow
     from mitmproxy.tls import TlsData
 
-    from cujo_action.net.proxy import ProxyHandle, start_proxy, write_ca_bundle
+    from cujo_action.net import proxy as proxy_module
+    from cujo_action.net.proxy import STDERR_NAME, ProxyHandle, start_proxy, write_ca_bundle
     from cujo_action.net.proxyconfig import CA_CERT_NAME, CA_KEY_NAME, ProxyConfig
     from cujo_action.net.proxydisguise import (
         ERROR_SERVER,
@@ -48,6 +50,7 @@ with warnings.catch_warnings():
         disguise,
         write_run_ca,
     )
+    from cujo_action.sandbox.helper_processes import NotReady
 
 LABEL = "tests/test"
 SECTIGO_CN = "Sectigo ECC Domain Validation Secure Server CA"
@@ -395,3 +398,38 @@ def test_the_fingerprint_probe_reads_a_public_ca_through_the_proxy(
     said = {"tls.issuer": "mitmproxy", "tls.names": ["mitmproxy", "api.github.com"]}
     found = differences(said, profile | {"fields": tls_rules})
     assert [(d.field, d.accepted) for d in found] == [("tls.issuer", None), ("tls.names", None)]
+
+
+def test_a_start_retried_after_losing_its_port_mints_a_ca_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first process wrote its CA, then lost a port it picked: the next one starts."""
+    firsts: list[bytes] = []
+
+    class FirstLosesItsPort(proxy_module.Starting):
+        def ready(self) -> dict[str, Any]:
+            found = super().ready()
+            if firsts:
+                return found
+            firsts.append(Path(found["ca_cert"]).read_bytes())
+            self.cancel()
+            with (tmp_path / "confdir" / STDERR_NAME).open("a") as err:
+                err.write("failed to listen at 127.0.0.1\n")  # what mitmproxy says then
+            raise NotReady(1, timed_out=False)
+
+    monkeypatch.setattr(proxy_module, "Starting", FirstLosesItsPort)
+    config = ProxyConfig(
+        labels=[LABEL],
+        confdir=tmp_path / "confdir",
+        log_path=tmp_path / "egress.jsonl",
+        ready_path=tmp_path / "ready.json",
+    )
+    handle = start_proxy(config)
+    try:
+        assert handle.alive()
+        assert firsts
+        assert handle.ca_cert.read_bytes() != firsts[0]  # minted anew, not left behind
+        key_and_cert = (tmp_path / "confdir" / CA_KEY_NAME).read_bytes()
+        assert key_and_cert.endswith(handle.ca_cert.read_bytes())
+    finally:
+        handle.stop()
