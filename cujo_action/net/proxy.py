@@ -169,7 +169,8 @@ def start_proxy(
             # A port picked free can be taken before mitmproxy binds it: pick again.
             if "failed to listen" not in failure or attempt == attempts - 1:
                 raise ProxyError(failure) from None
-            # The next process mints a CA of its own, in files it creates anew.
+            # The next process mints a CA of its own, in files it creates anew (unlink
+            # removes a link at the name, never what it points to).
             for name in (CA_KEY_NAME, CA_CERT_NAME):
                 (confdir / name).unlink(missing_ok=True)
             continue
