@@ -59,6 +59,8 @@ LimitId = Literal[
     "record-read",
     "report-read",
     "sink-head",
+    "answer-peek",
+    "answer-body",
 ]
 LIMIT_IDS: Final[tuple[str, ...]] = get_args(LimitId)
 
@@ -112,6 +114,10 @@ DNS_DISTINCT: Final = 4096
 RECORD_READ: Final = 8 * MiB
 REPORT_READ: Final = 4 * REPORT_BYTES
 SINK_HEAD: Final = 1 * MiB
+# The proxy's answers to sunk requests (net/lookalike.py): the bytes of a request's body an
+# answer reads (a worm's new repository name, a gist's files), and the largest answer.
+ANSWER_PEEK: Final = 16 * 1024
+ANSWER_BODY: Final = 256 * 1024
 # Coverage: modules (or npm dependencies) detonation imports; probes of the changed code.
 DETONATION_IMPORTS: Final = 25
 PROBE_COUNT: Final = 30
@@ -390,6 +396,22 @@ LIMITS: Final[dict[str, Limit]] = {
             "a request head the proxy's own answering server reads (mitmproxy parsed it first)",
             "the whole head (mitmproxy already logged and searched the request)",
             "the sink closes the connection; the request's log line is already written",
+            hides_danger=False,
+        ),
+        Limit(
+            "answer-peek", ANSWER_PEEK, "bytes", "cujo_action/net/proxyaddon.py",
+            "the head of a sunk request's body the proxy's answer reads (a new repository's "
+            "name, a gist's files), held in memory; the whole body is still spooled and searched",
+            "the body's first bytes",
+            "the answer is built from what was read: names and echoed content past it are "
+            "left out, a blob's sha is made up; nothing of the evidence changes",
+            hides_danger=False,
+        ),
+        Limit(
+            "answer-body", ANSWER_BODY, "bytes", "cujo_action/net/lookalike.py",
+            "one answer the proxy gives a sunk request (GitHub's JSON, a plain server's page)",
+            "the whole answer (echoes are clipped well under it)",
+            "the answer is the service's own 500 instead; the request's log line is unchanged",
             hides_danger=False,
         ),
     )

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict
 
 from cujo_action.arm.decoys import Decoy
+from cujo_action.net.lookalike_github import GitHubFacts
 from cujo_action.sandbox.jail import INSIDE_HOME, INSIDE_UID
 from cujo_action.schema import Plan
 
@@ -103,6 +104,18 @@ FILE_COMMANDS: tuple[tuple[str, str], ...] = (
     ("GITHUB_STATE", "save_state"),
     ("GITHUB_STEP_SUMMARY", "step_summary"),
 )
+
+# What the job's GITHUB_TOKEN may do: GitHub's permissive default for a workflow run on a
+# pull request from a branch of the same repository (docs: "Permissions for the
+# GITHUB_TOKEN"; id-token only when a workflow asks). The proxy's api.github.com answers
+# by it (``github_facts``).
+TOKEN_PERMISSIONS: tuple[tuple[str, str], ...] = (
+    ("actions", "write"), ("attestations", "write"), ("checks", "write"),
+    ("contents", "write"), ("deployments", "write"), ("discussions", "write"),
+    ("issues", "write"), ("metadata", "read"), ("packages", "write"), ("pages", "write"),
+    ("pull-requests", "write"), ("repository-projects", "write"),
+    ("security-events", "write"), ("statuses", "write"),
+)  # fmt: skip
 
 # The accounts of a hosted ubuntu-24.04 runner, for the sandbox's /etc/passwd and /etc/group:
 # Ubuntu 24.04's system users and groups (base-passwd's fixed ids, systemd's and the
@@ -212,6 +225,19 @@ class JobIdentity(BaseModel):
     def file_command(self, kind: str) -> str:
         """Return the path of one file command (``set_env``, ``add_path``, …) inside."""
         return f"{TEMP}/_runner_file_commands/{kind}_{self.file_commands}"
+
+
+def github_facts(job: JobIdentity, base_sha: str = "") -> GitHubFacts:
+    """Return the job as GitHub would know it, for the proxy's api.github.com answers."""
+    return GitHubFacts(
+        repository=job.repository,
+        repository_id=job.repository_id,
+        owner_id=job.owner_id,
+        default_branch=job.base_ref,
+        base_sha=base_sha,
+        permissions=dict(TOKEN_PERMISSIONS),
+        seed=secrets.randbits(63),
+    )
 
 
 def _plain(text: str, fallback: str, limit: int) -> str:

@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Protocol
 
-from cujo_action.arm.actionsjob import new_identity
+from cujo_action.arm.actionsjob import github_facts, new_identity
 from cujo_action.arm.context import LABELS, Armed, ArmedDecoy, label
 from cujo_action.arm.decoys import make_decoys
 from cujo_action.arm.host import (
@@ -255,6 +255,8 @@ def arm(
     # The resolver gives each name an address of its own and writes which here, so the
     # proxy (and the refused-packet counts) can name what a raw connection was aimed at.
     names = resolver_dir / "names.jsonl" if why_partial is None else None
+    # Who the job looks like: GitHub's API, answered by the proxy, knows it too.
+    job = new_identity(plan.repo)
     config = ProxyConfig(
         labels=labels,
         confdir=run_dir / "proxy-ca",
@@ -264,6 +266,7 @@ def arm(
         ready_path=run_dir / "proxy-ready.json",
         transparent=why_partial is None,
         names_path=names,
+        github=github_facts(job, plan.base_sha),
     )
     resolver_config = ResolverConfig(
         labels=labels,
@@ -300,7 +303,6 @@ def arm(
             harness.releases.append(block.release)
             owners = {c: (block.uid(i), block.uid(i)) for i, c in enumerate(ALL_CHECKS)}
         first_uid, first_gid = owners[ALL_CHECKS[0]]
-        job = new_identity(plan.repo)
         # A worker that starts proves bubblewrap works too: one probe in the usual case.
         bwrap_tool = system_tool("bwrap")
         with timed("arm/bubblewrap probe"):

@@ -7,11 +7,11 @@ look at; ``cujo_action.arm.fingerprint`` compares the line with the runner profi
 Standard library only: it runs under whatever Python the sandbox gives a test. It never
 prints an environment variable's value (a decoy printed would itself be evidence), only
 names and shapes; never runs ``sudo`` (running it is reported as critical) but looks at
-the file; never opens a file in HOME, only asks whether it is there. Network reads
-(DNS, the TLS issuer of ``api.github.com``, its ``/zen``) happen only with ``--network``:
-inside the sandbox they reach its proxy and resolver, never the internet; outside it,
-leave the flag off. The DNS name asked is a random ``.test`` name, which no public
-resolver answers.
+the file; never opens a file in HOME, only asks whether it is there. Network reads (DNS,
+the TLS issuer of ``api.github.com``, its ``/zen``, ``/rate_limit`` and ``/meta``) happen
+only with ``--network``: inside the sandbox they reach its proxy and resolver, never the
+internet; outside it, leave the flag off. The DNS name asked is a random ``.test`` name,
+which no public resolver answers.
 """
 
 from __future__ import annotations
@@ -267,20 +267,60 @@ def read_tls() -> Reading:
     }
 
 
-def read_zen() -> Reading:
-    """Return the status and body length of https://api.github.com/zen."""
-    try:
-        with _connect("api.github.com", 443) as raw:
-            context = ssl.create_default_context()
-            with context.wrap_socket(raw, server_hostname="api.github.com") as tls:
-                conn = http.client.HTTPConnection("api.github.com", timeout=TIMEOUT_S)
-                conn.sock = tls
-                conn.request("GET", "/zen", headers={"User-Agent": "curl/8.5.0"})
+# The headers every answer of GitHub's API carries, looked for in /zen's.
+GITHUB_HEADERS = (
+    "server", "x-github-request-id", "x-github-media-type", "x-github-api-version-selected",
+    "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "x-ratelimit-used",
+    "x-ratelimit-resource",
+)  # fmt: skip
+
+
+def _github(paths: tuple[str, ...]) -> list[tuple[int, dict[str, str], bytes]]:
+    """GET each path of https://api.github.com, one after another on one connection."""
+    answers = []
+    with _connect("api.github.com", 443) as raw:
+        context = ssl.create_default_context()
+        with context.wrap_socket(raw, server_hostname="api.github.com") as tls:
+            conn = http.client.HTTPConnection("api.github.com", timeout=TIMEOUT_S)
+            conn.sock = tls
+            for path in paths:
+                conn.request("GET", path, headers={"User-Agent": "curl/8.5.0"})
                 answer = conn.getresponse()
-                body = answer.read(4096)
+                body = answer.read(65536)
+                headers = {k.lower(): v for k, v in answer.getheaders()}
+                answers.append((answer.status, headers, body))
+    return answers
+
+
+def _member(body: bytes, *path: str) -> dict[str, object]:
+    """Return a JSON object's member at ``path`` ({} when there is no such object)."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return {}
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def read_zen() -> Reading:
+    """Return what https://api.github.com answers: /zen, /rate_limit and /meta's shape."""
+    try:
+        zen, rate, meta = _github(("/zen", "/rate_limit", "/meta"))
     except (OSError, http.client.HTTPException):
         return {"zen.status": 0, "zen.length": 0}
-    return {"zen.status": answer.status, "zen.length": len(body.strip())}
+    status, headers, body = zen
+    core = _member(rate[2], "resources", "core")
+    return {
+        "zen.status": status,
+        "zen.length": len(body.strip()),
+        "zen.content_type": headers.get("content-type", ""),
+        "github.headers": [name for name in GITHUB_HEADERS if name in headers],
+        "rate_limit.keys": sorted(_member(rate[2])),
+        "rate_limit.core": sorted(core),
+        "rate_limit.limit": core.get("limit", 0),
+        "meta.keys": sorted(_member(meta[2])),
+    }
 
 
 READS: tuple[Callable[[], Reading], ...] = (

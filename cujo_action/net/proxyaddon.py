@@ -16,6 +16,11 @@ come; a sunk one's go nowhere, its request being sent to the proxy's own answeri
 (``proxysink.py``) with an empty body. Past ``BODY_SIZE`` nothing more is stored: the
 request is logged with ``unsearched`` naming the limit, a sunk one is answered 413, and
 the proxy serves on.
+
+A sunk request is answered as its host would answer it (``lookalike.py``: GitHub's API
+for api.github.com, a plain web server elsewhere), from its method, target, a few headers
+and the first ``limits.ANSWER_PEEK`` bytes of its body, kept in memory as it streams. The
+answer changes nothing of what is logged.
 """
 
 from __future__ import annotations
@@ -24,15 +29,19 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from cujo_action.arm.decoys import Decoy, DecoyMatcher
+from cujo_action.limits import ANSWER_PEEK
 from cujo_action.net.bodyspool import OVER_LIMIT_REASON, Spool, spool_dir
 from cujo_action.net.dnsrecord import NameScanner
 from cujo_action.net.egress import Action, decide, host_allowed
+from cujo_action.net.lookalike import Lookalike
+from cujo_action.net.lookalike_web import READ_HEADERS, Answer, Asked, bodiless
 from cujo_action.net.namebook import NameBook
 from cujo_action.net.proxyconfig import CA_CERT_NAME, ProxyConfig
 from cujo_action.net.proxyrecord import Tunnel, flow_record, tunnel_record
@@ -46,7 +55,7 @@ from cujo_action.net.proxyrequest import (
     scan,
     transparent_name,
 )
-from cujo_action.net.proxysink import Sink
+from cujo_action.net.proxysink import Sink, well_formed
 from cujo_action.watch.procinfo import socket_owner
 
 logger = logging.getLogger("cujo.proxy")
@@ -92,6 +101,8 @@ class EgressAddon:
         # requests are sent to the sink, which answers them once logged.
         self.spool_dir = spool_dir(config.confdir)
         self.sink = Sink()
+        # What sunk requests are answered with; the decoys are the tokens GitHub knows.
+        self.lookalike = Lookalike(config.github, (d.value for d in config.decoys))
         longest = max((len(d.value) for d in config.decoys), default=64)
         self.overlap = _ENCODED_GROWTH * longest + 64
         self._tasks: set[asyncio.Task[None]] = set()
@@ -337,12 +348,17 @@ class EgressAddon:
         spool = Spool(self.spool_dir)
         flow.metadata["cujo_spool"] = spool
         forward = action == "forwarded"
+        # The head of a sunk body, which its answer reads (a new repository's name).
+        peek = bytearray()
+        flow.metadata["cujo_peek"] = peek
 
         def stream(chunk: bytes) -> list[bytes]:
             # Called with each chunk as it arrives, then with b"" at the body's end.
             spool.streamed = True
             over = spool.over
             spool.feed(chunk)
+            if not forward and len(peek) < ANSWER_PEEK:
+                peek.extend(chunk[: ANSWER_PEEK - len(peek)])
             if not forward and spool.over and not over:
                 # Past the limit: logged and answered 413 now; the rest is read and
                 # dropped. An empty chunk ends the sink's (chunked) body: it answers.
@@ -375,7 +391,7 @@ class EgressAddon:
         flow.metadata.pop("cujo_spool", None)
         spool.close()
         await self._log_flow(flow, "refused", OVER_LIMIT_REASON, spool)
-        self.sink.answer(flow.metadata["cujo_sink"], 413, b"")
+        self.sink.answer(flow.metadata["cujo_sink"], *_plain(413, b""))
 
     async def request(self, flow: Any) -> None:
         """Log a complete request; answer it here unless its host is allowed (a registry: read)."""
@@ -399,22 +415,22 @@ class EgressAddon:
         unsearched = OVER_LIMIT_REASON if spool is not None and spool.over else ""
         if unsearched and action != "forwarded":
             action = "refused"  # answered 413, as a body past the limit always was
-        status, body = (
-            (REGISTRY_WRITE_STATUS, REGISTRY_WRITE_BODY)
+        answer = (
+            Answer(*_plain(REGISTRY_WRITE_STATUS, REGISTRY_WRITE_BODY))
             if action == "registry-write"
-            else (413, b"")
+            else Answer(*_plain(413, b""))
             if action == "refused"
-            else (200, b"")
+            else self.lookalike.answer(_asked(flow, spool), time.time())
+            if action == "sunk"
+            else None
         )
-        if token is not None:
+        if token is not None and answer is not None:
             # The sink answers once mitmproxy sends it the body's end, after this hook.
-            self.sink.answer(token, status, body)
+            self.sink.answer(token, answer.status, answer.headers, answer.body)
             flow.request.trailers = None
-        elif action != "forwarded":
-            from mitmproxy import http  # noqa: PLC0415
-
+        elif answer is not None:
             # A response set here is what the client gets: nothing goes upstream.
-            flow.response = http.Response.make(status, body, {"content-type": "text/plain"})
+            flow.response = _response(flow.request.method, answer)
         await self._log_flow(flow, action, unsearched, spool)
 
     async def error(self, flow: Any) -> None:
@@ -452,6 +468,46 @@ class EgressAddon:
 
 
 _PROCESS_CACHE = 4096
+
+
+def _plain(status: int, body: bytes) -> tuple[int, tuple[tuple[str, str], ...], bytes]:
+    """Return a text/plain answer (a registry write's, a body past the limit's)."""
+    return status, (("content-type", "text/plain"),), body
+
+
+def _asked(flow: Any, spool: Spool | None) -> Asked:
+    """Return a sunk request as its answer reads it: as the client sent it."""
+    request = flow.metadata.get("cujo_original") or flow.request
+    peek = bytes(flow.metadata.get("cujo_peek") or b"")
+    headers = {name: request.headers[name] for name in READ_HEADERS if name in request.headers}
+    return Asked(
+        method=request.method,
+        host=request.host,
+        target=request.path,
+        headers=headers,
+        body=peek,
+        body_cut=spool is not None and spool.received > len(peek),
+    )
+
+
+def _response(method: str, answer: Answer) -> Any:
+    """Return a mitmproxy response carrying ``answer`` (no body for HEAD, 204 or 304)."""
+    from mitmproxy import http  # noqa: PLC0415
+
+    response = http.Response.make(answer.status, answer.body, list(_encoded(answer.headers)))
+    if bodiless(method, answer.status):
+        if answer.status in (204, 304):
+            response.headers.pop("content-length", None)
+        # The length a GET would have carried stays in content-length; no body is sent.
+        response.raw_content = b""
+    return response
+
+
+def _encoded(headers: tuple[tuple[str, str], ...]) -> Iterator[tuple[bytes, bytes]]:
+    """Yield an answer's well-formed headers as mitmproxy takes them."""
+    for name, value in headers:
+        if well_formed(name, value):
+            yield name.encode(), value.encode("latin-1", "replace")
 
 
 def _may_have_body(request: Any) -> bool:

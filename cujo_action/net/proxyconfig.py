@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cujo_action.net.helperconfig import DecoySpec, checked_labels
+from cujo_action.net.lookalike_github import GitHubFacts
 from cujo_action.schema import REGISTRY_HOSTS
 
 SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -41,6 +42,8 @@ class ProxyConfig(BaseModel):
     # Where the logging resolver writes which name it gave each address out for: a
     # transparent connection to such an address is logged under that name.
     names_path: Path | None = None
+    # The decoy job as GitHub would know it, for the answers api.github.com gives.
+    github: GitHubFacts = Field(default_factory=GitHubFacts)
 
     @field_validator("labels")
     @classmethod

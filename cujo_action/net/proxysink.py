@@ -7,14 +7,18 @@ proxy's addon rewrote it, to this server on the proxy's own loopback. Its body r
 the spool, never this server (the stream forwards nothing); the server reads the empty
 chunked body's end (sent by mitmproxy after the addon's ``request`` hook, or by the
 addon's stream once the body passes the proxy's limit), then waits for what the addon
-decides for the request's token, set once it has logged the request, and answers that.
+decides for the request's token, set once it has logged the request, and answers that:
+a status, headers (``lookalike.py`` makes them the real service's) and a body. The sink
+adds ``content-length``, and sends no body for HEAD, 204 or 304.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import secrets
+from collections.abc import Sequence
 from http import HTTPStatus
 
 from cujo_action.limits import SINK_HEAD
@@ -23,6 +27,13 @@ from cujo_action.limits import SINK_HEAD
 HEAD_LIMIT = SINK_HEAD
 # The answer to a body past the proxy's limit.
 REFUSED = 413
+# A header the sink writes: a token for its name, no control character in its value.
+_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_VALUE = re.compile(r"[^\x00-\x08\x0a-\x1f\x7f]*")
+# Headers the sink sets itself, never taken from an answer.
+_OWN = frozenset({"content-length", "transfer-encoding", "connection"})
+
+Headers = Sequence[tuple[str, str]]
 
 
 class Sink:
@@ -32,7 +43,7 @@ class Sink:
         """Listen nowhere yet (``start``)."""
         self.host = host
         self.port = 0
-        self.answers: dict[str, asyncio.Future[tuple[int, bytes]]] = {}
+        self.answers: dict[str, asyncio.Future[tuple[int, Headers, bytes]]] = {}
         self._server: asyncio.Server | None = None
 
     @property
@@ -56,11 +67,11 @@ class Sink:
         self.answers[token] = asyncio.get_running_loop().create_future()
         return token
 
-    def answer(self, token: str, status: int, body: bytes) -> None:
+    def answer(self, token: str, status: int, headers: Headers, body: bytes) -> None:
         """Set what the request of ``token`` is answered with (the first answer holds)."""
         future = self.answers.get(token)
         if future is not None and not future.done():
-            future.set_result((status, body))
+            future.set_result((status, headers, body))
 
     def forget(self, token: str) -> None:
         """Drop a token no request will bring."""
@@ -85,15 +96,33 @@ class Sink:
                 future = self.answers.get(token)
                 if future is None:
                     break  # not a request the addon sent here
-                status, body = await future
+                status, headers, body = await future
                 del self.answers[token]
-                phrase = HTTPStatus(status).phrase
-                # A body past the limit is refused: its client's connection ends with it.
-                close = "connection: close\r\n" if status == REFUSED else ""
-                writer.write(
-                    f"HTTP/1.1 {status} {phrase}\r\ncontent-type: text/plain\r\n{close}"
-                    f"content-length: {len(body)}\r\n\r\n".encode()
-                    + (b"" if method == b"HEAD" else body)
-                )
+                writer.write(response(method == b"HEAD", status, headers, body))
                 await writer.drain()
         writer.close()
+
+
+def well_formed(name: str, value: str) -> bool:
+    """Return whether a header can be written as it is.
+
+    An answer's headers are made by the proxy, some from what the request said: one
+    that could split the response (a line break in it) is dropped, never written.
+    """
+    return bool(_NAME.fullmatch(name) and _VALUE.fullmatch(value))
+
+
+def response(head_only: bool, status: int, headers: Headers, body: bytes) -> bytes:
+    """Return an answer as HTTP/1.1 bytes: its status, its headers that are well formed,
+    its length and (unless the request was a HEAD, or the status has none) its body."""
+    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}"]
+    for name, value in headers:
+        if name.lower() not in _OWN and well_formed(name, value):
+            lines.append(f"{name}: {value}")
+    if status == REFUSED:
+        lines.append("connection: close")  # a body past the limit ends its connection
+    none = status in (204, 304)
+    if not none:
+        lines.append(f"content-length: {len(body)}")
+    wire = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
+    return wire if head_only or none else wire + body

