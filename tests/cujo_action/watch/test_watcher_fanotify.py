@@ -227,6 +227,19 @@ def test_an_exec_of_a_privilege_tool_names_the_process(tmp_path: Path) -> None:
     assert watcher.stop() == []
 
 
+def test_a_listing_of_a_decoy_folder_names_the_process(tmp_path: Path) -> None:
+    creds, other = touch(tmp_path, ".ssh/id_ed25519", "elsewhere/README")
+    watcher = DecoyWatcher([creds], PhaseClock("test"), folders=[creds.parent], backend="fanotify")
+    watcher.start()
+    spawn("import os, sys; os.listdir(sys.argv[1])", other.parent)
+    lister = spawn("import os, sys; os.listdir(sys.argv[1])", creds.parent)
+    events = watcher.stop()
+
+    assert who(events) == [(".ssh", "list", "test", lister)]
+    assert events[0].exe in {PYTHON, None}
+    assert events[0].cmdline is None or "listdir" in events[0].cmdline
+
+
 @pytest.mark.parametrize(
     ("tool", "args"),
     [
