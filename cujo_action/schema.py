@@ -56,6 +56,8 @@ REGISTRY_READ_METHODS: tuple[str, ...] = ("GET", "HEAD")
 PERSISTENCE_WRITE: Final = "persistence_write"
 HARNESS_TAMPER: Final = "harness_tamper"
 SUDO: Final = "sudo"
+# A well-known environment probe was run (``cujo_action/watch/probes.py``).
+SANDBOX_PROBE: Final = "sandbox_probe"
 REFUSED_PACKETS: Final = "refused_packets"
 PROCESS_FLOOD: Final = "process_flood"
 MEMORY_LIMIT: Final = "memory_limit"
@@ -461,7 +463,8 @@ class DecoyEvent(_Strict):
     id: EvidenceId
     phase: Phase
     path: Text
-    event: Literal["open", "read", "write", "delete"]
+    # "list": a folder that holds only decoys was listed (``watch/probes.py``).
+    event: Literal["open", "read", "write", "delete", "list"]
     pid: int | None = None
     exe: Text | None = None
     # When, what command line, and which parents ("pid executable", nearest first).

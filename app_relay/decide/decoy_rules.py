@@ -1,7 +1,7 @@
 """Find what became of the decoy secrets: carried out, read, written or deleted.
 
 A request carried a decoy out; a decoy file was read (though nothing carried it out),
-written or deleted.
+written or deleted. A decoy opened and not read is a probe (``probe_rules.py``).
 
 Pure, like every rule (``hits.py``). A decoy carried out is critical and listed first;
 the decoy files read or changed are warnings, listed after the egress rules
@@ -20,6 +20,7 @@ from app_relay.decide.hits import (
     host_name,
     in_check_order,
     npm_reading_its_config,
+    opened_only,
     ordered,
     plural,
 )
@@ -59,8 +60,12 @@ def _decoy_read(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
         return []
     groups: dict[str, tuple[CheckName, list[str], list[str], list[str]]] = {}
     for report in in_order:
+        # A process that opened a decoy and read nothing probed it: decoy-probe says so.
+        probed = opened_only(report)
         for event in report.decoy_events:
             if event.event not in ("open", "read") or npm_reading_its_config(event.path, event.exe):
+                continue
+            if event.id in probed:
                 continue
             check, ids, phases, exes = groups.setdefault(event.path, (report.check, [], [], []))
             ids.append(event.id)
@@ -116,7 +121,7 @@ DECOY_FILE_RULES: tuple[Rule, ...] = (
     Rule(
         "decoy-read",
         "warn",
-        "A decoy secret file was opened or read, though no request carried a decoy.",
+        "A decoy secret file was read, though no request carried a decoy.",
         _decoy_read,
     ),
     Rule(

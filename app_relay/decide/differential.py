@@ -48,7 +48,7 @@ def key_of(item: Item) -> Key:
         host = item.host.strip().lower().rstrip(".") or item.url
         return ("egress", item.phase, host, kind)
     if isinstance(item, DecoyEvent):
-        touched = "read" if item.event in ("open", "read") else "write"
+        touched = {"open": "read", "read": "read", "list": "list"}.get(item.event, "write")
         return ("decoy", item.phase, item.path, touched)
     if isinstance(item, Cut):
         return ("cut", item.phase or "", item.limit)

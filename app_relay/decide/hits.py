@@ -2,8 +2,8 @@
 
 Pure. ``rules.py`` (the rulebook, in the order the rules apply) and the rule families
 beside it build on these: ``decoy_rules.py``, ``egress_rules.py``, ``persistence_rules.py``,
-``abuse_rules.py`` (the sandbox turned on) and ``evasion.py`` (evidence Cujo was kept from
-seeing).
+``abuse_rules.py`` (the sandbox turned on), ``evasion.py`` (evidence Cujo was kept from
+seeing) and ``probe_rules.py`` (the sandbox looked at).
 """
 
 from __future__ import annotations
@@ -141,6 +141,24 @@ def npm_reading_its_config(path: str, exe: str | None) -> bool:
         return False
     # When the kernel names the process, only npm's own family is excused.
     return exe is None or posixpath.basename(exe) in NPM_FAMILY
+
+
+def opened_only(report: Report) -> set[str]:
+    """Return the ids of a report's decoy opens whose process neither read nor wrote it.
+
+    A process is the file, the phase and the pid the kernel named (without a pid, every
+    process of that file and phase is one). A read the kernel does not report (through a
+    memory map) leaves an open alone too.
+    """
+    done: set[tuple[str, str, int | None]] = set()
+    for event in report.decoy_events:
+        if event.event in ("read", "write"):
+            done.add((event.path, event.phase, event.pid))
+    return {
+        e.id
+        for e in report.decoy_events
+        if e.event == "open" and (e.path, e.phase, e.pid) not in done
+    }
 
 
 def severity_by_phase(phase: Phase | None) -> Severity:

@@ -4,10 +4,10 @@ Each rule has a kebab-case id, one severity, a one-line description, a section i
 ``docs/rules.md`` and a test file of its own (``tests/app_relay/decide/test_rule_<id>.py``). A rule
 is a pure function of the reports and the run's context; it does no I/O. The rules live
 by family beside this module: ``decoy_rules.py``, ``egress_rules.py``,
-``persistence_rules.py``, ``abuse_rules.py`` and ``evasion.py``; ``RULES`` below is the
-one order they apply in (the order of ``docs/rules.md``), and ``tests-fail``, the one rule
-about the run's outcome rather than what the code did, lives here beside ``apply_rules``,
-which knows it by name.
+``persistence_rules.py``, ``abuse_rules.py``, ``evasion.py`` and ``probe_rules.py``;
+``RULES`` below is the one order they apply in (the order of ``docs/rules.md``), and
+``tests-fail``, the one rule about the run's outcome rather than what the code did, lives
+here beside ``apply_rules``, which knows it by name.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from app_relay.decide.egress_rules import EARLY_EGRESS_RULES, RUNTIME_EGRESS_RUL
 from app_relay.decide.evasion import EVASION_RULES
 from app_relay.decide.hits import Hit, Rule, RuleContext, in_check_order
 from app_relay.decide.persistence_rules import PERSISTENCE_RULES
+from app_relay.decide.probe_rules import PROBE_RULES
 from app_relay.decide.verdict import MAX_EVIDENCE, SEVERITIES, Finding, Severity
 from cujo_action.schema import TESTS_FAILED, Report
 
@@ -53,6 +54,7 @@ RULES: tuple[Rule, ...] = (
     *SANDBOX_ABUSE_RULES,
     *RUNTIME_EGRESS_RULES,
     *DECOY_FILE_RULES,
+    *PROBE_RULES,
     Rule(
         "tests-fail",
         "warn",

@@ -29,6 +29,7 @@ from cujo_action.schema import (
     MAX_OBSERVATIONS,
     MAX_TEXT,
     REFUSED_PACKETS,
+    SANDBOX_PROBE,
     SUDO,
     CheckName,
     Cut,
@@ -37,7 +38,15 @@ from cujo_action.schema import (
     clip,
 )
 from cujo_action.watch.persistence import SCHEDULERS
+from cujo_action.watch.probes import is_probe
 from cujo_action.watch.watcher import DecoyWatcher
+
+
+def tool_kind(tool: str) -> str:
+    """Return the observation an exec of a watched tool is: cron, a probe, or sudo."""
+    if tool in SCHEDULERS:
+        return SCHEDULERS[tool]
+    return SANDBOX_PROBE if is_probe(tool) else SUDO
 
 
 class EvidenceRecord:
@@ -128,7 +137,7 @@ class EvidenceRecord:
             )
 
     def _observe_guarded(self, guard: ExecGuard | None) -> None:
-        """Record the execs of privilege tools the guard saw, one per tool and phase."""
+        """Record the execs of watched tools the guard saw, one per tool and phase."""
         if guard is None:
             return
         seen: dict[tuple[str, str], list[PrivilegedExec]] = {}
@@ -143,7 +152,7 @@ class EvidenceRecord:
                 caller += f": `{clip(first.cmdline, 200)}`"
             more = f" (and {len(evs) - 1} more times)" if len(evs) > 1 else ""
             self.observe(
-                SCHEDULERS.get(path, SUDO),
+                tool_kind(path),
                 f"{path} was executed by pid {first.pid} (from {caller}) during {phase}{more}",
                 path=path,
             )

@@ -20,7 +20,7 @@ from cujo_action.arm.actionsjob import FILE_COMMANDS
 from cujo_action.arm.context import LABELS, Armed, label, sandbox_env
 from cujo_action.arm.decoys import DecoyMatcher, decoy_files
 from cujo_action.checks.decoy_record import DecoyRecord
-from cujo_action.checks.evidence_record import EvidenceRecord
+from cujo_action.checks.evidence_record import EvidenceRecord, tool_kind
 from cujo_action.checks.install_handoff import (
     HANDOFF_TIMEOUT,
     open_spool,
@@ -39,7 +39,6 @@ from cujo_action.schema import (
     MAX_TEXT,
     MEMORY_LIMIT,
     PROCESS_FLOOD,
-    SUDO,
     CheckName,
     CommandResult,
     Phase,
@@ -51,10 +50,12 @@ from cujo_action.schema import (
 )
 from cujo_action.watch.persistence import SCHEDULERS, Entry, Place, changes, places
 from cujo_action.watch.persistence_scan import ScanCut, scan, venv_places
+from cujo_action.watch.probes import PROBE_TOOLS, decoy_folders
 from cujo_action.watch.watcher import PRIVILEGE_TOOLS, DecoyWatcher
 
-# Executables whose run is evidence itself: a way to root (sudo), or to run later (crontab).
-_WATCHED_TOOLS = (*PRIVILEGE_TOOLS, *(Path(tool) for tool in SCHEDULERS))
+# Executables whose run is evidence itself: a way to root (sudo), to run later (crontab),
+# or a look at what machine this is (systemd-detect-virt).
+_WATCHED_TOOLS = (*PRIVILEGE_TOOLS, *(Path(tool) for tool in SCHEDULERS), *PROBE_TOOLS)
 _VENV_TIMEOUT = 300.0
 
 
@@ -115,6 +116,8 @@ class CheckRun(EvidenceRecord):
             self.decoy_paths,
             lambda: self.phase,
             exec_watch=_WATCHED_TOOLS if self.guard is None else (),
+            # Read before any command of this check's uid ran, like the snapshot above.
+            folders=decoy_folders(self.home, self.decoy_paths),
             on_event=self.decoys.on_event,
         )
         self.watcher.start()
@@ -340,8 +343,8 @@ class CheckRun(EvidenceRecord):
         self._cut_decoys(self.watcher, self.decoys)
         for ev in self.watcher.exec_events():
             who = f" by pid {ev.pid}" + (f" ({ev.exe})" if ev.exe else "") if ev.pid else ""
-            kind = SCHEDULERS.get(ev.path, SUDO)
-            self.observe(kind, f"{ev.path} was executed{who} during {ev.phase}", path=ev.path)
+            said = f"{ev.path} was executed{who} during {ev.phase}"
+            self.observe(tool_kind(ev.path), said, path=ev.path)
         self._observe_guarded(self.guard)
         self._observe_refused(self.armed, self._labels_used)
         if self.armed.isolation == "partial":

@@ -20,6 +20,8 @@ OPEN: Final = 0x20
 OPEN_EXEC: Final = 0x1000
 Q_OVERFLOW: Final = 0x4000
 OPEN_EXEC_PERM: Final = 0x0004_0000
+# Events on a directory itself (a listing is FAN_ACCESS on it) are reported only with this.
+ONDIR: Final = 0x4000_0000
 # fanotify_init flags: the group's class, and how its fd behaves.
 CLOEXEC: Final = 0x01
 NONBLOCK: Final = 0x02
@@ -27,6 +29,8 @@ CLASS_NOTIF: Final = 0x00
 CLASS_CONTENT: Final = 0x04
 # fanotify_mark flags, and a permission event's answer.
 MARK_ADD: Final = 0x01
+MARK_DONT_FOLLOW: Final = 0x04
+MARK_ONLYDIR: Final = 0x08
 ALLOW: Final = 0x01
 AT_FDCWD: Final = -100
 METADATA_VERSION: Final = 3

@@ -1,4 +1,4 @@
-"""Watch decoy files and privilege tools, attributing each access to a phase and a process."""
+"""Watch decoy files, their folders and watched tools, naming each access's phase and process."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import errno
 import functools
 import os
 import select
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -37,15 +38,21 @@ from cujo_action.watch.procinfo import describe, parent_pids
 #   FAN_DELETE_SELF / FAN_MOVE_SELF only to FAN_REPORT_FID groups, whose events carry a
 #   file handle instead of an fd, and whose delete is reported when the last reference
 #   goes, by whoever drops it, not always the unlinker. Deletes therefore have no pid.
+#   Each decoy folder (``probes.py``) has a mark of its own, FAN_ACCESS | FAN_ONDIR:
+#   listing it (getdents) is the event ``list``. Opening it is not recorded (path walks
+#   and ``openat`` users open folders for their own reasons), nor is anything inside it
+#   (the decoys have their own marks).
 # * inotify (everywhere else): the same kinds with no pid or exe, so nothing can be
 #   ignored as the harness's own. Execs cannot be told from reads: an IN_OPEN of a tool by
-#   anything (an exec, but also `cat /usr/bin/sudo`) is recorded as an exec.
+#   anything (an exec, but also `cat /usr/bin/sudo`) is recorded as an exec. A folder's
+#   watch reports its own listing (an IN_ACCESS without a name); events of the files in it
+#   carry a name and are left to their own watches.
 #
 # Events are recorded by a thread and by sync()/stop(), which read the queues themselves:
 # both kernels queue an event before the accessing syscall returns, so once a child has
 # exited, sync() records what it did in the current phase without waiting on anything.
 
-DecoyKind = Literal["open", "read", "write", "delete"]
+DecoyKind = Literal["open", "read", "write", "delete", "list"]
 ExecKind = Literal["exec"]
 EventKind = Literal[DecoyKind, ExecKind]
 Backend = Literal["fanotify", "inotify"]
@@ -73,6 +80,7 @@ _IN_DECOY_KINDS: tuple[tuple[int, EventKind], ...] = (
     *_GONE_KINDS,
 )
 _IN_EXEC_KINDS: tuple[tuple[int, EventKind], ...] = ((in_flags.OPEN, "exec"),)
+_IN_FOLDER_KINDS: tuple[tuple[int, EventKind], ...] = ((in_flags.ACCESS, "list"),)
 
 # Closing a file opened for writing counts as a write even when nothing was written:
 # opening a decoy to write it is tampering whatever came of it.
@@ -84,6 +92,8 @@ _FAN_KINDS: tuple[tuple[int, EventKind], ...] = (
     (fan.OPEN_EXEC, "exec"),
 )
 _FAN_DECOY_MASK = fan.OPEN | fan.ACCESS | fan.MODIFY | fan.CLOSE_WRITE
+# On a folder, only a listing is recorded.
+_FAN_FOLDER_KINDS: tuple[tuple[int, EventKind], ...] = ((fan.ACCESS, "list"),)
 
 # Errors that say a path is wrong rather than that fanotify cannot work here.
 _PATH_ERRORS = frozenset(
@@ -139,10 +149,11 @@ def _fanotify_init() -> int:
     return fd
 
 
-def _fanotify_mark(group: int, mask: int, path: Path) -> None:
-    """Add ``mask`` to the inode mark of ``path`` (symlinks followed) in ``group``."""
+def _fanotify_mark(group: int, mask: int, path: Path, flags: int = 0) -> None:
+    """Add ``mask`` to the inode mark of ``path`` in ``group`` (symlinks followed unless
+    ``flags`` holds FAN_MARK_DONT_FOLLOW)."""
     rc: int = fan.fanotify_libc().fanotify_mark(
-        group, fan.MARK_ADD, mask, fan.AT_FDCWD, os.fsencode(path)
+        group, fan.MARK_ADD | flags, mask, fan.AT_FDCWD, os.fsencode(path)
     )
     if rc < 0:
         err = ctypes.get_errno()
@@ -189,12 +200,16 @@ class DecoyWatcher:
         phase: Callable[[], str],
         *,
         exec_watch: Iterable[Path] = (),
+        folders: Iterable[Path] = (),
         ignore_pids: Callable[[int], bool] | AbstractSet[int] | None = None,
         backend: Literal["auto", "fanotify", "inotify"] = "auto",
         on_event: Callable[[int, WatchEvent[DecoyKind]], None] | None = None,
         readers_cap: int = DECOY_READERS,
     ) -> None:
-        """Prepare to watch ``paths`` and ``exec_watch``; ``phase`` names an event's phase.
+        """Prepare to watch ``paths``, ``exec_watch`` and ``folders``; ``phase`` names the phase.
+
+        A folder is watched for listings only, and never through a symlink: a folder
+        that is one is an error at start, as a missing decoy is.
 
         ``on_event`` is called with each decoy event as it is recorded and its number
         (1, 2, … in the order of ``events``), from the thread that recorded it.
@@ -204,6 +219,7 @@ class DecoyWatcher:
         # started after the watcher) still counts. This process is always ignored.
         self._paths = [Path(p) for p in paths]
         self._exec_paths = [Path(p) for p in exec_watch]
+        self._folders = [Path(p) for p in folders]
         self._phase = phase
         self._ignore: Callable[[int], bool]
         if ignore_pids is None:
@@ -235,6 +251,7 @@ class DecoyWatcher:
         self._thread: threading.Thread | None = None
         self._fanotify = -1
         self._names: dict[tuple[int, int], str] = {}
+        self._folder_inodes: set[tuple[int, int]] = set()
         self._inotify: INotify | None = None
         self._wd_paths: dict[int, tuple[str, tuple[tuple[int, EventKind], ...]]] = {}
         self._wake_r = self._wake_w = -1
@@ -322,6 +339,13 @@ class DecoyWatcher:
                 self._names.setdefault(_inode(path), str(path))
             except FileNotFoundError:
                 continue
+        for folder in self._folders:
+            # The mark is on the folder's inode; a link in its place is refused (ENOTDIR).
+            _fanotify_mark(self._fanotify, fan.ACCESS | fan.ONDIR, folder,
+                           fan.MARK_DONT_FOLLOW | fan.MARK_ONLYDIR)  # fmt: skip
+            st = os.lstat(folder)
+            self._folder_inodes.add((st.st_dev, st.st_ino))
+            self._names[(st.st_dev, st.st_ino)] = str(folder)
         self._inotify = INotify()
         for path in self._paths:
             wd = self._inotify.add_watch(path, _mask(_GONE_KINDS))
@@ -339,6 +363,10 @@ class DecoyWatcher:
             except FileNotFoundError:
                 continue
             self._wd_paths[wd] = (str(path), _IN_EXEC_KINDS)
+        for folder in self._folders:
+            mask = _mask(_IN_FOLDER_KINDS) | in_flags.DONT_FOLLOW | in_flags.ONLYDIR
+            wd = self._inotify.add_watch(folder, mask)
+            self._wd_paths[wd] = (str(folder), _IN_FOLDER_KINDS)
 
     def _close_sources(self) -> None:
         """Close whichever kernel sources are open."""
@@ -349,6 +377,7 @@ class DecoyWatcher:
             self._inotify.close()
             self._inotify = None
         self._names.clear()
+        self._folder_inodes.clear()
         self._wd_paths.clear()
 
     def _record(
@@ -457,9 +486,15 @@ class DecoyWatcher:
         if who is not None and (who == os.getpid() or self._ignore(who)):
             return
         st = os.fstat(fd)
-        path = self._names.get((st.st_dev, st.st_ino)) or _fd_path(fd)
+        inode = (st.st_dev, st.st_ino)
+        path = self._names.get(inode) or _fd_path(fd)
+        kinds = _FAN_KINDS
+        if stat.S_ISDIR(st.st_mode):
+            if inode not in self._folder_inodes:
+                return
+            kinds = _FAN_FOLDER_KINDS
         exe = _exe(who)
-        for flag, kind in _FAN_KINDS:
+        for flag, kind in kinds:
             if mask & flag:
                 self._record(path, kind, who, exe)
 
@@ -472,7 +507,8 @@ class DecoyWatcher:
                     self.complete = False
                     continue
                 watched = self._wd_paths.get(ev.wd)
-                if watched is None:
+                if watched is None or ev.name:
+                    # A name: a file inside a watched folder, which has its own watch.
                     continue
                 path, kinds = watched
                 for flag, kind in kinds:

@@ -94,6 +94,18 @@ def test_persistence_the_base_writes_too_is_a_note(make, run_rule):
     assert finding.severity == "info"
 
 
+def test_a_listing_is_compared_as_a_listing_not_as_a_write(make, run_rule):
+    head = make.decoy("install", "~/.ssh", "list", pid=4)
+    listed = make.decoy("base", "~/.ssh", "list", phase="install", pid=5)
+    wrote = make.decoy("base", "~/.ssh", "write", phase="install", pid=5)
+
+    also = [make.report("install", decoy_events=[head]), make.report("base", decoy_events=[listed])]
+    other = [make.report("install", decoy_events=[head]), make.report("base", decoy_events=[wrote])]
+
+    assert [f.severity for f in run_rule("decoy-probe", also)] == ["info"]
+    assert [f.severity for f in run_rule("decoy-probe", other)] == ["warn"]
+
+
 def test_the_base_alone_makes_no_finding(make, run_rule):
     base = make.report(
         "base",

@@ -51,6 +51,25 @@ def test_fires_when_a_named_process_outside_npm_reads_npmrc(make, run_rule):
     assert finding.evidence == [touch.id]
 
 
+def test_near_miss_a_process_that_opened_and_read_nothing_is_decoy_probe(make, run_rule):
+    opened = make.decoy("tests", AWS, "open", pid=42, exe="/usr/bin/python3")
+    listed = make.decoy("tests", "/home/cujo/.aws", "list", pid=42)
+
+    assert run_rule("decoy-read", [make.report("tests", decoy_events=[opened, listed])]) == []
+
+
+def test_a_reader_still_fires_beside_a_process_that_only_opened(make, run_rule):
+    probe = make.decoy("tests", AWS, "open", pid=42, exe="/usr/bin/python3")
+    opened = make.decoy("tests", AWS, "open", pid=43, exe="/usr/bin/cat")
+    read = make.decoy("tests", AWS, "read", pid=43, exe="/usr/bin/cat")
+
+    reports = [make.report("tests", decoy_events=[probe, opened, read])]
+    [finding] = run_rule("decoy-read", reports)
+
+    assert finding.evidence == [opened.id, read.id]
+    assert "by cat during test" in finding.title
+
+
 def test_near_miss_writes_are_decoy_tamper_not_decoy_read(make, run_rule):
     write = make.decoy("tests", AWS, "write")
 

@@ -176,6 +176,51 @@ def test_a_missing_decoy_file_is_an_error_at_start(tmp_path: Path, backend: Back
     assert watcher.stop() == []
 
 
+LIST = "import os, sys; os.listdir(sys.argv[1])"
+
+
+def test_a_listing_of_a_decoy_folder_is_the_event_list(tmp_path: Path, backend: Backend) -> None:
+    creds, config = touch(tmp_path, ".aws/credentials", ".aws/config")
+    folder = creds.parent
+    clock = PhaseClock("install")
+    watcher = DecoyWatcher([creds], clock, folders=[folder], backend=backend)
+    watcher.start()
+    # Walking through it, opening it and reading the files in it are no listing.
+    run(READ, creds)
+    run(READ, config)
+    run("import os, sys; os.close(os.open(sys.argv[1], os.O_RDONLY))", folder)
+    run("import os, sys; os.stat(sys.argv[1])", folder)
+    watcher.sync()
+    clock.phase = "test"
+    run(LIST, folder)
+    events = watcher.stop()
+
+    assert kinds(events) == [
+        ("credentials", "open", "install"),
+        ("credentials", "read", "install"),
+        (".aws", "list", "test"),
+    ]
+    assert events[-1].path == str(folder)
+    # A listing is no reader of a decoy.
+    assert {r.path for r in watcher.readers} <= {str(creds)}
+
+
+def test_a_decoy_folder_that_is_a_symlink_is_refused_and_its_target_not_marked(
+    tmp_path: Path, backend: Backend
+) -> None:
+    # Attack: the folder swapped for a link to a folder of the host's. The watcher never
+    # follows it to put a mark (or a watch) on the target.
+    (creds,) = touch(tmp_path, "credentials")
+    target = tmp_path / "host-folder"
+    target.mkdir()
+    link = tmp_path / ".ssh"
+    link.symlink_to(target)
+    watcher = DecoyWatcher([creds], PhaseClock("install"), folders=[link], backend=backend)
+    with pytest.raises(NotADirectoryError):
+        watcher.start()
+    assert watcher.stop() == []
+
+
 def tool_copy(tmp_path: Path, name: str = "sudo", of: str = "true") -> Path:
     """Copy a harmless binary to stand in for a privilege tool."""
     source = shutil.which(of)

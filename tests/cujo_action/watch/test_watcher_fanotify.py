@@ -227,6 +227,33 @@ def test_an_exec_of_a_privilege_tool_names_the_process(tmp_path: Path) -> None:
     assert watcher.stop() == []
 
 
+def test_a_listing_of_a_decoy_folder_names_the_process(tmp_path: Path) -> None:
+    creds, other = touch(tmp_path, ".ssh/id_ed25519", "elsewhere/README")
+    watcher = DecoyWatcher([creds], PhaseClock("test"), folders=[creds.parent], backend="fanotify")
+    watcher.start()
+    spawn("import os, sys; os.listdir(sys.argv[1])", other.parent)
+    # The lister lists, says so, and waits on stdin: alive while it is named.
+    code = "import os, sys; os.listdir(sys.argv[1]); print('listed', flush=True); sys.stdin.read()"
+    lister = subprocess.Popen(
+        [sys.executable, "-c", code, str(creds.parent)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert lister.stdout is not None
+    try:
+        assert lister.stdout.readline() == b"listed\n"
+        watcher.sync()
+        events = watcher.events
+    finally:
+        lister.communicate(b"")
+    watcher.stop()
+
+    assert who(events) == [(".ssh", "list", "test", lister.pid)]
+    assert events[0].exe == PYTHON
+    assert events[0].cmdline is not None
+    assert "listdir" in events[0].cmdline
+
+
 @pytest.mark.parametrize(
     ("tool", "args"),
     [
