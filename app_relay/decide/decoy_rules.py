@@ -19,9 +19,9 @@ from app_relay.decide.hits import (
     RuleContext,
     host_name,
     in_check_order,
-    npm_reading_its_config,
     ordered,
     plural,
+    tool_reading_its_config,
 )
 from cujo_action.schema import CheckName, Phase, Report
 
@@ -60,7 +60,8 @@ def _decoy_read(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
     groups: dict[str, tuple[CheckName, list[str], list[str], list[str]]] = {}
     for report in in_order:
         for event in report.decoy_events:
-            if event.event not in ("open", "read") or npm_reading_its_config(event.path, event.exe):
+            read = event.event in ("open", "read")
+            if not read or tool_reading_its_config(event.path, event.exe):
                 continue
             check, ids, phases, exes = groups.setdefault(event.path, (report.check, [], [], []))
             ids.append(event.id)
