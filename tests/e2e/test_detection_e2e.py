@@ -550,7 +550,8 @@ def test_the_runners_registration_and_a_docker_login_are_decoys_and_their_theft_
         "files": ".credentials,.credentials_rsaparams,.runner,config.json",
     }
     (hit,) = findings(review, "decoy-egress")
-    (item,) = hit["evidence"]
+    # The same process read a decoy first: the finding cites that read too.
+    (item,) = [e for e in hit["evidence"] if e["id"].startswith("tests:egress:")]
     assert (item["host"], item["method"], item["phase"]) == ("collector.exfil.test", "POST", "test")
     assert {"RUNNER_CLIENT_ID", "RUNNER_RSA_KEY", "DOCKER_LOGIN_TOKEN"} <= set(item["decoy_seen"])
     # The watcher saw each decoy file read, by the process that sent them.
