@@ -80,7 +80,7 @@ def test_fires_when_another_or_an_unnamed_process_reads_the_docker_login(make, r
 @pytest.mark.parametrize("exe", ["/usr/bin/docker", "/usr/bin/npm", None])
 def test_fires_on_the_runners_credentials_whoever_reads_them(make, run_rule, exe):
     # Only the runner's listener reads its registration; no tool's exception covers it.
-    touch = make.decoy("probes", RUNNER_CREDENTIALS, "open", exe=exe)
+    touch = make.decoy("probes", RUNNER_CREDENTIALS, "read", exe=exe)
 
     [finding] = run_rule("decoy-read", [make.report("probes", decoy_events=[touch])])
 
