@@ -19,10 +19,10 @@ from app_relay.decide.hits import (
     RuleContext,
     host_name,
     in_check_order,
-    npm_reading_its_config,
     opened_only,
     ordered,
     plural,
+    tool_reading_its_config,
 )
 from cujo_action.schema import CheckName, Phase, Report
 
@@ -63,7 +63,8 @@ def _decoy_read(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
         # A process that opened a decoy and read nothing probed it: decoy-probe says so.
         probed = opened_only(report)
         for event in report.decoy_events:
-            if event.event not in ("open", "read") or npm_reading_its_config(event.path, event.exe):
+            read = event.event in ("open", "read")
+            if not read or tool_reading_its_config(event.path, event.exe):
                 continue
             if event.id in probed:
                 continue

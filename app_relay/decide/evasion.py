@@ -22,10 +22,10 @@ from app_relay.decide.hits import (
     hit_per_group,
     in_check_order,
     lineage,
-    npm_reading_its_config,
     ordered,
     plural,
     severity_by_phase,
+    tool_reading_its_config,
 )
 from cujo_action.limits import LIMITS
 from cujo_action.schema import DECOY_IN_OUTPUT, Egress, Phase, Report, parent_domain
@@ -61,13 +61,13 @@ def _reads(report: Report) -> list[_Read]:
         for e in report.decoy_events
         if e.event in ("open", "read")
         and e.pid is not None
-        and not npm_reading_its_config(e.path, e.exe)
+        and not tool_reading_its_config(e.path, e.exe)
     ]
     evented = {(r.pid, r.path) for r in reads}
     reads += [
         _Read(r.pid, tuple(r.parents), r.ts, r.path, None, None)
         for r in report.decoy_readers
-        if (r.pid, r.path) not in evented and not npm_reading_its_config(r.path, None)
+        if (r.pid, r.path) not in evented and not tool_reading_its_config(r.path, None)
     ]
     return reads
 

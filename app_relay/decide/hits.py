@@ -28,11 +28,17 @@ EARLY_PHASES: tuple[Phase, ...] = ("install", "import")
 # Egress methods that are no HTTP request of their own: a tunnel, a raw connection.
 NOT_REQUESTS = frozenset({"CONNECT", "TCP"})
 
-# npm (and the tools that share its config) read ~/.npmrc on every run to find the
-# registry and auth, so an open or read of it by them says nothing about the pull request.
-# Stealing the value still needs a request, and decoy-egress catches that as critical.
+# A tool reads its own config, credentials and all, on every run: npm (and the tools that
+# share its config) an .npmrc for the registry and its auth, the docker CLI (and the tools
+# that share its logins) ~/.docker/config.json. An open or read of it by them says
+# nothing about the pull request. Stealing the value still needs a request, and
+# decoy-egress catches that as critical.
 NPMRC = ".npmrc"
 NPM_FAMILY = frozenset({"npm", "npx", "node", "nodejs", "yarn", "pnpm", "corepack"})
+DOCKER_CONFIG = ".docker/config.json"
+DOCKER_FAMILY = frozenset(
+    {"docker", "docker-buildx", "docker-compose", "podman", "buildah", "skopeo"}
+)
 
 
 @dataclass(frozen=True)
@@ -135,12 +141,26 @@ def lineage(pid: int, parents: Sequence[str | int]) -> set[int]:
     return found
 
 
-def npm_reading_its_config(path: str, exe: str | None) -> bool:
-    """Return whether a decoy event is npm's family reading its own ``~/.npmrc``."""
-    if posixpath.basename(path) != NPMRC:
-        return False
-    # When the kernel names the process, only npm's own family is excused.
-    return exe is None or posixpath.basename(exe) in NPM_FAMILY
+def tool_reading_its_config(path: str, exe: str | None) -> bool:
+    """Return whether a decoy event is a tool reading its own config: npm's family an
+    ``.npmrc``, docker's ``~/.docker/config.json``.
+
+    When the kernel names the process, only the tool's own family is excused. An
+    ``.npmrc`` read by a process nobody named is excused too (one ``npm install`` runs
+    more node processes than the watcher describes); the docker config's is not, so a
+    crowd of readers cannot hide the one that steals it.
+    """
+    if exe is not None:
+        name = posixpath.basename(exe)
+        if posixpath.basename(path) == NPMRC:
+            return name in NPM_FAMILY
+        return _is_docker_config(path) and name in DOCKER_FAMILY
+    return posixpath.basename(path) == NPMRC
+
+
+def _is_docker_config(path: str) -> bool:
+    """Return whether ``path`` is a HOME's ``.docker/config.json``."""
+    return path == DOCKER_CONFIG or path.endswith("/" + DOCKER_CONFIG)
 
 
 def opened_only(report: Report) -> set[str]:

@@ -20,9 +20,9 @@ from app_relay.decide.hits import (
     Rule,
     RuleContext,
     in_check_order,
-    npm_reading_its_config,
     opened_only,
     ordered,
+    tool_reading_its_config,
 )
 from cujo_action.schema import SANDBOX_PROBE, CheckName, Report
 
@@ -34,7 +34,7 @@ def _decoy_probe(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
         for event in report.decoy_events:
             if event.event == "list":
                 how = "listed"
-            elif event.id in only_opened and not npm_reading_its_config(event.path, event.exe):
+            elif event.id in only_opened and not tool_reading_its_config(event.path, event.exe):
                 how = "opened and not read"
             else:
                 continue

@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from cujo_action.arm.actionsjob import (
-    RUNNER_ROOT,
+    RUNNER_BIN,
     WORKER_ARGS,
     WORKER_EXE,
     JobIdentity,
@@ -169,12 +169,16 @@ class Armed(BaseModel):
 
 
 def runner_worker(python: str, job: JobIdentity, decoys: tuple[Decoy, ...]) -> Worker:
-    """Return the decoy runner worker each command's sandbox starts as its pid 1."""
+    """Return the decoy runner worker each command's sandbox starts as its pid 1.
+
+    Its tmpfs covers the runner's ``bin`` only: the runner's root folder above it, with
+    the decoy registration files (``decoyfiles.py``), is HOME's.
+    """
     return Worker(
         python=python,
         exe=WORKER_EXE,
         argv=WORKER_ARGS,
-        mount=RUNNER_ROOT,
+        mount=RUNNER_BIN,
         env=tuple(worker_env(job).items()),
         source=worker_source(job_message(job, decoys)),
     )

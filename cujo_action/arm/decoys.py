@@ -1,20 +1,25 @@
-"""Make decoy secrets in real formats, lay them out as files, and find them in bytes.
+"""Make decoy secrets in real formats, and find them in bytes.
 
-Decoys sit wherever a real Actions job keeps secrets, each under a name that says where:
+Decoys sit wherever a real Actions job keeps secrets, each under a name that says where
+(``decoyfiles.py`` lays out the files, ``actionsjob.py`` the checkout and the worker):
 
 =============================  =============================================================
 name                           where the sandbox keeps it
 =============================  =============================================================
-AWS_*, NPM_TOKEN, GITHUB_TOKEN  the environment (and ``~/.aws/credentials``, ``~/.npmrc``)
+AWS_*, NPM_TOKEN, GITHUB_TOKEN  the environment, as a step's ``env:`` (and
+                               aws-actions/configure-aws-credentials) sets them
 ACTIONS_RUNTIME_TOKEN,         the environment, as a JavaScript action's step sees them
 ACTIONS_ID_TOKEN_REQUEST_TOKEN
 CHECKOUT_TOKEN                 the checkout's ``.git/config``, in the ``http.…extraheader``
                                ``actions/checkout`` leaves there (``actionsjob.py``)
+DOCKER_LOGIN_TOKEN             ``~/.docker/config.json``, as ``docker/login-action`` leaves it
+RUNNER_CLIENT_ID,              the runner's ``.credentials`` and ``.credentials_rsaparams``
+RUNNER_RSA_KEY                 in its root folder, beside ``bin/Runner.Worker``
 RUNNER_WORKER_GITHUB_TOKEN,    the memory of the decoy ``Runner.Worker`` process, in the
 RUNNER_WORKER_RUNTIME_TOKEN,   job message format the runner keeps (``actionsjob.py``)
 RUNNER_WORKER_NPM_TOKEN
-PYPI_TOKEN, SSH_PRIVATE_KEY,   files under HOME (``decoy_files``)
-GH_OAUTH_TOKEN, DATABASE_…
+SSH_PRIVATE_KEY,               files under HOME (``decoyfiles.py``)
+GH_OAUTH_TOKEN
 =============================  =============================================================
 """
 
@@ -27,10 +32,11 @@ import json
 import secrets
 import string
 import struct
-import textwrap
 import time
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from math import gcd
 
 from cujo_action.net.opacity import Opacity
 from cujo_action.net.unwrap import BUDGET, Layer, Unwrap
@@ -48,13 +54,25 @@ _BASE62 = string.digits + string.ascii_uppercase + string.ascii_lowercase
 _ALNUM = string.ascii_letters + string.digits
 _AWS_KEY_ID = string.ascii_uppercase + "234567"
 _B64 = string.ascii_letters + string.digits + "+/"
-_PYPI_PREFIX = "pypi-AgEIcHlwaS5vcmc"  # base64 of the macaroon header naming pypi.org
-_OPENSSH_WRAP = 70
+_RSA_BYTES = 256  # a 2048-bit key, as the runner makes its own (RSA.Create(2048))
+_RSA_E = 65537
+# The fields of .NET's RSAParameters as the runner writes them (RSAParametersSerializable),
+# in its order, each with its length in bytes (ExportParameters pads each to it).
+RSA_FIELDS: tuple[tuple[str, int], ...] = (
+    ("d", _RSA_BYTES), ("dp", _RSA_BYTES // 2), ("dq", _RSA_BYTES // 2), ("exponent", 3),
+    ("inverseQ", _RSA_BYTES // 2), ("modulus", _RSA_BYTES), ("p", _RSA_BYTES // 2),
+    ("q", _RSA_BYTES // 2),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Decoy:
-    """One planted secret: where it lives (env var, file under HOME) and its value."""
+    """One planted secret: its value, and where it lives (env var, file under HOME).
+
+    ``file`` names the one file under HOME that holds it, when that path does not depend
+    on the job; files placed by the job's layout (the checkout, the runner's folder)
+    leave it None (``decoyfiles.py`` and ``actionsjob.py`` place them).
+    """
 
     name: str
     value: str
@@ -120,8 +138,8 @@ def _b64url(data: bytes) -> str:
 
 
 def _uuid() -> str:
-    raw = secrets.token_hex(16)
-    return f"{raw[:8]}-{raw[8:12]}-4{raw[13:16]}-{raw[16:20]}-{raw[20:]}"
+    """Return a random version-4 uuid, as .NET's ``Guid.NewGuid`` makes them."""
+    return str(uuid.uuid4())
 
 
 def _actions_jwt(issuer: str, claims: dict[str, object]) -> str:
@@ -171,29 +189,60 @@ def _id_token_request_token() -> str:
     )
 
 
+def _be(n: int, size: int) -> str:
+    """Return ``n`` as ``size`` big-endian bytes in base64, as .NET serializes a byte[]."""
+    return base64.b64encode(n.to_bytes(size, "big")).decode()
+
+
+def _rsa_key() -> str:
+    """Return a 2048-bit RSA key as the runner keeps one: its fields' base64, joined.
+
+    The fields are ``RSA_FIELDS``, each a big-endian byte[] in base64 (``rsa_fields``
+    splits them again). The numbers hang together as a key's do (n = p·q, d the inverse
+    of e, dp, dq, the CRT coefficient), so nothing short of a primality test tells that p
+    and q are random odd numbers rather than primes: a real key would cost a prime
+    search on every draw, and the matcher draws three sets of decoys.
+    """
+    half = _RSA_BYTES // 2
+    while True:
+        # The two top bits set make n a full 2048 bits; the low bit makes each odd.
+        p = secrets.randbits(half * 8) | (3 << (half * 8 - 2)) | 1
+        q = secrets.randbits(half * 8) | (3 << (half * 8 - 2)) | 1
+        lam = (p - 1) * (q - 1) // gcd(p - 1, q - 1)
+        if p != q and gcd(_RSA_E, lam) == 1 and gcd(p, q) == 1:
+            break
+    d = pow(_RSA_E, -1, lam)
+    numbers = {
+        "d": d, "dp": d % (p - 1), "dq": d % (q - 1), "exponent": _RSA_E,
+        "inverseQ": pow(q, -1, p), "modulus": p * q, "p": p, "q": q,
+    }  # fmt: skip
+    return "".join(_be(numbers[name], size) for name, size in RSA_FIELDS)
+
+
+def rsa_fields(key: str) -> dict[str, str]:
+    """Return an ``RUNNER_RSA_KEY`` decoy's fields (name → base64), in the runner's order."""
+    fields: dict[str, str] = {}
+    at = 0
+    for name, size in RSA_FIELDS:
+        width = 4 * -(-size // 3)
+        fields[name] = key[at : at + width]
+        at += width
+    if at != len(key):
+        raise ValueError("not an RSA key decoy")
+    return fields
+
+
 def make_decoys() -> tuple[Decoy, ...]:
     """Return a fresh set of decoy secrets in the formats real tools and scanners expect."""
-    pypi_body = base64.urlsafe_b64encode(secrets.token_bytes(132)).decode().rstrip("=")
     return (
-        Decoy(
-            "AWS_ACCESS_KEY_ID",
-            "AKIA" + _pick(_AWS_KEY_ID, 16),
-            "AWS_ACCESS_KEY_ID",
-            ".aws/credentials",
-        ),
-        Decoy(
-            "AWS_SECRET_ACCESS_KEY",
-            _pick(_B64, 40),
-            "AWS_SECRET_ACCESS_KEY",
-            ".aws/credentials",
-        ),
+        # As a step's env (or aws-actions/configure-aws-credentials) sets them: no file.
+        Decoy("AWS_ACCESS_KEY_ID", "AKIA" + _pick(_AWS_KEY_ID, 16), "AWS_ACCESS_KEY_ID", None),
+        Decoy("AWS_SECRET_ACCESS_KEY", _pick(_B64, 40), "AWS_SECRET_ACCESS_KEY", None),
         # A job's GITHUB_TOKEN is an installation token: ghs_, with the same checksum.
         Decoy("GITHUB_TOKEN", _checksummed_token("ghs_"), "GITHUB_TOKEN", None),
-        Decoy("NPM_TOKEN", _checksummed_token("npm_"), "NPM_TOKEN", ".npmrc"),
-        Decoy("PYPI_TOKEN", _PYPI_PREFIX + pypi_body, None, ".pypirc"),
+        Decoy("NPM_TOKEN", _checksummed_token("npm_"), "NPM_TOKEN", None),
         Decoy("SSH_PRIVATE_KEY", _openssh_ed25519_body(), None, ".ssh/id_ed25519"),
         Decoy("GH_OAUTH_TOKEN", _checksummed_token("gho_"), None, ".config/gh/hosts.yml"),
-        Decoy("DATABASE_PASSWORD", _pick(_ALNUM, 24), None, ".env"),
         Decoy("ACTIONS_RUNTIME_TOKEN", _runtime_token(), "ACTIONS_RUNTIME_TOKEN", None),
         Decoy(
             "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
@@ -201,58 +250,16 @@ def make_decoys() -> tuple[Decoy, ...]:
             "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
             None,
         ),
-        # Kept by arm where a real job keeps them, not in the environment or HOME.
+        # The token a ghcr.io login with the job's token leaves in ~/.docker/config.json.
+        Decoy("DOCKER_LOGIN_TOKEN", _checksummed_token("ghs_"), None, ".docker/config.json"),
+        # Kept by arm where a real job keeps them, not in the environment.
         Decoy("CHECKOUT_TOKEN", _checksummed_token("ghs_"), None, None),
+        Decoy("RUNNER_CLIENT_ID", _uuid(), None, None),
+        Decoy("RUNNER_RSA_KEY", _rsa_key(), None, None),
         Decoy("RUNNER_WORKER_GITHUB_TOKEN", _checksummed_token("ghs_"), None, None),
         Decoy("RUNNER_WORKER_RUNTIME_TOKEN", _runtime_token(), None, None),
         Decoy("RUNNER_WORKER_NPM_TOKEN", _checksummed_token("npm_"), None, None),
     )
-
-
-def decoy_files(decoys: Iterable[Decoy]) -> dict[str, str]:
-    """Return the decoy files (path relative to HOME → content) the given decoys fill."""
-    v = {d.name: d.value for d in decoys}
-    files: dict[str, str] = {}
-    if "AWS_ACCESS_KEY_ID" in v and "AWS_SECRET_ACCESS_KEY" in v:
-        files[".aws/credentials"] = (
-            "[default]\n"
-            f"aws_access_key_id = {v['AWS_ACCESS_KEY_ID']}\n"
-            f"aws_secret_access_key = {v['AWS_SECRET_ACCESS_KEY']}\n"
-        )
-    if "NPM_TOKEN" in v:
-        # Scoped to a registry no benign install of public packages talks to, so
-        # `npm install` never sends the token anywhere on its own.
-        files[".npmrc"] = (
-            "@myorg:registry=https://npm.pkg.github.com/\n"
-            f"//npm.pkg.github.com/:_authToken={v['NPM_TOKEN']}\n"
-        )
-    if "PYPI_TOKEN" in v:
-        # Read by upload tools (twine), never by pip.
-        files[".pypirc"] = (
-            "[distutils]\nindex-servers =\n    pypi\n\n"
-            f"[pypi]\nusername = __token__\npassword = {v['PYPI_TOKEN']}\n"
-        )
-    if "SSH_PRIVATE_KEY" in v:
-        body = "\n".join(textwrap.wrap(v["SSH_PRIVATE_KEY"], _OPENSSH_WRAP))
-        files[".ssh/id_ed25519"] = (
-            f"-----BEGIN OPENSSH PRIVATE KEY-----\n{body}\n-----END OPENSSH PRIVATE KEY-----\n"
-        )
-    if "GH_OAUTH_TOKEN" in v:
-        files[".config/gh/hosts.yml"] = (
-            "github.com:\n"
-            "    users:\n"
-            "        ci-bot:\n"
-            f"            oauth_token: {v['GH_OAUTH_TOKEN']}\n"
-            "    git_protocol: https\n"
-            f"    oauth_token: {v['GH_OAUTH_TOKEN']}\n"
-            "    user: ci-bot\n"
-        )
-    if "DATABASE_PASSWORD" in v:
-        files[".env"] = (
-            "NODE_ENV=production\n"
-            f"DATABASE_URL=postgres://app:{v['DATABASE_PASSWORD']}@db.internal:5432/app\n"
-        )
-    return files
 
 
 # A decoy counts as found when this many consecutive characters of it are (the whole decoy

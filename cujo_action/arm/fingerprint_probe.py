@@ -46,6 +46,8 @@ FOLDERS = (
     "/usr/local/share/vcpkg",
 )
 HOME_FILES = (".aws", ".npmrc", ".pypirc", ".env", ".docker")
+# The runner's registration files, looked for beside the running Runner.Worker's bin/.
+RUNNER_FILES = (".runner", ".credentials", ".credentials_rsaparams")
 # Tools looked up on PATH (found or not; none is run).
 TOOLS = (
     "docker", "gh", "az", "aws", "gcloud", "kubectl", "helm", "node", "npm", "java",
@@ -188,6 +190,25 @@ def read_files() -> Reading:
     }
 
 
+def _runner_root() -> str:
+    """Return the folder above the ``bin/`` a running ``Runner.Worker`` was started from."""
+    for pid in (name for name in os.listdir("/proc") if name.isdigit()):
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            continue
+        if os.path.basename(exe) == "Runner.Worker":
+            return os.path.dirname(os.path.dirname(exe))
+    return ""
+
+
+def read_runner() -> Reading:
+    """Return which of the runner's registration files sit in its root (never opened)."""
+    root = _runner_root()
+    found = [f for f in RUNNER_FILES if root and os.path.lexists(os.path.join(root, f))]
+    return {"runner.files": sorted(found)}
+
+
 def read_resolver() -> Reading:
     servers = [
         line.split()[1]
@@ -324,7 +345,8 @@ def read_zen() -> Reading:
 
 
 READS: tuple[Callable[[], Reading], ...] = (
-    read_status, read_processes, read_mounts, read_users, read_env, read_files, read_resolver,
+    read_status, read_processes, read_mounts, read_users, read_env, read_files, read_runner,
+    read_resolver,
 )  # fmt: skip
 NETWORK_READS: tuple[Callable[[], Reading], ...] = (read_dns, read_tls, read_zen)
 

@@ -23,9 +23,23 @@ from cujo_action.arm.actionsjob import (
     file_commands,
 )
 from cujo_action.arm.context import CheckArea
-from cujo_action.arm.decoys import Decoy, decoy_files
+from cujo_action.arm.decoyfiles import (
+    RUNNER_DIR,
+    decoy_files,
+    decoy_paths,
+    file_mode,
+    folder_mode,
+    runner_files,
+)
+from cujo_action.arm.decoys import Decoy
 from cujo_action.arm.venvs import place_venvs
-from cujo_action.sandbox.boundary import copy_pristine, fresh_dir, hand_over, write_below
+from cujo_action.sandbox.boundary import (
+    BoundaryError,
+    copy_pristine,
+    fresh_dir,
+    hand_over,
+    write_below,
+)
 from cujo_action.sandbox.cgroups import Limits
 from cujo_action.schema import ALL_CHECKS, CheckName, Plan
 
@@ -141,37 +155,43 @@ def stage_base(plan: Plan, checkout: Path) -> None:
     write_below(checkout, ".git/HEAD", plan.base_sha + "\n", 0o644)
 
 
-def seed_home(
-    home: Path, decoys: tuple[Decoy, ...], job: JobIdentity | None = None, plan: Plan | None = None
-) -> list[Path]:
-    """Create a throwaway HOME holding the decoy files; return their paths.
+def seed_home(home: Path, decoys: tuple[Decoy, ...], job: JobIdentity, plan: Plan) -> list[Path]:
+    """Fill a fresh HOME with what a hosted runner's HOME holds for a step; return the
+    paths of the files holding a decoy.
 
-    With the job (and its plan), also what a hosted runner's HOME holds for a step:
-    ``work/_temp`` with the event file and the step's file commands, and ``runners``.
+    The decoys sit where a job leaves credentials (``decoyfiles.py``): the docker login's
+    config, the runner's registration beside its worker. Also ``work/_temp`` with the
+    event file and the step's file commands, and the runner's folder, whose ``bin`` the
+    worker's tmpfs is mounted on. ``home`` is root's, made fresh, and no pull-request
+    code has run in it: each file goes through ``write_below``, which follows no link.
     """
-    home.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for rel, content in decoy_files(decoys).items():
-        path = home / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content)
-        if rel.startswith(".ssh/"):
-            path.parent.chmod(0o700)
-            path.chmod(0o600)
-        paths.append(path)
-    # An ordinary HOME has shell profiles; their presence is also what a write is compared to.
-    for rel, content in ((".bashrc", "# ~/.bashrc\n"), (".profile", "# ~/.profile\n")):
-        (home / rel).write_text(content)
-    (home / ".cache" / "tmp").mkdir(parents=True)  # TMPDIR where there is no bubblewrap
-    if job is not None and plan is not None:
-        # The worker's tmpfs is mounted here; the folder itself is what a runner has.
-        (home / "runners").mkdir()
-        steps = {
-            "work/_temp/_github_workflow/event.json": event_payload(job, plan),
-            **file_commands(job),
-        }
-        for rel, content in steps.items():
-            path = home / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(content)
-    return paths
+    steps = {
+        "work/_temp/_github_workflow/event.json": event_payload(job, plan),
+        **file_commands(job),
+        # An ordinary HOME has shell profiles; their presence is also what a write is
+        # compared to.
+        ".bashrc": "# ~/.bashrc\n",
+        ".profile": "# ~/.profile\n",
+        **runner_files(job),
+    }
+    planted = decoy_files(decoys, job)
+    for rel, content in {**steps, **planted}.items():
+        _folders_below(home, str(Path(rel).parent))
+        write_below(home, rel, content, file_mode(rel))
+    _folders_below(home, ".cache/tmp")  # TMPDIR where there is no bubblewrap
+    _folders_below(home, f"{RUNNER_DIR}/bin")  # the worker's tmpfs is mounted here
+    return decoy_paths(home, decoys, job)
+
+
+def _folders_below(home: Path, rel: str) -> None:
+    """Make each missing folder of ``rel`` below ``home``; refuse anything but a folder."""
+    where = home
+    for part in Path(rel).parts:
+        if part in ("", "."):
+            continue
+        where = where / part
+        try:
+            fresh_dir(where, folder_mode(str(where.relative_to(home))))
+        except BoundaryError:
+            if not where.is_dir() or where.is_symlink():
+                raise

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from cujo_action.arm.actionsjob import FILE_COMMANDS
 from cujo_action.arm.context import LABELS, Armed, label, sandbox_env
-from cujo_action.arm.decoys import DecoyMatcher, decoy_files
+from cujo_action.arm.decoyfiles import decoy_paths
+from cujo_action.arm.decoys import DecoyMatcher
 from cujo_action.checks.decoy_record import DecoyRecord
 from cujo_action.checks.evidence_record import EvidenceRecord, tool_kind
 from cujo_action.checks.install_handoff import (
@@ -99,7 +100,10 @@ class CheckRun(EvidenceRecord):
         self.phase: Phase = next(p for c, p in LABELS if c == check)
         self.commands: list[CommandResult] = []
         self.dropped_commands = 0
-        self.decoy_paths = [self.home / rel for rel in decoy_files(armed.decoy_objects())]
+        # The decoy files arm planted in HOME (``decoyfiles.py``). The checkout's git config
+        # is not watched: git reads it on every command, so a read says nothing; a request
+        # carrying its token is still decoy egress.
+        self.decoy_paths = decoy_paths(self.home, armed.decoy_objects(), armed.job)
         # What a pull-request command prints is searched for the decoys (``output.py``);
         # the harness's own commands are not the pull request's output and are not.
         self.printed_matcher = DecoyMatcher(armed.decoy_objects())

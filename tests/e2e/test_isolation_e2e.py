@@ -208,7 +208,7 @@ HANG_SLEEP = f"{6000 + secrets.randbelow(999)}"
 
 # Reads a decoy and sends nothing: the one project here that is not blocked (a warning),
 # so it is also the control for full against partial isolation.
-READ_DECOY = {"ci/test.sh": 'cat ~/.aws/credentials > /dev/null\necho "uid=$(id -u)"\n'}
+READ_DECOY = {"ci/test.sh": 'cat ~/.docker/config.json > /dev/null\necho "uid=$(id -u)"\n'}
 
 ATTACKS: dict[str, Attack] = {
     "decoy-read": Attack(READ_DECOY),
@@ -528,11 +528,11 @@ def test_reading_decoys_without_egress_is_a_warning_under_full_isolation(runs: R
     # The read is the only finding: a warning, citing the reads with who read.
     (hit,) = verdict["findings"]
     assert (hit["rule"], hit["severity"], hit["check"]) == ("decoy-read", "warn", "tests")
-    assert "~/.aws/credentials" in hit["title"]
+    assert "~/.docker/config.json" in hit["title"]
     assert {item["event"] for item in hit["evidence"]} >= {"open"}
     for item in hit["evidence"]:
         assert item["id"].startswith("tests:decoy:")
-        assert (item["path"], item["phase"]) == ("~/.aws/credentials", "test")
+        assert (item["path"], item["phase"]) == ("~/.docker/config.json", "test")
         if FANOTIFY is None:
             assert isinstance(item["pid"], int), item
             # `cat` is often gone before its executable can be read: then it is unnamed.

@@ -6,6 +6,8 @@ import pytest
 
 AWS = "/home/cujo/.aws/credentials"
 NPMRC = "/home/cujo/.npmrc"
+DOCKER = "~/.docker/config.json"
+RUNNER_CREDENTIALS = "~/runners/2.321.0/.credentials"
 
 
 def test_fires_once_per_file_across_events_and_checks(make, run_rule):
@@ -74,3 +76,31 @@ def test_near_miss_writes_are_decoy_tamper_not_decoy_read(make, run_rule):
     write = make.decoy("tests", AWS, "write")
 
     assert run_rule("decoy-read", [make.report("tests", decoy_events=[write])]) == []
+
+
+@pytest.mark.parametrize("exe", ["/usr/bin/docker", "/usr/libexec/docker/cli-plugins/docker-buildx",
+                                 "/usr/bin/podman"])  # fmt: skip
+def test_near_miss_docker_reading_its_own_config(make, run_rule, exe):
+    touch = make.decoy("tests", DOCKER, "read", exe=exe)
+
+    assert run_rule("decoy-read", [make.report("tests", decoy_events=[touch])]) == []
+
+
+@pytest.mark.parametrize("exe", ["/usr/bin/python3", None])
+def test_fires_when_another_or_an_unnamed_process_reads_the_docker_login(make, run_rule, exe):
+    touch = make.decoy("tests", DOCKER, "read", exe=exe)
+
+    [finding] = run_rule("decoy-read", [make.report("tests", decoy_events=[touch])])
+
+    assert finding.evidence == [touch.id]
+    assert DOCKER in finding.title
+
+
+@pytest.mark.parametrize("exe", ["/usr/bin/docker", "/usr/bin/npm", None])
+def test_fires_on_the_runners_credentials_whoever_reads_them(make, run_rule, exe):
+    # Only the runner's listener reads its registration; no tool's exception covers it.
+    touch = make.decoy("probes", RUNNER_CREDENTIALS, "read", exe=exe)
+
+    [finding] = run_rule("decoy-read", [make.report("probes", decoy_events=[touch])])
+
+    assert RUNNER_CREDENTIALS in finding.title

@@ -77,3 +77,27 @@ def test_a_reader_kept_only_among_the_readers_still_counts(make, run_rule):
     (finding,) = run_rule("decoy-then-opaque-channel", reports)
 
     assert finding.evidence == [cut.id, channel.id]
+
+
+def test_a_reader_of_the_docker_login_among_the_readers_still_counts(make, run_rule):
+    # The docker CLI's own reads of its config are excused only when the kernel names
+    # it: a crowd of readers cannot push the thief into the unnamed readers and hide it.
+    cut = make.cut("tests", "report-decoy-events", dropped=1, hides_danger=False)
+    reader = make.reader(90, "~/.docker/config.json", ts=1.0, parents=[80])
+    channel = make.egress("tests", "collector.exfil.test", method="CONNECT",
+                          action="refused", pid=90, ts=2.0)  # fmt: skip
+    reports = [make.report("tests", egress=[channel], cuts=[cut], decoy_readers=[reader])]
+
+    (finding,) = run_rule("decoy-then-opaque-channel", reports)
+
+    assert finding.evidence == [cut.id, channel.id]
+    assert "~/.docker/config.json" in finding.title
+
+
+def test_near_miss_the_docker_cli_reading_its_config_before_a_pinned_pull(make, run_rule):
+    read = make.decoy("tests", "~/.docker/config.json", pid=60, exe="/usr/bin/docker", ts=1.0)
+    pull = make.egress("tests", "registry.example.test", method="CONNECT", action="refused",
+                       port=443, pid=60, exe="/usr/bin/docker", ts=2.0)  # fmt: skip
+    reports = [make.report("tests", decoy_events=[read], egress=[pull])]
+
+    assert run_rule("decoy-then-opaque-channel", reports) == []

@@ -1,10 +1,9 @@
-"""Decoy formats, files, and finding decoys in every encoding without false positives."""
+"""Decoy formats, and finding decoys in every encoding without false positives."""
 
 from __future__ import annotations
 
 import base64
 import binascii
-import configparser
 import json
 import os
 import re
@@ -16,25 +15,31 @@ from pathlib import Path
 from urllib.parse import quote, quote_plus
 
 import pytest
-import yaml
 
+from cujo_action.arm.actionsjob import new_identity
+from cujo_action.arm.decoyfiles import decoy_files, ssh_key
 from cujo_action.arm.decoys import (
     MIN_NEEDLE,
     Decoy,
     DecoyMatcher,
-    decoy_files,
     find_decoys,
     make_decoys,
 )
 
 JWT = r"eyJ[A-Za-z0-9_-]+\.eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{300,}"
-# Kept where a job keeps them (actionsjob.py): the checkout's git config, the worker's memory.
-PLACED_BY_THE_JOB = {
-    "CHECKOUT_TOKEN",
-    "RUNNER_WORKER_GITHUB_TOKEN",
-    "RUNNER_WORKER_RUNTIME_TOKEN",
-    "RUNNER_WORKER_NPM_TOKEN",
-}
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
+B64 = "[A-Za-z0-9+/]"
+RSA_FIELDS = (
+    ("d", 344),
+    ("dp", 172),
+    ("dq", 172),
+    ("exponent", 4),
+    ("inverseQ", 172),
+    ("modulus", 344),
+    ("p", 172),
+    ("q", 172),
+)  # fmt: skip  (base64 lengths)
+JOB = new_identity("https://github.com/octo/app")
 FORMATS = {
     "AWS_ACCESS_KEY_ID": r"AKIA[A-Z2-7]{16}",
     "AWS_SECRET_ACCESS_KEY": r"[A-Za-z0-9+/]{40}",
@@ -47,10 +52,12 @@ FORMATS = {
     "ACTIONS_ID_TOKEN_REQUEST_TOKEN": JWT,
     "RUNNER_WORKER_RUNTIME_TOKEN": JWT,
     "NPM_TOKEN": r"npm_[A-Za-z0-9]{36}",
-    "PYPI_TOKEN": r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{100,}",
     "SSH_PRIVATE_KEY": r"b3BlbnNzaC1rZXktdjEA[A-Za-z0-9+/]+={0,2}",
     "GH_OAUTH_TOKEN": r"gho_[A-Za-z0-9]{36}",
-    "DATABASE_PASSWORD": r"[A-Za-z0-9]{20,}",
+    "DOCKER_LOGIN_TOKEN": r"ghs_[A-Za-z0-9]{36}",
+    "RUNNER_CLIENT_ID": UUID,
+    # Each field of an RSA key, in base64, joined (decoyfiles.py writes the runner's file).
+    "RUNNER_RSA_KEY": "".join(f"{B64}{{{n - 4}}}[A-Za-z0-9+/=]{{4}}" for _, n in RSA_FIELDS),
 }
 # Values with characters that percent-encoding changes, so "url" differs from "plain".
 SLASHY = Decoy("SLASHY", "sk+live/" + "Ab3" * 8 + "==", None, None)
@@ -78,7 +85,8 @@ def test_every_decoy_has_its_real_format() -> None:
 
 def test_github_style_tokens_carry_a_valid_crc32_checksum() -> None:
     decoys = by_name(make_decoys())
-    for name in ("GITHUB_TOKEN", "NPM_TOKEN", "GH_OAUTH_TOKEN", "CHECKOUT_TOKEN"):
+    for name in ("GITHUB_TOKEN", "NPM_TOKEN", "GH_OAUTH_TOKEN", "CHECKOUT_TOKEN",
+                 "DOCKER_LOGIN_TOKEN"):  # fmt: skip
         token = decoys[name].value[4:]
         assert token[30:] == base62_crc(token[:30]), name
 
@@ -111,54 +119,9 @@ def test_each_call_makes_fresh_values() -> None:
         assert first[name].value != second[name].value, name
 
 
-def test_files_hold_the_decoys_in_the_formats_tools_read() -> None:
-    decoys = by_name(make_decoys())
-    files = decoy_files(decoys.values())
-    assert set(files) == {
-        ".aws/credentials",
-        ".npmrc",
-        ".pypirc",
-        ".ssh/id_ed25519",
-        ".config/gh/hosts.yml",
-        ".env",
-    }
-    for decoy in decoys.values():
-        assert decoy.env or decoy.file or decoy.name in PLACED_BY_THE_JOB, decoy.name
-        if decoy.file:
-            assert decoy.value in files[decoy.file].replace("\n", ""), decoy.name
-
-    aws = configparser.ConfigParser()
-    aws.read_string(files[".aws/credentials"])
-    assert aws["default"]["aws_access_key_id"] == decoys["AWS_ACCESS_KEY_ID"].value
-    assert aws["default"]["aws_secret_access_key"] == decoys["AWS_SECRET_ACCESS_KEY"].value
-
-    pypirc = configparser.ConfigParser()
-    pypirc.read_string(files[".pypirc"])
-    assert pypirc["pypi"]["username"] == "__token__"
-    assert pypirc["pypi"]["password"] == decoys["PYPI_TOKEN"].value
-
-    hosts = yaml.safe_load(files[".config/gh/hosts.yml"])
-    assert hosts["github.com"]["oauth_token"] == decoys["GH_OAUTH_TOKEN"].value
-
-    env = dict(line.split("=", 1) for line in files[".env"].splitlines())
-    assert f":{decoys['DATABASE_PASSWORD'].value}@" in env["DATABASE_URL"]
-
-
-def test_npmrc_never_hands_the_token_to_the_public_registry() -> None:
-    decoys = by_name(make_decoys())
-    npmrc = decoy_files(decoys.values())[".npmrc"]
-    lines = npmrc.splitlines()
-    token_lines = [line for line in lines if decoys["NPM_TOKEN"].value in line]
-    assert token_lines == [f"//npm.pkg.github.com/:_authToken={decoys['NPM_TOKEN'].value}"]
-    assert "@myorg:registry=https://npm.pkg.github.com/" in lines
-    # No default registry override and no unscoped auth: public installs stay anonymous.
-    assert "registry.npmjs.org" not in npmrc
-    assert not any(line.startswith(("registry=", "_auth", "//registry")) for line in lines)
-
-
 def test_ssh_key_is_a_well_formed_openssh_ed25519_key(tmp_path: Path) -> None:
     decoys = by_name(make_decoys())
-    text = decoy_files(decoys.values())[".ssh/id_ed25519"]
+    text = ssh_key(decoys["SSH_PRIVATE_KEY"].value)
     lines = text.splitlines()
     assert lines[0] == "-----BEGIN OPENSSH PRIVATE KEY-----"
     assert lines[-1] == "-----END OPENSSH PRIVATE KEY-----"
@@ -229,7 +192,7 @@ def test_base64_embedded_in_a_larger_blob_is_found_at_every_offset(alphabet: str
 
 def test_a_copied_key_file_is_found_plain_and_base64() -> None:
     decoys = make_decoys()
-    key_file = decoy_files(decoys)[".ssh/id_ed25519"].encode()
+    key_file = decoy_files(decoys, JOB)[".ssh/id_ed25519"].encode()
     assert find_decoys(key_file, decoys) == [("SSH_PRIVATE_KEY", "plain")]
     escaped = json.dumps({"id_ed25519": key_file.decode()}).encode()
     assert find_decoys(escaped, decoys) == [("SSH_PRIVATE_KEY", "plain")]
@@ -245,8 +208,8 @@ def test_no_false_positive_on_benign_data() -> None:
         base64.b64encode(os.urandom(300_000)),
         os.urandom(200_000).hex().encode(),
         # Another run's decoys share every fixed prefix (AKIA, ghp_, the key header).
-        json.dumps(decoy_files(make_decoys())).encode(),
-        base64.b64encode(json.dumps(decoy_files(make_decoys())).encode()),
+        json.dumps(decoy_files(make_decoys(), JOB)).encode(),
+        base64.b64encode(json.dumps(decoy_files(make_decoys(), JOB)).encode()),
         b"GET /simple/six/ HTTP/1.1\r\nHost: pypi.org\r\nUser-Agent: pip/24.0\r\n\r\n",
     ]
     for data in benign:

@@ -265,13 +265,13 @@ def test_resolver_answers_and_logs_udp_and_tcp_by_port_label(resolver: Dns) -> N
 
 
 def test_resolver_logs_a_malformed_packet_and_answers_formerr(resolver: Dns) -> None:
-    secret = decoy("DATABASE_PASSWORD").value.encode()
+    secret = decoy("AWS_SECRET_ACCESS_KEY").value.encode()
     reply = _ask_udp(
         resolver.handle.ports[LABEL], struct.pack("!HHHHHH", 9, 0, 1, 0, 0, 0) + b"\xc0" + secret
     )
     assert reply[3] & 0xF == RCODE_FORMERR
     record = resolver.wait(lambda r: r["url"] == "dns:?malformed")
-    assert record["decoy_seen"] == ["DATABASE_PASSWORD"]
+    assert record["decoy_seen"] == ["AWS_SECRET_ACCESS_KEY"]
 
 
 # --------------------------------------------------------------------------- inside a namespace

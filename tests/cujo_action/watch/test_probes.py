@@ -26,7 +26,8 @@ def test_an_exec_is_named_by_the_tool_it_ran() -> None:
 
 def test_only_credential_folders_holding_a_decoy_are_watched(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    decoys = [home / ".aws/credentials", home / ".ssh/id_ed25519", home / ".npmrc",
+    decoys = [home / ".docker/config.json", home / ".ssh/id_ed25519", home / ".npmrc",
+              home / "runners/2.321.0/.credentials",
               home / "work/app/app/.git/config"]  # fmt: skip
     for decoy in decoys:
         decoy.parent.mkdir(parents=True, exist_ok=True)
@@ -34,7 +35,8 @@ def test_only_credential_folders_holding_a_decoy_are_watched(tmp_path: Path) -> 
     (home / ".config/gh").mkdir(parents=True)  # no decoy in it
 
     # HOME itself and a checkout's .git are listed by every build: never watched.
-    assert decoy_folders(home, decoys) == [home / ".aws", home / ".ssh"]
+    expected = [home / ".ssh", home / ".docker", home / "runners/2.321.0"]
+    assert decoy_folders(home, decoys) == expected
 
 
 def test_a_credential_folder_that_is_a_symlink_is_skipped(tmp_path: Path) -> None:
@@ -47,3 +49,10 @@ def test_a_credential_folder_that_is_a_symlink_is_skipped(tmp_path: Path) -> Non
     decoy.write_text("secret\n")
 
     assert decoy_folders(home, [decoy]) == []
+
+
+def test_the_runners_folder_watched_for_listings_is_where_its_registration_is() -> None:
+    from cujo_action.arm.decoyfiles import RUNNER_DIR
+    from cujo_action.watch.probes import DECOY_FOLDERS
+
+    assert RUNNER_DIR in DECOY_FOLDERS
