@@ -132,6 +132,15 @@ class RelaySettings(BaseSettings):
     run_lease_s: float = 300.0
     delivery_lease_s: float = 30.0
     reconcile_every_s: float = 60.0
+    # Catch-up (DESIGN.md section 9, runs/catchup.py): how often a pass asks GitHub again
+    # for failed webhook deliveries and sweeps open pull requests (0 turns it off), how far
+    # back it looks (GitHub redelivers for three days), how lately updated a pull
+    # request is left to its own webhook, and how much one pass may do.
+    catch_up_every_s: float = 300.0
+    catch_up_window_s: float = 255_600.0  # 71 hours: inside GitHub's three days
+    catch_up_grace_s: float = 120.0
+    catch_up_max_redeliveries: int = 50
+    catch_up_max_pulls: int = 50
 
     @classmethod
     def settings_customise_sources(
@@ -308,6 +317,34 @@ class RelaySettings(BaseSettings):
         if not 0 <= seconds <= 86_400:
             raise _Refused(variable, "must be between 0 and 86400 seconds")
         return seconds
+
+    @field_validator(
+        "catch_up_every_s",
+        "catch_up_window_s",
+        "catch_up_grace_s",
+        "catch_up_max_redeliveries",
+        "catch_up_max_pulls",
+        mode="before",
+    )
+    @classmethod
+    def _catch_up(cls, value: object, info: ValidationInfo) -> object:
+        if not isinstance(value, str):
+            return value
+        name = str(info.field_name)
+        variable, raw = ENV_PREFIX + name.upper(), value.strip()
+        if not raw:
+            return cls.model_fields[name].default
+        whole = name.startswith("catch_up_max_")
+        try:
+            number = int(raw) if whole else float(raw)
+        except ValueError:
+            what = "a whole number" if whole else "a number of seconds"
+            raise _Refused(variable, f"is {raw!r}, not {what}") from None
+        top = 100_000 if whole else 3 * 86_400
+        if not 0 <= number <= top:
+            unit = "" if whole else " seconds"
+            raise _Refused(variable, f"must be between 0 and {top}{unit}")
+        return number
 
     def __repr__(self) -> str:
         shown = make_url(self.database_url).render_as_string(hide_password=True)

@@ -26,6 +26,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from app_relay.board import view
 from app_relay.board.access import Access, Viewer
+from app_relay.board.catchup_view import catch_up_line
 from app_relay.runs.state import RunState
 from app_relay.store import (
     CommandRecord,
@@ -316,6 +317,7 @@ def board_router(
         if fragment == "rows":
             return render("_rows.html", lines=lines)
         repos = [r for r in await anyio.to_thread.run_sync(store.run_repos) if viewer.may_see(r)]
+        last_catch_up = await anyio.to_thread.run_sync(store.last_catch_up)
         kept = [(k, v) for k, v in request.query_params.multi_items() if k != "fragment"]
         more_href = (
             f"/?{urlencode([*[(k, v) for k, v in kept if k != 'before'], ('before', more)])}"
@@ -332,6 +334,7 @@ def board_router(
             repo=repo or "",
             chosen=chosen,
             live_href=f"/live?{urlencode([*kept, ('v', fingerprint(lines))])}",
+            catch_up=catch_up_line(last_catch_up, clock()),
         )
 
     @router.get("/live")

@@ -8,7 +8,10 @@ SQLite writer) with the intake. The webhook process wakes its workers through th
 standard input, one line per recorded batch; a worker whose input closes (the webhook
 process stopped or died) stops too. Several relays on one PostgreSQL database share the
 work through leases; ``--worker-processes 0`` keeps the workers as threads of the webhook
-process (one small process, as before).
+process (one small process, as before). Beside its pool each worker process runs the
+catch-up (``runs/catchup.py``): on start and every few minutes, one relay at a time, it
+asks GitHub again for webhooks that never arrived and sweeps pull requests nothing
+reviewed.
 """
 
 from __future__ import annotations
@@ -35,11 +38,12 @@ from app_relay.decide.judge import judge_for
 from app_relay.github.app_auth import GitHubApp
 from app_relay.github.client import GitHubGateway
 from app_relay.model.claude import model_client_from_env
+from app_relay.runs.catchup import CatchUp, CatchUpConfig
 from app_relay.runs.coordinator import RunCoordinator
 from app_relay.runs.effects import OutboxConfig
 from app_relay.runs.runners import ActionsRunner
 from app_relay.settings import RelaySettings, SettingsError, load_settings
-from app_relay.store import IntakeError, Store
+from app_relay.store import CatchUpTally, IntakeError, Store
 from app_relay.webhook.events import Context
 from app_relay.webhook.workers import PoolConfig, WorkerPool
 
@@ -88,17 +92,23 @@ class Workers:
     github: GitHubApp
     maintaining: threading.Event
     maintainer: threading.Thread
+    # Catch-up passes (runs/catchup.py); None when CUJO_CATCH_UP_EVERY_S is 0.
+    catching_up: threading.Thread | None = None
 
     def start(self) -> None:
-        """Start the pool and the loop that makes effects and reconciles runs."""
+        """Start the pool, the loop that makes effects and reconciles runs, and catch-up."""
         self.pool.start()
         self.maintainer.start()
+        if self.catching_up is not None:
+            self.catching_up.start()
 
     def stop(self) -> bool:
         """Let the deliveries in hand finish; False when one was still in hand at the end."""
         drained = self.pool.stop(timeout=STOP_TIMEOUT_S)
         self.maintaining.set()
         self.maintainer.join(30)
+        if self.catching_up is not None:
+            self.catching_up.join(30)
         self.github.close()
         return drained
 
@@ -154,7 +164,50 @@ def build_workers(command: str, settings: RelaySettings, store: Store, workers: 
         name="cujo-maintain",
         daemon=True,
     )
-    return Workers(pool, coordinator, github, maintaining, maintainer)
+    catching_up = _catch_up_thread(settings, store, github, pool, maintaining)
+    return Workers(pool, coordinator, github, maintaining, maintainer, catching_up)
+
+
+def _catch_up_thread(
+    settings: RelaySettings,
+    store: Store,
+    github: GitHubApp,
+    pool: WorkerPool,
+    stop: threading.Event,
+) -> threading.Thread | None:
+    """Return the thread of catch-up passes (None when they are turned off)."""
+    if settings.catch_up_every_s <= 0:
+        return None
+    catch_up = CatchUp(
+        store,
+        github,
+        CatchUpConfig(
+            every_s=settings.catch_up_every_s,
+            window_s=settings.catch_up_window_s,
+            grace_s=settings.catch_up_grace_s,
+            max_redeliveries=settings.catch_up_max_redeliveries,
+            max_pulls=settings.catch_up_max_pulls,
+        ),
+        # A pull request handed over is worked at once, not at the next idle look.
+        wake=pool.notify,
+    )
+
+    def caught_up(tally: CatchUpTally) -> None:
+        capped = f" (a cap was reached: {tally.capped})" if tally.capped else ""
+        print(
+            f"cujo relay: catch-up asked {tally.redeliveries_asked} redelivery(ies), swept "
+            f"{tally.pulls_swept} pull request(s){capped}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return threading.Thread(
+        target=catch_up.run,
+        args=(stop,),
+        kwargs={"on_pass": caught_up},
+        name="cujo-catch-up",
+        daemon=True,
+    )
 
 
 @contextmanager

@@ -13,7 +13,7 @@ import json
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
@@ -245,6 +245,28 @@ class GitHubApp:
             except BadAttributeException as exc:
                 raise GitHubError(call, f"answer has a mistyped field: {exc}") from exc
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def app_request(
+        self,
+        verb: str,
+        path: str,
+        *,
+        params: Mapping[str, object] | None = None,
+        idempotent: bool,
+    ) -> tuple[dict[str, Any], Any]:
+        """Send one REST request as the App itself (its JWT); return headers and JSON answer.
+
+        For the App's own endpoints (``/app/...``): its webhook deliveries, its
+        installations (``hook_deliveries.py``). Run by ``attempt``, as every call is.
+        """
+        requester = self._integration.requester
+
+        def send() -> tuple[dict[str, Any], Any]:
+            return requester.requestJsonAndCheck(
+                verb, path, parameters=dict(params) if params is not None else None
+            )
+
+        return self.attempt(f"{verb} {path}", send, idempotent=idempotent)
 
     def installation_of(self, repo: str) -> Installation:
         """Read the App's installation on a repository with its permissions (never kept)."""

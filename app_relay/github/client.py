@@ -3,8 +3,10 @@
 ``GitHubGateway`` is composed of one part per thing it talks to, each over the same
 transport (``transport.py``): pull requests and their files (``pulls.py``), check runs
 (``check_runs.py``), reviews, comments and reactions (``conversation.py``), Actions
-(``actions.py``), downloads from a run (``downloads.py``) and branch protection
-(``protection.py``). ``GitHubApp.gateway`` (``app_auth.py``) makes one.
+(``actions.py``), downloads from a run (``downloads.py``), branch protection
+(``protection.py``) and a catch-up sweep's reads (``catchup_reads.py``).
+``GitHubApp.gateway`` (``app_auth.py``) makes one; the App's own endpoints (its webhook
+deliveries, its installations) are in ``hook_deliveries.py``.
 
 Every call goes through PyGithub's requester (App auth, base URL, deadline), is retried
 only when repeating it cannot change the outcome (``retry.py``, the one call policy),
@@ -17,6 +19,7 @@ into ``None`` or a lazy extra request.
 from __future__ import annotations
 
 from app_relay.github.actions import ActionsCalls
+from app_relay.github.catchup_reads import CatchUpReads
 from app_relay.github.check_runs import CheckRunCalls
 from app_relay.github.conversation import ConversationCalls
 from app_relay.github.downloads import DownloadCalls
@@ -31,5 +34,6 @@ class GitHubGateway(
     ActionsCalls,
     DownloadCalls,
     BranchReads,
+    CatchUpReads,
 ):
     """Read and write what the relay needs on GitHub, as one installation of the App."""

@@ -25,6 +25,7 @@ from app_relay.model.diffreview import review_diff
 from app_relay.model.port import ModelPort
 from app_relay.model.standards import read_standards
 from app_relay.runs import mode as modes
+from app_relay.runs.catchup import is_catch_up
 from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import cancel_intent, check_intent
 from app_relay.runs.finish import FAILURES, RunFinisher, reaction_effects
@@ -73,6 +74,9 @@ class RunStarter:
         with self.desk.leases.session(session_id):
             if self.desk.store.run_of_delivery(request.delivery_id) is not None:
                 return  # handled before: a redelivery, or a retry after a crash
+            if covered := self._covered_by_catch_up(session_id, request):
+                self.desk.store.note_request(request.delivery_id, covered)
+                return
             gh = self.desk.github_for(request.installation_id)
             pr = gh.pull_request(request.repo, request.pr_number)
             if pr.head_sha != request.head_sha:
@@ -94,6 +98,24 @@ class RunStarter:
                 base_ref=pr.base_ref,
             )
             self._choose_and_start(gh, head, request.action, pr, check_run_id=None)
+
+    def _covered_by_catch_up(self, session_id: str, request: ReviewRequested) -> str:
+        """Say why a head needs no run of its own because of a catch-up ("" when it does).
+
+        A catch-up event stands in for a pull request's webhook that never came; the
+        webhook may come after all (GitHub's redelivery, asked by the same catch-up).
+        Between the two, one run: a catch-up event is not reviewed when the pull
+        request's newest run is on its head already, and no event is reviewed when the
+        newest run on its head was started by a catch-up.
+        """
+        newest = self.desk.store.newest_run(session_id)
+        if newest is None or newest.head_sha != request.head_sha:
+            return ""
+        if is_catch_up(request.delivery_id):
+            return f"not reviewed: run {newest.run_id} already reviews this head"
+        if is_catch_up(newest.delivery_id):
+            return f"not reviewed: run {newest.run_id}, started by a catch-up, reviews this head"
+        return ""
 
     def _choose_and_start(
         self,

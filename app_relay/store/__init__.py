@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from app_relay.store.base import StoreBase
 from app_relay.store.board_reads import BoardReads
+from app_relay.store.catchup import CatchUpPass, CatchUpStart, CatchUpStore, CatchUpTally
 from app_relay.store.commands import CommandsStore
 from app_relay.store.deliveries import DeliveriesStore
 from app_relay.store.intake import IntakeError, intake_path
@@ -78,7 +79,7 @@ from app_relay.store.tables import (
 )
 
 
-class Store(DeliveriesStore, RunsStore, CommandsStore, OutboxStore, BoardReads):
+class Store(DeliveriesStore, RunsStore, CommandsStore, OutboxStore, BoardReads, CatchUpStore):
     """The record of sessions and runs, over one database URL."""
 
 
@@ -101,6 +102,9 @@ __all__ = [
     "SESSION_KINDS",
     "VERBS",
     "Base",
+    "CatchUpPass",
+    "CatchUpStart",
+    "CatchUpTally",
     "CommandOutcome",
     "CommandRecord",
     "CommandRow",

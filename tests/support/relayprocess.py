@@ -25,8 +25,12 @@ class RelayProcess:
         *,
         database: str | None = None,
         env: dict[str, str] | None = None,
+        port: int = 0,
     ) -> None:
         self.home = home
+        # 0: any free port at each start; a port of its own keeps one address across
+        # restarts, as a relay behind GitHub's webhook URL has.
+        self.port = port
         home.mkdir(parents=True, exist_ok=True)
         self.database = database or f"sqlite:///{home / 'relay.db'}"
         self.env = {
@@ -49,7 +53,7 @@ class RelayProcess:
         log = self.home / f"relay-{self.starts}.log"
         with log.open("wb") as err:
             self.proc = subprocess.Popen(
-                [str(CUJO), "relay", "serve", "--port", "0"],
+                [str(CUJO), "relay", "serve", "--port", str(self.port)],
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,

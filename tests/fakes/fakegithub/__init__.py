@@ -1,5 +1,6 @@
 """A fake GitHub: a real HTTP server on loopback that models the REST API Cujo calls."""
 
+from fakegithub.catchup import HookLog, hook_log
 from fakegithub.fixture import AppKey, FakeGitHub, make_key
 from fakegithub.oauth import SignIns, sign_ins
 from fakegithub.server import FakeGitHubServer
@@ -21,12 +22,14 @@ __all__ = [
     "FakeGitHub",
     "FakeGitHubServer",
     "FakeState",
+    "HookLog",
     "Recorded",
     "RepoState",
     "SignIns",
     "Unknown",
     "classic_protection",
     "fake_sha",
+    "hook_log",
     "make_key",
     "required_checks_rules",
     "sign_ins",

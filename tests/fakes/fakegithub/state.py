@@ -268,6 +268,9 @@ class FakeState:
             "title": f"Pull request {number}",
             "user": user,
             "html_url": f"{self.web_url}/{repo}/pull/{number}",
+            # Listing pull requests sorts by these (catchup.py); opening again moves both.
+            "created_at": iso(self.clock()),
+            "updated_at": iso(self.clock()),
             "head": {
                 "ref": head_ref,
                 "sha": head_sha or fake_sha(),
