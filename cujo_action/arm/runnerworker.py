@@ -13,10 +13,10 @@
 
 import contextlib
 import ctypes
-import json
 import os
 import signal
 import sys
+from typing import Any
 
 MESSAGE = b""
 _PR_SET_PTRACER = 0x59616D61
@@ -53,9 +53,8 @@ def _exit_code(status: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def main(config: bytes) -> None:
+def main(step: dict[str, Any]) -> None:
     """Start the step, say how it ended on the status descriptor, then reap until killed."""
-    step = json.loads(config)
     status_fd = int(step["status_fd"])
     with contextlib.suppress(OSError):
         os.unlink(sys.argv[0])
