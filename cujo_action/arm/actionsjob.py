@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import secrets
 from collections.abc import Mapping, Sequence
@@ -33,6 +34,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict
 
 from cujo_action.arm.decoys import Decoy
+from cujo_action.arm.runnertree import count, literal, runner_tree
 from cujo_action.sandbox.jail import INSIDE_HOME, INSIDE_UID
 from cujo_action.schema import Plan
 
@@ -480,9 +482,29 @@ def worker_env(job: JobIdentity) -> dict[str, str]:
     }
 
 
-def worker_source(message: bytes) -> bytes:
-    """Return the worker's program: ``runnerworker.py`` holding this job's message."""
-    return _WORKER_SOURCE.read_bytes() + b"\nMESSAGE = " + repr(message).encode() + b"\n"
+def worker_source(message: bytes, cpus: int | None = None) -> bytes:
+    """Return the worker's program: ``runnerworker.py`` holding this job's message.
+
+    It also holds the runner's process tree for ``cpus`` CPUs (this machine's by
+    default: the sandbox sees the same) and the folder a step's script is written in.
+    """
+    tree = literal(runner_tree(cpus or _cpus(), RUNNER_ROOT, RUNNER_BIN))
+    return (
+        _WORKER_SOURCE.read_bytes()
+        + b"\nMESSAGE = " + repr(message).encode()
+        + b"\nTREE = " + repr(tree).encode()
+        + b"\nSCRIPTS = " + repr(TEMP).encode()
+        + b"\n"
+    )  # fmt: skip
+
+
+def worker_processes(cpus: int | None = None) -> int:
+    """Return how many processes the worker's program keeps beside the step (pid 1 on)."""
+    return count(runner_tree(cpus or _cpus(), RUNNER_ROOT, RUNNER_BIN))
+
+
+def _cpus() -> int:
+    return os.cpu_count() or 1
 
 
 def file_commands(job: JobIdentity) -> Mapping[str, str]:

@@ -21,6 +21,7 @@ from cujo_action.arm.actionsjob import (
     job_env,
     job_message,
     worker_env,
+    worker_processes,
     worker_source,
 )
 from cujo_action.arm.decoys import Decoy
@@ -177,6 +178,7 @@ def runner_worker(python: str, job: JobIdentity, decoys: tuple[Decoy, ...]) -> W
         mount=RUNNER_ROOT,
         env=tuple(worker_env(job).items()),
         source=worker_source(job_message(job, decoys)),
+        processes=worker_processes(),
     )
 
 
