@@ -23,7 +23,8 @@
 # is the runner's user's own: it holds the job message the way the real worker does
 # (UTF-8 from the wire, UTF-16 in .NET strings), readable through /proc/<pid>/mem by the
 # step, as on a runner (PR_SET_PTRACER_ANY lets a sibling read it under Yama's
-# ptrace_scope 1, as sudo does on a hosted runner). When the kernel refuses PR_SET_MM_MAP
+# ptrace_scope 1, as sudo does on a hosted runner). The message comes in hex, so the
+# program's text (freed once compiled) holds no copy of it. When the kernel refuses PR_SET_MM_MAP
 # pid 1 is the worker and nothing else is made, so only the worker's command line ever
 # says Runner.Worker.
 #
@@ -317,7 +318,11 @@ def _worker(shown: _Shown, step: dict[str, Any], status_fd: int) -> NoReturn:
     _let_readers_in()
     for sig in _QUIET:
         signal.signal(sig, signal.SIG_IGN)
-    _HELD.extend([bytearray(MESSAGE), MESSAGE.decode().encode("utf-16-le")])
+    # Copies made in place: a temporary copy, once freed, is left half overwritten in
+    # the heap, where a scraper would find a mangled secret beside the real ones.
+    wide = bytearray(2 * len(MESSAGE))
+    wide[::2] = MESSAGE  # UTF-16LE of the ASCII JSON the runner receives
+    _HELD.extend([bytearray(MESSAGE), wide])
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
     given = [str(arg) for arg in step["argv"]]
     argv, script = _script(given)

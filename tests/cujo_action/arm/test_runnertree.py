@@ -88,9 +88,9 @@ def test_the_count_is_every_process_and_the_literal_keeps_the_shape() -> None:
 
 
 def test_the_workers_program_holds_the_tree_and_the_scripts_folder() -> None:
-    source = worker_source(b"{}", cpus=4)
+    source = worker_source(b'{"value":"x"}', cpus=4)
     assigned = {
-        node.targets[0].id: ast.literal_eval(node.value)
+        node.targets[0].id: node.value
         for node in ast.parse(source).body
         if isinstance(node, ast.Assign)
         and isinstance(node.targets[0], ast.Name)
@@ -98,5 +98,12 @@ def test_the_workers_program_holds_the_tree_and_the_scripts_folder() -> None:
     }
     tree = runner_tree(4, RUNNER_ROOT, RUNNER_BIN)
     # The last assignment wins: the appended values, not the file's placeholders.
-    assert assigned == {"MESSAGE": b"{}", "TREE": literal(tree), "SCRIPTS": TEMP}
+    assert ast.literal_eval(assigned["TREE"]) == literal(tree)
+    assert ast.literal_eval(assigned["SCRIPTS"]) == TEMP
     assert worker_processes(4) == count(tree)
+    # The message is in hex: no copy of it in the program's text.
+    assert b'"value"' not in source
+    message = assigned["MESSAGE"]
+    assert isinstance(message, ast.Call)
+    assert ast.unparse(message.func) == "bytes.fromhex"
+    assert bytes.fromhex(ast.literal_eval(message.args[0])) == b'{"value":"x"}'
