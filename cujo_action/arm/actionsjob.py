@@ -174,6 +174,7 @@ _GROUPS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
 )  # fmt: skip
 _NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 _WORKER_SOURCE = Path(__file__).with_name("runnerworker.py")
+_CPUS_MODELLED = 16
 
 
 class JobIdentity(BaseModel):
@@ -506,7 +507,9 @@ def worker_processes(cpus: int | None = None) -> int:
 
 
 def _cpus() -> int:
-    return os.cpu_count() or 1
+    # Per-CPU kernel threads are modelled up to a large runner's 16 CPUs: each CPU more is
+    # nine processes more for every command, against the check's process limit.
+    return min(os.cpu_count() or 1, _CPUS_MODELLED)
 
 
 def file_commands(job: JobIdentity) -> Mapping[str, str]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+import pytest
+
 from cujo_action.arm.actionsjob import (
     RUNNER_BIN,
     RUNNER_ROOT,
@@ -107,3 +109,12 @@ def test_the_workers_program_holds_the_tree_and_the_scripts_folder() -> None:
     assert isinstance(message, ast.Call)
     assert ast.unparse(message.func) == "bytes.fromhex"
     assert bytes.fromhex(ast.literal_eval(message.args[0])) == b'{"value":"x"}'
+
+
+def test_a_machine_with_many_cpus_costs_no_more_than_a_large_runner(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 96)
+    assert worker_processes() == count(runner_tree(16, RUNNER_ROOT, RUNNER_BIN))
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert worker_processes() == count(runner_tree(2, RUNNER_ROOT, RUNNER_BIN))
