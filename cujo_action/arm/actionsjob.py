@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import secrets
 from collections.abc import Mapping, Sequence
@@ -33,6 +34,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict
 
 from cujo_action.arm.decoys import Decoy
+from cujo_action.arm.runnertree import count, literal, runner_tree
 from cujo_action.net.lookalike_github import GitHubFacts
 from cujo_action.sandbox.jail import INSIDE_HOME, INSIDE_UID
 from cujo_action.schema import Plan
@@ -185,6 +187,7 @@ _GROUPS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
 )  # fmt: skip
 _NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 _WORKER_SOURCE = Path(__file__).with_name("runnerworker.py")
+_CPUS_MODELLED = 16
 
 
 class JobIdentity(BaseModel):
@@ -506,9 +509,33 @@ def worker_env(job: JobIdentity) -> dict[str, str]:
     }
 
 
-def worker_source(message: bytes) -> bytes:
-    """Return the worker's program: ``runnerworker.py`` holding this job's message."""
-    return _WORKER_SOURCE.read_bytes() + b"\nMESSAGE = " + repr(message).encode() + b"\n"
+def worker_source(message: bytes, cpus: int | None = None) -> bytes:
+    """Return the worker's program: ``runnerworker.py`` holding this job's message.
+
+    The message is written in hex: the program's text is freed once compiled, and what
+    is left of it in memory must not read as a secret.
+    It also holds the runner's process tree for ``cpus`` CPUs (this machine's by
+    default: the sandbox sees the same) and the folder a step's script is written in.
+    """
+    tree = literal(runner_tree(cpus or _cpus(), RUNNER_ROOT, RUNNER_BIN))
+    return (
+        _WORKER_SOURCE.read_bytes()
+        + b"\nMESSAGE = bytes.fromhex(" + repr(message.hex()).encode() + b")"
+        + b"\nTREE = " + repr(tree).encode()
+        + b"\nSCRIPTS = " + repr(TEMP).encode()
+        + b"\n"
+    )  # fmt: skip
+
+
+def worker_processes(cpus: int | None = None) -> int:
+    """Return how many processes the worker's program keeps beside the step (pid 1 on)."""
+    return count(runner_tree(cpus or _cpus(), RUNNER_ROOT, RUNNER_BIN))
+
+
+def _cpus() -> int:
+    # Per-CPU kernel threads are modelled up to a large runner's 16 CPUs: each CPU more is
+    # nine processes more for every command, against the check's process limit.
+    return min(os.cpu_count() or 1, _CPUS_MODELLED)
 
 
 def file_commands(job: JobIdentity) -> Mapping[str, str]:

@@ -21,6 +21,7 @@ from cujo_action.arm.actionsjob import (
     job_env,
     job_message,
     worker_env,
+    worker_processes,
     worker_source,
 )
 from cujo_action.arm.decoys import Decoy
@@ -181,6 +182,7 @@ def runner_worker(python: str, job: JobIdentity, decoys: tuple[Decoy, ...]) -> W
         mount=RUNNER_BIN,
         env=tuple(worker_env(job).items()),
         source=worker_source(job_message(job, decoys)),
+        processes=worker_processes(),
     )
 
 

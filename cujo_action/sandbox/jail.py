@@ -23,7 +23,6 @@ with the same environment, limits, deadline and output cap.
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import select
@@ -90,8 +89,10 @@ class Worker:
     It runs as the sandbox user with ``python`` (a host interpreter, bound read-only at
     ``exe``) from a file named ``argv[0]`` in ``exe``'s folder on a tmpfs at ``mount``,
     which it removes once read. ``source`` is its program; the command, its folder, its
-    environment and the status descriptor are appended as ``main(config)``. It tells how
-    the command ended on the status descriptor, as ``INIT`` does, and reaps until killed.
+    environment and the status descriptor are appended as ``main(config)``, ``config`` a
+    dict. It tells how the command ended on the status descriptor, as ``INIT`` does, and
+    reaps until killed. It may start processes of its own before the command:
+    ``processes`` in all, pid 1 included, which are not counted as the command's.
     """
 
     python: str
@@ -100,12 +101,13 @@ class Worker:
     mount: str
     env: tuple[tuple[str, str], ...]  # its own environment (not the command's)
     source: bytes
+    processes: int = 1
 
     def program(self, cmd: str, cwd: str, env: Mapping[str, str], status_fd: int) -> bytes:
         """Return the program file that runs ``cmd`` in ``cwd`` with ``env``."""
-        config = json.dumps(
-            {"argv": ["/bin/bash", "-c", cmd], "cwd": cwd, "env": dict(env), "status_fd": status_fd}
-        ).encode()
+        # A Python literal, not JSON: the program need not import a parser.
+        config = {"argv": ["/bin/bash", "-c", cmd], "cwd": cwd, "env": dict(env),
+                  "status_fd": status_fd}  # fmt: skip
         return self.source + b"\nmain(" + repr(config).encode() + b")\n"
 
 
@@ -240,8 +242,9 @@ class Outcome:
     stderr_tail: str
     stdout_bytes: int
     stderr_bytes: int
-    # The most processes seen at once in the command's namespace (0 when not measured),
-    # and whether that came near the process limit (a fork bomb, or something like one).
+    # The most processes the command had at once (0 when not measured; the sandbox's own
+    # are not counted), and whether that came near the process limit (a fork bomb, or
+    # something like one).
     peak_processes: int = 0
     process_flood: bool = False
     refused_forks: int = 0  # forks the check's process limit refused (cgroups only)
@@ -378,6 +381,12 @@ def _follow(
     ended = False
     status: int | None = None
     peak = 0
+    # The sandbox's own processes: bubblewrap's monitor outside it, and inside the
+    # worker's, or the shell and its sleep.
+    own = 0
+    if confinement.view is not None:
+        worker = confinement.view.worker
+        own = 1 + (worker.processes if worker is not None else 2)
     deadline = started + timeout
     while True:
         if status_r >= 0:
@@ -404,11 +413,9 @@ def _follow(
         # A command may return at once and leave its work running: `:(){ :|:& };:` is
         # gone in a millisecond while what it started multiplies. Watch what it left for
         # as long as that keeps growing, so a fork bomb is seen before it is killed.
-        # The sandbox's own: the worker as pid 1, or the shell and its sleep.
-        own = 0
-        if confinement.view is not None:
-            own = 1 if confinement.view.worker is not None else 2
-        peak = max(peak, watch_growth(count, deadline, FLOOD_SHARE * confinement.nproc, own=own))
+        flood_at = FLOOD_SHARE * confinement.nproc + own
+        peak = max(peak, watch_growth(count, deadline, flood_at, own=own))
+    peak = max(0, peak - own)
     # Whatever the command left behind goes too: nothing outlives a phase. Killing the
     # outer bubblewrap kills the sandbox's pid 1, and with it the whole pid namespace.
     kill_group(proc.pid, proc)

@@ -140,7 +140,7 @@ def watch_growth(
         time.sleep(_GROWTH_POLL_S)
         now = count()
         peak = max(peak, now)
-        if now <= last and now < LEFTOVER_CROWD:
+        if now <= last and now - own < LEFTOVER_CROWD:
             break
         last = now
     return peak

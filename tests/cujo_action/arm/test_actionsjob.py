@@ -211,7 +211,7 @@ def _strings(code: types.CodeType) -> set[str]:
 def test_nothing_the_worker_keeps_in_memory_names_what_it_is() -> None:
     # Comments are gone once compiled; names and strings stay in the process's memory.
     source = worker_source(job_message(new_identity("/src/octo/app"), DECOYS))
-    code = compile(source + b"\nmain(b'{}')\n", "spawnclient", "exec")
+    code = compile(source + b"\nmain({})\n", "spawnclient", "exec")
     assert not [s for s in _strings(code) if TRACES.search(s)]
 
 

@@ -10,11 +10,13 @@ same commands run as the test's user, and the root-only tests skip with the reas
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -233,8 +235,10 @@ def test_proc_shows_only_the_sandbox_not_the_harness(box: Sandbox) -> None:
         "ls /proc | grep -c '^[0-9]'; cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '",
     )
     count, _, cmdlines = out.stdout_tail.partition("\n")
-    # pid 1, its sleep or the command's shell, ls/grep: a handful, never the harness.
-    assert int(count) < 10, out.stdout_tail
+    # pid 1 and what it keeps (its sleep, or the runner's tree), the command's shell,
+    # ls/grep: never the harness.
+    worker = box.confinement.view.worker
+    assert int(count) < (worker.processes if worker is not None else 2) + 8, out.stdout_tail
     # ptrace needs a process to aim at: the harness's pids are not even there.
     assert "pytest" not in cmdlines, cmdlines
     assert "cujo_action" not in cmdlines, cmdlines
@@ -367,57 +371,153 @@ def test_memory_is_limited_by_whatever_this_machine_offers(
     assert out.oom_kills >= 1
 
 
-# --------------------------------------------------------------------------- the runner worker
+# --------------------------------------------------------------------------- the runner's tree
 
+# tj-actions/changed-files' way: read a process's memory through /proc, keep what looks
+# like a secret in the runner's own format.
 MEMDUMP = r"""
-import os, re
+import re, sys
 found = set()
-with open("/proc/1/maps") as maps, open("/proc/1/mem", "rb", 0) as mem:
-    for line in maps:
-        span, perms = line.split()[:2]
-        if perms.startswith("r"):
-            start, end = (int(x, 16) for x in span.split("-"))
-            try:
-                mem.seek(start)
-                found.update(re.findall(rb'"[^"]+":\{"value":"[^"]*","isSecret":true\}',
-                                        mem.read(end - start)))
-            except (OSError, OverflowError, ValueError):
-                pass
-print(len(found))
+pid = sys.argv[1]
+try:
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            span, perms = line.split()[:2]
+            if perms.startswith("r"):
+                start, end = (int(x, 16) for x in span.split("-"))
+                try:
+                    mem.seek(start)
+                    found.update(re.findall(rb'"[^"]+":\{"value":"[^"]*","isSecret":true\}',
+                                            mem.read(end - start)))
+                except (OSError, OverflowError, ValueError):
+                    pass
+except PermissionError:
+    print(pid, "closed")
+    raise SystemExit
+print(pid, len(found))
 """
+# Each process from the step's shell up to pid 1: name, then command line.
+ANCESTORS = (
+    'p=$$; while [ "$p" != 0 ]; do '
+    "echo \"$(cat /proc/$p/comm)|$(tr '\\0' ' ' < /proc/$p/cmdline)\"; "
+    "p=$(awk '{print $4}' /proc/$p/stat); done"
+)
+RUNNER = "/home/runner/runners/2.321.0/bin"
 
 
-@root_only
-def test_the_runner_worker_is_pid_1_and_its_memory_holds_the_job(sandboxes: Sandboxes) -> None:
+def worker_box(sandboxes: Sandboxes) -> Sandbox:
     box = sandboxes.make(worker=True)
     if box.confinement.view is None:
         pytest.skip("bubblewrap does not work here")
+    return box
+
+
+def processes_of(uid: int) -> list[str]:
+    """Return the live (not zombie) processes whose real uid is ``uid``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            status = (proc / "status").read_text() if proc.name.isdigit() else ""
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if fields.get("Uid", "").split()[:1] == [str(uid)] and "zombie" not in fields["State"]:
+            found.append(f"{proc.name} {fields['Name'].strip()}")
+    return found
+
+
+@root_only
+def test_pid_1_is_systemd_and_the_step_descends_from_the_runner(sandboxes: Sandboxes) -> None:
+    box = worker_box(sandboxes)
     out = run(
         box,
-        "tr '\\0' ' ' < /proc/1/cmdline; echo; readlink /proc/1/exe; cat /proc/1/comm; "
-        "ls -A /home/runner/runners/2.321.0/bin; awk '{print $4}' /proc/$$/stat; "
-        f"python3 -c {shlex.quote(MEMDUMP)}",
+        f"{ANCESTORS}; readlink /proc/1/exe || echo closed; ls /proc | grep -c '^[0-9]'; "
+        "wc -c < /proc/2/cmdline; cat /proc/2/comm; awk '{print $4}' /proc/3/stat; "
+        "wc -c < /proc/3/cmdline",
     )
     lines = out.stdout_tail.splitlines()
-    assert lines[:4] == [
-        "/home/runner/runners/2.321.0/bin/Runner.Worker spawnclient 107 110 ",
-        "/home/runner/runners/2.321.0/bin/Runner.Worker",
-        "Runner.Worker",
-        "Runner.Worker",  # its program file is gone before the command starts
-    ], out
-    assert lines[4] == "1", out  # the command's shell is the worker's child
-    assert lines[5] == "3", out  # the secrets of the job message, readable by its user
+    shell, worker, listener, provisioner, init = (line.split("|") for line in lines[:5])
+    assert shell[0] == "bash"
+    assert re.fullmatch(r"/usr/bin/bash -e /home/runner/work/_temp/[0-9a-f-]{36}\.sh ", shell[1])
+    assert worker == ["Runner.Worker", f"{RUNNER}/Runner.Worker spawnclient 107 110 "], out
+    assert listener == ["Runner.Listener", f"{RUNNER}/Runner.Listener run "], out
+    assert provisioner[0] == "provisioner", out
+    assert provisioner[1].startswith("/opt/runner/provisioner/provisioner --agentdirectory ")
+    assert init == ["systemd", "/sbin/init "], out
+    # pid 1's executable is closed to the step, as root's is on a runner.
+    assert lines[5] == "closed", out
+    assert box.confinement.view is not None
+    assert box.confinement.view.worker is not None
+    processes = box.confinement.view.worker.processes
+    assert processes >= 100
+    assert int(lines[6]) >= processes, out  # the tree, the step's shell, ls and grep
+    # kthreadd is pid 2, with an empty command line, and the kernel threads its children.
+    assert lines[7:] == ["0", "kthreadd", "2", "0"], out
     assert out.exit_code == 0
 
 
 @root_only
+def test_the_workers_memory_holds_the_job_and_nothing_else_is_open(
+    sandboxes: Sandboxes,
+) -> None:
+    box = worker_box(sandboxes)
+    code = shlex.quote(MEMDUMP)
+    out = run(
+        box,
+        "for p in $(pgrep -f '^/home/runner/runners/.*/Runner.Worker ') 1 2 3 "
+        "$(pgrep -x dockerd) $(pgrep -x Runner.Listener); "
+        f"do python3 -c {code} $p; done",
+    )
+    seen = dict(line.split() for line in out.stdout_tail.splitlines())
+    assert len(seen) == 6, out
+    worker = min(seen, key=lambda pid: seen[pid] == "closed")
+    assert seen.pop(worker) == "3", out  # the job's secrets, readable by its user
+    assert set(seen.values()) == {"closed"}, out  # everything else is root's, as it were
+
+
+@root_only
+def test_no_process_of_the_tree_outlives_the_command(sandboxes: Sandboxes) -> None:
+    box = worker_box(sandboxes)
+    assert box.uid is not None
+    out = run(box, "ls /proc | grep -c '^[0-9]'")
+    assert int(out.stdout_tail) > 100, out
+    # Killing bubblewrap kills the sandbox's pid 1, and the kernel the rest of its PID
+    # namespace; that finishes a moment after the harness has its answer.
+    deadline = time.monotonic() + 10
+    while processes_of(box.uid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_of(box.uid) == []
+
+
+@root_only
+def test_the_step_runs_from_a_script_as_bash_c_would_and_it_is_gone_after(
+    sandboxes: Sandboxes,
+) -> None:
+    box = worker_box(sandboxes)
+    out = run(box, 'false; echo "still $0"; cat "$0"; exit 3')
+    lines = out.stdout_tail.splitlines()
+    # A runner's `bash -e`, and yet a failing command does not end the step.
+    assert lines[0].startswith("still /home/runner/work/_temp/"), out
+    assert lines[1:] == ["set +e", 'false; echo "still $0"; cat "$0"; exit 3'], out
+    assert out.exit_code == 3
+    assert list((box.home / "work" / "_temp").iterdir()) == []
+
+
+@root_only
 @pytest.mark.parametrize(
-    ("cmd", "code"), [("exit 0", 0), ("exit 42", 42), ("kill -9 $$", 137), ("kill $$", 143)]
+    ("cmd", "code"),
+    [
+        ("exit 0", 0),
+        ("exit 42", 42),
+        ("kill -9 $$", 137),
+        ("kill $$", 143),
+        # The whole process group: the worker stays to say how the step ended.
+        ("kill -TERM 0", 143),
+        ("kill $PPID; exit 5", 5),
+    ],
 )
 def test_the_worker_reports_how_the_command_ended(
     sandboxes: Sandboxes, cmd: str, code: int
 ) -> None:
-    box = sandboxes.make(worker=True)
-    if box.confinement.view is None:
-        pytest.skip("bubblewrap does not work here")
+    box = worker_box(sandboxes)
     assert run(box, cmd).exit_code == code
