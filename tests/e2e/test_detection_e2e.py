@@ -15,6 +15,7 @@ as on an Actions runner; elsewhere they are skipped with the reason.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from cujorun import Review
@@ -502,7 +503,10 @@ def test_the_checkout_token_in_git_config_is_a_decoy_and_its_theft_blocks(
     assert_blocked(review, "decoy-egress")
     (hit,) = findings(review, "decoy-egress")
     assert hit["check"] == "tests"
-    (item,) = hit["evidence"]
+    # curl went straight out (no proxy is set): its lookup of the name is evidence too.
+    (item,) = [e for e in hit["evidence"] if e["method"] == "POST"]
+    lookups = [e for e in hit["evidence"] if e is not item]
+    assert {(e["route"], e["host"]) for e in lookups} <= {("dns", "collector.exfil.test")}
     assert (item["host"], item["method"], item["phase"]) == ("collector.exfil.test", "POST", "test")
     assert item["decoy_seen"] == ["CHECKOUT_TOKEN"]
     assert "body:plain" in item["decoy_where"]
@@ -520,7 +524,8 @@ def test_scraping_the_runner_workers_memory_finds_decoys_and_blocks(reviews: Rev
     # system.github.token, github_token (one value) and a repository secret.
     assert "secrets 3" in command["stdout_tail"], command
     (hit,) = findings(review, "decoy-egress")
-    (item,) = hit["evidence"]
+    # Straight out (no proxy is set): the name's lookup is evidence beside the request.
+    (item,) = [e for e in hit["evidence"] if e["route"] != "dns"]
     assert (item["host"], item["url"]) == (
         "collector.exfil.test",
         "https://collector.exfil.test/mem",
@@ -706,9 +711,11 @@ def test_a_download_the_base_install_makes_too_is_only_noted(reviews: Reviews) -
     assert review.verdict["state"] == "clean", str(review)
     (finding,) = review.verdict["findings"]
     assert (finding["rule"], finding["severity"]) == ("install-egress", "info")
-    assert finding["title"].startswith(
-        "also at base: install: 1 request (GET) to data.example.test"
-    )
+    # The GET and the client's lookups of the name (it went straight out: no proxy is set).
+    assert re.match(
+        r"also at base: install: \d+ requests \(DNS, GET\) to data\.example\.test",
+        finding["title"],
+    ), finding["title"]
     ids = [item["id"] for item in finding["evidence"]]
     assert any(i.startswith("install:egress:") for i in ids), ids
     assert any(i.startswith("base:egress:") for i in ids), ids
@@ -758,7 +765,7 @@ def test_lookups_around_the_resolver_are_seen_and_block(reviews: Reviews) -> Non
         ["dns:hex"],
     )
     # DNS-over-HTTPS is named as such, with the name it asked for searched.
-    (doh,) = [e for e in egress if e["host"] == "dns.google"]
+    (doh,) = [e for e in egress if e["host"] == "dns.google" and e["route"] != "dns"]
     assert doh["dns_name"].endswith(".doh.exfil.test"), doh
     assert doh["decoy_seen"] == ["AWS_SECRET_ACCESS_KEY"]
     assert "doh:hex" in doh["decoy_where"]
@@ -776,7 +783,7 @@ def test_a_suite_that_resolves_names_the_ordinary_ways_stays_clean(reviews: Revi
     egress = review.report("tests")["egress"]
     names = {e["host"] for e in egress if e["route"] == "dns"}
     assert {"docs.example.test", "example.test"} <= names, egress
-    (doh,) = [e for e in egress if e["host"] == "dns.google"]
+    (doh,) = [e for e in egress if e["host"] == "dns.google" and e["route"] != "dns"]
     assert doh["dns_name"] == "example.test"
     assert_whole(review)
 
