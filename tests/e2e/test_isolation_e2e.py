@@ -730,9 +730,10 @@ def test_killing_the_proxy_fails_and_the_exfil_is_still_logged(runs: Runs) -> No
     assert "harness processes seen: 0" in command["stdout_tail"], command
     assert "exfil sent" in command["stdout_tail"]
     (hit,) = findings(review, "decoy-egress")
-    (item,) = hit["evidence"]
+    # No proxy is set: curl looked the name up and went straight out, caught all the same.
+    (item,) = [e for e in hit["evidence"] if e["route"] != "dns"]
     assert item["url"] == "http://collector.exfil.test/after-kill"
-    assert (item["phase"], item["route"], item["action"]) == ("install", "proxy", "sunk")
+    assert (item["phase"], item["route"], item["action"]) == ("install", "direct", "sunk")
     assert item["decoy_seen"] == ["AWS_SECRET_ACCESS_KEY"]
     # The proxy and the resolver outlived the attempt: the run's evidence is whole.
     assert_harness_whole(review)
