@@ -276,3 +276,13 @@ def test_tool_homes_are_set_only_where_the_machine_has_them(tmp_path: Path) -> N
     env = env_of(armed(full=True, homes={"JAVA_HOME": "/usr/lib/jvm/temurin-17-jdk-amd64"}))
     assert env["JAVA_HOME"] == "/usr/lib/jvm/temurin-17-jdk-amd64"
     assert "JAVA_HOME" not in env_of(armed(full=True))
+
+
+def test_root_asks_only_about_host_folders_the_sandbox_cannot_write() -> None:
+    # tool_homes runs as root while arming, before any pull-request code: each path it
+    # asks about is an absolute path of the host's image, never HOME, /tmp or the run's.
+    writable = ("/home/", "/tmp/", "/var/tmp/", "/dev/shm/", "/run/")
+    for _, _, needs in TOOL_HOMES:
+        assert needs.startswith("/"), needs
+        assert ".." not in needs.split("/"), needs
+        assert not needs.startswith(writable), needs
