@@ -51,6 +51,12 @@ REGISTRY_HOSTS: tuple[str, ...] = (
 # registry and answers any other (a publish, an upload) itself, logged as "registry-write".
 # Hosts a policy's `egress_allow` adds are not registries and keep every method.
 REGISTRY_READ_METHODS: tuple[str, ...] = ("GET", "HEAD")
+# The egress methods of what carried no HTTP request of its own: a CONNECT tunnel; a
+# connection the namespace caught that began TLS the proxy could not see through (the
+# client refused the run's CA); one that was neither HTTP nor TLS (a raw channel).
+TUNNEL_METHOD = "CONNECT"
+TLS_METHOD = "TLS"
+RAW_METHOD = "TCP"
 
 # Observation kinds the hard rules act on (the checks and the jail emit them).
 PERSISTENCE_WRITE: Final = "persistence_write"
@@ -435,8 +441,9 @@ class Egress(_Strict):
     # What the proxy did: forwarded to a registry, answered itself ("sunk"), refused a
     # tunnel, or answered a write to a registry ("registry-write": never forwarded).
     action: Literal["forwarded", "sunk", "refused", "registry-write"] = "sunk"
-    # How it left: through the proxy settings, around them (caught by the namespace's
-    # redirect: the client ignored the proxy), or as a DNS query.
+    # How it left: through the proxy settings (where no namespace catches connections),
+    # caught by the namespace's redirect (every connection under full isolation, where no
+    # proxy is set), or as a DNS query.
     route: Literal["proxy", "direct", "dns"] = "proxy"
     decoy_seen: list[Short] = Field(default_factory=list, max_length=20)  # decoy names
     decoy_where: list[Short] = Field(default_factory=list, max_length=20)  # e.g. body:base64

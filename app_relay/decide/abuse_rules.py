@@ -19,7 +19,14 @@ from app_relay.decide.hits import (
     observed,
     plural,
 )
-from cujo_action.schema import HARNESS_TAMPER, PROCESS_FLOOD, REFUSED_PACKETS, SUDO, Report
+from cujo_action.schema import (
+    HARNESS_TAMPER,
+    PROCESS_FLOOD,
+    RAW_METHOD,
+    REFUSED_PACKETS,
+    SUDO,
+    Report,
+)
 
 
 def _proxy_bypass(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
@@ -27,16 +34,19 @@ def _proxy_bypass(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
     for report in in_check_order(reports):
         direct: dict[str, list[str]] = {}
         for egress in report.egress:
-            # The namespace caught a client that ignored the proxy settings. A registry
-            # reached that way is only a tool's habit; anything else is hiding.
-            if egress.route == "direct" and not ctx.expects(egress.host):
+            # The namespace catches every connection (under full isolation no proxy is
+            # set, so HTTP and TLS reach the proxy this way as a matter of course). One
+            # that was neither, to a host that is not expected, is a channel of its own:
+            # a reverse shell, a custom protocol.
+            raw = egress.route == "direct" and egress.method == RAW_METHOD
+            if raw and not ctx.expects(egress.host):
                 direct.setdefault(host_name(egress.host) or egress.url, []).append(egress.id)
         for host, ids in direct.items():
             hits.append(
                 Hit(
                     check=report.check,
-                    title=f"{plural(len(ids), 'connection')} to {host} ignored the proxy "
-                    "settings (caught by the sandbox's network namespace)",
+                    title=f"{plural(len(ids), 'raw connection')} to {host} (neither HTTP nor "
+                    "TLS; caught by the sandbox's network namespace)",
                     evidence=tuple(ids),
                 )
             )
@@ -62,7 +72,8 @@ SANDBOX_ABUSE_RULES: tuple[Rule, ...] = (
     Rule(
         "proxy-bypass",
         "critical",
-        "Code went around the proxy: a raw or direct connection, or packets the jail refused.",
+        "Code went around the proxy: a raw connection (neither HTTP nor TLS) or packets the "
+        "jail refused.",
         _proxy_bypass,
     ),
     Rule(

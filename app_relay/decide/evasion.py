@@ -28,7 +28,7 @@ from app_relay.decide.hits import (
     tool_reading_its_config,
 )
 from cujo_action.limits import LIMITS
-from cujo_action.schema import DECOY_IN_OUTPUT, Egress, Phase, Report, parent_domain
+from cujo_action.schema import DECOY_IN_OUTPUT, RAW_METHOD, Egress, Phase, Report, parent_domain
 
 # Methods that send a body somewhere (an upload, a form, an API write).
 SENDS = frozenset({"POST", "PUT", "PATCH"})
@@ -80,7 +80,7 @@ def opaque_send(egress: Egress, ctx: RuleContext) -> bool:
 def _channel(egress: Egress, ctx: RuleContext) -> str | None:
     """Return how the proxy could not see into a channel (None: it could)."""
     if egress.action == "refused" and egress.method in NOT_REQUESTS:
-        return "TLS refusing the run's CA" if egress.method == "CONNECT" else "raw TCP"
+        return "raw TCP" if egress.method == RAW_METHOD else "TLS refusing the run's CA"
     if opaque_send(egress, ctx):
         return f"a {egress.method} of {egress.bytes_out} bytes that decode to nothing readable"
     return None

@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 from app_relay.decide.verdict import Severity
 from cujo_action.schema import (
     CHECK_NAMES,
+    RAW_METHOD,
     REGISTRY_HOSTS,
+    TLS_METHOD,
+    TUNNEL_METHOD,
     CheckName,
     Egress,
     Phase,
@@ -25,8 +28,8 @@ from cujo_action.schema import (
 
 RUNTIME_PHASES: tuple[Phase, ...] = ("test", "probe", "smoke")
 EARLY_PHASES: tuple[Phase, ...] = ("install", "import")
-# Egress methods that are no HTTP request of their own: a tunnel, a raw connection.
-NOT_REQUESTS = frozenset({"CONNECT", "TCP"})
+# Egress methods that are no HTTP request of their own (schema.py says which is which).
+NOT_REQUESTS = frozenset({TUNNEL_METHOD, TLS_METHOD, RAW_METHOD})
 
 # A tool reads its own config, credentials and all, on every run: npm (and the tools that
 # share its config) an .npmrc for the registry and its auth, the docker CLI (and the tools

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from cujo_action.arm.decoys import Decoy
 from cujo_action.arm.runnertree import count, literal, runner_tree
@@ -55,11 +55,40 @@ IMAGE_OS = "ubuntu24"
 IMAGE_VERSION = "20250202.1.0"
 ANDROID_SDK = "/usr/local/lib/android/sdk"
 ANDROID_NDK = f"{ANDROID_SDK}/ndk/27.2.12479018"
-# What the image puts in /etc/environment, so every step has it: configure-environment.sh
-# (ImageOS/ImageVersion are above, XDG_CONFIG_HOME is HOME's) and the readme's tables.
+# The versions the values below name (Ubuntu2404-Readme.md of IMAGE_VERSION: Gradle, the
+# cached Go versions).
+GRADLE_VERSION = "8.12.1"
+GO_VERSIONS = ("1.21.13", "1.22.11", "1.23.5")
+# What the image puts in /etc/environment, so every step has it: the readme's tables, and
+# each install script's set_etc_environment_variable (images/ubuntu/scripts/build/ at the
+# profile's commit; ImageOS/ImageVersion are above, XDG_CONFIG_HOME is HOME's, so
+# job_env adds it).
 IMAGE_ENV: tuple[tuple[str, str], ...] = (
+    # configure-environment.sh, configure-dpkg.sh
     ("ACCEPT_EULA", "Y"),
     ("AGENT_TOOLSDIRECTORY", TOOL_CACHE),
+    ("DEBIAN_FRONTEND", "noninteractive"),
+    # install-actions-cache.sh
+    ("ACTIONS_RUNNER_ACTION_ARCHIVE_CACHE", "/opt/actionarchivecache"),
+    # install-azure-devops-cli.sh
+    ("AZURE_EXTENSION_DIR", "/opt/az/azcliextensions"),
+    # install-dotnetcore-sdk.sh
+    ("DOTNET_SKIP_FIRST_TIME_EXPERIENCE", "1"),
+    ("DOTNET_NOLOGO", "1"),
+    ("DOTNET_MULTILEVEL_LOOKUP", "0"),
+    # install-haskell.sh
+    ("BOOTSTRAP_HASKELL_NONINTERACTIVE", "1"),
+    # install-homebrew.sh
+    ("HOMEBREW_NO_AUTO_UPDATE", "1"),
+    ("HOMEBREW_CLEANUP_PERIODIC_FULL_DAYS", "3650"),
+    # install-swift.sh
+    ("SWIFT_PATH", "/usr/share/swift/usr/bin"),
+    # Configure-Toolset.ps1: GOROOT_<major>_<minor>_X64 for each cached Go
+    *(
+        (f"GOROOT_{'_'.join(v.split('.')[:2])}_X64", f"{TOOL_CACHE}/go/{v}/x64")
+        for v in GO_VERSIONS
+    ),
+    # the readme's tables
     ("CONDA", "/usr/share/miniconda"),
     ("VCPKG_INSTALLATION_ROOT", "/usr/local/share/vcpkg"),
     ("CHROMEWEBDRIVER", "/usr/local/share/chromedriver-linux64"),
@@ -77,6 +106,39 @@ IMAGE_ENV: tuple[tuple[str, str], ...] = (
     ("ANDROID_NDK_LATEST_HOME", ANDROID_NDK),
     ("ANDROID_NDK_ROOT", ANDROID_NDK),
 )
+# What the image's install scripts set for a tool to find itself, or where to put what it
+# installs (set_etc_environment_variable, as above): a tool reads these, so each is set
+# only where the machine has the folder it names (``host.tool_homes``; a hosted runner has
+# them all). Elsewhere JAVA_HOME naming no JDK would stop a Gradle build, and PIPX_HOME a
+# folder that cannot be made would stop pipx. (name, value, the path that must exist)
+TOOL_HOMES: tuple[tuple[str, str, str], ...] = (
+    # install-java-tools.sh: the default JDK (toolset-2404.json: 17), Ant and Gradle
+    ("JAVA_HOME", "/usr/lib/jvm/temurin-17-jdk-amd64", "/usr/lib/jvm/temurin-17-jdk-amd64"),
+    ("ANT_HOME", "/usr/share/ant", "/usr/share/ant"),
+    ("GRADLE_HOME", f"/usr/share/gradle-{GRADLE_VERSION}", f"/usr/share/gradle-{GRADLE_VERSION}"),
+    # install-google-chrome.sh
+    ("CHROME_BIN", "/usr/bin/google-chrome", "/usr/bin/google-chrome"),
+    # install-haskell.sh: where ghcup installs
+    ("GHCUP_INSTALL_BASE_PREFIX", "/usr/local", "/usr/local/.ghcup"),
+    # install-python.sh: where pipx installs
+    ("PIPX_BIN_DIR", "/opt/pipx_bin", "/opt/pipx_bin"),
+    ("PIPX_HOME", "/opt/pipx", "/opt/pipx"),
+)
+# What the runner's service manager and provisioner give every step (not in the image's
+# documentation: read off a step's `env` on a hosted ubuntu-24.04 runner, image
+# 20251112.124.1, printed in a public repository's CI log). The per-run values are the
+# job's (JobIdentity); XDG_RUNTIME_DIR (/run/user/1001) and NVM_DIR (~/.nvm) are left out:
+# the sandbox has neither folder, and a tool that finds the variable set uses the folder
+# (nvm's installer stops when NVM_DIR names none).
+SERVICE_ENV: tuple[tuple[str, str], ...] = (
+    ("ENABLE_RUNNER_TRACING", "true"),
+    ("POWERSHELL_DISTRIBUTION_CHANNEL", f"GitHub-Actions-{IMAGE_OS}"),
+    ("SGX_AESM_ADDR", "1"),
+    ("MEMORY_PRESSURE_WATCH",
+     "/sys/fs/cgroup/system.slice/hosted-compute-agent.service/memory.pressure"),
+    # systemd's memory-pressure threshold, base64: "some 200000 2000000\0"
+    ("MEMORY_PRESSURE_WRITE", "c29tZSAyMDAwMDAgMjAwMDAwMAA="),
+)  # fmt: skip
 # The image's PATH, in its order (/etc/environment as configure-snap.sh and the
 # installers leave it; /snap/bin twice, as a step sees it). Commands find Cujo's own
 # folders first (``host.tool_path``); these come after, so nothing resolves differently.
@@ -214,6 +276,12 @@ class JobIdentity(BaseModel):
     pipelines_host: str
     runtime_path: str  # the run's path on the pipelines and cache services
     cache_path: str
+    # The runner service's own, per run (SERVICE_ENV): systemd's invocation, journal
+    # stream and main pid, and the runner's id for the step's processes.
+    invocation_id: str = Field(default_factory=lambda: secrets.token_hex(16))
+    journal_stream: str = Field(default_factory=lambda: f"9:{10_000 + secrets.randbelow(9_000)}")
+    service_pid: int = Field(default_factory=lambda: 1_800 + secrets.randbelow(200))
+    tracking_id: str = Field(default_factory=lambda: f"github_{_uuid()}")
 
     @property
     def repository(self) -> str:
@@ -313,6 +381,7 @@ def job_env(
         "CI": "true",
         "GITHUB_ACTIONS": "true",
         "GITHUB_ACTION": "__run",
+        "GITHUB_ACTION_REF": "",
         "GITHUB_ACTION_REPOSITORY": "",
         "GITHUB_ACTOR": job.actor,
         "GITHUB_ACTOR_ID": str(job.owner_id),
@@ -354,7 +423,11 @@ def job_env(
         "ImageVersion": IMAGE_VERSION,
         **dict(IMAGE_ENV),
         "XDG_CONFIG_HOME": f"{home}/.config",
-        "DEBIAN_FRONTEND": "noninteractive",
+        **dict(SERVICE_ENV),
+        "INVOCATION_ID": job.invocation_id,
+        "JOURNAL_STREAM": job.journal_stream,
+        "SYSTEMD_EXEC_PID": str(job.service_pid),
+        "RUNNER_TRACKING_ID": job.tracking_id,
         "ACTIONS_RUNTIME_URL": runtime,
         "ACTIONS_RESULTS_URL": "https://results-receiver.actions.githubusercontent.com/",
         "ACTIONS_CACHE_URL": f"https://{job.cache_host}/{job.cache_path}/",

@@ -30,6 +30,7 @@ from cujo_action.arm.host import (
     base_python,
     hidden_harness,
     isolation_unavailable,
+    tool_homes,
     tool_path,
     worker_interpreter,
 )
@@ -373,6 +374,7 @@ def arm(
             isolation_reason=why_partial or "",
             python=python,
             tool_path=tool_path(),
+            tool_homes=tool_homes(),
             netns=netns,
             proxy_hosts=hosts,
             dns_names=str(names) if names is not None and why_partial is None else "",

@@ -3,8 +3,9 @@
 ``Armed`` names each check's area (uid, HOME, limits), how each phase's commands are
 confined (namespace, uid, bubblewrap view with the decoy runner worker as pid 1), and
 ``sandbox_env`` builds the one environment pull-request commands see. Nothing of the
-harness's own environment is passed through: the sandbox looks like an ordinary CI job
-and holds only decoys.
+harness's own environment is passed through: the sandbox looks like a hosted runner's
+step and holds only decoys. Under full isolation it names no proxy (each phase's
+namespace catches every connection) and trusts the run's CA through the system bundle.
 """
 
 from __future__ import annotations
@@ -87,6 +88,8 @@ class Armed(BaseModel):
     isolation_reason: str = ""  # why isolation is partial (empty when full)
     python: str  # the interpreter venvs are made from
     tool_path: str  # directories of build tools (node, npm) the sandbox may use
+    # The image's tool variables whose folder the machine has (actionsjob.TOOL_HOMES).
+    tool_homes: dict[str, str] = {}
     # Full isolation: each label's namespace, and the address its commands reach the
     # proxy at (the host side of its veth).
     netns: dict[str, str] = {}
@@ -186,6 +189,73 @@ def runner_worker(python: str, job: JobIdentity, decoys: tuple[Decoy, ...]) -> W
     )
 
 
+# Trust without a variable where a client reads the system bundle, at the path a hosted
+# runner has it (ca-certificates): under bubblewrap the run's bundle (the system's CAs and
+# the run's CA) is bound there. Measured with each client and no variable at all: Python's
+# ssl (urllib, http.client, pip 24.2+ through truststore, Debian's pip), curl and git read
+# it. Three kinds of client keep roots of their own and read one variable each, set here
+# to that same system path, as a runner behind a corporate proxy would have it:
+# requests and pip before 24.2 (certifi's bundle) read REQUESTS_CA_BUNDLE; Node and npm
+# (Node's built-in roots) read NODE_EXTRA_CA_CERTS; uv and Rust's webpki roots, and Python
+# builds whose OpenSSL looks for /etc/ssl/cert.pem (python-build-standalone, as uv
+# installs), read SSL_CERT_FILE. A client that trusts nothing of this makes a channel the
+# proxy cannot read, and that is evidence of its own (decoy-then-opaque-channel).
+SYSTEM_CA_VARIABLES: tuple[str, ...] = (
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+)
+# Where the run's bundle is not at the system path (no bubblewrap, or a machine without
+# the system bundle), every variable the clients read names it.
+BUNDLE_CA_VARIABLES: tuple[str, ...] = (
+    *SYSTEM_CA_VARIABLES,
+    "PIP_CERT",
+    "CURL_CA_BUNDLE",
+    "npm_config_cafile",
+    "GIT_SSL_CAINFO",
+)
+# Only where no network namespace catches connections (partial isolation: not root, no
+# nftables, or bubblewrap refused) is every client told where the proxy is. A runner has
+# none of these, so under full isolation none is set.
+PROXY_VARIABLES: tuple[str, ...] = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "ALL_PROXY",
+    "npm_config_proxy",
+    "npm_config_https_proxy",
+)
+NO_PROXY = "localhost,127.0.0.1,::1"
+
+
+def captured(armed: Armed, check: str, phase: str) -> bool:
+    """Return whether a phase's every TCP connection is caught by its namespace.
+
+    Under full isolation each phase has a network namespace whose TCP the guard sends to
+    the proxy's transparent listener (``net/nftguard.py``): a client needs no proxy
+    setting to be seen, so it is given none.
+    """
+    return armed.isolation == "full" and label(check, phase) in armed.netns
+
+
+def trust_env(armed: Armed) -> dict[str, str]:
+    """Return the variables that make clients trust the run's CA, as few as suffice."""
+    ca = armed.ca_inside()
+    names = SYSTEM_CA_VARIABLES if ca == str(SYSTEM_CA) else BUNDLE_CA_VARIABLES
+    return dict.fromkeys(names, ca)
+
+
+def proxy_env(armed: Armed, check: str, phase: str) -> dict[str, str]:
+    """Return the proxy variables of a phase: none where its namespace catches every
+    connection; else the proxy's address for every client that reads one."""
+    if captured(armed, check, phase):
+        return {}
+    # No namespace: the proxy listens on the host's loopback, which the command shares.
+    proxy = f"http://{armed.proxy_host}:{armed.proxy_ports[label(check, phase)]}"
+    return {**dict.fromkeys(PROXY_VARIABLES, proxy), "NO_PROXY": NO_PROXY, "no_proxy": NO_PROXY}
+
+
 def sandbox_env(
     armed: Armed,
     plan: Plan,
@@ -194,17 +264,16 @@ def sandbox_env(
     phase: str,
     venv: str | None,
 ) -> dict[str, str]:
-    """Return the whole environment of a pull-request command: CI-like, proxied, decoyed.
+    """Return the whole environment of a pull-request command: a hosted runner step's,
+    decoyed, trusting the run's CA.
 
     Paths are as the command sees them: under bubblewrap, an ordinary runner's layout.
+    Under full isolation every name is one a hosted runner's step has, or a CA variable
+    pointing at the system bundle; the proxy variables are only where no namespace
+    catches connections (``proxy_env``).
     """
-    name = label(check, phase)
-    # Inside a namespace 127.0.0.1 is the namespace's own loopback: the proxy is reached
-    # at the host side of its veth instead.
-    proxy = f"http://{armed.proxy_hosts.get(name, armed.proxy_host)}:{armed.proxy_ports[name]}"
     path = armed.tool_path if venv is None else f"{venv}/bin:{armed.tool_path}"
     home = armed.home_inside(check)
-    ca = armed.ca_inside()
     env = {
         "PATH": path,
         "HOME": home,
@@ -212,35 +281,12 @@ def sandbox_env(
         "LOGNAME": "runner",
         "SHELL": "/bin/bash",
         "LANG": "C.UTF-8",
-        "TERM": "dumb",
         # Look like an ordinary Actions job (variables, decoys where a job keeps secrets),
         # so code that hides from sandboxes wakes up and code that steals finds decoys.
         **job_env(armed.job, plan, armed.decoy_objects(), home=home, temp=f"{home}/work/_temp"),
-        # Every route out goes through the logging proxy.
-        "HTTP_PROXY": proxy,
-        "HTTPS_PROXY": proxy,
-        "http_proxy": proxy,
-        "https_proxy": proxy,
-        "ALL_PROXY": proxy,
-        "NO_PROXY": "localhost,127.0.0.1,::1",
-        "no_proxy": "localhost,127.0.0.1,::1",
-        "npm_config_proxy": proxy,
-        "npm_config_https_proxy": proxy,
-        # One bundle (system CAs + the run's CA) through every variable clients read,
-        # replacing whatever the machine set (requests lets REQUESTS_CA_BUNDLE win).
-        "SSL_CERT_FILE": ca,
-        "REQUESTS_CA_BUNDLE": ca,
-        "PIP_CERT": ca,
-        "CURL_CA_BUNDLE": ca,
-        "NODE_EXTRA_CA_CERTS": ca,
-        "npm_config_cafile": ca,
-        "GIT_SSL_CAINFO": ca,
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "PIP_NO_INPUT": "1",
-        "npm_config_update_notifier": "false",
-        "npm_config_audit": "false",
-        "npm_config_fund": "false",
-        "PYTHONDONTWRITEBYTECODE": "1",
+        **armed.tool_homes,
+        **trust_env(armed),
+        **proxy_env(armed, check, phase),
     }
     if not armed.bwrap:
         # Under bubblewrap /tmp is the command's own; without it, a folder in its HOME.

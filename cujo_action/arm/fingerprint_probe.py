@@ -57,6 +57,14 @@ SHAPED = ("RUNNER_", "GITHUB_")  # variables printed as prefix -> rest of name -
 SHAPES = {"e": "empty", "n": "number", "b": "bool", "u": "url", "p": "path", "l": "path list",
           "t": "text"}  # fmt: skip
 PROXY_NAMES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+# Variables that tell a client which CAs to trust. A runner may have one (behind a
+# corporate proxy, say) naming the system bundle; one naming any other file is a tell.
+CA_NAMES = (
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT",
+    "NODE_EXTRA_CA_CERTS", "npm_config_cafile", "NPM_CONFIG_CAFILE", "GIT_SSL_CAINFO",
+    "GIT_SSL_CAPATH", "AWS_CA_BUNDLE",
+)  # fmt: skip
+SYSTEM_CERTS = "/etc/ssl/"
 Reading = dict[str, object]
 
 
@@ -81,6 +89,11 @@ def shape(value: str) -> str:
     if value.startswith("/"):
         return "l" if ":" in value else "p"
     return "t"
+
+
+def _under(value: str, folder: str) -> bool:
+    """Return whether ``value`` is a path inside ``folder`` (``..`` resolved, no link)."""
+    return value.startswith("/") and os.path.normpath(value).startswith(folder)
 
 
 def read_status() -> Reading:
@@ -172,6 +185,10 @@ def read_env() -> Reading:
             for prefix in SHAPED
         },
         "env.path_entries": len([p for p in env.get("PATH", "").split(":") if p]),
+        # The CA variables set to anything but a path under /etc/ssl (names only).
+        "env.ca_elsewhere": sorted(
+            n for n in CA_NAMES if n in env and not _under(env[n], SYSTEM_CERTS)
+        ),
         "env.home_is_runner": home == "/home/runner",
     }
 

@@ -12,7 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from cujo_action.arm.actionsjob import IMAGE_PATH, JobIdentity
+from cujo_action.arm.actionsjob import IMAGE_PATH, TOOL_HOMES, JobIdentity
 from cujo_action.arm.context import runner_worker
 from cujo_action.arm.decoys import Decoy
 from cujo_action.net.netns import unavailable
@@ -58,6 +58,16 @@ def isolation_unavailable() -> str | None:
     if not Path(system_tool("setpriv")).is_absolute():
         return "`setpriv` is not installed (util-linux)"
     return None
+
+
+def tool_homes() -> dict[str, str]:
+    """Return the image's tool variables whose folder this machine has (``TOOL_HOMES``).
+
+    The sandbox sees the host's tree read-only, so what is here is there; a hosted runner
+    has them all. Root only asks whether a path of the host exists: nothing the sandbox
+    can write.
+    """
+    return {name: value for name, value, needs in TOOL_HOMES if Path(needs).exists()}
 
 
 def tool_path() -> str:

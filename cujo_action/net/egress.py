@@ -12,6 +12,7 @@ from cujo_action.schema import (
     ALL_CHECKS,
     MAX_SHORT,
     MAX_TEXT,
+    RAW_METHOD,
     REGISTRY_HOSTS,
     REGISTRY_READ_METHODS,
     Egress,
@@ -85,7 +86,7 @@ RANK_DECOY = 0  # decoy-egress: before anything else, whatever floods beside it
 # or data sent as names, may hide a decoy (and the rules that read it may block).
 RANK_UNREAD = 1
 RANK_REGISTRY_WRITE = 2  # registry-write (install, import)
-RANK_BYPASS = 3  # proxy-bypass: around the proxy, to an unexpected host
+RANK_BYPASS = 3  # proxy-bypass: a raw channel, to an unexpected host
 RANK_EARLY_UNEXPECTED = 4  # install-egress, import-egress
 RANK_RUNTIME_REGISTRY_WRITE = 5  # runtime-registry-write
 RANK_RUNTIME_UNEXPECTED = 6  # runtime-egress
@@ -111,7 +112,7 @@ def egress_rank(record: dict[str, Any], expected_hosts: Iterable[str]) -> int:
         return RANK_REGISTRY_WRITE if early else RANK_RUNTIME_REGISTRY_WRITE
     if host_allowed(str(record.get("host", "")), expected_hosts):
         return RANK_EXPECTED
-    if record.get("route") == "direct":
+    if record.get("route") == "direct" and record.get("method") == RAW_METHOD:
         return RANK_BYPASS
     return RANK_EARLY_UNEXPECTED if early else RANK_RUNTIME_UNEXPECTED
 

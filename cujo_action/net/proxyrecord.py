@@ -17,12 +17,11 @@ from cujo_action.net.doh import doh_query
 from cujo_action.net.egress import Action, egress_record
 from cujo_action.net.inflate import decode_content
 from cujo_action.net.proxyrequest import (
-    RAW_METHOD,
-    TUNNEL_METHOD,
     header_block,
     request_size,
     scan,
 )
+from cujo_action.schema import RAW_METHOD, TLS_METHOD, TUNNEL_METHOD
 
 # Methods whose body is judged for opacity (egress.opaque): what sends data somewhere.
 SENDS = frozenset({"POST", "PUT", "PATCH"})
@@ -51,6 +50,12 @@ class Tunnel:
     process: dict[str, Any] | None = None
 
 
+def began_tls(sni: str | None, first: bytes) -> bool:
+    """Return whether a connection began with a TLS handshake: an SNI was read, or its
+    first bytes are a TLS handshake record (content type 22, version 3.x)."""
+    return sni is not None or first[:2] == b"\x16\x03"
+
+
 def tunnel_record(matcher: DecoyMatcher, tunnel: Tunnel, action: Action) -> dict[str, Any]:
     """Return the log line of a tunnel: its CONNECT, SNI and first bytes searched."""
     parts = [*tunnel.connect_parts]
@@ -63,15 +68,17 @@ def tunnel_record(matcher: DecoyMatcher, tunnel: Tunnel, action: Action) -> dict
     # else the name the client looked up to get that address.
     if tunnel.transparent:
         host = tunnel.sni or tunnel.name or tunnel.host
+        method = TLS_METHOD if began_tls(tunnel.sni, peeked) else RAW_METHOD
     else:
         host = tunnel.host or tunnel.sni or ""
+        method = TUNNEL_METHOD
     tunnel.logged = True
     return egress_record(
         ts=time.time(),
         label=tunnel.label,
         host=host or "",
         port=tunnel.port,
-        method=RAW_METHOD if tunnel.transparent else TUNNEL_METHOD,
+        method=method,
         url=f"{tunnel.name or tunnel.host}:{tunnel.port}",
         bytes_out=tunnel.connect_bytes + len(peeked),
         action=action,

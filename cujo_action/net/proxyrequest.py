@@ -9,9 +9,6 @@ from typing import NamedTuple
 from cujo_action.arm.decoys import DecoyMatcher
 from cujo_action.schema import normalize_host
 
-TUNNEL_METHOD = "CONNECT"
-# The method of a transparent connection that carried no HTTP request.
-RAW_METHOD = "TCP"
 # Bytes of a tunnel's payload kept for scanning when it carries no HTTP request.
 PEEK_CAP = 1 << 20
 

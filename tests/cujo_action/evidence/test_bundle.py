@@ -170,6 +170,16 @@ def test_a_decoy_is_kept_first_and_never_folded() -> None:
             RANK_REGISTRY_WRITE,
         ),
         (line("203.0.113.9", label="tests/test", method="TCP", route="direct"), RANK_BYPASS),
+        # No proxy is set: HTTP and TLS the namespace caught rank as any other request.
+        (
+            line("collector.exfil.test", label="tests/test", method="POST", route="direct"),
+            RANK_RUNTIME_UNEXPECTED,
+        ),
+        (
+            line("collector.exfil.test", label="tests/test", method="TLS", route="direct"),
+            RANK_RUNTIME_UNEXPECTED,
+        ),
+        (line("collector.exfil.test", method="GET", route="direct"), RANK_EARLY_UNEXPECTED),
         (line("collector.exfil.test"), RANK_EARLY_UNEXPECTED),
         (line("collector.exfil.test", label="detonation/import"), RANK_EARLY_UNEXPECTED),
         (line("", method="DNS"), RANK_EARLY_UNEXPECTED),

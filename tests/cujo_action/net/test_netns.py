@@ -256,6 +256,28 @@ def test_https_ignoring_proxy_variables_is_logged_with_the_host_from_sni(rig: Ri
 
 
 @root_only
+def test_tls_refusing_the_runs_ca_is_logged_as_tls_with_its_sni(rig: Rig) -> None:
+    # A client with roots of its own (here: curl told to trust one public CA only) goes
+    # straight out, is caught, and hangs up at the run's certificate.
+    t = tag()
+    host = f"{t}.{SINK_HOST}"
+    done = rig.run(
+        "tests/test",
+        ["curl", "-sS", "--noproxy", "*", "--cacert", "/dev/null", "--capath", "/nonexistent",
+         "--max-time", "10", f"https://{host}/"],
+    )  # fmt: skip
+    assert done.returncode != 0, done.stdout
+    record = rig.wait(lambda r: r["host"] == host and r["method"] != "DNS")
+    assert (record["label"], record["method"], record["route"], record["action"]) == (
+        "tests/test",
+        "TLS",
+        "direct",
+        "refused",
+    )
+    assert record["port"] == 443
+
+
+@root_only
 def test_clients_honouring_proxy_variables_reach_the_regular_port(rig: Rig) -> None:
     t = tag()
     ns = rig.namespaces["install/install"]
