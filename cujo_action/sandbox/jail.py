@@ -29,7 +29,6 @@ import resource
 import select
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -39,6 +38,8 @@ from pathlib import Path
 
 from cujo_action.net.netns import kill_all_in
 from cujo_action.sandbox.cgroups import Limits
+from cujo_action.sandbox.detach import mount_points, to_detach
+from cujo_action.sandbox.detach import prefix as detach_prefix
 from cujo_action.sandbox.reaper import (
     Reaper,
     become_subreaper,
@@ -58,8 +59,7 @@ NOFILE_LIMIT = 8192
 # A phase that reaches this share of the process limit is flooding the process table.
 FLOOD_SHARE = 0.75
 SANDBOX_USER = "cujo-sandbox"
-# Run by root before each sandbox starts: the host's mounts it would see as names go.
-DETACH = Path(__file__).with_name("detach.py")
+MOUNTINFO = Path("/proc/self/mountinfo")
 _POLL_S = 0.2
 
 
@@ -128,15 +128,21 @@ class View:
         hidden = (neutral_cover(path) for path in self.hidden)
         return covered({*ALWAYS_HIDDEN, *hidden, "/dev/shm"})  # noqa: S108
 
-    def detach_argv(self) -> list[str]:
+    def detach_argv(self, *, in_netns: bool) -> list[str]:
         """Return the root-side step that runs before ``setpriv`` (``detach.py``): in a
-        mount namespace of its own, the host's mounts under the covered folders go."""
+        mount namespace of its own (``ip netns exec``'s, when ``in_netns``), the host's
+        mounts under the covered folders go."""
+        # What bubblewrap binds from, and /tmp, where it makes its own root's mount point.
         keep = [host for host, _ in (*self.binds, *self.ro_binds)]
-        keep += self.image()[1]
+        keep += [*self.image()[1], "/tmp"]  # noqa: S108
         if self.worker is not None:
             keep.append(self.worker.python)
-        return [sys.executable, "-I", "-S", str(DETACH), "--cover", *self.covered(),
-                "--keep", *keep, "--"]  # fmt: skip
+        try:
+            points = mount_points(MOUNTINFO.read_text(errors="replace"))
+        except OSError:
+            return []  # nothing known to detach: only names would show
+        unshare = None if in_netns else system_tool("unshare")
+        return detach_prefix(to_detach(points, self.covered(), keep), unshare)
 
     def image(self, empty_fd: int = -1) -> tuple[list[str], list[str]]:
         """Return the arguments that make the image's folders (``tree.py``), and the host
@@ -217,7 +223,7 @@ class Confinement:
         if self.view is not None and self.uid is not None:
             # Root, before it gives up its rights: the host's mounts the sandbox would
             # only see as names (/run/netns, …) are detached in a namespace of its own.
-            argv += self.view.detach_argv()
+            argv += self.view.detach_argv(in_netns=self.netns is not None)
         if self.uid is not None and self.gid is not None:
             argv += [
                 system_tool("setpriv"), f"--reuid={self.uid}", f"--regid={self.gid}",

@@ -455,12 +455,16 @@ def test_the_mount_table_names_nothing_of_cujo_nor_the_phase_namespaces(
     # A phase's namespace, as a run has one: its file under /run/netns is a host mount.
     with NetNamespace(Redirect(transparent_port=9), state_dir=tmp_path) as ns:
         assert Path("/run/netns", ns.name).exists()
-        out = run_confined(
-            "grep -i -e cujo -e /run/netns /proc/self/mountinfo /proc/self/mounts "
-            "/proc/1/mountinfo; echo mounts=$(grep -c ' /home/runner ' /proc/self/mountinfo)",
-            cwd=box.cwd, env=ENV, timeout=30, confinement=replace(box.confinement, netns=ns.name),
-        )  # fmt: skip
-    assert out.stdout_tail == "mounts=1\n", out.stdout_tail
+        # In it (`ip netns exec` makes the mount namespace) and outside (`unshare` does).
+        for netns in (ns.name, None):
+            out = run_confined(
+                "grep -i -e cujo -e /run/netns /proc/self/mountinfo /proc/self/mounts "
+                "/proc/1/mountinfo; echo mounts=$(grep -c ' /home/runner ' /proc/self/mountinfo)",
+                cwd=box.cwd, env=ENV, timeout=30, confinement=replace(box.confinement, netns=netns),
+            )  # fmt: skip
+            assert out.stdout_tail == "mounts=1\n", (netns, out.stdout_tail)
+            # Detached for the sandbox alone: the host still holds the namespace there.
+            assert os.path.ismount(Path("/run/netns", ns.name))
 
 
 MADE_HERE = ("/var/run/docker.sock", "/run/systemd", "/home/linuxbrew")
