@@ -103,3 +103,25 @@ def test_detached_for_the_command_only(folder: Path) -> None:
     assert not seen & {str(m) for m in mounts}
     # The namespace that ran it still has every mount.
     assert {str(m) for m in mounts} <= set(mount_points("\n".join(after)))
+
+
+@root_only
+def test_a_link_named_in_place_of_a_mount_sends_the_detach_nowhere(folder: Path) -> None:
+    # Were a folder on a mount's path ever writable by a pull request, a link put there
+    # must not carry root's umount to a mount elsewhere: only the kernel's list is used.
+    elsewhere = folder / "elsewhere"
+    link = folder / "covered" / "m"
+    script = (
+        f"mkdir -p {elsewhere} {link.parent} && mount -t tmpfs none {elsewhere} "
+        f"&& ln -s {elsewhere} {link} && "
+        f"{shlex.join(prefix([str(link)], 'unshare'))} /bin/cat /proc/self/mountinfo"
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert str(elsewhere) in mount_points(done.stdout)
