@@ -15,7 +15,9 @@ not hold the process limit for the rest of the run.
 What a command leaves behind is counted, reaped and killed by ``reaper.py``; its uid comes
 from the run's block (``uids.py``). ``execguard.ExecGuard`` names whoever runs ``sudo``
 (or ``su``, ``pkexec``, ``doas``) from a check's namespaces, holding the exec (a fanotify
-permission event) until it knows.
+permission event) until it knows. What the sandbox's tree shows (a mount table that names
+nothing of Cujo, the hosted image's folders) is ``tree.py``'s; root detaches the host's
+covered mounts just before ``setpriv`` (``detach.py``).
 
 Without one (partial isolation), the command runs in its own session and process group
 with the same environment, limits, deadline and output cap.
