@@ -139,7 +139,9 @@ def run_sandbox(
     """
     try:
         out.mkdir(parents=True, exist_ok=True)
-        work = workdir or Path(tempfile.mkdtemp(prefix=f"cujo-{run_id}-"))
+        # A neutral name (tmpXXXXXXXX): the sandbox's mount table shows the folders bound
+        # from here by their path (HOME, /etc/passwd), so it names neither Cujo nor the run.
+        work = workdir or Path(tempfile.mkdtemp())
     except OSError as exc:
         # Nowhere to write even a failure: say so plainly, and the caller finds no bundle.
         _say(f"cannot set up the run's folders: {exc.strerror or exc} ({exc.filename or out})")

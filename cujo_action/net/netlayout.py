@@ -8,12 +8,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-# One namespace per run and phase, named ``cujo-<id>``, joined to the host by a veth pair
-# ``cujo<id>h`` (host side, 10.200.N.1/30 style) and ``cujo<id>s`` (sandbox side, .2/30,
+# One namespace per run and phase, named ``ns-<id>``, joined to the host by a veth pair
+# ``cujo<id>h`` (host side, 10.200.N.1/30 style) and ``eth0`` (sandbox side, .2/30,
 # default route via .1), guarded by one nftables table ``inet cujo_<id>`` (nftguard.py).
 # Pure: the commands that make them are netns.py's.
+#
+# What the sandbox can read names nothing of Cujo: the namespace's name shows in its mount
+# table (``ip netns exec`` binds /etc/netns/<name>/resolv.conf), and the sandbox's side of
+# the pair in /sys/class/net and /proc/net (a hosted runner's is eth0). The host's side
+# and the table are seen by the host alone.
 
-NAME_PREFIX = "cujo-"
+NAME_PREFIX = "ns-"
+SANDBOX_LINK = "eth0"
 TABLE_PREFIX = "cujo_"
 LINK_PREFIX = "cujo"
 POOL = ipaddress.IPv4Network("10.200.0.0/16")
@@ -43,8 +49,8 @@ class Layout:
 
     @property
     def sandbox_link(self) -> str:
-        """Return the sandbox-side veth name."""
-        return f"{LINK_PREFIX}{self.run_id}s"
+        """Return the sandbox-side veth name (made inside the namespace: no clash)."""
+        return SANDBOX_LINK
 
     @property
     def table(self) -> str:

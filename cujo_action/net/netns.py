@@ -254,12 +254,13 @@ class NetNamespace:
             self.run_in(["sh", "-c", "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6"]),
             check=False,
         )
-        _run(["ip", "link", "add", lay.host_link, "type", "veth", "peer", "name", lay.sandbox_link])
+        # The sandbox's end is made inside the namespace, under the name a runner's
+        # interface has (netlayout.py); its IPv6 is off by the namespace's default above.
+        _run(["ip", "link", "add", lay.host_link, "type", "veth",
+              "peer", "name", lay.sandbox_link, "netns", lay.name])  # fmt: skip
         _write_sysctl(Path(f"/proc/sys/net/ipv6/conf/{lay.host_link}/disable_ipv6"), "1")
-        _write_sysctl(Path(f"/proc/sys/net/ipv6/conf/{lay.sandbox_link}/disable_ipv6"), "1")
         # DNAT to the listeners on host loopback must be routable from this link only.
         _write_sysctl(Path(f"/proc/sys/net/ipv4/conf/{lay.host_link}/route_localnet"), "1")
-        _run(["ip", "link", "set", lay.sandbox_link, "netns", lay.name])
         # The ruleset is in place before either end comes up: no packet goes unguarded.
         _run(["nft", "-f", "-"], stdin=ruleset(lay, self.redirect))
         _run(["ip", "addr", "add", f"{lay.host_ip}/30", "dev", lay.host_link])

@@ -15,7 +15,9 @@ not hold the process limit for the rest of the run.
 What a command leaves behind is counted, reaped and killed by ``reaper.py``; its uid comes
 from the run's block (``uids.py``). ``execguard.ExecGuard`` names whoever runs ``sudo``
 (or ``su``, ``pkexec``, ``doas``) from a check's namespaces, holding the exec (a fanotify
-permission event) until it knows.
+permission event) until it knows. What the sandbox's tree shows (a mount table that names
+nothing of Cujo, the hosted image's folders) is ``tree.py``'s; root detaches the host's
+covered mounts just before ``setpriv`` (``detach.py``).
 
 Without one (partial isolation), the command runs in its own session and process group
 with the same environment, limits, deadline and output cap.
@@ -37,6 +39,8 @@ from pathlib import Path
 
 from cujo_action.net.netns import kill_all_in
 from cujo_action.sandbox.cgroups import Limits
+from cujo_action.sandbox.detach import mount_points, to_detach
+from cujo_action.sandbox.detach import prefix as detach_prefix
 from cujo_action.sandbox.reaper import (
     Reaper,
     become_subreaper,
@@ -45,6 +49,7 @@ from cujo_action.sandbox.reaper import (
     namespace_inode,
     watch_growth,
 )
+from cujo_action.sandbox.tree import covered, image_args, neutral_cover
 from cujo_action.watch.output import Capture, Matcher, OutputSearch, Printed, Stream
 
 FILE_SIZE_LIMIT = 2 * 1024 * 1024 * 1024
@@ -55,6 +60,7 @@ NOFILE_LIMIT = 8192
 # A phase that reaches this share of the process limit is flooding the process table.
 FLOOD_SHARE = 0.75
 SANDBOX_USER = "cujo-sandbox"
+MOUNTINFO = Path("/proc/self/mountinfo")
 _POLL_S = 0.2
 
 
@@ -121,15 +127,43 @@ class View:
     hidden: tuple[str, ...]  # host paths replaced by an empty tmpfs
     worker: Worker | None = None  # the sandbox's pid 1, when not the plain shell
 
-    def args(self, cwd: str, *, user_ns: bool = True, program_fd: int = -1) -> list[str]:
-        """Return bubblewrap's arguments up to (not including) the command."""
+    def covered(self) -> list[str]:
+        """Return the folders an empty tmpfs covers: none under another, none named Cujo."""
+        hidden = (neutral_cover(path) for path in self.hidden)
+        return covered({*ALWAYS_HIDDEN, *hidden, "/dev/shm"})  # noqa: S108
+
+    def detach_argv(self, *, in_netns: bool) -> list[str]:
+        """Return the root-side step that runs before ``setpriv`` (``detach.py``): in a
+        mount namespace of its own (``ip netns exec``'s, when ``in_netns``), the host's
+        mounts under the covered folders go."""
+        # What bubblewrap binds from, and /tmp, where it makes its own root's mount point.
+        keep = [host for host, _ in (*self.binds, *self.ro_binds)]
+        keep += [*self.image()[1], "/tmp"]  # noqa: S108
+        if self.worker is not None:
+            keep.append(self.worker.python)
+        try:
+            points = mount_points(MOUNTINFO.read_text(errors="replace"))
+        except OSError:
+            return []  # nothing known to detach: only names would show
+        unshare = None if in_netns else system_tool("unshare")
+        return detach_prefix(to_detach(points, self.covered(), keep), unshare)
+
+    def image(self, empty_fd: int = -1) -> tuple[list[str], list[str]]:
+        """Return the arguments that make the image's folders (``tree.py``), and the host
+        paths they bind from."""
+        return image_args(self.covered(), os.path.isdir, os.path.realpath, empty_fd)
+
+    def args(
+        self, cwd: str, *, user_ns: bool = True, program_fd: int = -1, empty_fd: int = -1
+    ) -> list[str]:
+        """Return bubblewrap's arguments up to (not including) the command.
+
+        ``empty_fd`` is read to make docker's socket as an empty file (none when negative).
+        """
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        covered: list[str] = []
-        for path in sorted({*ALWAYS_HIDDEN, *self.hidden, "/dev/shm"}):  # noqa: S108
-            # A path under one already hidden needs nothing more (it is gone already).
-            if not any(path == c or path.startswith(c.rstrip("/") + "/") for c in covered):
-                covered.append(path)
-                args += ["--tmpfs", path]
+        for path in self.covered():
+            args += ["--tmpfs", path]
+        args += self.image(empty_fd)[0]
         for host, inside in self.ro_binds:
             args += ["--ro-bind", host, inside]
         for host, inside in self.binds:
@@ -177,16 +211,23 @@ class Confinement:
         if os.geteuid() == 0 and not self.uid:
             raise JailError("refusing to run a pull-request command as root (no sandbox uid)")
 
-    def argv(self, cmd: str, cwd: str, status_fd: int = -1, program_fd: int = -1) -> list[str]:
+    def argv(
+        self, cmd: str, cwd: str, status_fd: int = -1, program_fd: int = -1, empty_fd: int = -1
+    ) -> list[str]:
         """Return the argv that runs ``cmd`` (in ``cwd``, as the command sees it) confined.
 
         Under a view, the sandbox's pid 1 writes the command's exit status to
         ``status_fd`` (which the caller passes down) and stays until it is killed. With a
-        worker, pid 1 is the worker, reading the command from ``program_fd``.
+        worker, pid 1 is the worker, reading the command from ``program_fd``. bubblewrap
+        reads ``empty_fd`` for an empty file (``View.args``).
         """
         argv: list[str] = []
         if self.netns is not None:
             argv += [system_tool("ip"), "netns", "exec", self.netns]
+        if self.view is not None and self.uid is not None:
+            # Root, before it gives up its rights: the host's mounts the sandbox would
+            # only see as names (/run/netns, …) are detached in a namespace of its own.
+            argv += self.view.detach_argv(in_netns=self.netns is not None)
         if self.uid is not None and self.gid is not None:
             argv += [
                 system_tool("setpriv"), f"--reuid={self.uid}", f"--regid={self.gid}",
@@ -194,10 +235,11 @@ class Confinement:
             ]  # fmt: skip
         if self.view is not None and self.view.worker is not None and program_fd >= 0:
             worker = self.view.worker
-            return [*argv, *self.view.args(cwd, program_fd=program_fd), "--", worker.exe,
-                    *worker.argv]  # fmt: skip
+            view = self.view.args(cwd, program_fd=program_fd, empty_fd=empty_fd)
+            return [*argv, *view, "--", worker.exe, *worker.argv]
         if self.view is not None:
-            argv += [*self.view.args(cwd), "--", "/bin/bash", "-c", INIT, "bash"]
+            argv += [*self.view.args(cwd, empty_fd=empty_fd), "--", "/bin/bash", "-c", INIT]
+            argv.append("bash")
             argv.append(str(status_fd))
         return [*argv, "/bin/bash", "-c", cmd]
 
@@ -312,6 +354,8 @@ def run_confined(
     ooms_before = limits.oom_kills() if limits else 0
     view = confinement.view
     status_r, status_w = os.pipe() if view is not None else (-1, -1)
+    # What bubblewrap copies into docker's socket path: nothing.
+    empty_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC) if view is not None else -1
     program_fd = -1
     outer_env = dict(env)
     if view is not None and view.worker is not None:
@@ -325,20 +369,20 @@ def run_confined(
         become_subreaper()
     try:
         proc = subprocess.Popen(
-            confinement.argv(cmd, str(cwd), status_w, program_fd),
+            confinement.argv(cmd, str(cwd), status_w, program_fd, empty_fd),
             cwd="/" if view is not None else cwd,
             env=outer_env,
             stdin=stdin_fd if stdin_fd is not None else subprocess.DEVNULL,
             stdout=stdout_fd if stdout_fd is not None else subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            pass_fds=tuple(fd for fd in (status_w, program_fd) if fd >= 0),
+            pass_fds=tuple(fd for fd in (status_w, program_fd, empty_fd) if fd >= 0),
             preexec_fn=_limits(  # noqa: PLW1509
                 confinement.nproc if confinement.uid else None, limits, confinement.nice
             ),
         )
     finally:
-        for fd in (status_w, program_fd):
+        for fd in (status_w, program_fd, empty_fd):
             if fd >= 0:
                 os.close(fd)
     try:

@@ -13,13 +13,19 @@ import secrets
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cujorun import Cujo, Review, processes_with, running_with
+from cujorun import (
+    Cujo,
+    Review,
+    private_tmpdir,
+    processes_with,
+    run_folders_left,
+    running_with,
+)
 from gitrepo import GitRepo
 from repo_paths import TOP
 
@@ -580,10 +586,12 @@ def test_interrupting_a_review_leaves_no_process_of_the_pull_request(
         {**TINY, ".cujo.yml": policy(test=hanging_test(marker))},
         {"calc.py": CALC + "\n"},
     )
-    pending = cujo.start(repo.path)
+    tmp = private_tmpdir()
+    pending = cujo.start(repo.path, tmpdir=tmp)
     said = pending.wait_for("tests: test: $")
     run_id = said.split("(run ", 1)[1].split(")", 1)[0]
     assert running_with(marker), "the hanging test should be running before Ctrl-C"
+    assert run_folders_left(tmp), "the run's work folder should be there while it runs"
     pending.interrupt()
     review = pending.wait()
     assert review.code == 3, review
@@ -591,7 +599,8 @@ def test_interrupting_a_review_leaves_no_process_of_the_pull_request(
     # Nothing the pull request started outlives the review, and its work folder is gone.
     assert processes_with(marker) == []
     assert processes_with(run_id) == []
-    assert list(Path(tempfile.gettempdir()).glob(f"cujo-{run_id}-*")) == []
+    assert run_folders_left(tmp) == []
+    shutil.rmtree(tmp, ignore_errors=True)
     with Store(f"sqlite:///{review.data_dir / 'cujo.db'}") as store:
         record = store.get_run(run_id)
     assert record.state == "error"
@@ -609,16 +618,19 @@ def test_a_cancelled_sandbox_stops_its_checks_and_says_so(
         {"calc.py": CALC + "\n"},
     )
     out = tmp_path / "bundle"
-    pending = cujo.start_sandbox(repo.path, "cancel-1", out)
+    tmp = private_tmpdir()
+    pending = cujo.start_sandbox(repo.path, "cancel-1", out, tmpdir=tmp)
     pending.wait_for("tests: test: $")
     assert running_with(marker)
+    assert run_folders_left(tmp), "the run's work folder should be there while it runs"
     pending.terminate()
     done = pending.wait()
     assert done.code == 3, done
     assert "interrupted (SIGTERM)" in done.stderr
     assert processes_with(marker) == []
     assert processes_with("cancel-1") == []
-    assert list(Path(tempfile.gettempdir()).glob("cujo-cancel-1-*")) == []
+    assert run_folders_left(tmp) == []
+    shutil.rmtree(tmp, ignore_errors=True)
     # The bundle is whole and says why there is no verdict to give.
     bundle = read_bundle(out, run_id="cancel-1")
     assert bundle.failure is not None

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -164,8 +165,10 @@ class Cujo:
         head: str = "pr",
         as_json: bool = True,
         path: str | None = None,
+        tmpdir: Path | None = None,
     ) -> Pending:
-        """Start `cujo review`; ``path`` replaces PATH (to hide a build tool)."""
+        """Start `cujo review`; ``path`` replaces PATH (to hide a build tool), ``tmpdir``
+        is where its temporary folders go (TMPDIR)."""
         argv = [str(CUJO), "review", "--repo", str(repo), "--base", base, "--head", head]
         argv += ["--data-dir", str(self.data_dir)]
         if as_json:
@@ -174,18 +177,37 @@ class Cujo:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CUJO_")}
         if path is not None:
             env["PATH"] = path
+        if tmpdir is not None:
+            env["TMPDIR"] = str(tmpdir)
         return Pending(argv, env, self._scratch("review"), self.data_dir)
 
-    def start_sandbox(self, repo: Path | str, run_id: str, out: Path) -> Pending:
+    def start_sandbox(
+        self, repo: Path | str, run_id: str, out: Path, tmpdir: Path | None = None
+    ) -> Pending:
         """Start the sandbox entry (`python -m cujo_action run`) for base main, head pr."""
         argv = [sys.executable, "-m", "cujo_action", "run", "--repo", str(repo)]
         argv += ["--base", "main", "--head", "pr", "--run-id", run_id, "--out", str(out)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("CUJO_")}
+        if tmpdir is not None:
+            env["TMPDIR"] = str(tmpdir)
         return Pending(argv, env, self._scratch("sandbox"), self.data_dir)
 
     def review(self, repo: Path | str, **kwargs: Any) -> Review:
         """Run `cujo review` to the end."""
         return self.start(repo, **kwargs).wait()
+
+
+def private_tmpdir() -> Path:
+    """Return a fresh folder for TMPDIR that a sandbox uid may pass through (0711, in /tmp:
+    pytest's own folders are root's 0700)."""
+    made = Path(tempfile.mkdtemp(dir="/tmp"))
+    made.chmod(0o711)
+    return made
+
+
+def run_folders_left(tmpdir: Path) -> list[Path]:
+    """Return the run work folders left in ``tmpdir`` (a run's holds run/ or checkout/)."""
+    return [p for p in tmpdir.iterdir() if (p / "run").exists() or (p / "checkout").exists()]
 
 
 def running_with(marker: str, timeout_s: float = 60.0) -> list[str]:

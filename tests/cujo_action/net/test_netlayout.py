@@ -11,8 +11,9 @@ from cujo_action.net.netlayout import POOL, Layout, NetnsError, pick_index, subn
 
 def test_layout_names_fit_interfaces_and_addresses_are_a_30() -> None:
     lay = Layout("a1b2c3", 5)
-    assert (lay.name, lay.table) == ("cujo-a1b2c3", "cujo_a1b2c3")
-    assert (lay.host_link, lay.sandbox_link) == ("cujoa1b2c3h", "cujoa1b2c3s")
+    # What the sandbox can read names nothing of Cujo; the host's side and table do.
+    assert (lay.name, lay.table) == ("ns-a1b2c3", "cujo_a1b2c3")
+    assert (lay.host_link, lay.sandbox_link) == ("cujoa1b2c3h", "eth0")
     assert max(len(lay.host_link), len(lay.sandbox_link)) <= 15  # IFNAMSIZ - 1
     assert (lay.host_ip, lay.sandbox_ip) == ("10.200.0.21", "10.200.0.22")
     assert str(lay.subnet) == "10.200.0.20/30"

@@ -70,7 +70,7 @@ def test_run_in_prefixes_ip_netns_exec() -> None:
         "-s",
     ]
     ns = NetNamespace(Redirect(transparent_port=1), run_id="a1b2c3")
-    assert ns.run_in(["true"]) == ["ip", "netns", "exec", "cujo-a1b2c3", "true"]
+    assert ns.run_in(["true"]) == ["ip", "netns", "exec", "ns-a1b2c3", "true"]
     with pytest.raises(NetnsError, match="not created"):
         _ = ns.host_ip
     ns.destroy()  # nothing was made: a no-op
@@ -491,11 +491,11 @@ def test_cleanup_stale_removes_a_killed_runs_leftovers_and_spares_live_ones(tmp_
     with NetNamespace(Redirect(transparent_port=9), state_dir=tmp_path) as live:
         # While the child lives, its namespace is not stale.
         assert dead_id not in cleanup_stale(tmp_path)
-        assert _present(f"cujo-{dead_id}", f"cujo{dead_id}h", f"cujo_{dead_id}") == ALL
+        assert _present(f"ns-{dead_id}", f"cujo{dead_id}h", f"cujo_{dead_id}") == ALL
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
         assert cleanup_stale(tmp_path) == [dead_id]
-        assert _present(f"cujo-{dead_id}", f"cujo{dead_id}h", f"cujo_{dead_id}") == []
+        assert _present(f"ns-{dead_id}", f"cujo{dead_id}h", f"cujo_{dead_id}") == []
         assert live.layout is not None
         assert _present(live.name, live.layout.host_link, live.layout.table) == ALL
     child.stdin.close()  # type: ignore[union-attr]
@@ -512,3 +512,17 @@ def test_concurrent_namespaces_get_distinct_subnets(tmp_path: Path) -> None:
         out = subprocess.run(a.run_in(["ip", "-j", "-4", "addr"]), capture_output=True, text=True)
         addrs = {i["local"] for link in json.loads(out.stdout) for i in link["addr_info"]}
         assert addrs == {"127.0.0.1", a.sandbox_ip}
+
+
+@root_only
+def test_what_the_namespace_shows_inside_names_nothing_of_cujo(tmp_path: Path) -> None:
+    with NetNamespace(Redirect(transparent_port=9), state_dir=tmp_path) as ns:
+        out = subprocess.run(ns.run_in(["ip", "-j", "addr"]), capture_output=True, text=True)
+        links = {link["ifname"]: link for link in json.loads(out.stdout)}
+        # A runner's interface name; and its IPv6 is off, as the namespace's default says.
+        assert sorted(links) == ["eth0", "lo"]
+        assert [i["family"] for i in links["eth0"]["addr_info"]] == ["inet"]
+        names = subprocess.run(ns.run_in(["ls", "/sys/class/net"]), capture_output=True, text=True)
+        assert names.stdout.split() == ["eth0", "lo"]
+        # The name `ip netns exec` shows in the mount table (/etc/netns/<name>/...).
+        assert "cujo" not in ns.name

@@ -9,6 +9,7 @@ same commands run as the test's user, and the root-only tests skip with the reas
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -18,6 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,7 +28,10 @@ from sandboxes import Sandbox, Sandboxes, sandboxes_for
 
 import cujo_action
 from cujo_action.arm.decoys import DecoyMatcher, make_decoys
+from cujo_action.arm.fingerprint_probe import FOLDERS
 from cujo_action.limits import OUTPUT_FLOOD, OUTPUT_TAIL
+from cujo_action.net.netns import NetNamespace
+from cujo_action.net.nftguard import Redirect
 from cujo_action.sandbox.jail import (
     INSIDE_UID,
     Confinement,
@@ -521,3 +526,91 @@ def test_the_worker_reports_how_the_command_ended(
 ) -> None:
     box = worker_box(sandboxes)
     assert run(box, cmd).exit_code == code
+
+
+# --------------------------------------------------------------------------- the tree
+
+
+@pytest.fixture
+def neutral() -> Iterator[Sandboxes]:
+    # Homes in a folder named as the run's is (tempfile's plain tmpXXXXXXXX): the mount
+    # table shows the path a bind comes from.
+    top = Path(tempfile.mkdtemp())
+    top.chmod(0o711)
+    try:
+        yield from sandboxes_for(top)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@root_only
+def test_the_mount_table_names_nothing_of_cujo_nor_the_phase_namespaces(
+    neutral: Sandboxes, tmp_path: Path
+) -> None:
+    # The harness's install hidden as a run hides it; its path names Cujo on this machine.
+    package = str(Path(cujo_action.__file__).resolve().parent)
+    box = neutral.make(hidden=(package, str(tmp_path)), worker=True)
+    if box.confinement.view is None:
+        pytest.skip("bubblewrap does not work here")
+    # A phase's namespace, as a run has one: its file under /run/netns is a host mount.
+    with NetNamespace(Redirect(transparent_port=9), state_dir=tmp_path) as ns:
+        assert Path("/run/netns", ns.name).exists()
+        # In it (`ip netns exec` makes the mount namespace) and outside (`unshare` does).
+        for netns in (ns.name, None):
+            out = run_confined(
+                "grep -i -e cujo -e /run/netns /proc/self/mountinfo /proc/self/mounts "
+                "/proc/1/mountinfo; echo mounts=$(grep -c ' /home/runner ' /proc/self/mountinfo)",
+                cwd=box.cwd, env=ENV, timeout=30, confinement=replace(box.confinement, netns=netns),
+            )  # fmt: skip
+            assert out.stdout_tail == "mounts=1\n", (netns, out.stdout_tail)
+            # Detached for the sandbox alone: the host still holds the namespace there.
+            assert os.path.ismount(Path("/run/netns", ns.name))
+
+
+MADE_HERE = ("/var/run/docker.sock", "/run/systemd", "/home/linuxbrew")
+FOLDERS_CHECK = """
+import json, os, socket, stat, sys
+folders = json.loads(sys.argv[1])
+sock = "/var/run/docker.sock"
+info = os.stat(sock)
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sock)
+    docker = "connected"
+except ConnectionRefusedError:
+    docker = "refused"
+# What systemd's folder holds: empty folders, never a socket of the host's.
+held = sorted(os.path.join(d, n)[len("/run/systemd/"):]
+              for d, dirs, files in os.walk("/run/systemd") for n in dirs + files)
+print(json.dumps({
+    "present": [f for f in folders if os.path.lexists(f)],
+    "docker": [stat.S_ISREG(info.st_mode), info.st_size, docker],
+    "systemd": [h for h in held if not os.path.isdir("/run/systemd/" + h)],
+    "resolve": os.path.isdir("/run/systemd/resolve"),
+    "host_writable": [f for f in folders if f not in json.loads(sys.argv[2])
+                      and os.path.lexists(f) and os.access(f, os.W_OK)],
+}))
+"""
+
+
+@root_only
+def test_the_images_folders_are_there_and_what_comes_from_the_host_is_read_only(
+    neutral: Sandboxes,
+) -> None:
+    box = neutral.make()
+    if box.confinement.view is None:
+        pytest.skip("bubblewrap does not work here")
+    # The probe's list: made by the sandbox under its own tmpfs, or the host's (read-only).
+    expected = [f for f in FOLDERS if f in MADE_HERE or os.path.lexists(f)]
+    out = run(
+        box,
+        f"python3 -c {shlex.quote(FOLDERS_CHECK)} {shlex.quote(json.dumps(FOLDERS))} "
+        f"{shlex.quote(json.dumps(MADE_HERE))}",
+    )
+    seen = json.loads(out.stdout_tail)
+    assert seen["present"] == expected, out
+    # Docker's socket path: an empty file, refused as when the daemon is down.
+    assert seen["docker"] == [True, 0, "refused"]
+    assert seen["systemd"] == []
+    assert seen["resolve"] is True
+    assert seen["host_writable"] == []
