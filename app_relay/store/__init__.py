@@ -19,6 +19,7 @@ from app_relay.store.board_reads import BoardReads
 from app_relay.store.commands import CommandsStore
 from app_relay.store.deliveries import DeliveriesStore
 from app_relay.store.intake import IntakeError, intake_path
+from app_relay.store.operations import PRUNED, HandedBack, OperationsStore
 from app_relay.store.outbox import OutboxStore
 from app_relay.store.records import (
     CommandRecord,
@@ -78,7 +79,7 @@ from app_relay.store.tables import (
 )
 
 
-class Store(DeliveriesStore, RunsStore, CommandsStore, OutboxStore, BoardReads):
+class Store(DeliveriesStore, RunsStore, CommandsStore, OutboxStore, BoardReads, OperationsStore):
     """The record of sessions and runs, over one database URL."""
 
 
@@ -97,6 +98,7 @@ __all__ = [
     "MAX_EVENT_KIND",
     "MIGRATIONS",
     "MODES",
+    "PRUNED",
     "RUN_STATES",
     "SESSION_KINDS",
     "VERBS",
@@ -113,6 +115,7 @@ __all__ = [
     "EffectState",
     "FindingRow",
     "Finished",
+    "HandedBack",
     "IntakeError",
     "Intent",
     "Mode",
