@@ -138,8 +138,8 @@ def test_text_lines_are_for_a_person_and_name_the_ids_when_there_are_some():
 
 
 def test_the_log_format_is_a_setting_that_names_a_wrong_value():
-    base = {"CUJO_APP_ID": "1", "CUJO_WEBHOOK_SECRET": "s",
-            "CUJO_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----"}  # fmt: skip
+    key = "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----"
+    base = {"CUJO_APP_ID": "1", "CUJO_WEBHOOK_SECRET": "s", "CUJO_PRIVATE_KEY": key}
     assert load_settings(base).log_format == "json"
     assert load_settings({**base, "CUJO_LOG_FORMAT": "TEXT"}).log_format == "text"
     with pytest.raises(SettingsError) as caught:

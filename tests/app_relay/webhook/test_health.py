@@ -124,7 +124,7 @@ def test_a_dead_worker_makes_readyz_fail_naming_it(store):
             assert get(f"{relay.url}/readyz").status_code == 200
             assert post_opened(relay.url, "d-fatal").status_code == 202
             pool.notify()
-            wait_for(lambda: pool.health(), "a worker to die")
+            wait_for(pool.health, "a worker to die")
             answer = get(f"{relay.url}/readyz")
     finally:
         pool.stop(DEADLINE_S)
@@ -282,9 +282,7 @@ def test_github_calls_are_counted_by_status_and_the_rate_budget_hook_shows(store
     github.close()
 
     def calls(found: dict[Any, float], status: str) -> float:
-        return found.get(
-            ("cujo_github_calls_total", (("method", "GET"), ("status", status))), 0.0
-        )
+        return found.get(("cujo_github_calls_total", (("method", "GET"), ("status", status))), 0.0)
 
     assert calls(after, "502") - calls(before, "502") == 1
     assert calls(after, "2xx") - calls(before, "2xx") == 1
