@@ -159,14 +159,17 @@ class Workers:
         return clean
 
 
-def github_app(command: str, settings: RelaySettings, **options: int) -> GitHubApp:
+def github_app(
+    command: str, settings: RelaySettings, *, timeout_s: int = 10, attempts: int = 3
+) -> GitHubApp:
     """Return the App from the settings, or refuse naming the key as the thing to fix."""
     try:
         return GitHubApp(
             app_id=settings.app_id,
             private_key=settings.private_key.reveal(),
             base_url=settings.github_api_url,
-            **options,  # type: ignore[arg-type]
+            timeout_s=timeout_s,
+            attempts=attempts,
         )
     except ValueError as exc:
         raise Refused(f"cujo relay {command}: {exc}; check CUJO_PRIVATE_KEY", 2) from None
@@ -406,20 +409,14 @@ def _share_metrics(*, fresh: bool) -> tuple[Path | None, bool]:
 
     Return the folder and whether it is this process's to delete at its stop. The
     webhook process (``fresh``) makes it: ``PROMETHEUS_MULTIPROC_DIR`` when set (then
-    kept), else ``metrics/<pid>`` in the data folder (a temporary folder if that cannot
-    be written); its worker processes find it in that variable.
+    emptied at start and kept), else a new temporary folder (the image's /tmp is a
+    tmpfs); its worker processes find it in that variable.
     """
     given = os.environ.get(metrics.MULTIPROC_ENV, "").strip()
     if not given and not fresh:
         return None, False
-    folder = Path(given) if given else data_dir(None) / "metrics" / str(os.getpid())
-    try:
-        metrics.share_across_processes(folder, fresh=fresh)
-    except OSError:
-        if given:
-            raise
-        folder = Path(tempfile.mkdtemp(prefix="cujo-metrics-"))
-        metrics.share_across_processes(folder, fresh=fresh)
+    folder = Path(given) if given else Path(tempfile.mkdtemp(prefix="cujo-metrics-"))
+    metrics.share_across_processes(folder, fresh=fresh)
     return folder, fresh and not given
 
 
@@ -481,11 +478,6 @@ def serve(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return exc.code
     try:
-        shared, owned = _share_metrics(fresh=True)
-    except (OSError, RuntimeError) as exc:
-        print(f"cujo relay serve: cannot keep the metrics: {reason_of(exc)}", file=sys.stderr)
-        return 3
-    try:
         store = _store("serve", settings)
     except Refused as exc:
         print(exc, file=sys.stderr)
@@ -500,6 +492,13 @@ def serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 3
+    try:
+        shared, owned = _share_metrics(fresh=True)
+    except (OSError, RuntimeError) as exc:
+        store.close()
+        listener.close()
+        print(f"cujo relay serve: cannot keep the metrics: {reason_of(exc)}", file=sys.stderr)
+        return 3
     own: Workers | None = None
     children: Children | None = None
     try:
@@ -512,6 +511,8 @@ def serve(args: argparse.Namespace) -> int:
     except Refused as exc:
         store.close()
         listener.close()
+        if owned and shared is not None:
+            shutil.rmtree(shared, ignore_errors=True)
         print(exc, file=sys.stderr)
         return exc.code
     wake = own.pool.notify if own is not None else children.wake  # type: ignore[union-attr]
@@ -549,8 +550,8 @@ def serve(args: argparse.Namespace) -> int:
                 shutil.rmtree(shared, ignore_errors=True)
     print(
         "cujo relay: stopped"
-        + ("" if clean else " (work still in hand could not be handed back; its leases will "
-           "run out and be taken)"),
+        + ("" if clean else " (not cleanly: what was not handed back is taken by another "
+           "worker once its leases run out)"),
         file=sys.stderr,
     )  # fmt: skip
     return 0 if clean else 3

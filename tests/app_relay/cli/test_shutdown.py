@@ -106,6 +106,7 @@ def env(tmp_path: Path, url: str, fake_github: FakeGitHub) -> dict[str, str]:
     return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(tmp_path),
+        "TMPDIR": str(tmp_path),  # the metrics folder of a relay killed at teardown
         "CUJO_HOME": str(tmp_path / "home"),
         "CUJO_APP_ID": str(fake_github.app_id),
         "CUJO_PRIVATE_KEY": fake_github.private_key_pem,
