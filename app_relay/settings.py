@@ -29,8 +29,12 @@ from pydantic_settings import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from app_relay.observe.logs import LOG_FORMATS, LogFormat
+
 DEFAULT_GITHUB_API_URL = "https://api.github.com"
 DEFAULT_WORKFLOW = "cujo.yml"
+# A finished run's bundle (its evidence) is kept this many days (CUJO_BUNDLE_DAYS).
+DEFAULT_BUNDLE_DAYS = 30.0
 ENV_PREFIX = "CUJO_"
 # A workflow file name as GitHub's dispatch endpoint takes it (the file in
 # .github/workflows/ on the default branch):
@@ -141,6 +145,15 @@ class RelaySettings(BaseSettings):
     catch_up_grace_s: float = 120.0
     catch_up_max_redeliveries: int = 50
     catch_up_max_pulls: int = 50
+
+    # Operating the relay (issue 23, observable): its log lines as JSON or plain text;
+    # how many days a finished run's bundle is kept; how long a stop lets the work in
+    # hand finish before handing it back; how old the oldest waiting delivery may grow
+    # before /readyz says the intake is backed up.
+    log_format: LogFormat = "json"
+    bundle_days: float = DEFAULT_BUNDLE_DAYS
+    stop_grace_s: float = 20.0
+    ready_backlog_s: float = 120.0
 
     @classmethod
     def settings_customise_sources(
@@ -345,6 +358,38 @@ class RelaySettings(BaseSettings):
             unit = "" if whole else " seconds"
             raise _Refused(variable, f"must be between 0 and {top}{unit}")
         return number
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _log_format(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        raw = value.strip().lower() or "json"
+        if raw not in LOG_FORMATS:
+            raise _Refused(
+                "CUJO_LOG_FORMAT",
+                f"is {value!r}; use json (one object a line, for a log collector) or text "
+                "(plain lines, for a person)",
+            )
+        return raw
+
+    @field_validator("bundle_days", "stop_grace_s", "ready_backlog_s", mode="before")
+    @classmethod
+    def _operating(cls, value: object, info: ValidationInfo) -> object:
+        name = str(info.field_name)
+        variable = ENV_PREFIX + name.upper()
+        unit, most = ("days", 36_500.0) if name == "bundle_days" else ("seconds", 86_400.0)
+        if isinstance(value, str):
+            raw = value.strip()
+            if not raw:
+                return cls.model_fields[name].default
+            try:
+                value = float(raw)
+            except ValueError:
+                raise _Refused(variable, f"is {raw!r}, not a number of {unit}") from None
+        if isinstance(value, int | float) and not 0 < value <= most:
+            raise _Refused(variable, f"must be more than 0 and at most {most:g} {unit}")
+        return value
 
     def __repr__(self) -> str:
         shown = make_url(self.database_url).render_as_string(hide_password=True)

@@ -29,6 +29,7 @@ from app_relay.board.access import Access, Viewer
 from app_relay.board.catchup_view import catch_up_line
 from app_relay.runs.state import RunState
 from app_relay.store import (
+    PRUNED,
     CommandRecord,
     Effect,
     RunEvent,
@@ -130,6 +131,10 @@ def _checks(
     run: RunRecord, bundle: Bundle | None, problem: str, events: Sequence[RunEvent]
 ) -> tuple[list[view.CheckLine], str]:
     """Return the checks to list, and a sentence about them."""
+    pruned = [e for e in events if e.kind == PRUNED]
+    if pruned and run.reports_dir is None:
+        # Bundle retention (runs/retention.py) deleted the reports; the record keeps the rest.
+        return [], f"Evidence pruned: {pruned[-1].detail}; the verdict and findings remain."
     if problem:
         return [], problem
     if bundle is not None and bundle.failure is not None:

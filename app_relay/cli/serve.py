@@ -12,6 +12,16 @@ process (one small process, as before). Beside its pool each worker process runs
 catch-up (``runs/catchup.py``): on start and every few minutes, one relay at a time, it
 asks GitHub again for webhooks that never arrived and sweeps pull requests nothing
 reviewed.
+
+Operating it (issue 23): logs are JSON lines naming their delivery and run
+(``CUJO_LOG_FORMAT=text`` for plain ones); the processes keep their metrics in one
+folder the webhook serves at ``/metrics``; each worker process reports its pool's health
+there for ``/readyz``. A stop (SIGTERM, Ctrl-C, or the end of a worker's input) lets
+the work in hand finish for ``CUJO_STOP_GRACE_S`` and then hands back whatever is still
+held (deliveries, runs, effects) for any relay to take at once. The wake-ups are read
+from the standard input without Python's buffered reader, by a thread that is stopped
+and joined: a daemon thread left blocked in ``sys.stdin`` made the interpreter abort at
+exit ("could not acquire lock for <stdin> at interpreter shutdown").
 """
 
 from __future__ import annotations
@@ -20,15 +30,19 @@ import argparse
 import contextlib
 import logging
 import os
+import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO
+from pathlib import Path
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -38,17 +52,31 @@ from app_relay.decide.judge import judge_for
 from app_relay.github.app_auth import GitHubApp
 from app_relay.github.client import GitHubGateway
 from app_relay.model.claude import model_client_from_env
+from app_relay.observe import logs, metrics
 from app_relay.runs.catchup import CatchUp, CatchUpConfig
 from app_relay.runs.coordinator import RunCoordinator
 from app_relay.runs.effects import OutboxConfig
+from app_relay.runs.retention import prune_bundles
 from app_relay.runs.runners import ActionsRunner
 from app_relay.settings import RelaySettings, SettingsError, load_settings
 from app_relay.store import CatchUpTally, IntakeError, Store
 from app_relay.webhook.events import Context
+from app_relay.webhook.health import (
+    HEALTH_EVERY_S,
+    Readiness,
+    health_file,
+    read_health,
+    write_health,
+)
 from app_relay.webhook.workers import PoolConfig, WorkerPool
+from cujo_action.schema import utcnow
 
 log = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 60.0
+# How often the bundles are pruned (CUJO_BUNDLE_DAYS), the first time at start.
+PRUNE_EVERY_S = 3600.0
+# A worker process outstaying its own stop by this much is terminated.
+CHILD_MARGIN_S = 15.0
 
 
 class Refused(Exception):
@@ -94,35 +122,69 @@ class Workers:
     maintainer: threading.Thread
     # Catch-up passes (runs/catchup.py); None when CUJO_CATCH_UP_EVERY_S is 0.
     catching_up: threading.Thread | None = None
+    retention: threading.Thread | None = None
 
     def start(self) -> None:
-        """Start the pool, the loop that makes effects and reconciles runs, and catch-up."""
+        """Start the pool, the loop that makes effects and reconciles runs, catch-up, retention."""
         self.pool.start()
         self.maintainer.start()
-        if self.catching_up is not None:
-            self.catching_up.start()
+        for thread in (self.catching_up, self.retention):
+            if thread is not None:
+                thread.start()
 
-    def stop(self) -> bool:
-        """Let the deliveries in hand finish; False when one was still in hand at the end."""
-        drained = self.pool.stop(timeout=STOP_TIMEOUT_S)
+    def health(self) -> list[str]:
+        """Name each part that is not working: the pool's workers, the maintenance loops."""
+        problems = self.pool.health()
+        if not self.maintaining.is_set():
+            for thread in (self.maintainer, self.catching_up, self.retention):
+                if thread is not None and thread.ident is not None and not thread.is_alive():
+                    problems.append(f"{thread.name} is not running")
+        return problems
+
+    def stop(self, grace_s: float = STOP_TIMEOUT_S) -> bool:
+        """Let the work in hand finish within ``grace_s``, then hand back what is still held.
+
+        False only when what is held could not be handed back (the record did not
+        answer): its leases then run out and another relay takes it later.
+        """
+        deadline = time.monotonic() + grace_s
+        drained = self.pool.stop(timeout=grace_s)
         self.maintaining.set()
-        self.maintainer.join(30)
-        if self.catching_up is not None:
-            self.catching_up.join(30)
+        for thread in (self.maintainer, self.catching_up, self.retention):
+            if thread is not None and thread.ident is not None:
+                thread.join(max(deadline - time.monotonic(), 0.1))
+        clean = True
+        try:
+            handed = self.pool.store.hand_back(self.pool.worker_ids(), self.coordinator.name)
+        except SQLAlchemyError as exc:
+            log.error("could not hand back the work in hand: %s", reason_of(exc))
+            clean = False
+        else:
+            if handed or not drained:
+                log.warning("stopping: handed back %s still in hand", handed)
         self.github.close()
-        return drained
+        return clean
+
+
+def github_app(
+    command: str, settings: RelaySettings, *, timeout_s: int = 10, attempts: int = 3
+) -> GitHubApp:
+    """Return the App from the settings, or refuse naming the key as the thing to fix."""
+    try:
+        return GitHubApp(
+            app_id=settings.app_id,
+            private_key=settings.private_key.reveal(),
+            base_url=settings.github_api_url,
+            timeout_s=timeout_s,
+            attempts=attempts,
+        )
+    except ValueError as exc:
+        raise Refused(f"cujo relay {command}: {exc}; check CUJO_PRIVATE_KEY", 2) from None
 
 
 def build_workers(command: str, settings: RelaySettings, store: Store, workers: int) -> Workers:
     """Wire the App, the runner, the judge, the coordinator and a pool over ``store``."""
-    try:
-        github = GitHubApp(
-            app_id=settings.app_id,
-            private_key=settings.private_key.reveal(),
-            base_url=settings.github_api_url,
-        )
-    except ValueError as exc:
-        raise Refused(f"cujo relay {command}: {exc}; check CUJO_PRIVATE_KEY", 2) from None
+    github = github_app(command, settings)
 
     def gateway_of_repo(repo: str) -> GitHubGateway:
         # The runner acts on a repository; the App keeps its installation there until an
@@ -133,6 +195,7 @@ def build_workers(command: str, settings: RelaySettings, store: Store, workers: 
     # lift one) and `mode: diff` pull requests get the diff review; without one, nothing
     # else changes.
     model = model_client_from_env(os.environ)
+    bundles = data_dir(None) / "bundles"
     coordinator = RunCoordinator(
         store,
         github.gateway,
@@ -140,7 +203,7 @@ def build_workers(command: str, settings: RelaySettings, store: Store, workers: 
         judge_for(model, require_full_isolation=True),
         settings.workflow,
         model=model,
-        bundles=data_dir(None) / "bundles",
+        bundles=bundles,
         outbox=OutboxConfig(retry_s=settings.effect_retry_s, lease_s=settings.effect_lease_s),
         run_lease_s=settings.run_lease_s,
     )
@@ -164,8 +227,20 @@ def build_workers(command: str, settings: RelaySettings, store: Store, workers: 
         name="cujo-maintain",
         daemon=True,
     )
+
+    def keep_pruning() -> None:
+        # Bundles older than CUJO_BUNDLE_DAYS go, at start and then every hour.
+        while True:
+            try:
+                prune_bundles(store, bundles, settings.bundle_days, utcnow())
+            except Exception:
+                log.exception("pruning old bundles failed; trying again later")
+            if maintaining.wait(PRUNE_EVERY_S):
+                return
+
+    retention = threading.Thread(target=keep_pruning, name="cujo-retention", daemon=True)
     catching_up = _catch_up_thread(settings, store, github, pool, maintaining)
-    return Workers(pool, coordinator, github, maintaining, maintainer, catching_up)
+    return Workers(pool, coordinator, github, maintaining, maintainer, catching_up, retention)
 
 
 def _catch_up_thread(
@@ -250,9 +325,13 @@ def migrate(args: argparse.Namespace) -> int:
 class Children:
     """The worker processes a webhook process started, woken through their stdin."""
 
-    def __init__(self, count: int, workers: int) -> None:
+    def __init__(
+        self, count: int, workers: int, *, health: Path | None = None, grace_s: float = 0.0
+    ) -> None:
         self._procs: list[subprocess.Popen[bytes]] = []
         self._lock = threading.Lock()
+        self._health = health  # where each reports its pool's health (the metrics folder)
+        self._grace_s = grace_s or STOP_TIMEOUT_S
         command = [sys.executable, "-m", "app_relay", "relay", "work", "--workers", str(workers)]
         for _ in range(count):
             # Same process group: a relay killed as a whole takes its workers with it.
@@ -276,6 +355,17 @@ class Children:
         """Say whether every worker process still runs."""
         return all(proc.poll() is None for proc in self._procs)
 
+    def health(self) -> list[str]:
+        """Name each worker process that stopped, is silent, or reports a part not working."""
+        problems = []
+        for proc in self._procs:
+            code = proc.poll()
+            if code is not None:
+                problems.append(f"worker process {proc.pid} exited with status {code}")
+            elif self._health is not None:
+                problems.extend(read_health(self._health, proc.pid))
+        return problems
+
     def stop(self) -> bool:
         """Close their input (they stop claiming and drain), wait; False if one did not.
 
@@ -291,7 +381,7 @@ class Children:
         clean = True
         for proc in self._procs:
             try:
-                clean &= proc.wait(STOP_TIMEOUT_S + 10) == 0
+                clean &= proc.wait(self._grace_s + CHILD_MARGIN_S) == 0
             except subprocess.TimeoutExpired:
                 proc.terminate()
                 try:
@@ -300,14 +390,84 @@ class Children:
                     proc.kill()
                     proc.wait()
                 clean = False
+            metrics.process_gone(proc.pid)
+            if self._health is not None:
+                health_file(self._health, proc.pid).unlink(missing_ok=True)
         return clean
 
 
-def _wake_from(stream: IO[bytes], wake: Callable[[], None], stop: threading.Event) -> None:
-    # One line per wake-up; the end of the input means the webhook process is gone.
-    for _ in iter(stream.readline, b""):
-        wake()
-    stop.set()
+class StdinWaker:
+    """Wake the pool once per line on a file descriptor; the end of it means stop.
+
+    Read with ``os.read`` beside a pipe of its own, so ``stop`` ends the thread at once
+    and joins it: nothing is left blocked in ``sys.stdin``'s buffered reader, whose lock
+    a daemon thread held at interpreter shutdown (Python then aborts the process with
+    "Fatal Python error: could not acquire lock for <stdin>").
+    """
+
+    def __init__(self, fd: int, wake: Callable[[], None], ended: threading.Event) -> None:
+        self._fd = fd
+        self._wake = wake
+        self._ended = ended
+        self._stop_r, self._stop_w = os.pipe()
+        self._thread = threading.Thread(target=self._run, name="cujo-wake")
+
+    def start(self) -> None:
+        """Start reading."""
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                ready, _, _ = select.select([self._fd, self._stop_r], [], [])
+            except (OSError, ValueError):  # the descriptor is closed or was never there
+                self._ended.set()
+                return
+            if self._stop_r in ready:
+                return
+            try:
+                data = os.read(self._fd, 4096)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                data = b""
+            if not data:
+                self._ended.set()  # the webhook process is gone (or closed our input)
+                return
+            self._wake()
+
+    def stop(self) -> None:
+        """Stop reading and wait for the thread to end."""
+        with contextlib.suppress(OSError):
+            os.write(self._stop_w, b".")
+        self._thread.join()
+        for fd in (self._stop_r, self._stop_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _stdin_fd() -> int:
+    """Return the standard input's descriptor (-1 when there is none)."""
+    try:
+        return sys.stdin.fileno() if sys.stdin is not None else -1
+    except (OSError, ValueError):
+        return -1
+
+
+def _share_metrics(*, fresh: bool) -> tuple[Path | None, bool]:
+    """Put this process's metrics in the folder the relay's processes share.
+
+    Return the folder and whether it is this process's to delete at its stop. The
+    webhook process (``fresh``) makes it: ``PROMETHEUS_MULTIPROC_DIR`` when set (then
+    emptied at start and kept), else a new temporary folder (the image's /tmp is a
+    tmpfs); its worker processes find it in that variable.
+    """
+    given = os.environ.get(metrics.MULTIPROC_ENV, "").strip()
+    if not given and not fresh:
+        return None, False
+    folder = Path(given) if given else Path(tempfile.mkdtemp(prefix="cujo-metrics-"))
+    metrics.share_across_processes(folder, fresh=fresh)
+    return folder, fresh and not given
 
 
 def work(args: argparse.Namespace) -> int:
@@ -315,6 +475,8 @@ def work(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         settings = _settings("work")
+        logs.configure(settings.log_format)
+        shared, _ = _share_metrics(fresh=False)
         store = _store("work", settings)
         try:
             workers = build_workers("work", settings, store, args.workers)
@@ -325,18 +487,24 @@ def work(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return exc.code
     stopped = threading.Event()
+    pid = os.getpid()
     with _signals_set(stopped):
         workers.start()
-        threading.Thread(
-            target=_wake_from,
-            args=(sys.stdin.buffer, workers.pool.notify, stopped),
-            name="cujo-wake",
-            daemon=True,
-        ).start()
-        stopped.wait()
-        drained = workers.stop()
+        waker = StdinWaker(_stdin_fd(), workers.pool.notify, stopped)
+        waker.start()
+        try:
+            # The webhook process reads this for /readyz, every few seconds until the stop.
+            while True:
+                if shared is not None:
+                    with contextlib.suppress(OSError):
+                        write_health(shared, pid, workers.health())
+                if stopped.wait(HEALTH_EVERY_S):
+                    break
+        finally:
+            waker.stop()
+            clean = workers.stop(settings.stop_grace_s)
     store.close()
-    return 0 if drained else 3
+    return 0 if clean else 3
 
 
 # ------------------------------------------------------------------ the webhook process
@@ -354,6 +522,12 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     try:
         settings = _settings("serve")
+        logs.configure(settings.log_format)
+        probe = github_app("serve", settings, timeout_s=5, attempts=1)
+    except Refused as exc:
+        print(exc, file=sys.stderr)
+        return exc.code
+    try:
         store = _store("serve", settings)
     except Refused as exc:
         print(exc, file=sys.stderr)
@@ -368,20 +542,35 @@ def serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 3
+    try:
+        shared, owned = _share_metrics(fresh=True)
+    except (OSError, RuntimeError) as exc:
+        store.close()
+        listener.close()
+        print(f"cujo relay serve: cannot keep the metrics: {reason_of(exc)}", file=sys.stderr)
+        return 3
     own: Workers | None = None
     children: Children | None = None
     try:
         if args.worker_processes == 0:
             own = build_workers("serve", settings, store, args.workers)
         else:
-            children = Children(args.worker_processes, args.workers)
+            children = Children(
+                args.worker_processes, args.workers, health=shared, grace_s=settings.stop_grace_s
+            )
     except Refused as exc:
         store.close()
         listener.close()
+        if owned and shared is not None:
+            shutil.rmtree(shared, ignore_errors=True)
         print(exc, file=sys.stderr)
         return exc.code
     wake = own.pool.notify if own is not None else children.wake  # type: ignore[union-attr]
-    app = create_app(settings, store, on_recorded=wake)
+    health = own.health if own is not None else children.health  # type: ignore[union-attr]
+    readiness = Readiness(
+        store, workers=health, github=probe.check_reachable, backlog_s=settings.ready_backlog_s
+    )
+    app = create_app(settings, store, on_recorded=wake, readiness=readiness)
     server = uvicorn.Server(
         uvicorn.Config(
             app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=30
@@ -401,14 +590,18 @@ def serve(args: argparse.Namespace) -> int:
             server.run(sockets=[listener])
         finally:
             app.state.intake.close()
-            drained = own.stop() if own is not None else True
+            clean = own.stop(settings.stop_grace_s) if own is not None else True
             if children is not None:
-                drained = children.stop() and drained
+                clean = children.stop() and clean
+            probe.close()
             store.close()
             listener.close()
+            if shared is not None and owned:
+                shutil.rmtree(shared, ignore_errors=True)
     print(
         "cujo relay: stopped"
-        + ("" if drained else " (work was still in hand; its leases will run out and be taken)"),
+        + ("" if clean else " (not cleanly: what was not handed back is taken by another "
+           "worker once its leases run out)"),
         file=sys.stderr,
-    )
-    return 0 if drained else 3
+    )  # fmt: skip
+    return 0 if clean else 3

@@ -33,6 +33,7 @@ from app_relay.github.answers import (
     parse_time,
 )
 from app_relay.github.client import GitHubGateway
+from app_relay.github.observed import counted
 from app_relay.github.payloads import positive, repo_path
 from app_relay.github.retry import backoff_s, retried_within_call
 from app_relay.github.transport import DEFAULT_API_URL
@@ -214,6 +215,7 @@ class GitHubApp:
 
     def attempt(self, call: str, fn: Callable[[], T], *, idempotent: bool = True) -> T:
         """Run one GitHub call, retrying a 5xx or a lost connection when it is idempotent."""
+        fn = counted(call, fn)  # each try is counted in /metrics (observed.py)
         for attempt in range(1, self.attempts + 1):
             retry = idempotent and attempt < self.attempts
             try:
@@ -267,6 +269,14 @@ class GitHubApp:
             )
 
         return self.attempt(f"{verb} {path}", send, idempotent=idempotent)
+
+    def check_reachable(self) -> None:
+        """Ask GitHub about the App once, untried again; raise ``GitHubError`` if it cannot say.
+
+        For ``/readyz``: an answer proves GitHub is reachable and takes the App's key.
+        """
+        # https://docs.github.com/en/rest/apps/apps#get-the-authenticated-app
+        self.attempt("GET /app", self._integration.get_app, idempotent=False)
 
     def installation_of(self, repo: str) -> Installation:
         """Read the App's installation on a repository with its permissions (never kept)."""

@@ -26,6 +26,7 @@ import httpx
 
 from app_relay.decide.verdict import ModelOutcome, ModelUse
 from app_relay.model.port import Message, ModelError, Reply, Tool, ToolCall
+from app_relay.observe import metrics
 
 DEFAULT_JUDGE_MODEL: Final = "claude-sonnet-4-5"
 DEFAULT_DIFF_MODEL: Final = "claude-haiku-4-5"
@@ -120,16 +121,16 @@ class ModelClient:
             ).as_dict()
 
         def failed(outcome: ModelOutcome, detail: str) -> ModelError:
-            return ModelError(
-                ModelUse(
-                    model=model,
-                    cost_usd=cost_usd(model, 0, 0),
-                    asks=1,
-                    attempts=attempts,
-                    outcome=outcome,
-                    detail=detail,
-                )
+            use = ModelUse(
+                model=model,
+                cost_usd=cost_usd(model, 0, 0),
+                asks=1,
+                attempts=attempts,
+                outcome=outcome,
+                detail=detail,
             )
+            _observed(use)
+            return ModelError(use)
 
         if deadline - self._clock() <= 0:
             raise failed("timeout", "the deadline passed before the model was asked")
@@ -170,9 +171,16 @@ class ModelClient:
         finally:
             client.close()
         try:
-            return _reply(model, message, attempts)
+            reply = _reply(model, message, attempts)
         except ValueError as exc:  # a reply whose fields do not fit the record
             raise failed("error", f"the reply could not be read ({type(exc).__name__})") from None
+        _observed(reply.use)
+        return reply
+
+
+def _observed(use: ModelUse) -> None:
+    """Count one ask's tokens and cost in ``/metrics``."""
+    metrics.model_used(use.model, use.outcome, use.input_tokens, use.output_tokens, use.cost_usd)
 
 
 def _reply(model: str, message: anthropic.types.Message, attempts: int) -> Reply:

@@ -29,6 +29,7 @@ from app_relay.github.client import GitHubGateway
 from app_relay.github.payloads import CheckAction, CheckOutput, OnComment, OnIssue
 from app_relay.github.retry import RATE_LIMITED_S, retry_later_s
 from app_relay.github.vocab import ReactionContent
+from app_relay.observe.logs import about
 from app_relay.runs.state import GUARD, GuardView
 from app_relay.store import MAX_EFFECT_ATTEMPTS, Effect, Intent, RunRecord, Store
 
@@ -177,6 +178,10 @@ class Outbox:
                 made += self._make_one(effect)
 
     def _make_one(self, effect: Effect) -> int:
+        with about(run=effect.run_id):  # the lines logged meanwhile name the run
+            return self._make_logged(effect)
+
+    def _make_logged(self, effect: Effect) -> int:
         try:
             run = self.store.get_run(effect.run_id)
             if run.installation_id is None or run.pr_number is None:

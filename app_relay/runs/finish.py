@@ -17,6 +17,7 @@ from typing import Literal
 from app_relay.decide.verdict import Verdict
 from app_relay.github.answers import GitHubError
 from app_relay.github.protection import Hold, HoldCache
+from app_relay.observe import metrics
 from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import check_intent, reaction_intent, review_intent
 from app_relay.runs.runners import RunnerError
@@ -26,7 +27,7 @@ from app_relay.store import Intent, RunClosed, RunRecord
 from app_relay.words.inert import code_span
 from app_relay.words.review_body import render_review
 from cujo_action.evidence.reader import Bundle, BundleError
-from cujo_action.schema import Policy
+from cujo_action.schema import Policy, utcnow
 
 # What going wrong while moving a run looks like: the run ends ``error``, the relay goes on.
 FAILURES = (GitHubError, RunnerError, BundleError, ValueError, OSError)
@@ -124,4 +125,6 @@ class RunFinisher:
                 )
             except RunClosed:
                 return
+            took = (utcnow() - run.started_at).total_seconds()
+            metrics.run_finished(verdict.state, run.mode, took)
             self.desk.outbox.drain(run_id)

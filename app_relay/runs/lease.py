@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from app_relay.observe.logs import about
 from app_relay.store import Store
 
 # How long a relay holds a run while acting on it; one that dies mid-act lets go after it.
@@ -66,7 +67,8 @@ class RunLeases:
         """
         self._count(run_id, +1)
         try:
-            yield
+            with about(run=run_id):  # the lines logged meanwhile name the run
+                yield
         finally:
             if self._count(run_id, -1) == 0:
                 self.store.release_run(run_id, self.name)

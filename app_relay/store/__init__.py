@@ -20,6 +20,7 @@ from app_relay.store.catchup import CatchUpPass, CatchUpStart, CatchUpStore, Cat
 from app_relay.store.commands import CommandsStore
 from app_relay.store.deliveries import DeliveriesStore
 from app_relay.store.intake import IntakeError, intake_path
+from app_relay.store.operations import PRUNED, HandedBack, OperationsStore
 from app_relay.store.outbox import OutboxStore
 from app_relay.store.records import (
     CommandRecord,
@@ -79,7 +80,15 @@ from app_relay.store.tables import (
 )
 
 
-class Store(DeliveriesStore, RunsStore, CommandsStore, OutboxStore, BoardReads, CatchUpStore):
+class Store(
+    DeliveriesStore,
+    RunsStore,
+    CommandsStore,
+    OutboxStore,
+    BoardReads,
+    CatchUpStore,
+    OperationsStore,
+):
     """The record of sessions and runs, over one database URL."""
 
 
@@ -98,6 +107,7 @@ __all__ = [
     "MAX_EVENT_KIND",
     "MIGRATIONS",
     "MODES",
+    "PRUNED",
     "RUN_STATES",
     "SESSION_KINDS",
     "VERBS",
@@ -117,6 +127,7 @@ __all__ = [
     "EffectState",
     "FindingRow",
     "Finished",
+    "HandedBack",
     "IntakeError",
     "Intent",
     "Mode",

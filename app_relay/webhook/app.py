@@ -4,6 +4,10 @@ The webhook handler reads the raw body under a size cap, checks its signature be
 anything parses it, records the delivery (idempotent on ``X-GitHub-Delivery``) and
 answers 202. It never logs the secret or the signature.
 https://docs.github.com/en/webhooks/using-webhooks/best-practices-for-using-webhooks
+
+Beside it: ``/healthz`` (the process answers), ``/readyz`` (the record, the workers, the
+intake and GitHub; ``health.py``) and ``/metrics`` (Prometheus text: what every relay
+process counted, and what the record holds).
 """
 
 from __future__ import annotations
@@ -14,18 +18,22 @@ import os
 import queue
 import re
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 import anyio.to_thread
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from app_relay.board import Access, access_from_env, board_router, web_url_of
+from app_relay.observe import metrics
+from app_relay.observe.logs import about
 from app_relay.settings import RelaySettings
 from app_relay.store import NewDelivery, Store
 from app_relay.webhook.events import Event, MalformedEvent, signature_matches
+from app_relay.webhook.health import Readiness, RecordCollector
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +77,17 @@ class DeliveryIntake:
         answer: Future[bool] = Future()
         self._queue.put((new, answer))
         return answer
+
+    def problems(self) -> list[str]:
+        """Name what keeps the writer from recording: dead, or deliveries piling up."""
+        with self._lock:
+            thread = self._thread
+        found = []
+        if thread is not None and not thread.is_alive():
+            found.append("the webhook's delivery writer is not running")
+        if self._queue.qsize() > 4 * self.max_batch:
+            found.append(f"{self._queue.qsize()} deliveries wait for the webhook's writer")
+        return found
 
     def close(self) -> None:
         """Record what is queued, then stop the writer."""
@@ -138,49 +157,92 @@ def create_app(
     max_body: int = MAX_BODY,
     on_recorded: Callable[[], None] | None = None,
     board: Access | None = None,
+    readiness: Readiness | None = None,
 ) -> FastAPI:
     """Return the relay's ASGI app over ``store``; ``on_recorded`` wakes the workers.
 
     The board is served at ``/`` to whom ``board`` lets in (by default: people signed in
     with GitHub, when the App's OAuth client is set in the environment; nobody otherwise).
+    ``readiness`` answers ``/readyz`` (by default: the record and the intake alone).
     """
     app = FastAPI(title="Cujo relay", docs_url=None, redoc_url=None, openapi_url=None)
     secret = settings.webhook_secret.reveal().encode()
     intake = DeliveryIntake(store)
     app.state.intake = intake  # closed by whoever serves the app, after the server stops
+    ready = readiness if readiness is not None else Readiness(store)
+    ready.intake = intake.problems
+    record_metrics = RecordCollector(store)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
-        """Answer that the relay is up."""
+        """Answer that the relay's process is up (``/readyz`` says whether it can work)."""
         return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        """Answer 200 when every part can work, else 503 naming the parts that cannot."""
+        report = await anyio.to_thread.run_sync(ready.check)
+        return JSONResponse(report.body(), status_code=200 if report.ready else 503)
+
+    @app.get("/metrics")
+    async def metrics_text() -> Response:
+        """Serve the relay's metrics in Prometheus's text format."""
+        text, content_type = await anyio.to_thread.run_sync(metrics.exposition, [record_metrics])
+        return Response(text, media_type=content_type)
 
     @app.post("/webhook")
     async def webhook(request: Request) -> JSONResponse:
         """Verify, record and acknowledge one delivery."""
+        started = time.perf_counter()
+        delivery_id = request.headers.get("x-github-delivery", "")
+        # The lines logged for this request name the delivery, when its id is one.
+        with about(delivery=delivery_id if _DELIVERY_ID.match(delivery_id) else None):
+            event, outcome, answer = await _take(request, delivery_id)
+        metrics.delivery_received(event, outcome)
+        metrics.intake_seconds(time.perf_counter() - started)
+        return answer
+
+    async def _take(request: Request, delivery_id: str) -> tuple[str, str, JSONResponse]:
+        """Verify and record one delivery; return its event (or "-"), outcome and answer."""
         try:
             body = await read_capped(request, max_body)
         except BodyTooLarge:
-            return _answer(413, error=f"the body is over {max_body} bytes")
+            return "-", "too_large", _answer(413, error=f"the body is over {max_body} bytes")
         # Invariant 1 (DESIGN.md section 11): the raw body is verified before any parsing.
         if not signature_matches(secret, body, request.headers.get("x-hub-signature-256")):
             log.warning("webhook refused: missing or wrong signature")
-            return _answer(401, error="missing or wrong X-Hub-Signature-256")
+            return "-", "refused", _answer(401, error="missing or wrong X-Hub-Signature-256")
         name = request.headers.get("x-github-event", "")
-        delivery_id = request.headers.get("x-github-delivery", "")
         if not _EVENT_NAME.match(name):
-            return _answer(400, error="X-GitHub-Event is missing or not an event name")
+            return (
+                "-",
+                "malformed",
+                _answer(400, error="X-GitHub-Event is missing or not an event name"),
+            )
         if not _DELIVERY_ID.match(delivery_id):
-            return _answer(400, error="X-GitHub-Delivery is missing or not a delivery id")
+            return (
+                name,
+                "malformed",
+                _answer(400, error="X-GitHub-Delivery is missing or not a delivery id"),
+            )
         try:
             if len(body) <= _PARSE_INLINE:
                 event = Event.parse(delivery_id, name, body)
             else:
                 event = await anyio.to_thread.run_sync(Event.parse, delivery_id, name, body)
         except MalformedEvent as exc:
-            return _answer(400, error=f"{exc}; GitHub Apps send application/json")
+            return (
+                name,
+                "malformed",
+                _answer(400, error=f"{exc}; GitHub Apps send application/json"),
+            )
         if name == "ping":
             # https://docs.github.com/en/webhooks/webhook-events-and-payloads#ping
-            return _answer(200, ok=True, delivery=delivery_id, zen=event.payload.get("zen"))
+            return (
+                name,
+                "ping",
+                _answer(200, ok=True, delivery=delivery_id, zen=event.payload.get("zen")),
+            )
         recorded = intake.submit(
             NewDelivery(delivery_id, name, event.action, event.installation_id, event.repo, body)
         )
@@ -194,7 +256,8 @@ def create_app(
         )
         if new and on_recorded is not None:
             on_recorded()
-        return _answer(202, delivery=delivery_id, recorded=new)
+        outcome = "recorded" if new else "duplicate"
+        return name, outcome, _answer(202, delivery=delivery_id, recorded=new)
 
     api_url = settings.github_api_url
     access = board if board is not None else access_from_env(os.environ, api_url)

@@ -5,7 +5,9 @@ routes it through ``events.ROUTER`` and finishes it. A heartbeat renews the leas
 deliveries in hand, so a slow handler keeps its delivery; a relay that dies stops
 renewing, and after the lease runs out any worker (this relay restarted, or another
 one sharing the database) takes the delivery over. A finished delivery is never taken
-again. ``stop()`` stops claiming and lets the deliveries in hand finish.
+again. ``stop()`` stops claiming and lets the deliveries in hand finish; what is still
+in hand after its deadline is handed back by the caller (``Store.hand_back``). A worker
+that dies says why, and ``health()`` names it (``/readyz``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from app_relay.observe import metrics
+from app_relay.observe.logs import about
 from app_relay.store import MAX_DELIVERY_ATTEMPTS, Delivery, Finished, Store
 from app_relay.store.tables import holder_name
 from app_relay.webhook.events import ROUTER, Context, Event, MalformedEvent, Router
@@ -39,6 +43,8 @@ class PoolConfig:
     # A worker claims up to this many deliveries in one transaction and finishes them in
     # one: fewer commits (each a sync to disk) per delivery under load.
     batch: int = 4
+    # A worker on one turn (claim, handle, finish) for longer than this is named stuck.
+    stuck_s: float = 900.0
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -73,6 +79,9 @@ class WorkerPool:
         self._heartbeat_thread: threading.Thread | None = None
         self._in_hand: dict[str, str] = {}  # delivery id → worker id
         self._lock = threading.Lock()
+        # When each worker began its current turn, and why a dead one died.
+        self._turns: dict[str, float] = {}
+        self._died: dict[str, str] = {}
 
     def start(self) -> None:
         """Start the workers and the lease heartbeat."""
@@ -113,8 +122,48 @@ class WorkerPool:
         with self._lock:
             return len(self._in_hand)
 
+    def worker_ids(self) -> list[str]:
+        """Return the ids the workers claim under (what ``Store.hand_back`` releases)."""
+        return [f"{self.name}/{n}" for n in range(self.config.workers)]
+
+    def health(self, now: float | None = None) -> list[str]:
+        """Name each part of the pool that is not working: dead, stuck, or stopped."""
+        now = time.monotonic() if now is None else now
+        if not self._threads:
+            return ["the worker pool was not started"]
+        problems = []
+        with self._lock:
+            died, turns = dict(self._died), dict(self._turns)
+        for n, thread in enumerate(self._threads):
+            worker_id = f"{self.name}/{n}"
+            if worker_id in died:
+                problems.append(f"{thread.name} died: {died[worker_id]}")
+            elif not thread.is_alive():
+                problems.append(f"{thread.name} is not running")
+            elif worker_id in turns and now - turns[worker_id] > self.config.stuck_s:
+                problems.append(
+                    f"{thread.name} has been on one delivery for {now - turns[worker_id]:.0f}s"
+                )
+        beat = self._heartbeat_thread
+        if beat is not None and not beat.is_alive() and not self._drained.is_set():
+            problems.append(f"{beat.name} is not running (leases would run out)")
+        if self._stopping.is_set():
+            problems.append("the worker pool is stopping")
+        return problems
+
     def _work(self, worker_id: str) -> None:
+        try:
+            self._claim_and_handle(worker_id)
+        except BaseException as exc:
+            # A worker must not vanish unnoticed: /readyz names it, with why.
+            with self._lock:
+                self._died[worker_id] = f"{type(exc).__name__}: {exc}"
+            log.critical("%s died", worker_id, exc_info=True)
+
+    def _claim_and_handle(self, worker_id: str) -> None:
         while not self._stopping.is_set():
+            with self._lock:
+                self._turns[worker_id] = time.monotonic()
             try:
                 claimed = self.store.claim_deliveries(
                     worker_id,
@@ -147,6 +196,18 @@ class WorkerPool:
                         self._in_hand.pop(delivery.id, None)
 
     def _handle(self, worker_id: str, delivery: Delivery) -> Finished:
+        with about(delivery=delivery.id, run=None):
+            found = self._dispatch(worker_id, delivery)
+        if found.ok:
+            outcome = "done"
+        elif found.final:
+            outcome = "malformed"
+        else:
+            outcome = "failed" if delivery.attempts >= self.config.max_attempts else "retry"
+        metrics.delivery_worked(delivery.event, outcome)
+        return found
+
+    def _dispatch(self, worker_id: str, delivery: Delivery) -> Finished:
         ok, final, detail = True, False, ""
         try:
             event = Event.parse(delivery.id, delivery.event, delivery.body)
