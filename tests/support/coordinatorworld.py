@@ -21,6 +21,7 @@ from relayworld import (
 
 from app_relay.decide.judge import DeterministicJudge
 from app_relay.github.app_auth import GitHubApp
+from app_relay.github.protection import HoldCache
 from app_relay.model.port import ModelPort
 from app_relay.runs.coordinator import RunCoordinator
 from app_relay.runs.effects import OutboxConfig
@@ -35,7 +36,12 @@ class World:
     """A coordinator wired to the fake GitHub, with Actions that never call back."""
 
     def __init__(
-        self, fake: FakeGitHub, tmp: Path, policy: str | None, model: ModelPort | None = None
+        self,
+        fake: FakeGitHub,
+        tmp: Path,
+        policy: str | None,
+        model: ModelPort | None = None,
+        hold_cache: HoldCache | None = None,
     ) -> None:
         self.fake = fake
         self.store = Store(f"sqlite:///{tmp / 'runs.db'}")
@@ -57,6 +63,7 @@ class World:
             # Retry a failed effect at once: the test drives the drains itself.
             outbox=OutboxConfig(retry_s=0.0),
             model=model,
+            hold_cache=hold_cache,
         )
         self.actions = Actions(fake, lambda: None, synthetic()).install()
         self.n = 0
@@ -102,8 +109,12 @@ class World:
 def make(fake_github: FakeGitHub, tmp_path: Path) -> Iterator[Any]:
     worlds: list[World] = []
 
-    def build(policy: str | None = "{}\n", model: ModelPort | None = None) -> World:
-        worlds.append(World(fake_github, tmp_path, policy, model))
+    def build(
+        policy: str | None = "{}\n",
+        model: ModelPort | None = None,
+        hold_cache: HoldCache | None = None,
+    ) -> World:
+        worlds.append(World(fake_github, tmp_path, policy, model, hold_cache))
         return worlds[-1]
 
     yield build
