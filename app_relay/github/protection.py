@@ -7,8 +7,9 @@ pure: it takes those answers and follows the reading rules written from recorded
 answers. ``read_hold`` makes the reads; ``HoldCache`` keeps an answer at most 15 seconds
 per branch, for check summaries and the run page, and forgets a repository's answers
 when GitHub says its rulesets or branch protection changed (the ``repository_ruleset``
-and ``branch_protection_rule`` webhooks). A merge decision reads again, uncached. Every answer that cannot be read, is malformed, or contradicts itself is
-``unknown`` with why, never ``holds``.
+and ``branch_protection_rule`` webhooks). A merge decision reads again, uncached.
+Every answer that cannot be read, is malformed, or contradicts itself is ``unknown``
+with why, never ``holds``.
 """
 
 from __future__ import annotations
@@ -395,7 +396,5 @@ class HoldCache:
         ``repo`` None drops every answer: an organization's ruleset names no repository.
         """
         with self._lock:
-            for key in [
-                k for k in self._kept if repo in (None, k[0]) and branch in (None, k[1])
-            ]:
+            for key in [k for k in self._kept if repo in (None, k[0]) and branch in (None, k[1])]:
                 del self._kept[key]

@@ -96,7 +96,7 @@ class RunCoordinator:
         self.unlock.command(event)
 
     def rules_changed(self, repo: str | None) -> None:
-        """Forget whether blocks in ``repo`` hold the merge: its rules changed (every repo: None)."""
+        """Forget whether blocks in ``repo`` hold the merge: its rules changed (all: None)."""
         self.finisher.hold_cache.forget(repo)
 
     def poll_jobs(self) -> int:

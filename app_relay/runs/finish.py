@@ -61,7 +61,7 @@ class RunFinisher:
         return hold
 
     def hold_of(self, installation_id: int | None, repo: str, base_ref: str | None) -> Hold:
-        """Whether ``cujo/guard`` holds merges into ``base_ref`` (kept 15 s, or until rules change)."""
+        """Whether ``cujo/guard`` holds merges into ``base_ref`` (kept 15 s at most)."""
         if installation_id is None or not base_ref:
             return Hold("unknown", "the pull request's base branch is not recorded.")
         gh = self.desk.github_for(installation_id)

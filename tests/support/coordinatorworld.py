@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from app_relay.runs.effects import OutboxConfig
 from app_relay.runs.runners import ActionsRunner
 from app_relay.store import Store
 from app_relay.webhook.events import Event, review_request_of
+from cujo_action.schema import utcnow
 
 BASE = fake_sha()
 
@@ -42,9 +44,11 @@ class World:
         policy: str | None,
         model: ModelPort | None = None,
         hold_cache: HoldCache | None = None,
+        relay_clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.fake = fake
-        self.store = Store(f"sqlite:///{tmp / 'runs.db'}")
+        # The relay's own clock (the record's), which a test may set apart from GitHub's.
+        self.store = Store(f"sqlite:///{tmp / 'runs.db'}", clock=relay_clock or utcnow)
         self.app = GitHubApp(
             app_id=fake.app_id,
             private_key=fake.private_key_pem,
@@ -113,8 +117,9 @@ def make(fake_github: FakeGitHub, tmp_path: Path) -> Iterator[Any]:
         policy: str | None = "{}\n",
         model: ModelPort | None = None,
         hold_cache: HoldCache | None = None,
+        relay_clock: Callable[[], datetime] | None = None,
     ) -> World:
-        worlds.append(World(fake_github, tmp_path, policy, model, hold_cache))
+        worlds.append(World(fake_github, tmp_path, policy, model, hold_cache, relay_clock))
         return worlds[-1]
 
     yield build

@@ -8,14 +8,17 @@ workers route it) can make the next check summary read the rules again (issue 23
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from coordinatorworld import World
+from fakegithub import FakeGitHub
 from fakegithub.state import classic_protection, required_checks_rules
 from relayworld import REPO, synthetic
 
 from app_relay.github.protection import HoldCache
-from app_relay.webhook.events import ROUTER, Context, Event
+from app_relay.store import Store
+from app_relay.webhook.events import ROUTER, Context, Event, RecordingReviewer
 
 EXFIL = "collector.exfil.test"
 HOLDS = "This block holds the merge"
@@ -62,7 +65,8 @@ def test_a_ruleset_edit_shows_on_the_next_check_summary_in_both_directions(make:
     # The rule pinning the guard to the App is removed: the next summary says so.
     w.fake.state.set_rules(REPO, "main", [])
     summary = summary_of_next_block(w, 61)
-    assert NOT in summary and HOLDS not in summary
+    assert NOT in summary
+    assert HOLDS not in summary
     assert w.store.list_runs()[0].holds == "does-not-hold"
 
     # And back: the rule is added again.
@@ -110,12 +114,12 @@ class Noted:
         self.changed.append(repo)
 
 
-def test_both_events_and_every_action_drop_the_answers(tmp_path: Any, fake_github: Any) -> None:
-    from app_relay.store import Store
-
+def test_both_events_and_every_action_drop_the_answers(
+    tmp_path: Path, fake_github: FakeGitHub
+) -> None:
     store = Store(f"sqlite:///{tmp_path / 'r.db'}")
     noted = Noted()
-    context = Context(store=store, reviewer=None, guard_rules=noted)  # type: ignore[arg-type]
+    context = Context(store=store, reviewer=RecordingReviewer(store), guard_rules=noted)
     state = fake_github.state
     fake_github.add_repo("octo/rules")
     for action in ("created", "edited", "deleted"):
@@ -129,5 +133,6 @@ def test_both_events_and_every_action_drop_the_answers(tmp_path: Any, fake_githu
     ROUTER.dispatch(Event("d", "repository_ruleset", org), context)
     assert noted.changed == ["octo/rules"] * 6 + [None]
     # Without the runs wired in, the event is only noted.
-    assert ROUTER.dispatch(Event("d", "repository_ruleset", org), Context(store, None)) == 1  # type: ignore[arg-type]
+    bare = Context(store, RecordingReviewer(store))
+    assert ROUTER.dispatch(Event("d", "repository_ruleset", org), bare) == 1
     store.close()

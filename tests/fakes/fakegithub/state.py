@@ -453,7 +453,7 @@ class FakeState:
         self.send_webhook("repository_ruleset", self.ruleset_event(repo, branch, rules, action))
 
     def set_protection(self, repo: str, branch: str, protection: dict[str, Any] | None) -> None:
-        """Set (or, with None, remove) a branch's classic protection; send ``branch_protection_rule``."""
+        """Set (or, with None, remove) a branch's classic protection; send its webhook."""
         with self.lock:
             before = self.repos[repo].protection.get(branch)
             if protection is None:
@@ -504,7 +504,7 @@ class FakeState:
     def ruleset_event(
         self, repo: str, branch: str, rules: list[dict[str, Any]], action: str
     ) -> dict[str, Any]:
-        """Return a ``repository_ruleset`` webhook for the branch's rules, written from the documentation.
+        """Return a ``repository_ruleset`` webhook for a branch's rules (from the documentation).
 
         https://docs.github.com/en/webhooks/webhook-events-and-payloads#repository_ruleset
         """
@@ -519,9 +519,7 @@ class FakeState:
             "enforcement": "active",
             "bypass_actors": [],
             "conditions": {"ref_name": {"include": [f"refs/heads/{branch}"], "exclude": []}},
-            "rules": [
-                {k: v for k, v in r.items() if k in ("type", "parameters")} for r in rules
-            ],
+            "rules": [{k: v for k, v in r.items() if k in ("type", "parameters")} for r in rules],
             "node_id": f"RRS_{ruleset_id}",
             "created_at": now,
             "updated_at": now,
