@@ -209,7 +209,13 @@ def build_workers(command: str, settings: RelaySettings, store: Store, workers: 
     )
     pool = WorkerPool(
         store,
-        Context(store=store, reviewer=coordinator, runs=coordinator, installations=github),
+        Context(
+            store=store,
+            reviewer=coordinator,
+            runs=coordinator,
+            installations=github,
+            guard_rules=coordinator,
+        ),
         config=PoolConfig(workers=workers, lease_s=settings.delivery_lease_s),
     )
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Literal
 
 from github.GithubException import GithubException
@@ -82,22 +83,29 @@ class ChangedFiles:
 
 @dataclass(frozen=True, slots=True)
 class CheckRun:
-    """A check run after it was written."""
+    """A check run after it was written; ``answered_at`` is GitHub's ``Date`` of that answer."""
 
     id: int
     name: str
     head_sha: str
     status: str
     conclusion: str | None
+    answered_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Review:
-    """A pull-request review after it was posted or dismissed."""
+    """A pull-request review after it was posted or dismissed.
+
+    ``submitted_at`` is GitHub's own time of the review; ``answered_at`` the ``Date`` of
+    GitHub's answer (a dismissal has no time of its own in its answer).
+    """
 
     id: int
     state: str
     commit_id: str
+    submitted_at: datetime | None = None
+    answered_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,3 +265,32 @@ def answer_message(exc: GitHubError) -> str | None:
     """Return the ``message`` GitHub's error answer held, when the error came from one."""
     cause = exc.__cause__
     return message_of(cause) if isinstance(cause, GithubException) else None
+
+
+# ---- GitHub's clock ---------------------------------------------------------------------
+
+
+def github_time(text: object) -> datetime | None:
+    """Read a time GitHub wrote (ISO 8601, ``Z`` or an offset); None if it is no such time."""
+    if not isinstance(text, str) or not 0 < len(text) <= 64:
+        return None
+    try:
+        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at.astimezone(UTC) if at.tzinfo is not None else None
+
+
+def answered_at(headers: Mapping[str, str] | None) -> datetime | None:
+    """Return the ``Date`` header of GitHub's answer (its clock, whole seconds), if readable.
+
+    https://docs.github.com/en/rest/using-the-rest-api/getting-started-with-the-rest-api
+    """
+    value = (headers or {}).get("date")
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        at = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return at.astimezone(UTC) if at.tzinfo is not None else None

@@ -5,9 +5,9 @@ Part of the gateway (``client.py`` composes it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from app_relay.github.answers import CheckRun, GitHubAnswer, GitHubError
+from app_relay.github.answers import CheckRun, GitHubAnswer, GitHubError, answered_at
 from app_relay.github.payloads import (
     CheckAction,
     CheckOutput,
@@ -50,6 +50,30 @@ class CheckRunCalls(GatewayTransport):
         ``external_id`` names the run it belongs to, so a retry can find a check run an
         earlier attempt made (``find_check_run``) instead of making a second one.
         """
+        return self.create_check_run_answer(
+            repo,
+            head_sha,
+            name=name,
+            status=status,
+            conclusion=conclusion,
+            output=output,
+            actions=actions,
+            external_id=external_id,
+        ).id
+
+    def create_check_run_answer(
+        self,
+        repo: str,
+        head_sha: str,
+        *,
+        name: str = "cujo/guard",
+        status: CheckStatus = "in_progress",
+        conclusion: Conclusion | None = None,
+        output: CheckOutput,
+        actions: Sequence[CheckAction] = (),
+        external_id: str | None = None,
+    ) -> CheckRun:
+        """Create a check run on a commit and return it as GitHub answered (with its time)."""
         # https://docs.github.com/en/rest/checks/runs#create-a-check-run
         if status not in CHECK_STATUSES:
             raise ValueError(f"not a check run status: {status!r}")
@@ -71,11 +95,11 @@ class CheckRunCalls(GatewayTransport):
             body["actions"] = actions_payload(actions)
         path = f"{repo_path(repo)}/check-runs"
         # A repeated POST would make a second check run: never retried here.
-        _, data = self._request("POST", path, body=body, idempotent=False)
-        run = _check_run(f"POST {path}", data)
+        headers, data = self._request("POST", path, body=body, idempotent=False)
+        run = _check_run(f"POST {path}", data, headers)
         if run.head_sha != head_sha or run.name != name:
             raise GitHubError(f"POST {path}", "the answer is about another commit or check")
-        return run.id
+        return run
 
     def find_check_run(
         self, repo: str, head_sha: str, *, name: str, external_id: str
@@ -126,14 +150,14 @@ class CheckRunCalls(GatewayTransport):
             raise ValueError("nothing to update")
         path = f"{repo_path(repo)}/check-runs/{positive('check_run_id', check_run_id)}"
         # Setting the same fields twice leaves the same check run: safe to retry.
-        _, data = self._request("PATCH", path, body=body, idempotent=True)
-        run = _check_run(f"PATCH {path}", data)
+        headers, data = self._request("PATCH", path, body=body, idempotent=True)
+        run = _check_run(f"PATCH {path}", data, headers)
         if run.id != check_run_id or (conclusion is not None and run.conclusion != conclusion):
             raise GitHubError(f"PATCH {path}", "the answer does not show the update")
         return run
 
 
-def _check_run(call: str, data: object) -> CheckRun:
+def _check_run(call: str, data: object, headers: Mapping[str, str] | None = None) -> CheckRun:
     a = GitHubAnswer(call, data)
     return CheckRun(
         id=a.integer("id"),
@@ -141,4 +165,5 @@ def _check_run(call: str, data: object) -> CheckRun:
         head_sha=a.text("head_sha", pattern=OBJECT_ID),
         status=a.one_of("status", STATUSES_SEEN),
         conclusion=a.opt_one_of("conclusion", CONCLUSIONS_SEEN),
+        answered_at=answered_at(headers),
     )

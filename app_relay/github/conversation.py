@@ -8,9 +8,17 @@ posted is found again only by its marker **and** this App's bot login.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from app_relay.github.answers import Comment, GitHubAnswer, GitHubError, Reaction, Review
+from app_relay.github.answers import (
+    Comment,
+    GitHubAnswer,
+    GitHubError,
+    Reaction,
+    Review,
+    answered_at,
+    github_time,
+)
 from app_relay.github.payloads import (
     MAX_BODY,
     OnComment,
@@ -67,8 +75,8 @@ class ConversationCalls(GatewayTransport):
             raise ValueError(f"review event {event!r} is not one Cujo posts")
         path = f"{repo_path(repo)}/pulls/{positive('number', number)}/reviews"
         # A repeated POST would post a second review: never retried.
-        _, data = self._request("POST", path, body=payload, idempotent=False)
-        review = _review(f"POST {path}", data)
+        headers, data = self._request("POST", path, body=payload, idempotent=False)
+        review = _review(f"POST {path}", data, headers)
         if review.state != REVIEW_STATES[event] or review.commit_id != payload["commit_id"]:
             raise GitHubError(
                 f"POST {path}", f"review answered state {review.state!r} on {review.commit_id}"
@@ -84,8 +92,8 @@ class ConversationCalls(GatewayTransport):
         )
         body = {"message": capped_text("message", message, MAX_BODY), "event": DISMISS}
         # Dismissing a dismissed review leaves it dismissed: safe to retry.
-        _, data = self._request("PUT", path, body=body, idempotent=True)
-        review = _review(f"PUT {path}", data)
+        headers, data = self._request("PUT", path, body=body, idempotent=True)
+        review = _review(f"PUT {path}", data, headers)
         if review.id != review_id or review.state != DISMISSED:
             raise GitHubError(f"PUT {path}", f"review answered state {review.state!r}")
         return review
@@ -161,8 +169,13 @@ class ConversationCalls(GatewayTransport):
         return None
 
 
-def _review(call: str, data: object) -> Review:
+def _review(call: str, data: object, headers: Mapping[str, str] | None = None) -> Review:
     a = GitHubAnswer(call, data)
     return Review(
-        id=a.integer("id"), state=a.text("state"), commit_id=a.text("commit_id", pattern=OBJECT_ID)
+        id=a.integer("id"),
+        state=a.text("state"),
+        commit_id=a.text("commit_id", pattern=OBJECT_ID),
+        # GitHub's own times: the verbs compare a comment's time with these (issue 23).
+        submitted_at=github_time(a.data.get("submitted_at")),
+        answered_at=answered_at(headers),
     )

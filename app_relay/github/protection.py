@@ -4,10 +4,12 @@ DESIGN section 8 "Does the block hold?". ``BranchReads`` (part of the gateway,
 ``client.py`` composes it) reads the branch's ruleset rules, its classic protection and,
 when that read is refused for want of admin rights, the branch itself. ``judge_hold`` is
 pure: it takes those answers and follows the reading rules written from recorded
-answers. ``read_hold`` makes the reads; ``HoldCache`` keeps an answer at most 60 seconds
-per branch, for check summaries and the run page. A merge decision reads again,
-uncached. Every answer that cannot be read, is malformed, or contradicts itself is
-``unknown`` with why, never ``holds``.
+answers. ``read_hold`` makes the reads; ``HoldCache`` keeps an answer at most 15 seconds
+per branch, for check summaries and the run page, and forgets a repository's answers
+when GitHub says its rulesets or branch protection changed (the ``repository_ruleset``
+and ``branch_protection_rule`` webhooks). A merge decision reads again, uncached.
+Every answer that cannot be read, is malformed, or contradicts itself is ``unknown``
+with why, never ``holds``.
 """
 
 from __future__ import annotations
@@ -25,11 +27,14 @@ from app_relay.github.payloads import path_segment, repo_path
 from app_relay.github.transport import GatewayTransport
 from app_relay.github.vocab import OBJECT_ID, Reader
 from app_relay.runs.state import GUARD
+from app_relay.words.hold import hold_sentence
 from app_relay.words.inert import code_span
 
 Answer = Literal["holds", "does-not-hold", "unknown"]
 ENFORCED: Final = frozenset({"non_admins", "everyone"})
-CACHE_S: Final = 60.0
+# Short: a ruleset edit also drops the answer at once (its webhook), but a webhook can be
+# lost, and the answer must not stay wrong for long either way.
+CACHE_S: Final = 15.0
 # A token without admin rights gets 404 "Not Found" from the protection read; an App
 # token without the Administration permission may get this 403 instead. Both mean: read
 # the branch instead. https://docs.github.com/en/rest/branches/branch-protection#get-branch-protection
@@ -101,12 +106,8 @@ class Hold:
     fix: str = ""
 
     def line(self) -> str:
-        """Return one Markdown line for a check summary or the run page."""
-        if self.answer == "holds":
-            return f"This block holds the merge: {self.reason}"
-        if self.answer == "does-not-hold":
-            return f"This block does NOT hold the merge: {self.reason} To fix: {self.fix}"
-        return f"Whether this block holds the merge is unknown: {self.reason} {self.fix}".strip()
+        """Return one Markdown line for a check summary or the run page (``words.hold``)."""
+        return hold_sentence(self.answer, self.reason, self.fix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,8 +390,11 @@ class HoldCache:
             self._kept[key] = (now, answer)
         return answer
 
-    def forget(self, repo: str, branch: str | None = None) -> None:
-        """Drop what is kept for a repository (a branch protection or ruleset event)."""
+    def forget(self, repo: str | None, branch: str | None = None) -> None:
+        """Drop what is kept for a repository (a branch protection or ruleset event).
+
+        ``repo`` None drops every answer: an organization's ruleset names no repository.
+        """
         with self._lock:
-            for key in [k for k in self._kept if k[0] == repo and branch in (None, k[1])]:
+            for key in [k for k in self._kept if repo in (None, k[0]) and branch in (None, k[1])]:
                 del self._kept[key]

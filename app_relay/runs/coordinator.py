@@ -29,6 +29,7 @@ from pathlib import Path
 
 from app_relay.decide.judge import Judge, error_verdict
 from app_relay.github.client import GitHubGateway
+from app_relay.github.protection import HoldCache
 from app_relay.model.port import ModelPort
 from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import Outbox, OutboxConfig
@@ -61,6 +62,7 @@ class RunCoordinator:
         outbox: OutboxConfig | None = None,
         run_lease_s: float = RUN_LEASE_S,
         model: ModelPort | None = None,
+        hold_cache: HoldCache | None = None,
     ) -> None:
         self.store = store
         self.github_for = github_for
@@ -71,7 +73,7 @@ class RunCoordinator:
         self.leases = RunLeases(store, self.name, run_lease_s)
         # Each step acts on the same desk (leases, outbox) and finishes through one finisher.
         desk = RunDesk(store, github_for, self.leases, self.outbox)
-        self.finisher = finisher = RunFinisher(desk)
+        self.finisher = finisher = RunFinisher(desk, hold_cache or HoldCache())
         self.starter = RunStarter(desk, runner, model, finisher)
         bundles = bundles or Path(tempfile.gettempdir()) / "cujo-bundles"
         self.follower = ActionsFollower(desk, runner, judge, bundles, finisher)
@@ -92,6 +94,10 @@ class RunCoordinator:
     def command(self, event: Event) -> None:
         """Apply or refuse a `/cujo` verb from a pull-request comment (``verbs.unlock``)."""
         self.unlock.command(event)
+
+    def rules_changed(self, repo: str | None) -> None:
+        """Forget whether blocks in ``repo`` hold the merge: its rules changed (all: None)."""
+        self.finisher.hold_cache.forget(repo)
 
     def poll_jobs(self) -> int:
         """Read the jobs of sandbox runs in progress and note their steps; return how many."""

@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal, cast
 
 from app_relay.github.answers import GitHubError
@@ -235,14 +236,17 @@ class Outbox:
         if effect.kind == "dismiss":
             assert run.pr_number is not None
             try:
-                gh.dismiss_review(run.repo, run.pr_number, int(p["review_id"]), p["message"])
+                dismissed = gh.dismiss_review(
+                    run.repo, run.pr_number, int(p["review_id"]), p["message"]
+                )
             except GitHubError as exc:
                 # GitHub refuses to dismiss what is not a live blocking review (dismissed
                 # already, say): there is nothing left to lift, which is what was wanted.
                 if exc.status != 422:
                     raise
                 return Made({"already": exc.reason[:200]}, {})
-            return Made({"dismissed": int(p["review_id"])}, {})
+            # A dismissal's answer holds no time of its own: GitHub's Date of it stands in.
+            return Made(_at({"dismissed": int(p["review_id"])}, dismissed.answered_at), {})
         if effect.kind == "comment":
             number = int(p["number"])
             found = gh.find_comment(run.repo, number, p["marker"]) if again else None
@@ -261,7 +265,7 @@ def _make_check(gh: GitHubGateway, run: RunRecord, p: Mapping[str, Any], *, agai
     if check_id is None and again:
         check_id = gh.find_check_run(run.repo, p["head_sha"], name=GUARD, external_id=run.run_id)
     if check_id is None:
-        made = gh.create_check_run(
+        made = gh.create_check_run_answer(
             run.repo,
             p["head_sha"],
             name=GUARD,
@@ -271,8 +275,9 @@ def _make_check(gh: GitHubGateway, run: RunRecord, p: Mapping[str, Any], *, agai
             actions=actions,
             external_id=run.run_id,
         )
-        return Made({"check_run_id": made, "created": True}, {"check_run_id": made})
-    gh.update_check_run(
+        result = {"check_run_id": made.id, "created": True}
+        return Made(_at(result, made.answered_at), {"check_run_id": made.id})
+    updated = gh.update_check_run(
         run.repo,
         check_id,
         status=p["status"],
@@ -280,7 +285,7 @@ def _make_check(gh: GitHubGateway, run: RunRecord, p: Mapping[str, Any], *, agai
         output=output,
         actions=actions,
     )
-    return Made({"check_run_id": check_id}, {"check_run_id": check_id})
+    return Made(_at({"check_run_id": check_id}, updated.answered_at), {"check_run_id": check_id})
 
 
 def _make_review(gh: GitHubGateway, run: RunRecord, p: Mapping[str, Any], *, again: bool) -> Made:
@@ -289,7 +294,15 @@ def _make_review(gh: GitHubGateway, run: RunRecord, p: Mapping[str, Any], *, aga
         marker = p.get("marker") or review_marker(run.run_id)
         found = gh.find_review(run.repo, run.pr_number, marker)
         if found is not None:
-            return Made({"review_id": found.id, "found": True}, {"review_id": found.id})
+            result = _at({"review_id": found.id, "found": True}, found.submitted_at)
+            return Made(result, {"review_id": found.id})
     post = gh.post_blocking_review if p["kind"] == "blocking" else gh.post_advisory_review
     review = post(run.repo, run.pr_number, p["head_sha"], p["body"])
-    return Made({"review_id": review.id}, {"review_id": review.id})
+    # The review's own time as GitHub returned it (its Date if it named none).
+    at = review.submitted_at or review.answered_at
+    return Made(_at({"review_id": review.id}, at), {"review_id": review.id})
+
+
+def _at(result: dict[str, Any], github_at: datetime | None) -> dict[str, Any]:
+    """Keep GitHub's time of an effect in its result (``github_at``); the record stamps it."""
+    return {**result, "github_at": github_at.isoformat()} if github_at is not None else result

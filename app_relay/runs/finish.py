@@ -1,7 +1,8 @@
 """Finish a run: its verdict, the one review, the check's last face and the reaction, at once.
 
 A run's check says on every face whether its block holds the merge; ``hold`` reads that
-from GitHub (``github.protection``, cached a minute) and keeps the answer on the run.
+from GitHub (``github.protection``, kept 15 s or until the repository's rules change) and
+keeps the answer on the run.
 Finishing records the verdict together with the effects that show it as one
 transaction: a crash after it loses nothing (the outbox makes them later), a crash
 before it leaves the run undecided for the coordinator's ``reconcile``. A run that is no
@@ -61,7 +62,7 @@ class RunFinisher:
         return hold
 
     def hold_of(self, installation_id: int | None, repo: str, base_ref: str | None) -> Hold:
-        """Whether ``cujo/guard`` holds merges into ``base_ref`` (guard.py, cached a minute)."""
+        """Whether ``cujo/guard`` holds merges into ``base_ref`` (kept 15 s at most)."""
         if installation_id is None or not base_ref:
             return Hold("unknown", "the pull request's base branch is not recorded.")
         gh = self.desk.github_for(installation_id)

@@ -41,6 +41,9 @@ from app_relay.store.tables import (
 )
 from cujo_action.schema import MAX_TAIL, clip, utcnow
 
+# The effects whose GitHub time says when a run's state was shown (issue 23).
+SHOWING_KINDS = frozenset({"review", "dismiss", "check"})
+
 
 class StoreBase:
     """The record's connections and the helpers every part of it shares."""
@@ -150,10 +153,22 @@ class StoreBase:
         return True
 
     def _enqueue(
-        self, session: Session, run_id: str, effects: Sequence[Intent], now: datetime
+        self,
+        session: Session,
+        run_id: str,
+        effects: Sequence[Intent],
+        now: datetime,
+        *,
+        shows_state: bool = False,
     ) -> None:
-        for intent in effects:
-            intent.check()
+        # ``shows_state``: these effects show the state just entered; the ones whose GitHub
+        # time says when (a review, a dismissal, the check) name that state event.
+        shown = self._state_event_id(session, run_id) if shows_state else None
+        for given in effects:
+            given.check()
+            intent = given
+            if shown is not None and given.kind in SHOWING_KINDS:
+                intent = Intent(given.kind, given.key, {**given.payload, "shows": shown})
             if session.scalar(
                 select(EffectRow.id).where(EffectRow.run_id == run_id, EffectRow.key == intent.key)
             ):
@@ -183,6 +198,16 @@ class StoreBase:
                 )
             )
             session.flush()
+
+    def _state_event_id(self, session: Session, run_id: str) -> int | None:
+        """Return the id of the run's last state event (the state it is in now)."""
+        session.flush()
+        found = session.scalar(
+            select(func.max(RunEventRow.id)).where(
+                RunEventRow.run_id == run_id, RunEventRow.kind == "state"
+            )
+        )
+        return int(found) if found is not None else None
 
     def _run_row(self, session: Session, run_id: str) -> RunRow:
         # FOR UPDATE serializes writers on PostgreSQL; SQLite already holds the lock.

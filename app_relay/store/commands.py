@@ -16,6 +16,7 @@ from app_relay.store.tables import (
     VERBS,
     CommandOutcome,
     CommandRow,
+    EffectRow,
     RunEventRow,
     RunRow,
     StoreError,
@@ -119,6 +120,26 @@ class CommandsStore(StoreBase):
         with self._read() as session:
             found = self._records(session, query)
         return found[0] if found else None
+
+    def verdict_posted_at(self, run_id: str) -> datetime | None:
+        """Return when GitHub showed the run's current state, by GitHub's clock.
+
+        That is the review's own time, or the Date of GitHub's answer to the dismissal
+        or the check (``verdict_at``), so a comment's ``created_at`` is compared with a time
+        of the same clock. None while the effects that show it are not made yet. A state
+        recorded before these times were kept falls back to the relay's own clock.
+        """
+        with self._read() as session:
+            run = session.get(RunRow, run_id)
+            if run is None:
+                raise UnknownRun(f"no run {run_id!r}")
+            if run.verdict_at is not None:
+                return run.verdict_at
+            shown = self._state_event_id(session, run_id)
+            payloads = session.scalars(select(EffectRow.payload).where(EffectRow.run_id == run_id))
+            if any(p.get("shows") == shown for p in payloads if isinstance(p, dict)):
+                return None  # being shown: not on GitHub yet, or its time not read
+        return self.state_since(run_id)
 
     def state_since(self, run_id: str) -> datetime:
         """Return when the run entered its current state (its last state event)."""

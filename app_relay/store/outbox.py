@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import aliased
+from sqlalchemy.orm import Session, aliased
 
 from app_relay.store.base import StoreBase
 from app_relay.store.records import Effect, Intent, _effect
@@ -107,6 +107,7 @@ class OutboxStore(StoreBase):
                     for name, value in bind.items():
                         setattr(run, name, value)
                     run.updated_at = now
+                self._stamp_shown(session, row)
             elif final or row.attempts >= max_attempts:
                 row.state, row.done_at = "failed", now
                 row.error = f"failed after {row.attempts} attempt(s): {why}"
@@ -123,6 +124,22 @@ class OutboxStore(StoreBase):
                 row.available_at = now + timedelta(seconds=max(retry_in_s, 0.0))
             return True
 
+    def _stamp_shown(self, session: Session, row: EffectRow) -> None:
+        """Keep GitHub's time of a done effect that shows the run's current state.
+
+        A review's or dismissal's time is the one kept; a check's only while neither has
+        one. An effect of a state the run has left since stamps nothing.
+        """
+        at = _aware((row.result or {}).get("github_at"))
+        shows = row.payload.get("shows")
+        if at is None or not isinstance(shows, int):
+            return
+        if shows != self._state_event_id(session, row.run_id):
+            return  # the run moved on: this effect showed an older state
+        run = self._run_row(session, row.run_id)
+        if row.kind in ("review", "dismiss") or run.verdict_at is None:
+            run.verdict_at = at
+
     def effects(self, run_id: str | None = None) -> list[Effect]:
         """Return the effects (of one run), in the order they were intended."""
         query = select(EffectRow).order_by(EffectRow.id)
@@ -134,3 +151,14 @@ class OutboxStore(StoreBase):
     def count_effects(self, *states: EffectState) -> int:
         """Return how many effects are in ``states`` (all when none are given)."""
         return self._count(EffectRow.state, "effect state", states, EFFECT_STATES)
+
+
+def _aware(text: object) -> datetime | None:
+    """Read a time the outbox kept (ISO 8601 with an offset); None if it is no such time."""
+    if not isinstance(text, str):
+        return None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return at.astimezone(UTC) if at.tzinfo is not None else None

@@ -150,7 +150,7 @@ class RunsStore(StoreBase):
                 )
                 for f in verdict.findings
             )
-            self._enqueue(session, run_id, effects, now)
+            self._enqueue(session, run_id, effects, now, shows_state=True)
 
     def mark_abandoned(self, run_id: str, reason: str, *, effects: Sequence[Intent] = ()) -> bool:
         """Turn a run a crash left open into `error`; return False if it was decided."""
@@ -165,7 +165,7 @@ class RunsStore(StoreBase):
             row.summary = (
                 f"The review was abandoned: {why}. This says nothing about the pull request."
             )
-            self._enqueue(session, run_id, effects, now)
+            self._enqueue(session, run_id, effects, now, shows_state=True)
             return True
 
     def move(
@@ -201,7 +201,7 @@ class RunsStore(StoreBase):
                 return False
             if lifting is not None:
                 row.lifted = lifting
-            self._enqueue(session, run_id, effects, now)
+            self._enqueue(session, run_id, effects, now, shows_state=True)
             if command is not None:
                 self._decide_command(session, command[0], "applied", command[1], row, now)
             return True
@@ -214,6 +214,7 @@ class RunsStore(StoreBase):
             return False
         row.state = to_state
         row.updated_at = now
+        row.verdict_at = None  # shown anew by this move's effects, by GitHub's clock
         if to_state not in OPEN_STATES and row.finished_at is None:
             row.finished_at = now
         said = f"{to_state}: {detail}" if detail else to_state

@@ -260,6 +260,10 @@ class RunRow(Base):
     # (guard.py: holds, does-not-hold, unknown) as last read.
     base_ref: Mapped[str | None] = mapped_column(String(256))
     holds: Mapped[str | None] = mapped_column(String(16))
+    # When GitHub shows the run's current state (its verdict, a dismissal or a reinstate),
+    # by GitHub's clock: the review's own time, a dismissal's or check's answer Date.
+    # Cleared on every move; a verb compares a comment's GitHub time with it (issue 23).
+    verdict_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 class RunEventRow(Base):

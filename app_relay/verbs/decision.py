@@ -129,7 +129,9 @@ def change_for(
     ``held`` says whether an ``unproven`` or ``error`` run holds the merge
     (``on_unproven`` / ``on_error``: ``hold``); ``dismissed_from`` is the state a
     ``dismissed`` run was lifted from; ``posted_at`` is when the run's current verdict
-    (or dismissal) was posted on GitHub. Order: the head, the state, the time.
+    (or dismissal) was posted on GitHub, by GitHub's clock as ``comment_created_at`` is
+    (whole seconds: a comment of the same second is not after it). Order: the head, the
+    state, the time.
     """
     short = run_head_sha[:12]
     if run_head_sha != pr_head_sha:
@@ -157,7 +159,13 @@ def change_for(
         )
     else:
         return Change(False, _nothing_to(verb, state, short, held))
-    if posted_at is None or not posted_at < comment_created_at:
+    if posted_at is None:
+        return Change(
+            False,
+            f"The review of `{short}` is not shown on GitHub yet; "
+            "comment again once it is if you still mean it.",
+        )
+    if not posted_at < comment_created_at:
         return Change(
             False,
             f"The review of `{short}` was posted after this comment was written; "

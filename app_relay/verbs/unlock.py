@@ -149,7 +149,9 @@ class Unlock:
             dismissed_from=run.lifted,
             run_head_sha=run.head_sha,
             pr_head_sha=pr.head_sha,
-            posted_at=self.desk.store.state_since(run.run_id),
+            # GitHub's time of the verdict (or dismissal), never the relay's clock: the
+            # comment's created_at is GitHub's, so a skewed relay cannot refuse anyone.
+            posted_at=self.desk.store.verdict_posted_at(run.run_id),
             comment_created_at=cmd.created_at,
         )
         if not change.applies or change.to_state is None:

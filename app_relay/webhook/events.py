@@ -236,6 +236,14 @@ class RunFollower(Protocol):
         ...
 
 
+class GuardRules(Protocol):
+    """Forget what is kept about a repository's branch rules (``HoldCache``, via the runs)."""
+
+    def rules_changed(self, repo: str | None) -> None:
+        """Drop the kept answers of ``repo`` (of every repository when None)."""
+        ...
+
+
 @dataclass(frozen=True)
 class Context:
     """The ports a handler may use, passed in so tests pass fakes."""
@@ -244,6 +252,7 @@ class Context:
     reviewer: Reviewer
     runs: RunFollower | None = None
     installations: Installations | None = None
+    guard_rules: GuardRules | None = None
 
     def runs_for(self, event: Event) -> RunFollower | None:
         """Return the runs to hand ``event`` to; without them, note the event and return None."""
@@ -407,4 +416,29 @@ def apply_verb(event: Event, context: Context) -> None:
         runs.command(event)
 
 
-ROUTER = Router.combine(pull_request, workflow, check_run, installation, issue_comment)
+branch_rules = Router()
+"""Rulesets and branch protection: what says whether the block holds the merge changed."""
+
+
+@branch_rules.register("repository_ruleset")
+@branch_rules.register("branch_protection_rule")
+def forget_guard_answers(event: Event, context: Context) -> None:
+    """Drop the kept "does the block hold?" answers of the repository whose rules changed."""
+    # https://docs.github.com/en/webhooks/webhook-events-and-payloads#repository_ruleset
+    # https://docs.github.com/en/webhooks/webhook-events-and-payloads#branch_protection_rule
+    # Every action (created, edited, deleted) can change whether `cujo/guard` is required.
+    # An organization's ruleset may name no repository: then every answer goes.
+    log.info(
+        "delivery %s: %s.%s for %s: the guard's answers are read again",
+        event.delivery_id,
+        event.name,
+        event.action,
+        event.repo or "every repository",
+    )
+    if context.guard_rules is not None:
+        context.guard_rules.rules_changed(event.repo)
+
+
+ROUTER = Router.combine(
+    pull_request, workflow, check_run, installation, issue_comment, branch_rules
+)

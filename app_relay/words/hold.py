@@ -1,27 +1,47 @@
-"""Say whether a block holds the merge: one wording for the check summary and the board.
+"""Say whether a block holds the merge: the one wording of "holds / does not hold / unknown".
 
-``holds`` is what the run records (``github.protection.Hold.answer``): ``holds``,
-``does-not-hold`` or ``unknown``; anything else, or nothing, is unknown. The check
-summary is Markdown and names the check as code; the board writes plain text.
+Every sentence saying whether ``cujo/guard`` holds a merge is made here: the check
+summary (Markdown), the board (plain text), ``cujo doctor`` and ``github.protection``'s
+``Hold.line``. ``holds`` is what the run records (``github.protection.Hold.answer``):
+``holds``, ``does-not-hold`` or ``unknown``; anything else, or nothing, is unknown.
 """
 
 from __future__ import annotations
 
-_SAID = {
-    "holds": "The block holds the merge: {guard} is a required check.",
-    "does-not-hold": "The block does NOT hold the merge: {guard} is not required on this "
-    "branch (add it to a ruleset or branch protection).",
+_HEADS = {
+    "holds": "This block holds the merge",
+    "does-not-hold": "This block does NOT hold the merge",
 }
-_UNKNOWN = "Whether the block holds the merge is unknown (protection unreadable)."
+_UNKNOWN_HEAD = "Whether this block holds the merge is unknown"
+# What is said when only the answer is known (the run's record, not the read's reasons).
+_REASONS = {
+    "holds": "{guard} is a required check.",
+    "does-not-hold": "{guard} is not required on this branch "
+    "(add it to a ruleset or branch protection).",
+}
+_UNKNOWN_REASON = "the protection could not be read."
 # The check's name (``runs.state.GUARD``; the state machine words its faces with this module).
 _GUARD = "cujo/guard"
 
 
+def hold_sentence(holds: str | None, reason: str, fix: str = "") -> str:
+    """Say whether the block holds the merge, why, and (if it does not) what to change."""
+    reason = reason.strip()
+    if holds == "holds":
+        return f"{_HEADS['holds']}: {reason}"
+    if holds == "does-not-hold":
+        to_fix = f" To fix: {fix.strip()}" if fix.strip() else ""
+        return f"{_HEADS['does-not-hold']}: {reason}{to_fix}"
+    return f"{_UNKNOWN_HEAD}: {reason} {fix.strip()}".strip()
+
+
 def holds_line(holds: str | None) -> str:
     """Say in Markdown (a check summary) whether the block holds the merge."""
-    return _SAID.get(holds or "", _UNKNOWN).format(guard=f"`{_GUARD}`")
+    reason = _REASONS.get(holds or "", _UNKNOWN_REASON).format(guard=f"`{_GUARD}`")
+    return hold_sentence(holds if holds in _REASONS else None, reason)
 
 
 def holds_words(holds: str | None) -> str:
     """Say in plain text (the board) whether the block holds the merge."""
-    return _SAID.get(holds or "", _UNKNOWN).format(guard=_GUARD)
+    reason = _REASONS.get(holds or "", _UNKNOWN_REASON).format(guard=_GUARD)
+    return hold_sentence(holds if holds in _REASONS else None, reason)

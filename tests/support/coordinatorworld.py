@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,14 @@ from relayworld import (
 
 from app_relay.decide.judge import DeterministicJudge
 from app_relay.github.app_auth import GitHubApp
+from app_relay.github.protection import HoldCache
 from app_relay.model.port import ModelPort
 from app_relay.runs.coordinator import RunCoordinator
 from app_relay.runs.effects import OutboxConfig
 from app_relay.runs.runners import ActionsRunner
 from app_relay.store import Store
 from app_relay.webhook.events import Event, review_request_of
+from cujo_action.schema import utcnow
 
 BASE = fake_sha()
 
@@ -35,10 +38,17 @@ class World:
     """A coordinator wired to the fake GitHub, with Actions that never call back."""
 
     def __init__(
-        self, fake: FakeGitHub, tmp: Path, policy: str | None, model: ModelPort | None = None
+        self,
+        fake: FakeGitHub,
+        tmp: Path,
+        policy: str | None,
+        model: ModelPort | None = None,
+        hold_cache: HoldCache | None = None,
+        relay_clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.fake = fake
-        self.store = Store(f"sqlite:///{tmp / 'runs.db'}")
+        # The relay's own clock (the record's), which a test may set apart from GitHub's.
+        self.store = Store(f"sqlite:///{tmp / 'runs.db'}", clock=relay_clock or utcnow)
         self.app = GitHubApp(
             app_id=fake.app_id,
             private_key=fake.private_key_pem,
@@ -57,6 +67,7 @@ class World:
             # Retry a failed effect at once: the test drives the drains itself.
             outbox=OutboxConfig(retry_s=0.0),
             model=model,
+            hold_cache=hold_cache,
         )
         self.actions = Actions(fake, lambda: None, synthetic()).install()
         self.n = 0
@@ -102,8 +113,13 @@ class World:
 def make(fake_github: FakeGitHub, tmp_path: Path) -> Iterator[Any]:
     worlds: list[World] = []
 
-    def build(policy: str | None = "{}\n", model: ModelPort | None = None) -> World:
-        worlds.append(World(fake_github, tmp_path, policy, model))
+    def build(
+        policy: str | None = "{}\n",
+        model: ModelPort | None = None,
+        hold_cache: HoldCache | None = None,
+        relay_clock: Callable[[], datetime] | None = None,
+    ) -> World:
+        worlds.append(World(fake_github, tmp_path, policy, model, hold_cache, relay_clock))
         return worlds[-1]
 
     yield build

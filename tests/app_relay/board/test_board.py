@@ -139,7 +139,7 @@ def test_a_run_page_shows_the_demo_exfiltration_with_its_evidence(store, board, 
     body = page.text
     assert 'data-state="blocked">blocked</span>' in body
     assert "dangerous behaviour" in body
-    assert "The block holds the merge: cujo/guard is a required check." in body
+    assert "This block holds the merge: cujo/guard is a required check." in body
     # The finding, every rule that saw it, and its evidence in words from the reports.
     finding = body[body.index('id="finding-F1"') :]
     finding = finding[: finding.index("</article>")]

@@ -98,6 +98,9 @@ def test_the_manifest_asks_for_what_the_relay_uses_and_nothing_more() -> None:
         "check_run",
         "workflow_run",
         "workflow_job",
+        # A ruleset or branch protection edit drops the guard's kept answer (issue 23).
+        "repository_ruleset",
+        "branch_protection_rule",
     }
     assert manifest["hook_attributes"] == {"url": f"{RELAY}/webhook", "active": True}
     assert manifest["redirect_url"] == f"{RELAY}/register/done"

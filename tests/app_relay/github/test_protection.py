@@ -446,12 +446,12 @@ class CountingReader:
         raise AssertionError("the branch read is not needed")
 
 
-def test_the_cache_keeps_an_answer_under_a_minute_per_branch() -> None:
+def test_the_cache_keeps_an_answer_under_fifteen_seconds_per_branch() -> None:
     now = [1000.0]
     cache = HoldCache(clock=lambda: now[0])
     reader = CountingReader()
     first = cache.hold(reader, REPO, "main", 9)
-    now[0] += 59.9
+    now[0] += 14.9
     assert cache.hold(reader, REPO, "main", 9) is first
     assert reader.asked == [(REPO, "main")]
     cache.hold(reader, REPO, "release", 9)
@@ -473,11 +473,19 @@ def test_the_cache_rereads_after_forget_or_when_the_clock_goes_back() -> None:
     now[0] -= 5
     cache.hold(reader, REPO, "main", 9)
     assert len(reader.asked) == 3
+    # Another repository's answer is kept; None (an organization's ruleset) drops all.
+    cache.hold(reader, "octo/other", "main", 9)
+    cache.forget(REPO)
+    cache.hold(reader, "octo/other", "main", 9)
+    assert len(reader.asked) == 4
+    cache.forget(None)
+    cache.hold(reader, "octo/other", "main", 9)
+    assert len(reader.asked) == 5
 
 
-def test_the_cache_never_keeps_longer_than_a_minute() -> None:
-    with pytest.raises(ValueError, match="0 to 60 seconds"):
-        HoldCache(ttl_s=61)
+def test_the_cache_never_keeps_longer_than_fifteen_seconds() -> None:
+    with pytest.raises(ValueError, match="0 to 15 seconds"):
+        HoldCache(ttl_s=16)
     reader = CountingReader()
     uncached = HoldCache(ttl_s=0, clock=lambda: 5.0)
     uncached.hold(reader, REPO, "main", 9)

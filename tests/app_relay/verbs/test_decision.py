@@ -282,13 +282,19 @@ def test_a_command_for_a_commit_that_is_no_longer_the_head_is_refused_first() ->
         assert OTHER[:12] in change.reason
 
 
-@pytest.mark.parametrize("posted_at", [None, T0 + timedelta(minutes=5), T0 + timedelta(minutes=6)])
+@pytest.mark.parametrize("posted_at", [T0 + timedelta(minutes=5), T0 + timedelta(minutes=6)])
 def test_a_verb_applies_only_to_a_verdict_posted_before_the_comment(
     posted_at: datetime | None,
 ) -> None:
     change = apply(D, "blocked", posted_at=posted_at)
     assert not change.applies
     assert "after this comment was written" in change.reason
+
+
+def test_a_verb_waits_for_a_verdict_not_yet_shown_on_github() -> None:
+    change = apply(D, "blocked", posted_at=None)
+    assert not change.applies
+    assert "not shown on GitHub yet" in change.reason
 
 
 # ---- what the relay writes ------------------------------------------------------------

@@ -11,6 +11,7 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from coordinatorworld import World
 from fakegithub import fake_sha
 from fakegithub.state import required_checks_rules
@@ -246,3 +247,63 @@ def test_a_required_guard_any_app_may_report_does_not_hold_and_says_what_to_chan
     assert "does NOT hold the merge" in summary
     assert "To fix" in summary
     assert w.store.list_runs()[0].holds == "does-not-hold"
+
+
+# ------------------------------------------------- GitHub's times, not the relay's clock
+
+
+def github_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+@pytest.mark.parametrize("skew", [timedelta(minutes=5), timedelta(minutes=-5)])
+def test_a_skewed_relay_clock_neither_refuses_a_later_verb_nor_takes_an_earlier_one(
+    make: Any, skew: timedelta
+) -> None:
+    # The relay's clock is 5 minutes off GitHub's (the fake's, which stamps the review
+    # and the comments). "Written after the verdict?" compares GitHub's times only.
+    w = make(relay_clock=lambda: datetime.now(UTC) + skew)
+    head = blocked(w, 52)
+    w.fake.state.set_role(REPO, "maint", "maintain")
+    (review,) = w.reviews()
+    verdict_at = github_time(review["submitted_at"])
+
+    early = comment(w, 52, "/cujo dismiss", created_at=verdict_at - timedelta(seconds=2))
+    assert reactions_on(w, early) == {"confused"}
+    assert "after this comment was written" in replies(w)[0]
+    assert review_states(w) == ["CHANGES_REQUESTED"]
+
+    later = comment(w, 52, "/cujo dismiss", created_at=verdict_at + timedelta(seconds=2))
+    assert reactions_on(w, later) == {"+1"}
+    assert review_states(w) == ["DISMISSED"]
+    assert w.checks(head)[0]["conclusion"] == "success"
+    # The dismissal's own time is GitHub's too: a reinstate written after it applies.
+    (run,) = w.store.list_runs()
+    dismissed_at = w.store.verdict_posted_at(run.run_id)
+    assert dismissed_at is not None
+    assert abs(dismissed_at - datetime.now(UTC)) < timedelta(minutes=1)
+    again = comment(w, 52, "/cujo reinstate", created_at=dismissed_at + timedelta(seconds=1))
+    assert reactions_on(w, again) == {"+1"}
+    assert w.store.get_run(run.run_id).state == "blocked"
+
+
+@pytest.mark.parametrize("skew", [timedelta(minutes=5), timedelta(minutes=-5)])
+def test_a_check_only_hold_is_timed_by_githubs_answer_to_the_check(
+    make: Any, skew: timedelta
+) -> None:
+    # An unproven hold has no blocking review: the check's answer says when it was shown.
+    w = make(relay_clock=lambda: datetime.now(UTC) + skew)
+    head = fake_sha()
+    w.actions.producers[head] = synthetic(unproven=True)
+    w.open(53, head)
+    w.complete()
+    w.fake.state.set_role(REPO, "maint", "maintain")
+    (run,) = w.store.list_runs()
+    shown = w.store.verdict_posted_at(run.run_id)
+    assert shown is not None
+    assert abs(shown - datetime.now(UTC)) < timedelta(minutes=1)
+    early = comment(w, 53, "/cujo dismiss", created_at=shown - timedelta(seconds=1))
+    assert reactions_on(w, early) == {"confused"}
+    later = comment(w, 53, "/cujo dismiss", created_at=shown + timedelta(seconds=1))
+    assert reactions_on(w, later) == {"+1"}
+    assert w.checks(head)[0]["conclusion"] == "success"

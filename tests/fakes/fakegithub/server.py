@@ -753,6 +753,12 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Keep test output clean."""
 
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """Stamp the ``Date`` header by GitHub's clock (the fake's), not the relay's (issue 23)."""
+        return super().date_time_string(
+            self.server.state.clock() if timestamp is None else timestamp
+        )
+
     def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=utf-8")

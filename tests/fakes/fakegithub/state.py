@@ -193,6 +193,11 @@ class FakeState:
         self.hook_errors: list[BaseException] = []
         self.release = threading.Event()  # set at teardown: ends every injected delay
         self._next_id = 1000
+        # -- webhooks GitHub sends when a test edits a repository's rules (issue 23) --
+        # Each sink gets (event name, payload), as the App's webhook would; what was sent
+        # is kept for assertions. No sink: nothing is delivered (most tests need none).
+        self.webhook_sinks: list[Callable[[str, dict[str, Any]], None]] = []
+        self.sent_webhooks: list[tuple[str, dict[str, Any]]] = []
 
     # -- ids and records --
 
@@ -443,17 +448,108 @@ class FakeState:
         return art
 
     def set_rules(self, repo: str, branch: str, rules: list[dict[str, Any]]) -> None:
-        """Set the active ruleset rules GitHub reports for a branch."""
+        """Set the active ruleset rules GitHub reports for a branch; send ``repository_ruleset``."""
         with self.lock:
+            before = self.repos[repo].rules.get(branch)
             self.repos[repo].rules[branch] = rules
+        action = "created" if not before else "deleted" if not rules else "edited"
+        self.send_webhook("repository_ruleset", self.ruleset_event(repo, branch, rules, action))
 
     def set_protection(self, repo: str, branch: str, protection: dict[str, Any] | None) -> None:
-        """Set (or, with None, remove) a branch's classic protection."""
+        """Set (or, with None, remove) a branch's classic protection; send its webhook."""
         with self.lock:
+            before = self.repos[repo].protection.get(branch)
             if protection is None:
                 self.repos[repo].protection.pop(branch, None)
             else:
                 self.repos[repo].protection[branch] = protection
+        if before is None and protection is None:
+            return  # nothing changed: GitHub sends nothing
+        action = "created" if before is None else "deleted" if protection is None else "edited"
+        payload = self.protection_rule_event(repo, branch, protection or before or {}, action)
+        self.send_webhook("branch_protection_rule", payload)
+
+    # -- webhooks (issue 23): written from the documentation --
+
+    def on_webhook(self, sink: Callable[[str, dict[str, Any]], None]) -> None:
+        """Deliver the webhooks this fake sends to ``sink`` (the relay's intake, in a test)."""
+        with self.lock:
+            self.webhook_sinks.append(sink)
+
+    def send_webhook(self, name: str, payload: dict[str, Any]) -> None:
+        """Keep a webhook as sent and hand it to every sink (outside the lock)."""
+        with self.lock:
+            self.sent_webhooks.append((name, payload))
+            sinks = list(self.webhook_sinks)
+        for sink in sinks:
+            sink(name, payload)
+
+    def _hook_context(self, repo: str) -> dict[str, Any]:
+        """The ``repository``, ``installation`` and ``sender`` every repository webhook carries."""
+        r = self.repos[repo]
+        owner, _, name = repo.partition("/")
+        installation = next((i for i, repos in self.installations.items() if repo in repos), None)
+        context: dict[str, Any] = {
+            "repository": {
+                "id": r.id,
+                "name": name,
+                "full_name": repo,
+                "private": False,
+                "owner": {"login": owner, "id": 1, "type": "Organization"},
+                "default_branch": r.default_branch,
+            },
+            "sender": {"login": "octo-admin", "id": 2, "type": "User"},
+        }
+        if installation is not None:
+            context["installation"] = {"id": installation, "node_id": f"MDIz{installation}"}
+        return context
+
+    def ruleset_event(
+        self, repo: str, branch: str, rules: list[dict[str, Any]], action: str
+    ) -> dict[str, Any]:
+        """Return a ``repository_ruleset`` webhook for a branch's rules (from the documentation).
+
+        https://docs.github.com/en/webhooks/webhook-events-and-payloads#repository_ruleset
+        """
+        ruleset_id = next((r["ruleset_id"] for r in rules if "ruleset_id" in r), 43)
+        now = iso(self.clock())
+        ruleset = {
+            "id": ruleset_id,
+            "name": f"protect {branch}",
+            "target": "branch",
+            "source_type": "Repository",
+            "source": repo,
+            "enforcement": "active",
+            "bypass_actors": [],
+            "conditions": {"ref_name": {"include": [f"refs/heads/{branch}"], "exclude": []}},
+            "rules": [{k: v for k, v in r.items() if k in ("type", "parameters")} for r in rules],
+            "node_id": f"RRS_{ruleset_id}",
+            "created_at": now,
+            "updated_at": now,
+        }
+        return {"action": action, "repository_ruleset": ruleset, **self._hook_context(repo)}
+
+    def protection_rule_event(
+        self, repo: str, branch: str, protection: dict[str, Any], action: str
+    ) -> dict[str, Any]:
+        """Return a ``branch_protection_rule`` webhook, written from the documentation.
+
+        https://docs.github.com/en/webhooks/webhook-events-and-payloads#branch_protection_rule
+        """
+        rsc = protection.get("required_status_checks") or {}
+        now = iso(self.clock())
+        rule = {
+            "id": self.next_id(),
+            "repository_id": self.repos[repo].id,
+            "name": branch,
+            "created_at": now,
+            "updated_at": now,
+            "admin_enforced": bool((protection.get("enforce_admins") or {}).get("enabled")),
+            "required_status_checks": list(rsc.get("contexts", [])),
+            "required_status_checks_enforcement_level": "non_admins" if rsc else "off",
+            "strict_required_status_checks_policy": bool(rsc.get("strict")),
+        }
+        return {"action": action, "rule": rule, **self._hook_context(repo)}
 
     def refuse_protection(self, repo: str, status: int, message: str) -> None:
         """Answer every protection read this way: a token without admin rights."""
