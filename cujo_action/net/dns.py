@@ -8,6 +8,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import secrets
 import signal
 import socket
 import struct
@@ -20,6 +21,7 @@ from typing import Any, cast
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cujo_action.arm.decoys import Decoy
+from cujo_action.net.dnsasker import asker as find_asker
 from cujo_action.net.dnsflow import merge_flow
 from cujo_action.net.dnsrecord import NameScanner, dns_record
 from cujo_action.net.dnswire import (
@@ -28,6 +30,7 @@ from cujo_action.net.dnswire import (
     Query,
     answer_for,
     build_response,
+    cached_ttl,
     error_response,
     parse_query,
 )
@@ -41,11 +44,12 @@ from cujo_action.sandbox.helper_processes import (
     wait_for_go,
 )
 from cujo_action.schema import REGISTRY_HOSTS, normalize_host
-from cujo_action.watch.procinfo import socket_owner
 
 # A sandbox's namespace (netns.py) sends every UDP and TCP packet to port 53 here, to the
-# listener of its phase, so the port names the label as in the proxy. Every query becomes
-# one JSON line in the egress log format, method "DNS":
+# listener of its phase, so the port names the label as in the proxy; what the sandbox
+# asks of systemd-resolved's stub address (127.0.0.53, which its resolv.conf names as on
+# a runner) is sent on to the same place (dnsstub.py). Every query becomes one JSON line
+# in the egress log format, method "DNS":
 #
 #     {"ts": ..., "label": "install/install", "check": "install", "phase": "install",
 #      "host": "6768705f....exfil.test", "port": 53, "method": "DNS",
@@ -65,6 +69,9 @@ from cujo_action.watch.procinfo import socket_owner
 # AAAA and other types get an empty answer (the namespace has no IPv6), so clients fall
 # back to A. ``action`` says what the proxy does with that name's traffic: "forwarded"
 # for allowed hosts, "sunk" otherwise; the query itself is always answered here.
+# Answers read as resolved's (dnswire.py): its flags, its EDNS size, and TTLs counting
+# down as a cache's. No client in the sandbox shares a cache (no resolved, no nscd), so a
+# longer TTL hides no lookup: a name asked again is asked here again.
 
 CONFIG_NAME = "cujo-dns.json"
 STDERR_NAME = "dns.stderr"
@@ -196,6 +203,8 @@ class Resolver:
                 config.names_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
             )
         self._addresses: dict[str, str] = {}
+        # This run's TTL phases (dnswire.cached_ttl): no other run's are the same.
+        self._ttl_key = secrets.token_bytes(16)
 
     def address_for(self, name: str) -> str:
         """Return the address ``name`` is answered with (its own, when names are kept)."""
@@ -226,7 +235,7 @@ class Resolver:
             query: Query | None = parse_query(data)
         except DnsFormatError:
             query = None
-        asker = socket_owner(*client, protocol) if client is not None else None
+        asker = find_asker(*client, protocol) if client is not None else None
         record = dns_record(
             ts=time.time(),
             label=label,
@@ -248,7 +257,8 @@ class Resolver:
         answer, rcode = answer_for(query, self.config.sink)
         if answer is not None:
             answer = self.address_for(query.name)
-        return build_response(query, answer, rcode)
+        ttl = cached_ttl(query.name, time.time(), self._ttl_key)
+        return build_response(query, answer, rcode, ttl)
 
     def close(self) -> None:
         """Close the log."""

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import dns.flags
+import dns.message
 import pytest
 
 from cujo_action.arm.decoys import Decoy, make_decoys
@@ -30,9 +32,11 @@ from cujo_action.net.dnsrecord import NameScanner, dns_record
 from cujo_action.net.dnswire import (
     RCODE_FORMERR,
     RCODE_NOTIMP,
+    STUB_PAYLOAD,
     DnsFormatError,
     answer_for,
     build_response,
+    cached_ttl,
     error_response,
     parse_query,
 )
@@ -95,6 +99,47 @@ def test_aaaa_and_other_types_get_an_empty_answer_and_other_opcodes_notimp() -> 
     status = parse_query(query_bytes("a.test", flags=0x1000))  # opcode 2, STATUS
     assert answer_for(status, SINK_ADDRESS) == (None, RCODE_NOTIMP)
     assert build_response(status, None, RCODE_NOTIMP)[3] & 0xF == RCODE_NOTIMP
+
+
+def test_an_answer_reads_as_systemd_resolveds_stub_gives_it() -> None:
+    asked = dns.message.make_query("pypi.org", "A", use_edns=0, payload=1200)
+    asked.flags |= dns.flags.AD | dns.flags.CD  # trust-ad asks for AD; CD is echoed
+    query = parse_query(asked.to_wire())
+    assert (query.edns, query.dnssec_ok) == (0, False)
+    reply = dns.message.from_wire(build_response(query, "198.18.0.9", ttl=42))
+    assert reply.flags & (dns.flags.QR | dns.flags.RD | dns.flags.RA | dns.flags.CD) == (
+        dns.flags.QR | dns.flags.RD | dns.flags.RA | dns.flags.CD
+    )
+    assert not reply.flags & (dns.flags.AA | dns.flags.AD)  # nothing validated
+    assert (reply.edns, reply.payload) == (0, STUB_PAYLOAD) == (0, 65494)
+    assert reply.answer[0].ttl == 42
+    # DO is echoed only where resolved would (it validates nothing): with CD.
+    do = dns.message.make_query("a.test", "A", want_dnssec=True)
+    do.flags &= ~dns.flags.CD
+    assert not dns.message.from_wire(build_response(parse_query(do.to_wire()), None)).ednsflags
+    do.flags |= dns.flags.CD
+    echoed = dns.message.from_wire(build_response(parse_query(do.to_wire()), None))
+    assert echoed.ednsflags & dns.flags.DO
+    # No OPT record unless the query had one.
+    plain = dns.message.from_wire(build_response(parse_query(query_bytes("a.test")), None))
+    assert plain.edns == -1
+
+
+def test_ttls_count_down_as_a_caches_and_start_anew() -> None:
+    key = b"run key"
+    first = cached_ttl("github.com", 1000.0, key)
+    assert 1 <= first <= 3600
+    assert cached_ttl("GitHub.com", 1000.0, key) == first  # names are case-blind
+    later = cached_ttl("github.com", 1000.0 + first - 1, key)
+    assert later == 1  # a second before it runs out
+    anew = cached_ttl("github.com", 1000.0 + first, key)
+    assert anew in (60, 300, 600, 3600)  # fetched again: the whole TTL
+    # Another run's key gives other phases (and names their own TTLs).
+    ttls = {cached_ttl(f"h{i}.test", 1000.0, key) for i in range(40)}
+    assert len(ttls) > 10
+    assert [cached_ttl(f"h{i}.test", 1000.0, b"other") for i in range(40)] != [
+        cached_ttl(f"h{i}.test", 1000.0, key) for i in range(40)
+    ]
 
 
 def two_questions() -> bytes:
