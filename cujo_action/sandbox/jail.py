@@ -31,11 +31,12 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from cujo_action.net.dnsresolvconf import ResolvFile, resolv_files
 from cujo_action.net.netns import kill_all_in
 from cujo_action.sandbox.cgroups import Limits
 from cujo_action.sandbox.reaper import (
@@ -119,8 +120,18 @@ class View:
     hidden: tuple[str, ...]  # host paths replaced by an empty tmpfs
     worker: Worker | None = None  # the sandbox's pid 1, when not the plain shell
 
-    def args(self, cwd: str, *, user_ns: bool = True, program_fd: int = -1) -> list[str]:
-        """Return bubblewrap's arguments up to (not including) the command."""
+    def args(
+        self,
+        cwd: str,
+        *,
+        user_ns: bool = True,
+        program_fd: int = -1,
+        resolv: Sequence[tuple[int, ResolvFile]] = (),
+    ) -> list[str]:
+        """Return bubblewrap's arguments up to (not including) the command.
+
+        ``resolv``: the resolver files and the descriptors holding them (``_resolv_fds``).
+        """
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         covered: list[str] = []
         for path in sorted({*ALWAYS_HIDDEN, *self.hidden, "/dev/shm"}):  # noqa: S108
@@ -132,6 +143,11 @@ class View:
             args += ["--ro-bind", host, inside]
         for host, inside in self.binds:
             args += ["--bind", host, inside]
+        for fd, placed in resolv:
+            # A runner's resolver files (dnsresolvconf.py): written into the sandbox's own
+            # /run, or bound over the host's /etc/resolv.conf where that is a plain file.
+            how = "--ro-bind-data" if placed.bind else "--file"
+            args += ["--perms", "0644", how, str(fd), placed.path]
         if self.worker is not None and program_fd >= 0:
             # On a tmpfs of its own over the HOME bind: nothing of it lands in HOME.
             folder = self.worker.exe.rsplit("/", 1)[0]
@@ -175,12 +191,20 @@ class Confinement:
         if os.geteuid() == 0 and not self.uid:
             raise JailError("refusing to run a pull-request command as root (no sandbox uid)")
 
-    def argv(self, cmd: str, cwd: str, status_fd: int = -1, program_fd: int = -1) -> list[str]:
+    def argv(
+        self,
+        cmd: str,
+        cwd: str,
+        status_fd: int = -1,
+        program_fd: int = -1,
+        resolv: Sequence[tuple[int, ResolvFile]] = (),
+    ) -> list[str]:
         """Return the argv that runs ``cmd`` (in ``cwd``, as the command sees it) confined.
 
         Under a view, the sandbox's pid 1 writes the command's exit status to
         ``status_fd`` (which the caller passes down) and stays until it is killed. With a
-        worker, pid 1 is the worker, reading the command from ``program_fd``.
+        worker, pid 1 is the worker, reading the command from ``program_fd``. ``resolv``
+        are the resolver files the view writes (``View.args``).
         """
         argv: list[str] = []
         if self.netns is not None:
@@ -192,10 +216,10 @@ class Confinement:
             ]  # fmt: skip
         if self.view is not None and self.view.worker is not None and program_fd >= 0:
             worker = self.view.worker
-            return [*argv, *self.view.args(cwd, program_fd=program_fd), "--", worker.exe,
-                    *worker.argv]  # fmt: skip
+            return [*argv, *self.view.args(cwd, program_fd=program_fd, resolv=resolv), "--",
+                    worker.exe, *worker.argv]  # fmt: skip
         if self.view is not None:
-            argv += [*self.view.args(cwd), "--", "/bin/bash", "-c", INIT, "bash"]
+            argv += [*self.view.args(cwd, resolv=resolv), "--", "/bin/bash", "-c", INIT, "bash"]
             argv.append(str(status_fd))
         return [*argv, "/bin/bash", "-c", cmd]
 
@@ -226,6 +250,17 @@ def bwrap_unavailable(uid: int | None, gid: int | None) -> str | None:
             f"restricted?): {err[-1] if err else f'exit {outcome.exit_code}'}"
         )
     return None
+
+
+def _resolv_fds(view: View) -> list[tuple[int, ResolvFile]]:
+    """Return a descriptor holding each resolver file of the sandbox, for bubblewrap."""
+    made = []
+    for placed in resolv_files((*ALWAYS_HIDDEN, *view.hidden)):
+        fd = os.memfd_create("resolv", os.MFD_CLOEXEC)
+        os.write(fd, placed.content)
+        os.lseek(fd, 0, os.SEEK_SET)
+        made.append((fd, placed))
+    return made
 
 
 @dataclass(frozen=True)
@@ -309,6 +344,9 @@ def run_confined(
     ooms_before = limits.oom_kills() if limits else 0
     view = confinement.view
     status_r, status_w = os.pipe() if view is not None else (-1, -1)
+    # In its namespace, the sandbox reads a runner's resolv.conf, naming the stub address
+    # that leads to its resolver (dnsstub.py); without one, the host's resolver is its.
+    resolv = _resolv_fds(view) if view is not None and netns is not None else []
     program_fd = -1
     outer_env = dict(env)
     if view is not None and view.worker is not None:
@@ -322,20 +360,20 @@ def run_confined(
         become_subreaper()
     try:
         proc = subprocess.Popen(
-            confinement.argv(cmd, str(cwd), status_w, program_fd),
+            confinement.argv(cmd, str(cwd), status_w, program_fd, resolv),
             cwd="/" if view is not None else cwd,
             env=outer_env,
             stdin=stdin_fd if stdin_fd is not None else subprocess.DEVNULL,
             stdout=stdout_fd if stdout_fd is not None else subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            pass_fds=tuple(fd for fd in (status_w, program_fd) if fd >= 0),
+            pass_fds=tuple(fd for fd in (status_w, program_fd, *(f for f, _ in resolv)) if fd >= 0),
             preexec_fn=_limits(  # noqa: PLW1509
                 confinement.nproc if confinement.uid else None, limits, confinement.nice
             ),
         )
     finally:
-        for fd in (status_w, program_fd):
+        for fd in (status_w, program_fd, *(f for f, _ in resolv)):
             if fd >= 0:
                 os.close(fd)
     try:
