@@ -23,9 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from cujo_action.arm.decoys import Decoy
 from cujo_action.net.dnsasker import asker as find_asker
 from cujo_action.net.dnsflow import merge_flow
-from cujo_action.net.dnsrecord import NameScanner, dns_record
+from cujo_action.net.dnsrecord import NameScanner, dns_record, without_search
+from cujo_action.net.dnsresolvconf import sandbox_search, vm_zones
 from cujo_action.net.dnswire import (
     RCODE_FORMERR,
+    RCODE_NXDOMAIN,
     DnsFormatError,
     Query,
     answer_for,
@@ -72,6 +74,13 @@ from cujo_action.schema import REGISTRY_HOSTS, normalize_host
 # Answers read as resolved's (dnswire.py): its flags, its EDNS size, and TTLs counting
 # down as a cache's. No client in the sandbox shares a cache (no resolved, no nscd), so a
 # longer TTL hides no lookup: a name asked again is asked here again.
+# The sandbox's resolv.conf has a ``search`` domain, as a runner's (dnsresolvconf.py):
+# glibc appends it to a name it could not resolve as it is (an empty AAAA answer, a name
+# without a dot). Such a name is logged as the host it looks up. Under a VM's zone of
+# Azure's internal DNS (a runner's, and the one made up elsewhere) it is answered
+# NXDOMAIN, as that zone answers a name it does not hold, and glibc asks the name as it
+# is, which resolves (and reaches the proxy) as any other; under another search domain
+# (a host's own) it resolves as any name does.
 
 CONFIG_NAME = "cujo-dns.json"
 STDERR_NAME = "dns.stderr"
@@ -98,6 +107,8 @@ class ResolverConfig(BaseModel):
     # Give each name an address of its own in SINK_NETWORK and append
     # {"address": ..., "name": ...} lines here (namebook.NameBook reads them).
     names_path: Path | None = None
+    # The sandbox's search domains (None: this host's, as the jail writes them).
+    search: list[str] | None = None
 
     @field_validator("labels")
     @classmethod
@@ -205,6 +216,8 @@ class Resolver:
         self._addresses: dict[str, str] = {}
         # This run's TTL phases (dnswire.cached_ttl): no other run's are the same.
         self._ttl_key = secrets.token_bytes(16)
+        self.search = tuple(config.search) if config.search is not None else sandbox_search()
+        self._vm_zones = vm_zones(self.search)
 
     def address_for(self, name: str) -> str:
         """Return the address ``name`` is answered with (its own, when names are kept)."""
@@ -244,16 +257,21 @@ class Resolver:
             allow_hosts=self.config.allow_hosts,
             scanner=self.scanner,
             raw=data,
+            search=self.search,
         )
         if asker is not None:
             record["process"] = asker.fields()
+        searched = without_search(query, self.search) if query is not None else None
         if query is not None:
             pid = asker.pid if asker is not None else None
-            merge_flow(record, self.scanner.follow(label, pid, query.labels, query.qtype))
+            asked = searched or query
+            merge_flow(record, self.scanner.follow(label, pid, asked.labels, query.qtype))
         line = json.dumps(record, separators=(",", ":")) + "\n"
         os.write(self._log_fd, line.encode())
         if query is None:
             return error_response(data, RCODE_FORMERR)
+        if query.opcode == 0 and without_search(query, self._vm_zones) is not None:
+            return build_response(query, None, RCODE_NXDOMAIN)
         answer, rcode = answer_for(query, self.config.sink)
         if answer is not None:
             answer = self.address_for(query.name)

@@ -82,6 +82,8 @@ _UPLINK_HEAD = """\
 # operation for /etc/resolv.conf.
 
 """
+# Azure's internal DNS zone: it holds the names of a network's VMs and nothing else.
+AZURE_INTERNAL = "internal.cloudapp.net"
 # An Azure VM's internal domain: 26 characters, a two-letter zone ("bx", "cx", …).
 _SEARCH_ALPHABET = string.ascii_lowercase + "012345"
 _ZONES = ("bx", "cx", "dx", "ex", "gx", "lx", "xx")
@@ -129,7 +131,7 @@ def _search(domains: tuple[str, ...]) -> str:
 def made_up_search() -> str:
     """Return a search domain shaped as a hosted runner's (an Azure VM's internal one)."""
     name = "".join(secrets.choice(_SEARCH_ALPHABET) for _ in range(26))
-    return f"{name}.{secrets.choice(_ZONES)}.internal.cloudapp.net"
+    return f"{name}.{secrets.choice(_ZONES)}.{AZURE_INTERNAL}"
 
 
 def _under(path: str, folders: tuple[str, ...]) -> bool:
@@ -225,13 +227,23 @@ def kept_search(path: Path = SEARCH_PATH) -> str:
     return made
 
 
+def sandbox_search(host: HostResolver | None = None) -> tuple[str, ...]:
+    """Return the search domains a sandbox on this host reads (the resolver's too)."""
+    host = host or host_resolver()
+    if host.search:
+        return host.search
+    try:
+        return (kept_search(),)
+    except OSError:
+        return (made_up_search(),)  # kept nowhere: this caller's own
+
+
+def vm_zones(search: tuple[str, ...]) -> tuple[str, ...]:
+    """Return the search domains that are a VM's own zone in Azure's internal DNS."""
+    return tuple(d for d in search if d.rstrip(".").endswith("." + AZURE_INTERNAL))
+
+
 def resolv_files(private: tuple[str, ...]) -> tuple[ResolvFile, ...]:
     """Return the resolver files for a sandbox on this host (``sandbox_files``)."""
     host = host_resolver()
-    search = ""
-    if not host.search:
-        try:
-            search = kept_search()
-        except OSError:
-            search = made_up_search()  # kept nowhere: this command's own
-    return sandbox_files(host, search, private)
+    return sandbox_files(host, sandbox_search(host)[0], private)

@@ -22,13 +22,14 @@ import pytest
 from cujo_action.arm.decoys import Decoy, make_decoys
 from cujo_action.net import netns
 from cujo_action.net.dns import (
+    Resolver,
     ResolverConfig,
     ResolverHandle,
     ResolverStart,
     spawn_resolver,
     start_resolver,
 )
-from cujo_action.net.dnsrecord import NameScanner, dns_record
+from cujo_action.net.dnsrecord import NameScanner, dns_record, without_search
 from cujo_action.net.dnswire import (
     RCODE_FORMERR,
     RCODE_NOTIMP,
@@ -243,6 +244,60 @@ def test_dns_record_names_the_host_the_type_and_what_the_proxy_does() -> None:
         ts=1.0, label=LABEL, query=None, size=len(raw), allow_hosts=(), scanner=scanner, raw=raw
     )
     assert (bad["host"], bad["url"], bad["decoy_seen"]) == ("", "dns:?malformed", ["NPM_TOKEN"])
+
+
+VM_ZONE = "k0wkaguidnqrh0udm0ucnnwuiq.bx.internal.cloudapp.net"
+
+
+def test_a_name_with_the_search_domain_appended_is_logged_as_the_host_it_looks_up() -> None:
+    scanner = NameScanner(DECOYS)
+    token = decoy("NPM_TOKEN").value.encode().hex()[:60]
+    asked = parse_query(query_bytes(f"{token}.exfil.test.{VM_ZONE.upper()}", 28))
+    assert without_search(asked, (VM_ZONE,)) is not None
+    assert without_search(asked, ("other.test",)) is None
+    # The zone alone is no name with the domain appended.
+    assert without_search(parse_query(query_bytes(VM_ZONE)), (VM_ZONE,)) is None
+    record = dns_record(
+        ts=1.0, label=LABEL, query=asked, size=80, allow_hosts=REGISTRY_HOSTS,
+        scanner=scanner, search=(VM_ZONE,),
+    )  # fmt: skip
+    assert record["host"] == f"{token}.exfil.test"
+    assert record["url"] == f"dns:{token}.exfil.test.{VM_ZONE.upper()}?type=AAAA"
+    assert (record["decoy_seen"], record["decoy_where"]) == (["NPM_TOKEN"], ["dns:hex"])
+    pypi = dns_record(
+        ts=1.0, label=LABEL, query=parse_query(query_bytes(f"pypi.org.{VM_ZONE}", 28)),
+        size=60, allow_hosts=REGISTRY_HOSTS, scanner=scanner, search=(VM_ZONE,),
+    )  # fmt: skip
+    assert (pypi["host"], pypi["action"]) == ("pypi.org", "forwarded")
+
+
+def test_the_vms_own_zone_answers_nxdomain_and_a_hosts_search_domain_resolves(
+    tmp_path: Path,
+) -> None:
+    config = ResolverConfig(
+        labels=[LABEL],
+        log_path=tmp_path / "egress.jsonl",
+        ready_path=tmp_path / "ready.json",
+        search=[VM_ZONE, "corp.example"],
+    )
+    resolver = Resolver(config)
+    try:
+        retry = resolver.handle(LABEL, query_bytes(f"pypi.org.{VM_ZONE}", 28, ident=3))
+        single = resolver.handle(LABEL, query_bytes(f"db.{VM_ZONE}", 1, ident=4))
+        corp = resolver.handle(LABEL, query_bytes("git.corp.example", 1, ident=5))
+        plain = resolver.handle(LABEL, query_bytes("db", 1, ident=6))
+    finally:
+        resolver.close()
+    assert retry is not None
+    assert single is not None
+    assert corp is not None
+    assert plain is not None
+    assert retry[3] & 0xF == single[3] & 0xF == 3  # NXDOMAIN: glibc then asks as it is
+    assert struct.unpack("!H", single[6:8]) == (0,)
+    assert corp.endswith(socket.inet_aton(SINK_ADDRESS))  # a host's own domain: a name
+    assert plain.endswith(socket.inet_aton(SINK_ADDRESS))
+    hosts = [r["host"] for r in parse_egress_log(config.log_path.read_bytes()).records]
+    assert hosts == ["pypi.org", "db", "git", "db"]
 
 
 # --------------------------------------------------------------------------- the process

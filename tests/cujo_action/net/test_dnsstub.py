@@ -315,6 +315,12 @@ def test_getent_reads_resolv_conf_and_asks_the_stub(stub: Stub) -> None:
     record = stub.wait(lambda r: r["host"] == name and r["url"].endswith("type=A"))
     assert record["label"] == LABEL
     assert "getent" in str((record.get("process") or {}).get("exe"))
+    # getent asks AAAA first; after the empty answer glibc asks again with the search
+    # domain appended (as on a runner): logged as the same host, and answered NXDOMAIN.
+    search = out.stdout_tail.split("\nsearch ", 1)[1].split()[0]
+    asked = {r["url"] for r in _records(stub) if r["host"] == name}
+    assert f"dns:{name}.{search}?type=AAAA" in asked
+    assert not any(r["host"].endswith(search) for r in _records(stub))
 
 
 @needs_root
