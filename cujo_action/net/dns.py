@@ -265,7 +265,10 @@ class Resolver:
         if query is not None:
             pid = asker.pid if asker is not None else None
             asked = searched or query
-            merge_flow(record, self.scanner.follow(label, pid, asked.labels, query.qtype))
+            found = self.scanner.follow(
+                label, pid, asked.labels, query.qtype, retry=searched is not None
+            )
+            merge_flow(record, found)
         line = json.dumps(record, separators=(",", ":")) + "\n"
         os.write(self._log_fd, line.encode())
         if query is None:

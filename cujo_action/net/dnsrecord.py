@@ -33,11 +33,16 @@ class NameScanner:
         self.flow = NameFlow(self.matcher)
 
     def follow(
-        self, label: str, pid: int | None, labels: Sequence[bytes], qtype: int = 1
+        self,
+        label: str,
+        pid: int | None,
+        labels: Sequence[bytes],
+        qtype: int = 1,
+        retry: bool = False,
     ) -> FlowResult:
         """Return what one query completes in its streams (dnsflow.py): decoys sent a few
-        characters per query, a tunnel."""
-        return self.flow.follow(label, pid, labels, qtype)
+        characters per query, a tunnel (``retry``: asked again with the search domain)."""
+        return self.flow.follow(label, pid, labels, qtype, retry)
 
     def scan(self, labels: Sequence[bytes]) -> tuple[list[str], list[str]]:
         """Return (decoy names, "dns:encoding" places) found in a query name."""
