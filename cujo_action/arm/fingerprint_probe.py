@@ -24,6 +24,7 @@ import socket
 import ssl
 import stat
 import string
+import struct
 import sys
 from collections.abc import Callable
 from urllib.parse import urlsplit
@@ -226,25 +227,83 @@ def read_runner() -> Reading:
     return {"runner.files": sorted(found)}
 
 
+def _resolv_words(key: str) -> list[str]:
+    """Return the words after ``key`` on every such line of /etc/resolv.conf."""
+    words: list[str] = []
+    for line in _text("/etc/resolv.conf").splitlines():
+        parts = line.split()
+        if parts and parts[0] == key:
+            words += parts[1:]
+    return words
+
+
 def read_resolver() -> Reading:
-    servers = [
-        line.split()[1]
-        for line in _text("/etc/resolv.conf").splitlines()
-        if line.startswith("nameserver") and len(line.split()) > 1
-    ]
-    return {"resolv.nameserver": servers[0] if servers else ""}
+    servers = _resolv_words("nameserver")
+    return {
+        "resolv.nameserver": servers[0] if servers else "",
+        "resolv.options": sorted(_resolv_words("options")),
+    }
+
+
+def _edns_payload(server: str, name: str) -> int:
+    """Return the EDNS UDP size ``server`` advertises in its answer for ``name`` (0: none)."""
+    qname = b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0"
+    # One A question with an OPT record (1232 bytes, no DO), as glibc's edns0 sends it.
+    ask = struct.pack("!HHHHHH", 0x4A7E, 0x0100, 1, 0, 0, 1) + qname + b"\0\1\0\1"
+    ask += b"\0" + struct.pack("!HHIH", 41, 1232, 0, 0)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(TIMEOUT_S)
+        sock.connect((server, 53))
+        sock.send(ask)
+        reply = sock.recv(65535)
+    return _opt_payload(reply)
+
+
+def _skip_name(data: bytes, at: int) -> int:
+    """Return where the name starting at ``at`` ends (a pointer ends it)."""
+    while at < len(data):
+        size = data[at]
+        if size >= 0xC0:
+            return at + 2
+        at += 1 + size
+        if size == 0:
+            return at
+    raise ValueError("a name runs past the message")
+
+
+def _opt_payload(reply: bytes) -> int:
+    """Return the UDP size in a DNS reply's OPT record (0 without one)."""
+    questions, *counts = struct.unpack("!HHHH", reply[4:12])
+    at = 12
+    for _ in range(questions):
+        at = _skip_name(reply, at) + 4
+    for _ in range(sum(counts)):
+        at = _skip_name(reply, at)
+        kind, size, _ttl, length = struct.unpack("!HHIH", reply[at : at + 10])
+        if kind == 41:
+            return int(size)
+        at += 10 + length
+    return 0
 
 
 def read_dns() -> Reading:
     """Ask for a random name under ``.test`` (RFC 6761: never a public name)."""
     label = "".join(secrets.choice(string.ascii_lowercase) for _ in range(10))
     socket.setdefaulttimeout(TIMEOUT_S)
+    servers = _resolv_words("nameserver")
+    try:
+        payload = _edns_payload(servers[0], f"{label}.example.test") if servers else 0
+    except (OSError, ValueError, struct.error):
+        payload = 0
     try:
         found = socket.getaddrinfo(f"{label}.example.test", 443, type=socket.SOCK_STREAM)
     except OSError:
-        return {"dns.random": "nxdomain"}
+        return {"dns.random": "nxdomain", "dns.edns_payload": payload}
     address = str(found[0][4][0]) if found else ""
-    return {"dns.random": "answered " + address.rpartition(".")[0] + ".x"}
+    return {
+        "dns.random": "answered " + address.rpartition(".")[0] + ".x",
+        "dns.edns_payload": payload,
+    }
 
 
 def _proxy() -> tuple[str, int] | None:

@@ -8,6 +8,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import secrets
 import signal
 import socket
 import struct
@@ -20,14 +21,18 @@ from typing import Any, cast
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cujo_action.arm.decoys import Decoy
+from cujo_action.net.dnsasker import asker as find_asker
 from cujo_action.net.dnsflow import merge_flow
-from cujo_action.net.dnsrecord import NameScanner, dns_record
+from cujo_action.net.dnsrecord import NameScanner, dns_record, without_search
+from cujo_action.net.dnsresolvconf import sandbox_search, vm_zones
 from cujo_action.net.dnswire import (
     RCODE_FORMERR,
+    RCODE_NXDOMAIN,
     DnsFormatError,
     Query,
     answer_for,
     build_response,
+    cached_ttl,
     error_response,
     parse_query,
 )
@@ -41,11 +46,12 @@ from cujo_action.sandbox.helper_processes import (
     wait_for_go,
 )
 from cujo_action.schema import REGISTRY_HOSTS, normalize_host
-from cujo_action.watch.procinfo import socket_owner
 
 # A sandbox's namespace (netns.py) sends every UDP and TCP packet to port 53 here, to the
-# listener of its phase, so the port names the label as in the proxy. Every query becomes
-# one JSON line in the egress log format, method "DNS":
+# listener of its phase, so the port names the label as in the proxy; what the sandbox
+# asks of systemd-resolved's stub address (127.0.0.53, which its resolv.conf names as on
+# a runner) is sent on to the same place (dnsstub.py). Every query becomes one JSON line
+# in the egress log format, method "DNS":
 #
 #     {"ts": ..., "label": "install/install", "check": "install", "phase": "install",
 #      "host": "6768705f....exfil.test", "port": 53, "method": "DNS",
@@ -65,6 +71,16 @@ from cujo_action.watch.procinfo import socket_owner
 # AAAA and other types get an empty answer (the namespace has no IPv6), so clients fall
 # back to A. ``action`` says what the proxy does with that name's traffic: "forwarded"
 # for allowed hosts, "sunk" otherwise; the query itself is always answered here.
+# Answers read as resolved's (dnswire.py): its flags, its EDNS size, and TTLs counting
+# down as a cache's. No client in the sandbox shares a cache (no resolved, no nscd), so a
+# longer TTL hides no lookup: a name asked again is asked here again.
+# The sandbox's resolv.conf has a ``search`` domain, as a runner's (dnsresolvconf.py):
+# glibc appends it to a name it could not resolve as it is (an empty AAAA answer, a name
+# without a dot). Such a name is logged as the host it looks up. Under a VM's zone of
+# Azure's internal DNS (a runner's, and the one made up elsewhere) it is answered
+# NXDOMAIN, as that zone answers a name it does not hold, and glibc asks the name as it
+# is, which resolves (and reaches the proxy) as any other; under another search domain
+# (a host's own) it resolves as any name does.
 
 CONFIG_NAME = "cujo-dns.json"
 STDERR_NAME = "dns.stderr"
@@ -91,6 +107,8 @@ class ResolverConfig(BaseModel):
     # Give each name an address of its own in SINK_NETWORK and append
     # {"address": ..., "name": ...} lines here (namebook.NameBook reads them).
     names_path: Path | None = None
+    # The sandbox's search domains (None: this host's, as the jail writes them).
+    search: list[str] | None = None
 
     @field_validator("labels")
     @classmethod
@@ -196,6 +214,10 @@ class Resolver:
                 config.names_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
             )
         self._addresses: dict[str, str] = {}
+        # This run's TTL phases (dnswire.cached_ttl): no other run's are the same.
+        self._ttl_key = secrets.token_bytes(16)
+        self.search = tuple(config.search) if config.search is not None else sandbox_search()
+        self._vm_zones = vm_zones(self.search)
 
     def address_for(self, name: str) -> str:
         """Return the address ``name`` is answered with (its own, when names are kept)."""
@@ -226,7 +248,7 @@ class Resolver:
             query: Query | None = parse_query(data)
         except DnsFormatError:
             query = None
-        asker = socket_owner(*client, protocol) if client is not None else None
+        asker = find_asker(*client, protocol) if client is not None else None
         record = dns_record(
             ts=time.time(),
             label=label,
@@ -235,20 +257,29 @@ class Resolver:
             allow_hosts=self.config.allow_hosts,
             scanner=self.scanner,
             raw=data,
+            search=self.search,
         )
         if asker is not None:
             record["process"] = asker.fields()
+        searched = without_search(query, self.search) if query is not None else None
         if query is not None:
             pid = asker.pid if asker is not None else None
-            merge_flow(record, self.scanner.follow(label, pid, query.labels, query.qtype))
+            asked = searched or query
+            found = self.scanner.follow(
+                label, pid, asked.labels, query.qtype, retry=searched is not None
+            )
+            merge_flow(record, found)
         line = json.dumps(record, separators=(",", ":")) + "\n"
         os.write(self._log_fd, line.encode())
         if query is None:
             return error_response(data, RCODE_FORMERR)
+        if query.opcode == 0 and without_search(query, self._vm_zones) is not None:
+            return build_response(query, None, RCODE_NXDOMAIN)
         answer, rcode = answer_for(query, self.config.sink)
         if answer is not None:
             answer = self.address_for(query.name)
-        return build_response(query, answer, rcode)
+        ttl = cached_ttl(query.name, time.time(), self._ttl_key)
+        return build_response(query, answer, rcode, ttl)
 
     def close(self) -> None:
         """Close the log."""

@@ -185,12 +185,13 @@ class _Stream:
         self.last_types: set[int] = set()  # the types asked for it since
         self.last_pid: int | None = None  # who asked last (a parent domain's stream)
 
-    def repeats(self, left: tuple[bytes, ...], qtype: int) -> bool:
+    def repeats(self, left: tuple[bytes, ...], qtype: int, retry: bool = False) -> bool:
         """Return whether a query asks again for the last name (A, then AAAA; a retry)."""
         folded = tuple(label.lower() for label in left)
         # The same name for a type not yet asked is the same look-up (getaddrinfo asks A
-        # and AAAA); asked for a type again, it is a new look-up (the same data again).
-        if folded == self.last and qtype not in self.last_types:
+        # and AAAA); asked for a type again, it is a new look-up (the same data again),
+        # unless glibc asks it again with the search domain appended (``retry``).
+        if folded == self.last and (retry or qtype not in self.last_types):
             self.last_types.add(qtype)
             return True
         self.last, self.last_types = folded, {qtype}
@@ -346,9 +347,18 @@ class NameFlow:
         return stream, forgotten
 
     def follow(
-        self, label: str, pid: int | None, labels: Sequence[bytes], qtype: int = 1
+        self,
+        label: str,
+        pid: int | None,
+        labels: Sequence[bytes],
+        qtype: int = 1,
+        retry: bool = False,
     ) -> FlowResult:
-        """Take one query (``pid``: its asker, None when unknown); return what it completed."""
+        """Take one query (``pid``: its asker, None when unknown); return what it completed.
+
+        ``retry``: the name was asked with the search domain appended (``labels`` are
+        without it), so right after the same name it is the same look-up, whatever type.
+        """
         labels = tuple(label for label in labels if label)
         parent_n = registrable_length(labels)
         left = labels[: len(labels) - parent_n]
@@ -372,7 +382,7 @@ class NameFlow:
                 stream.last_pid = pid
             else:
                 resumed |= forgotten and interleaved
-            if stream.repeats(left, qtype):
+            if stream.repeats(left, qtype, retry):
                 tunnel |= stream.tunnel is not None and stream.tunnel.marked
                 continue
             regions, data = stream.add(left)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -32,11 +33,16 @@ class NameScanner:
         self.flow = NameFlow(self.matcher)
 
     def follow(
-        self, label: str, pid: int | None, labels: Sequence[bytes], qtype: int = 1
+        self,
+        label: str,
+        pid: int | None,
+        labels: Sequence[bytes],
+        qtype: int = 1,
+        retry: bool = False,
     ) -> FlowResult:
         """Return what one query completes in its streams (dnsflow.py): decoys sent a few
-        characters per query, a tunnel."""
-        return self.flow.follow(label, pid, labels, qtype)
+        characters per query, a tunnel (``retry``: asked again with the search domain)."""
+        return self.flow.follow(label, pid, labels, qtype, retry)
 
     def scan(self, labels: Sequence[bytes]) -> tuple[list[str], list[str]]:
         """Return (decoy names, "dns:encoding" places) found in a query name."""
@@ -52,6 +58,21 @@ class NameScanner:
         return seen, where
 
 
+def without_search(query: Query, search: Sequence[str]) -> Query | None:
+    """Return ``query`` as asked before a search domain was appended, or None if none was.
+
+    glibc appends resolv.conf's ``search`` domain to a name it could not resolve as it is
+    (an empty AAAA answer, a name without a dot): ``pypi.org.<search domain>`` is still a
+    look-up of ``pypi.org``.
+    """
+    lowered = tuple(label.lower() for label in query.labels)
+    for domain in search:
+        tail = tuple(part.encode().lower() for part in domain.strip(".").split(".") if part)
+        if tail and len(lowered) > len(tail) and lowered[-len(tail) :] == tail:
+            return dataclasses.replace(query, labels=query.labels[: -len(tail)])
+    return None
+
+
 def dns_record(
     *,
     ts: float,
@@ -61,8 +82,13 @@ def dns_record(
     allow_hosts: Iterable[str],
     scanner: NameScanner,
     raw: bytes = b"",
+    search: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Return the egress log line of one query (``query`` None: it did not parse)."""
+    """Return the egress log line of one query (``query`` None: it did not parse).
+
+    A name under a ``search`` domain is logged as the host it looks up (the name without
+    the domain: ``without_search``); its URL keeps the whole name asked.
+    """
     if query is None:
         # Still scanned: a decoy in a malformed packet is still a decoy sent out.
         seen, where = scanner.scan([raw])
@@ -79,17 +105,18 @@ def dns_record(
             decoy_where=where,
             route="dns",
         )
-    name = query.name
+    asked = without_search(query, search) or query
+    name = asked.name
     qtype = qtype_text(query.qtype)
     action: Action = decide(name, allow_hosts) if name else "sunk"
-    seen, where = scanner.scan(query.labels)
+    seen, where = scanner.scan(asked.labels)
     return egress_record(
         ts=ts,
         label=label,
         host=normalize_host(name) if name else "",
         port=DNS_PORT,
         method=DNS_METHOD,
-        url=clip(f"dns:{name}?type={qtype}", 2000),
+        url=clip(f"dns:{query.name}?type={qtype}", 2000),
         bytes_out=size,
         action=action,
         decoy_seen=seen,

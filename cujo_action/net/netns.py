@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from cujo_action.net.dnsstub import stub_ruleset
 from cujo_action.net.netlayout import (
     LINK_PREFIX,
     NAME_PREFIX,
@@ -34,14 +35,22 @@ from cujo_action.net.nftguard import Drops, Redirect, parse_drops, ruleset
 # pair, guarded by one nftables table on the host side (nftguard.py: the only way out is
 # the harness's listeners, everything else dropped and counted).
 #
-# DNAT to 127.0.0.1 needs ``route_localnet`` on the host-side veth only. IPv6 is off on
+# DNAT to 127.0.0.1 needs ``route_localnet`` on the host-side veth. IPv6 is off on
 # the sandbox side (it would otherwise reach the host over link-local addresses and emit
 # solicitations that would count as refused packets).
+#
+# Inside, one nftables table of the namespace's own sends DNS asked of systemd-resolved's
+# stub address (127.0.0.53, as a runner's resolv.conf names it) to the gateway
+# (dnsstub.py), which needs ``route_localnet`` on the sandbox-side veth as well. The
+# sandbox's resolv.conf is the jail's (dnsresolvconf.py); nothing is put in /etc/netns,
+# whose files `ip netns exec` would bind over /etc, for the sandbox's mountinfo to show.
 #
 # A run holds ``<state_dir>/<id>.lock`` (flock) while its namespace lives, so
 # ``cleanup_stale`` removes what a killed run left behind and never a live run's.
 
 STATE_DIR = Path("/run/cujo/netns")
+# Where `ip netns exec` finds files to bind over /etc: none are put there any more, but a
+# stale run's folder is still removed.
 NETNS_ETC = Path("/etc/netns")
 _ID_RE = re.compile(r"[0-9a-f]{6}")
 _LINK_RE = re.compile(rf"{LINK_PREFIX}([0-9a-f]{{6}})[hs]")
@@ -220,7 +229,7 @@ class NetNamespace:
         return run_in_namespace(self.name, argv)
 
     def create(self) -> NetNamespace:
-        """Create namespace, veth pair, addresses, routes, resolver file and nft table."""
+        """Create namespace, veth pair, addresses, routes and the nft tables (host, stub)."""
         reason = unavailable()
         if reason:
             raise NetnsError(reason)
@@ -261,6 +270,10 @@ class NetNamespace:
         _write_sysctl(Path(f"/proc/sys/net/ipv6/conf/{lay.host_link}/disable_ipv6"), "1")
         # DNAT to the listeners on host loopback must be routable from this link only.
         _write_sysctl(Path(f"/proc/sys/net/ipv4/conf/{lay.host_link}/route_localnet"), "1")
+        # The stub address (127.0.0.53) leads to the gateway, from loopback and back.
+        localnet = f"/proc/sys/net/ipv4/conf/{lay.sandbox_link}/route_localnet"
+        _run(self.run_in(["sh", "-c", f"echo 1 > {localnet}"]))
+        _run(self.run_in(["nft", "-f", "-"]), stdin=stub_ruleset(lay))
         # The ruleset is in place before either end comes up: no packet goes unguarded.
         _run(["nft", "-f", "-"], stdin=ruleset(lay, self.redirect))
         _run(["ip", "addr", "add", f"{lay.host_ip}/30", "dev", lay.host_link])
@@ -269,11 +282,6 @@ class NetNamespace:
         _run([*ns, "addr", "add", f"{lay.sandbox_ip}/30", "dev", lay.sandbox_link])
         _run([*ns, "link", "set", lay.sandbox_link, "up"])
         _run([*ns, "route", "add", "default", "via", lay.host_ip])
-        # `ip netns exec` mounts this over /etc/resolv.conf: a host stub resolver such as
-        # 127.0.0.53 would be the namespace's own loopback, where nothing answers.
-        etc = NETNS_ETC / lay.name
-        etc.mkdir(parents=True, exist_ok=True)
-        (etc / "resolv.conf").write_text(f"nameserver {lay.host_ip}\noptions attempts:1\n")
 
     def drops(self) -> Drops:
         """Return what the guard has dropped so far."""

@@ -32,11 +32,12 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from cujo_action.net.dnsresolvconf import ResolvFile, resolv_files
 from cujo_action.net.netns import kill_all_in
 from cujo_action.sandbox.cgroups import Limits
 from cujo_action.sandbox.detach import mount_points, to_detach
@@ -154,11 +155,18 @@ class View:
         return image_args(self.covered(), os.path.isdir, os.path.realpath, empty_fd)
 
     def args(
-        self, cwd: str, *, user_ns: bool = True, program_fd: int = -1, empty_fd: int = -1
+        self,
+        cwd: str,
+        *,
+        user_ns: bool = True,
+        program_fd: int = -1,
+        empty_fd: int = -1,
+        resolv: Sequence[tuple[int, ResolvFile]] = (),
     ) -> list[str]:
         """Return bubblewrap's arguments up to (not including) the command.
 
         ``empty_fd`` is read to make docker's socket as an empty file (none when negative).
+        ``resolv``: the resolver files and the descriptors holding them (``_resolv_fds``).
         """
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         for path in self.covered():
@@ -168,6 +176,11 @@ class View:
             args += ["--ro-bind", host, inside]
         for host, inside in self.binds:
             args += ["--bind", host, inside]
+        for fd, placed in resolv:
+            # A runner's resolver files (dnsresolvconf.py): written into the sandbox's own
+            # /run, or bound over the host's /etc/resolv.conf where that is a plain file.
+            how = "--ro-bind-data" if placed.bind else "--file"
+            args += ["--perms", "0644", how, str(fd), placed.path]
         if self.worker is not None and program_fd >= 0:
             # On a tmpfs of its own over the HOME bind: nothing of it lands in HOME.
             folder = self.worker.exe.rsplit("/", 1)[0]
@@ -212,14 +225,21 @@ class Confinement:
             raise JailError("refusing to run a pull-request command as root (no sandbox uid)")
 
     def argv(
-        self, cmd: str, cwd: str, status_fd: int = -1, program_fd: int = -1, empty_fd: int = -1
+        self,
+        cmd: str,
+        cwd: str,
+        status_fd: int = -1,
+        program_fd: int = -1,
+        empty_fd: int = -1,
+        resolv: Sequence[tuple[int, ResolvFile]] = (),
     ) -> list[str]:
         """Return the argv that runs ``cmd`` (in ``cwd``, as the command sees it) confined.
 
         Under a view, the sandbox's pid 1 writes the command's exit status to
         ``status_fd`` (which the caller passes down) and stays until it is killed. With a
         worker, pid 1 is the worker, reading the command from ``program_fd``. bubblewrap
-        reads ``empty_fd`` for an empty file (``View.args``).
+        reads ``empty_fd`` for an empty file, and ``resolv`` are the resolver files the view
+        writes (``View.args``).
         """
         argv: list[str] = []
         if self.netns is not None:
@@ -235,11 +255,11 @@ class Confinement:
             ]  # fmt: skip
         if self.view is not None and self.view.worker is not None and program_fd >= 0:
             worker = self.view.worker
-            view = self.view.args(cwd, program_fd=program_fd, empty_fd=empty_fd)
+            view = self.view.args(cwd, program_fd=program_fd, empty_fd=empty_fd, resolv=resolv)
             return [*argv, *view, "--", worker.exe, *worker.argv]
         if self.view is not None:
-            argv += [*self.view.args(cwd, empty_fd=empty_fd), "--", "/bin/bash", "-c", INIT]
-            argv.append("bash")
+            view = self.view.args(cwd, empty_fd=empty_fd, resolv=resolv)
+            argv += [*view, "--", "/bin/bash", "-c", INIT, "bash"]
             argv.append(str(status_fd))
         return [*argv, "/bin/bash", "-c", cmd]
 
@@ -270,6 +290,17 @@ def bwrap_unavailable(uid: int | None, gid: int | None) -> str | None:
             f"restricted?): {err[-1] if err else f'exit {outcome.exit_code}'}"
         )
     return None
+
+
+def _resolv_fds(view: View) -> list[tuple[int, ResolvFile]]:
+    """Return a descriptor holding each resolver file of the sandbox, for bubblewrap."""
+    made = []
+    for placed in resolv_files((*ALWAYS_HIDDEN, *view.hidden)):
+        fd = os.memfd_create("resolv", os.MFD_CLOEXEC)
+        os.write(fd, placed.content)
+        os.lseek(fd, 0, os.SEEK_SET)
+        made.append((fd, placed))
+    return made
 
 
 @dataclass(frozen=True)
@@ -356,6 +387,9 @@ def run_confined(
     status_r, status_w = os.pipe() if view is not None else (-1, -1)
     # What bubblewrap copies into docker's socket path: nothing.
     empty_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC) if view is not None else -1
+    # In its namespace, the sandbox reads a runner's resolv.conf, naming the stub address
+    # that leads to its resolver (dnsstub.py); without one, the host's resolver is its.
+    resolv = _resolv_fds(view) if view is not None and netns is not None else []
     program_fd = -1
     outer_env = dict(env)
     if view is not None and view.worker is not None:
@@ -369,20 +403,22 @@ def run_confined(
         become_subreaper()
     try:
         proc = subprocess.Popen(
-            confinement.argv(cmd, str(cwd), status_w, program_fd, empty_fd),
+            confinement.argv(cmd, str(cwd), status_w, program_fd, empty_fd, resolv),
             cwd="/" if view is not None else cwd,
             env=outer_env,
             stdin=stdin_fd if stdin_fd is not None else subprocess.DEVNULL,
             stdout=stdout_fd if stdout_fd is not None else subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            pass_fds=tuple(fd for fd in (status_w, program_fd, empty_fd) if fd >= 0),
+            pass_fds=tuple(
+                fd for fd in (status_w, program_fd, empty_fd, *(f for f, _ in resolv)) if fd >= 0
+            ),
             preexec_fn=_limits(  # noqa: PLW1509
                 confinement.nproc if confinement.uid else None, limits, confinement.nice
             ),
         )
     finally:
-        for fd in (status_w, program_fd, empty_fd):
+        for fd in (status_w, program_fd, empty_fd, *(f for f, _ in resolv)):
             if fd >= 0:
                 os.close(fd)
     try:

@@ -15,24 +15,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import dns.flags
+import dns.message
 import pytest
 
 from cujo_action.arm.decoys import Decoy, make_decoys
 from cujo_action.net import netns
 from cujo_action.net.dns import (
+    Resolver,
     ResolverConfig,
     ResolverHandle,
     ResolverStart,
     spawn_resolver,
     start_resolver,
 )
-from cujo_action.net.dnsrecord import NameScanner, dns_record
+from cujo_action.net.dnsrecord import NameScanner, dns_record, without_search
 from cujo_action.net.dnswire import (
     RCODE_FORMERR,
     RCODE_NOTIMP,
+    STUB_PAYLOAD,
     DnsFormatError,
     answer_for,
     build_response,
+    cached_ttl,
     error_response,
     parse_query,
 )
@@ -95,6 +100,47 @@ def test_aaaa_and_other_types_get_an_empty_answer_and_other_opcodes_notimp() -> 
     status = parse_query(query_bytes("a.test", flags=0x1000))  # opcode 2, STATUS
     assert answer_for(status, SINK_ADDRESS) == (None, RCODE_NOTIMP)
     assert build_response(status, None, RCODE_NOTIMP)[3] & 0xF == RCODE_NOTIMP
+
+
+def test_an_answer_reads_as_systemd_resolveds_stub_gives_it() -> None:
+    asked = dns.message.make_query("pypi.org", "A", use_edns=0, payload=1200)
+    asked.flags |= dns.flags.AD | dns.flags.CD  # trust-ad asks for AD; CD is echoed
+    query = parse_query(asked.to_wire())
+    assert (query.edns, query.dnssec_ok) == (0, False)
+    reply = dns.message.from_wire(build_response(query, "198.18.0.9", ttl=42))
+    assert reply.flags & (dns.flags.QR | dns.flags.RD | dns.flags.RA | dns.flags.CD) == (
+        dns.flags.QR | dns.flags.RD | dns.flags.RA | dns.flags.CD
+    )
+    assert not reply.flags & (dns.flags.AA | dns.flags.AD)  # nothing validated
+    assert (reply.edns, reply.payload) == (0, STUB_PAYLOAD) == (0, 65494)
+    assert reply.answer[0].ttl == 42
+    # DO is echoed only where resolved would (it validates nothing): with CD.
+    do = dns.message.make_query("a.test", "A", want_dnssec=True)
+    do.flags &= ~dns.flags.CD
+    assert not dns.message.from_wire(build_response(parse_query(do.to_wire()), None)).ednsflags
+    do.flags |= dns.flags.CD
+    echoed = dns.message.from_wire(build_response(parse_query(do.to_wire()), None))
+    assert echoed.ednsflags & dns.flags.DO
+    # No OPT record unless the query had one.
+    plain = dns.message.from_wire(build_response(parse_query(query_bytes("a.test")), None))
+    assert plain.edns == -1
+
+
+def test_ttls_count_down_as_a_caches_and_start_anew() -> None:
+    key = b"run key"
+    first = cached_ttl("github.com", 1000.0, key)
+    assert 1 <= first <= 3600
+    assert cached_ttl("GitHub.com", 1000.0, key) == first  # names are case-blind
+    later = cached_ttl("github.com", 1000.0 + first - 1, key)
+    assert later == 1  # a second before it runs out
+    anew = cached_ttl("github.com", 1000.0 + first, key)
+    assert anew in (60, 300, 600, 3600)  # fetched again: the whole TTL
+    # Another run's key gives other phases (and names their own TTLs).
+    ttls = {cached_ttl(f"h{i}.test", 1000.0, key) for i in range(40)}
+    assert len(ttls) > 10
+    assert [cached_ttl(f"h{i}.test", 1000.0, b"other") for i in range(40)] != [
+        cached_ttl(f"h{i}.test", 1000.0, key) for i in range(40)
+    ]
 
 
 def two_questions() -> bytes:
@@ -198,6 +244,60 @@ def test_dns_record_names_the_host_the_type_and_what_the_proxy_does() -> None:
         ts=1.0, label=LABEL, query=None, size=len(raw), allow_hosts=(), scanner=scanner, raw=raw
     )
     assert (bad["host"], bad["url"], bad["decoy_seen"]) == ("", "dns:?malformed", ["NPM_TOKEN"])
+
+
+VM_ZONE = "k0wkaguidnqrh0udm0ucnnwuiq.bx.internal.cloudapp.net"
+
+
+def test_a_name_with_the_search_domain_appended_is_logged_as_the_host_it_looks_up() -> None:
+    scanner = NameScanner(DECOYS)
+    token = decoy("NPM_TOKEN").value.encode().hex()[:60]
+    asked = parse_query(query_bytes(f"{token}.exfil.test.{VM_ZONE.upper()}", 28))
+    assert without_search(asked, (VM_ZONE,)) is not None
+    assert without_search(asked, ("other.test",)) is None
+    # The zone alone is no name with the domain appended.
+    assert without_search(parse_query(query_bytes(VM_ZONE)), (VM_ZONE,)) is None
+    record = dns_record(
+        ts=1.0, label=LABEL, query=asked, size=80, allow_hosts=REGISTRY_HOSTS,
+        scanner=scanner, search=(VM_ZONE,),
+    )  # fmt: skip
+    assert record["host"] == f"{token}.exfil.test"
+    assert record["url"] == f"dns:{token}.exfil.test.{VM_ZONE.upper()}?type=AAAA"
+    assert (record["decoy_seen"], record["decoy_where"]) == (["NPM_TOKEN"], ["dns:hex"])
+    pypi = dns_record(
+        ts=1.0, label=LABEL, query=parse_query(query_bytes(f"pypi.org.{VM_ZONE}", 28)),
+        size=60, allow_hosts=REGISTRY_HOSTS, scanner=scanner, search=(VM_ZONE,),
+    )  # fmt: skip
+    assert (pypi["host"], pypi["action"]) == ("pypi.org", "forwarded")
+
+
+def test_the_vms_own_zone_answers_nxdomain_and_a_hosts_search_domain_resolves(
+    tmp_path: Path,
+) -> None:
+    config = ResolverConfig(
+        labels=[LABEL],
+        log_path=tmp_path / "egress.jsonl",
+        ready_path=tmp_path / "ready.json",
+        search=[VM_ZONE, "corp.example"],
+    )
+    resolver = Resolver(config)
+    try:
+        retry = resolver.handle(LABEL, query_bytes(f"pypi.org.{VM_ZONE}", 28, ident=3))
+        single = resolver.handle(LABEL, query_bytes(f"db.{VM_ZONE}", 1, ident=4))
+        corp = resolver.handle(LABEL, query_bytes("git.corp.example", 1, ident=5))
+        plain = resolver.handle(LABEL, query_bytes("db", 1, ident=6))
+    finally:
+        resolver.close()
+    assert retry is not None
+    assert single is not None
+    assert corp is not None
+    assert plain is not None
+    assert retry[3] & 0xF == single[3] & 0xF == 3  # NXDOMAIN: glibc then asks as it is
+    assert struct.unpack("!H", single[6:8]) == (0,)
+    assert corp.endswith(socket.inet_aton(SINK_ADDRESS))  # a host's own domain: a name
+    assert plain.endswith(socket.inet_aton(SINK_ADDRESS))
+    hosts = [r["host"] for r in parse_egress_log(config.log_path.read_bytes()).records]
+    assert hosts == ["pypi.org", "db", "git", "db"]
 
 
 # --------------------------------------------------------------------------- the process
