@@ -471,4 +471,8 @@ def test_the_view_writes_the_files_into_its_tmpfs_or_binds_them() -> None:
     assert f"--perms 0644 --ro-bind-data 8 {ETC}" in args
     # Written after the tmpfs it lands in is mounted, or the tmpfs would hide it.
     assert args.index("--tmpfs /run") < args.index("--file 7")
-    assert "resolv" not in " ".join(view.args("/"))
+    # The image's skeleton (sandbox/tree.py) makes the folder first and hides nothing.
+    assert args.index("--dir /run/systemd/resolve ") < args.index("--file 7")
+    bare = view.args("/")
+    assert "--file" not in bare
+    assert "--ro-bind-data" not in bare
