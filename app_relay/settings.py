@@ -132,6 +132,9 @@ class RelaySettings(BaseSettings):
     run_lease_s: float = 300.0
     delivery_lease_s: float = 30.0
     reconcile_every_s: float = 60.0
+    # CUJO_JOBS_POLL_S: how often the jobs of running sandbox runs are read between their
+    # webhooks (a fallback, by conditional requests), in seconds.
+    jobs_poll_s: float = 60.0
 
     @classmethod
     def settings_customise_sources(
@@ -308,6 +311,22 @@ class RelaySettings(BaseSettings):
         if not 0 <= seconds <= 86_400:
             raise _Refused(variable, "must be between 0 and 86400 seconds")
         return seconds
+
+    @field_validator("jobs_poll_s", mode="before")
+    @classmethod
+    def _jobs_poll_s(cls, value: object) -> object:
+        # At least a second, the maintenance loop's tick: polling faster spends the budget.
+        if isinstance(value, str):
+            raw = value.strip()
+            if not raw:
+                return cls.model_fields["jobs_poll_s"].default
+            try:
+                value = float(raw)
+            except ValueError:
+                raise _Refused("CUJO_JOBS_POLL_S", f"is {raw!r}, not a number of seconds") from None
+        if isinstance(value, int | float) and not 1 <= value <= 86_400:
+            raise _Refused("CUJO_JOBS_POLL_S", "must be between 1 and 86400 seconds")
+        return value
 
     def __repr__(self) -> str:
         shown = make_url(self.database_url).render_as_string(hide_password=True)

@@ -35,7 +35,12 @@ class World:
     """A coordinator wired to the fake GitHub, with Actions that never call back."""
 
     def __init__(
-        self, fake: FakeGitHub, tmp: Path, policy: str | None, model: ModelPort | None = None
+        self,
+        fake: FakeGitHub,
+        tmp: Path,
+        policy: str | None,
+        model: ModelPort | None = None,
+        app: dict[str, Any] | None = None,  # more GitHubApp arguments (a clock, a sleep)
     ) -> None:
         self.fake = fake
         self.store = Store(f"sqlite:///{tmp / 'runs.db'}")
@@ -45,6 +50,7 @@ class World:
             base_url=fake.url,
             seconds_between_requests=None,
             seconds_between_writes=None,
+            **(app or {}),
         )
         set_up_repo(fake, base_sha=BASE, policy=policy)
         gateway = self.app.gateway(fake.installation_id)
@@ -102,8 +108,8 @@ class World:
 def make(fake_github: FakeGitHub, tmp_path: Path) -> Iterator[Any]:
     worlds: list[World] = []
 
-    def build(policy: str | None = "{}\n", model: ModelPort | None = None) -> World:
-        worlds.append(World(fake_github, tmp_path, policy, model))
+    def build(policy: str | None = "{}\n", model: ModelPort | None = None, **app: Any) -> World:
+        worlds.append(World(fake_github, tmp_path, policy, model, app))
         return worlds[-1]
 
     yield build
