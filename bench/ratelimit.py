@@ -155,6 +155,7 @@ class _Actions:
 
 
 def _round(name: str, key: AppKey, *, poll_s: float, etags: bool, prs: int, run_s: float) -> Round:
+    """Review ``prs`` pull requests on a fresh fake GitHub and record; count the requests."""
     clock = Clock()
     state = FakeState(app_id=APP_ID, public_key_pem=key.public_pem, clock=clock)
     state.add_installation(INSTALLATION_ID)
@@ -164,6 +165,7 @@ def _round(name: str, key: AppKey, *, poll_s: float, etags: bool, prs: int, run_
     set_up_repo(fake, base_sha=base, policy="{}\n")
 
     def sleep(seconds: float) -> None:
+        """A wait the App makes is simulated time passing."""
         clock.now += seconds
 
     app = GitHubApp(
@@ -183,6 +185,7 @@ def _round(name: str, key: AppKey, *, poll_s: float, etags: bool, prs: int, run_
         deliveries = 0
 
         def deliver(event: str, body: dict[str, Any]) -> Event:
+            """Record a delivery, as the webhook does, and return its parsed event."""
             nonlocal deliveries
             deliveries += 1
             raw = json.dumps(body).encode()

@@ -75,6 +75,8 @@ class Budget:
 
 @dataclass(slots=True)
 class _Held:
+    """What is kept of one budget, changed under ``RateBudgets``' lock."""
+
     limit: int | None = None
     remaining: int | None = None
     used: int | None = None
@@ -96,6 +98,7 @@ class RateBudgets:
         _ALIVE.add(self)
 
     def _of(self, key: str) -> _Held:
+        """Return what is held for ``key``, made empty the first time (the lock is held)."""
         held = self._held.get(key)
         if held is None:
             held = self._held[key] = _Held()
@@ -191,6 +194,7 @@ class RateBudgets:
 
 
 def _frozen(key: str, held: _Held) -> Budget:
+    """Return a frozen copy of what is held for ``key``."""
     installation = key.removeprefix("installation:")
     return Budget(
         key=key,

@@ -148,7 +148,12 @@ class GatewayTransport:
                     raise GitHubError(call, "answered 304 Not Modified to a request naming no ETag")
                 self._app.budgets.not_modified(budget_key(self.installation_id))
                 return json.loads(held.text)
-            data = json.loads(text) if text else None
+            try:
+                data = json.loads(text) if text else None
+            except ValueError:
+                if status < 400:
+                    raise  # an answer that is not JSON: the policy names it
+                data = None  # an error page (a proxy's 502, say): its status says enough
             if status >= 400:
                 raise requester.createException(
                     status, answered, data if isinstance(data, dict) else {}

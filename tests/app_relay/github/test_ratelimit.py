@@ -284,3 +284,15 @@ def test_the_backoff_within_a_call_is_jittered(limited: Limited) -> None:
         app.close()
     # 0.01 then 0.02 doubled, each less up to half: three quarters of each with 0.5.
     assert limited.sleeps == [pytest.approx(0.0075), pytest.approx(0.015)]
+
+
+def test_githubs_trouble_on_a_conditional_read_is_retried_even_without_json(
+    limited: Limited,
+) -> None:
+    run_id = run_with_jobs(limited, [("prepare", "in_progress", None)])
+    limited.fake.state.answer_next("GET", "/jobs$", "<html>502 Bad Gateway</html>", status=502)
+    assert len(limited.gw.workflow_jobs(REPO, run_id)) == 1
+    assert limited.calls("GET", "/jobs$") == 2
+    limited.fake.state.answer_next("GET", "/jobs$", "<html>not JSON</html>", status=200)
+    with pytest.raises(GitHubError, match="answer is not valid JSON"):
+        limited.gw.workflow_jobs(REPO, run_id)

@@ -580,6 +580,7 @@ class FakeState:
     # https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api
 
     def _window(self, key: str) -> RateWindow:
+        """Return the credential's window, a fresh hour's once the last one reset."""
         with self.lock:
             now = self.clock()
             window = self.rate_windows.get(key)
