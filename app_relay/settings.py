@@ -155,6 +155,10 @@ class RelaySettings(BaseSettings):
     stop_grace_s: float = 20.0
     ready_backlog_s: float = 120.0
 
+    # CUJO_JOBS_POLL_S: how often the jobs of running sandbox runs are read between their
+    # webhooks (a fallback, by conditional requests), in seconds.
+    jobs_poll_s: float = 60.0
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -389,6 +393,22 @@ class RelaySettings(BaseSettings):
                 raise _Refused(variable, f"is {raw!r}, not a number of {unit}") from None
         if isinstance(value, int | float) and not 0 < value <= most:
             raise _Refused(variable, f"must be more than 0 and at most {most:g} {unit}")
+        return value
+
+    @field_validator("jobs_poll_s", mode="before")
+    @classmethod
+    def _jobs_poll_s(cls, value: object) -> object:
+        # At least a second, the maintenance loop's tick: polling faster spends the budget.
+        if isinstance(value, str):
+            raw = value.strip()
+            if not raw:
+                return cls.model_fields["jobs_poll_s"].default
+            try:
+                value = float(raw)
+            except ValueError:
+                raise _Refused("CUJO_JOBS_POLL_S", f"is {raw!r}, not a number of seconds") from None
+        if isinstance(value, int | float) and not 1 <= value <= 86_400:
+            raise _Refused("CUJO_JOBS_POLL_S", "must be between 1 and 86400 seconds")
         return value
 
     def __repr__(self) -> str:

@@ -247,6 +247,7 @@ def main() -> int:
             "dns",
             "egresslog",
             "fingerprint",
+            "ratelimit",
         ],
     )
     args = parser.parse_args()
@@ -301,6 +302,10 @@ def main() -> int:
         from bench.fingerprint import bench_fingerprint
 
         bench_fingerprint()
+    if args.only in (None, "ratelimit"):
+        from bench.ratelimit import bench_ratelimit
+
+        bench_ratelimit()
     return 0
 
 

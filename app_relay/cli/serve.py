@@ -229,7 +229,11 @@ def build_workers(command: str, settings: RelaySettings, store: Store, workers: 
     maintainer = threading.Thread(
         target=coordinator.maintain,
         args=(maintaining,),
-        kwargs={"reconcile_every_s": settings.reconcile_every_s, "on_reconciled": reconciled},
+        kwargs={
+            "reconcile_every_s": settings.reconcile_every_s,
+            "on_reconciled": reconciled,
+            "poll_every_s": settings.jobs_poll_s,
+        },
         name="cujo-maintain",
         daemon=True,
     )

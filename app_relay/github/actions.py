@@ -82,15 +82,19 @@ class ActionsCalls(GatewayTransport):
         return [_workflow_run(r) for r in self._pages(path, "workflow_runs", params)]
 
     def workflow_run(self, repo: str, run_id: int) -> WorkflowRun:
-        """Read one workflow run."""
+        """Read one workflow run (a conditional request: reconciling repeats it)."""
         # https://docs.github.com/en/rest/actions/workflow-runs#get-a-workflow-run
-        run = _workflow_run(self._get(_run_path(repo, run_id)))
+        run = _workflow_run(self._get(_run_path(repo, run_id), conditional=True))
         if run.id != run_id:
             raise GitHubError(f"GET run {run_id}", f"answered run {run.id}")
         return run
 
     def workflow_jobs(self, repo: str, run_id: int) -> list[Job]:
-        """List the jobs of a workflow run, each with its steps."""
+        """List the jobs of a workflow run, each with its steps.
+
+        A conditional request per page (the poll repeats it): unchanged jobs are answered
+        304, which costs nothing against the rate limit, and read from the answer kept.
+        """
         # https://docs.github.com/en/rest/actions/workflow-jobs#list-jobs-for-a-workflow-run
         path = f"{_run_path(repo, run_id)}/jobs"
         return [
@@ -100,7 +104,7 @@ class ActionsCalls(GatewayTransport):
                 status=a.text("status"),
                 steps=read_steps(a.data.get("steps")),
             )
-            for a in self._pages(path, "jobs", {})
+            for a in self._pages(path, "jobs", {}, conditional=True)
         ]
 
     def cancel_workflow_run(self, repo: str, run_id: int) -> bool:

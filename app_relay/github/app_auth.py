@@ -2,14 +2,18 @@
 
 ``GitHubApp`` holds the App's credentials, buys each installation's token (kept until
 shortly before it expires), remembers which installation a repository has, and hands
-out one gateway per installation. ``attempt`` runs every GitHub call: it retries only
-what ``retry.py`` says may be repeated within a call, and turns whatever went wrong into
-a ``GitHubError`` naming the call.
+out one gateway per installation. ``attempt`` runs every GitHub call by the one policy
+(``retry.py``): it waits while an installation's budget is spent (``budget.py``), waits
+out a rate limit and tries again, retries only what may be repeated within a call, and
+turns whatever went wrong into a ``GitHubError`` naming the call. The App also holds the
+answers kept for conditional GETs (``conditional.py``), shared by its gateways.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import random
 import threading
 import time
 import urllib.parse
@@ -32,18 +36,30 @@ from app_relay.github.answers import (
     message_of,
     parse_time,
 )
+from app_relay.github.budget import RateBudgets, RateReading, budget_key
 from app_relay.github.client import GitHubGateway
+from app_relay.github.conditional import ETAG_ENTRIES, ETagCache
 from app_relay.github.observed import counted
 from app_relay.github.payloads import positive, repo_path
-from app_relay.github.retry import backoff_s, retried_within_call
+from app_relay.github.retry import (
+    backoff_s,
+    is_rate_limited,
+    jittered_s,
+    rate_limit_wait_s,
+    retried_within_call,
+)
 from app_relay.github.transport import DEFAULT_API_URL
 from app_relay.github.vocab import ACCESS_LEVELS, APP_SLUG
 
 # Refresh an installation token this long before GitHub says it expires, so it never
 # lapses in the middle of a call (tokens last one hour).
 _TOKEN_MARGIN_S: Final = 300.0
+# How many rate limits one call waits out before it fails (each wait as GitHub asks, up
+# to an hour): GitHub asks to "throw an error after a specific number of retries".
+RATE_LIMIT_WAITS: Final = 5
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -93,6 +109,12 @@ class GitHubApp:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         user_agent: str = "cujo-relay",
+        # Draws in [0, 1) that spread backoffs (retry.jittered_s); tests pin it.
+        jitter: Callable[[], float] = random.random,
+        rate_limit_waits: int = RATE_LIMIT_WAITS,
+        budgets: RateBudgets | None = None,
+        # How many conditional GETs keep their answer and ETag; 0 sends every GET plain.
+        etag_entries: int = ETAG_ENTRIES,
     ) -> None:
         positive("app_id", app_id)
         # PyGithub takes whole seconds (it asserts an int), passed to requests as the
@@ -120,6 +142,13 @@ class GitHubApp:
         self.download_deadline_s = download_deadline_s
         self.clock = clock
         self.sleep = sleep
+        self.jitter = jitter
+        if rate_limit_waits < 0:
+            raise ValueError("rate_limit_waits must be 0 or more")
+        self.rate_limit_waits = rate_limit_waits
+        # What GitHub said of each installation's budget (budget.rate_budget_snapshot).
+        self.budgets = RateBudgets() if budgets is None else budgets
+        self.etags = ETagCache(etag_entries)
         self._settings: dict[str, Any] = {
             "base_url": self.base_url,
             "timeout": timeout_s,
@@ -213,40 +242,92 @@ class GitHubApp:
             self._bot_login = f"{slug}[bot]"
             return self._bot_login
 
-    def attempt(self, call: str, fn: Callable[[], T], *, idempotent: bool = True) -> T:
-        """Run one GitHub call, retrying a 5xx or a lost connection when it is idempotent."""
+    def attempt(
+        self,
+        call: str,
+        fn: Callable[[], T],
+        *,
+        idempotent: bool = True,
+        installation_id: int | None = None,
+        reading: RateReading | None = None,
+    ) -> T:
+        """Run one GitHub call by the policy (``retry.py``), as an installation or the App.
+
+        Before each try it waits while the budget of ``installation_id`` (None: the App's
+        own calls) is known to be spent or paused. A rate-limited answer is waited out as
+        GitHub's headers say and tried again, up to ``rate_limit_waits`` times, a write too
+        (GitHub refused it before doing anything). GitHub's own trouble and a lost
+        connection are retried with jittered, doubling backoff when ``idempotent``. Any
+        other answer (a permission 403 among them) is a ``GitHubError`` at once. What each
+        answer said of the budget is kept: from the error's headers, else from
+        ``reading`` (the requester that sent it; the App's own by default).
+        """
         fn = counted(call, fn)  # each try is counted in /metrics (observed.py)
-        for attempt in range(1, self.attempts + 1):
-            retry = idempotent and attempt < self.attempts
+        key = budget_key(installation_id)
+        counters = reading if reading is not None else self._integration.requester
+        failures = limited = 0
+        while True:
+            self._wait_for_budget(key, call)
             try:
-                return fn()
+                result = fn()
             except GithubException as exc:
-                if retry and retried_within_call(exc.status):
-                    self.sleep(backoff_s(self.backoff_s, attempt))
+                self.budgets.seen_headers(key, exc.headers)
+                self.budgets.count(key, str(exc.status))
+                message = message_of(exc)
+                if is_rate_limited(exc.status, message, exc.headers) and (
+                    limited < self.rate_limit_waits
+                ):
+                    limited += 1
+                    now = self.clock()
+                    wait = rate_limit_wait_s(exc.headers or {}, limited, now, jitter=self.jitter())
+                    self.budgets.limited(key, now + wait)
+                    log.warning(
+                        "%s: rate limited (HTTP %s: %s); waiting %.0fs", call, exc.status,
+                        message, wait,
+                    )  # fmt: skip
+                    continue
+                failures += 1
+                if idempotent and failures < self.attempts and retried_within_call(exc.status):
+                    self.sleep(jittered_s(backoff_s(self.backoff_s, failures), self.jitter()))
                     continue
                 raise GitHubError(
                     call,
-                    f"answered HTTP {exc.status}: {message_of(exc)}",
+                    f"answered HTTP {exc.status}: {message}",
                     status=exc.status,
                     headers=exc.headers,
                 ) from exc
             except requests.Timeout as exc:
+                self.budgets.count(key, "none")
                 raise GitHubError(call, f"deadline of {self.timeout_s}s passed") from exc
             except requests.ConnectionError as exc:
+                self.budgets.count(key, "none")
                 # requests reports a read timeout inside the body as a connection error.
                 if any(isinstance(a, urllib3.exceptions.ReadTimeoutError) for a in exc.args):
                     raise GitHubError(call, f"deadline of {self.timeout_s}s passed") from exc
-                if retry and retried_within_call(None):
-                    self.sleep(backoff_s(self.backoff_s, attempt))
+                failures += 1
+                if idempotent and failures < self.attempts and retried_within_call(None):
+                    self.sleep(jittered_s(backoff_s(self.backoff_s, failures), self.jitter()))
                     continue
                 raise GitHubError(call, f"connection failed: {exc}") from exc
             except requests.RequestException as exc:
+                self.budgets.count(key, "none")
                 raise GitHubError(call, f"request failed: {exc}") from exc
             except json.JSONDecodeError as exc:
                 raise GitHubError(call, f"answer is not valid JSON: {exc}") from exc
             except BadAttributeException as exc:
                 raise GitHubError(call, f"answer has a mistyped field: {exc}") from exc
-        raise AssertionError("unreachable: the last attempt returns or raises")
+            self.budgets.seen_reading(key, counters)
+            self.budgets.count(key, "ok")
+            return result
+
+    def _wait_for_budget(self, key: str, call: str) -> None:
+        """Sleep while calls of ``key`` must pause: a budget spent, or a limit's wait."""
+        wait = self.budgets.pause_s(key, self.clock())
+        if wait <= 0:
+            return
+        log.info("%s: the rate budget of %s is spent; waiting %.0fs", call, key, wait)
+        self.budgets.waited(key, wait)
+        self.sleep(wait)
 
     def app_request(
         self,

@@ -24,12 +24,16 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Final
 
 from app_relay.decide.judge import Judge, error_verdict
+from app_relay.github.answers import GitHubError
 from app_relay.github.client import GitHubGateway
 from app_relay.github.protection import HoldCache
+from app_relay.github.retry import is_rate_limited
 from app_relay.model.port import ModelPort
 from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import Outbox, OutboxConfig
@@ -45,6 +49,21 @@ from app_relay.verbs.unlock import Unlock
 from app_relay.webhook.events import Event, ReviewRequested
 
 log = logging.getLogger(__name__)
+# How often the jobs of running sandbox runs are read, as a fallback: their webhooks
+# carry the news (a job's steps too); this fills in the steps between them. Each read is
+# conditional, so jobs that did not change cost nothing against the rate limit.
+JOBS_POLL_S: Final = 60.0
+RECONCILE_S: Final = 60.0
+
+
+@dataclass
+class Upkeep:
+    """When the maintenance loop next polls jobs and reconciles, on its own clock."""
+
+    poll_every_s: float = JOBS_POLL_S
+    reconcile_every_s: float = RECONCILE_S
+    next_poll: float = 0.0
+    next_reconcile: float = 0.0
 
 
 class RunCoordinator:
@@ -108,11 +127,11 @@ class RunCoordinator:
         stop: threading.Event,
         *,
         tick_s: float = 1.0,
-        reconcile_every_s: float = 60.0,
-        poll_every_s: float = 5.0,
+        reconcile_every_s: float = RECONCILE_S,
+        poll_every_s: float = JOBS_POLL_S,
         on_reconciled: Callable[[int], None] | None = None,
     ) -> None:
-        """Until ``stop``: make due effects every tick, reconcile now and again.
+        """Until ``stop``: make due effects every tick, poll jobs and reconcile now and again.
 
         The first reconcile is at once (a restart settles what the last process left);
         later ones pick up runs a dead peer held once its lease ran out, and runs whose
@@ -122,23 +141,32 @@ class RunCoordinator:
             target=self._heartbeat, args=(stop,), name="cujo-run-leases", daemon=True
         )
         heartbeat.start()
-        next_reconcile = next_poll = 0.0
+        plan = Upkeep(poll_every_s=poll_every_s, reconcile_every_s=reconcile_every_s)
         while not stop.is_set():
             try:
-                if time.monotonic() >= next_poll:
-                    next_poll = time.monotonic() + poll_every_s
-                    self.poll_jobs()
-                if time.monotonic() >= next_reconcile:
-                    moved = self.reconcile()
-                    next_reconcile = time.monotonic() + reconcile_every_s
-                    if on_reconciled is not None:
-                        on_reconciled(moved)
-                else:
-                    self.outbox.drain()
+                self.upkeep(plan, time.monotonic(), on_reconciled)
             except Exception:  # the loop outlives one bad turn; the record keeps the rest
                 log.exception("keeping runs and effects moving failed; trying again")
             stop.wait(tick_s)
         heartbeat.join()
+
+    def upkeep(
+        self, plan: Upkeep, now: float, on_reconciled: Callable[[int], None] | None = None
+    ) -> None:
+        """Do one turn of the maintenance loop at ``now`` (seconds on the plan's clock).
+
+        Poll the jobs when a poll is due, then reconcile when due, else make due effects.
+        """
+        if now >= plan.next_poll:
+            plan.next_poll = now + plan.poll_every_s
+            self.poll_jobs()
+        if now >= plan.next_reconcile:
+            moved = self.reconcile()
+            plan.next_reconcile = now + plan.reconcile_every_s
+            if on_reconciled is not None:
+                on_reconciled(moved)
+        else:
+            self.outbox.drain()
 
     def _heartbeat(self, stop: threading.Event) -> None:
         # A third of the way into each lease, as the delivery leases are renewed.
@@ -194,6 +222,12 @@ class RunCoordinator:
             try:
                 found = gh.workflow_run(run.repo, run.workflow_run_id)
             except FAILURES as exc:
+                if isinstance(exc, GitHubError) and is_rate_limited(
+                    exc.status, exc.reason, exc.headers
+                ):
+                    # GitHub is not saying no, only not now: the next reconcile asks again.
+                    self.store.add_event(run.run_id, "reconciled", f"rate limited: {exc}")
+                    return 0
                 reason = f"its workflow run {run.workflow_run_id} cannot be read: {exc}"
                 self.finisher.finish(run.run_id, error_verdict(reason))
                 return 1

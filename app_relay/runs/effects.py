@@ -18,6 +18,7 @@ The intent builders are pure; ``Outbox`` is the thin I/O that drains.
 from __future__ import annotations
 
 import logging
+import random
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -159,11 +160,14 @@ class Outbox:
         *,
         name: str,
         config: OutboxConfig | None = None,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self.store = store
         self.github_for = github_for
         self.name = name
         self.config = config or OutboxConfig()
+        # Draws in [0, 1) that spread the backoff of effects that failed together.
+        self.jitter = jitter
 
     def drain(self, run_id: str | None = None) -> int:
         """Make every due effect (of one run); return how many were made.
@@ -199,6 +203,7 @@ class Outbox:
                 cap_s=self.config.max_retry_s,
                 now=time.time(),
                 rate_limited_s=self.config.rate_limited_s,
+                jitter=self.jitter(),
             )
             if delay is not None:
                 log.warning("effect %s %s: %s; again in %.1fs", effect.kind, effect.key, exc, delay)

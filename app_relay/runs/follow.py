@@ -1,7 +1,8 @@
 """Follow a sandbox run on Actions: its webhooks, its jobs' steps, and its end.
 
-A dispatched run's progress arrives as ``workflow_job``/``workflow_run`` webhooks, and
-between them a poll reads its jobs' steps for the run page. A job waiting on a person
+A dispatched run's progress arrives as ``workflow_job``/``workflow_run`` webhooks (a
+job's carry its steps), and between them a slow poll (``coordinator.JOBS_POLL_S``) reads
+its jobs' steps for the run page, by conditional requests. A job waiting on a person
 (an environment's required reviewers) shows ``waiting``, and ``running`` again once
 approved. When the workflow run completes, its bundle is fetched, validated and judged
 under the policy read at base, reconciled with the tamper record in the job's log, and
@@ -100,7 +101,9 @@ class ActionsFollower:
         """Read the jobs of sandbox runs in progress and note their steps; return how many.
 
         Between webhooks GitHub says nothing of a job's steps; the run page shows them
-        as they go (prepare, arm, each check, bundle) from this poll, every few seconds.
+        as they go (prepare, arm, each check, bundle) from this poll, a slow fallback (a
+        minute by default). The read is conditional: jobs unchanged since the last poll
+        are answered 304, at no cost to the rate limit.
         """
         polled = 0
         for run in self.desk.store.open_runs():

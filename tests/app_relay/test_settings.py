@@ -216,3 +216,17 @@ def test_the_relay_s_waits_default_and_a_bad_one_is_named():
     for value in ("-1", "90000", "nan"):
         named, message = problem_of(complete(CUJO_RECONCILE_EVERY_S=value))
         assert (named, message) == ("CUJO_RECONCILE_EVERY_S", "must be between 0 and 86400 seconds")
+
+
+def test_the_jobs_are_polled_once_a_minute_unless_set_and_never_faster_than_a_second():
+    assert load_settings(complete()).jobs_poll_s == 60.0
+    assert load_settings(complete(CUJO_JOBS_POLL_S=" 120 ")).jobs_poll_s == 120.0
+    assert problem_of(complete(CUJO_JOBS_POLL_S="often")) == (
+        "CUJO_JOBS_POLL_S",
+        "is 'often', not a number of seconds",
+    )
+    for value in ("0", "0.5", "-1", "90000", "nan"):
+        assert problem_of(complete(CUJO_JOBS_POLL_S=value)) == (
+            "CUJO_JOBS_POLL_S",
+            "must be between 1 and 86400 seconds",
+        )

@@ -45,6 +45,7 @@ class World:
         model: ModelPort | None = None,
         hold_cache: HoldCache | None = None,
         relay_clock: Callable[[], datetime] | None = None,
+        app: dict[str, Any] | None = None,  # more GitHubApp arguments (a clock, a sleep)
     ) -> None:
         self.fake = fake
         # The relay's own clock (the record's), which a test may set apart from GitHub's.
@@ -55,6 +56,7 @@ class World:
             base_url=fake.url,
             seconds_between_requests=None,
             seconds_between_writes=None,
+            **(app or {}),
         )
         set_up_repo(fake, base_sha=BASE, policy=policy)
         gateway = self.app.gateway(fake.installation_id)
@@ -118,8 +120,9 @@ def make(fake_github: FakeGitHub, tmp_path: Path) -> Iterator[Any]:
         model: ModelPort | None = None,
         hold_cache: HoldCache | None = None,
         relay_clock: Callable[[], datetime] | None = None,
+        **app: Any,
     ) -> World:
-        worlds.append(World(fake_github, tmp_path, policy, model, hold_cache, relay_clock))
+        worlds.append(World(fake_github, tmp_path, policy, model, hold_cache, relay_clock, app))
         return worlds[-1]
 
     yield build

@@ -55,6 +55,7 @@ def make_app(fake: FakeGitHub, clock: Clock, sleeps: list[float], **kw: object) 
         "seconds_between_writes": None,
         "clock": clock,
         "sleep": sleeps.append,
+        "jitter": lambda: 0.0,  # the backoff as written; its spread is tested on its own
     }
     settings.update(kw)
     return GitHubApp(**settings)  # type: ignore[arg-type]

@@ -161,18 +161,19 @@ def test_retries_are_bounded(world: World) -> None:
     assert len(world.fake.state.calls("GET", "/pulls/7$")) == 1 + 3
 
 
-def test_a_rate_limit_is_not_retried_within_the_call(world: World) -> None:
+def test_a_rate_limit_is_waited_out_within_the_call(world: World) -> None:
     world.gw.pull_request(REPO, 7)
     limited = '{"message": "API rate limit exceeded for installation ID 77."}'
     world.fake.state.answer_next("GET", "/pulls/7$", limited, status=403)
-    with pytest.raises(GitHubError, match="HTTP 403: API rate limit exceeded") as caught:
-        world.gw.pull_request(REPO, 7)
-    assert caught.value.status == 403
-    assert len(world.fake.state.calls("GET", "/pulls/7$")) == 2
-    assert world.sleeps == []  # the outbox waits, not the call
+    assert world.gw.pull_request(REPO, 7).head_sha == HEAD
+    assert len(world.fake.state.calls("GET", "/pulls/7$")) == 3
+    # No header said how long: GitHub asks for at least a minute.
+    assert world.sleeps == [60.0]
 
 
-def test_the_error_keeps_the_headers_that_say_how_long_to_wait(world: World) -> None:
+def test_after_its_last_wait_the_error_keeps_the_headers_that_say_how_long(
+    world: World,
+) -> None:
     answered = {
         "retry-after": "61",
         "x-ratelimit-remaining": "0",
@@ -180,8 +181,10 @@ def test_the_error_keeps_the_headers_that_say_how_long_to_wait(world: World) -> 
         "content-type": "application/json",
         "x-github-request-id": "0400:1234",
     }
+    tries = []
 
     def limited() -> None:
+        tries.append(1)
         raise GithubException(
             403, {"message": "You have exceeded a secondary rate limit"}, answered
         )
@@ -194,7 +197,9 @@ def test_the_error_keeps_the_headers_that_say_how_long_to_wait(world: World) -> 
         "x-ratelimit-reset": "1768479000",
     }
     assert caught.value.status == 403
-    assert world.sleeps == []
+    # Waited out five times as Retry-After said (the test's clock stands still), then no more.
+    assert world.sleeps == [61.0] * 5
+    assert len(tries) == 6
 
 
 def test_a_patch_is_retried(world: World) -> None:

@@ -7,6 +7,7 @@ names the page it models. A request no route knows is answered 599 and noted in
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import socket
@@ -811,12 +812,15 @@ class ApiHandler(_Handler):
         after = None
         fault = None
         try:
+            spent = state.over_limit(auth)
+            if spent is not None:
+                raise _over_the_limit(auth, spent)
             fault = state.take_fault(self.command, path)
             if fault is not None:
                 if fault.delay_s:
                     state.release.wait(fault.delay_s)
                 if not fault.then_serve:
-                    self._send(fault.status, fault.body or b"")
+                    self._send(fault.status, fault.body or b"", _rated(state, auth, fault.headers))
                     return
             answer, after = self._route(path, query, body, auth)
         except Answer as exc:
@@ -830,7 +834,10 @@ class ApiHandler(_Handler):
             self.connection.shutdown(socket.SHUT_RDWR)
             return
         payload = b"" if answer.body is None else json.dumps(answer.body).encode()
-        self._send(answer.status, payload, answer.headers)
+        status, headers = answer.status, dict(answer.headers)
+        if self.command == "GET" and status == 200 and payload:
+            status, payload = _conditional(self.headers.get("If-None-Match"), payload, headers)
+        self._send(status, payload, _rated(state, auth, headers, counted=status != 304))
         if after is not None:
             fn, arg = after
             fn(arg)
@@ -887,6 +894,50 @@ class ApiHandler(_Handler):
             return answer, answer.after
         state.refuse(self.command, path, "no route")
         raise refuse(599, f"fake GitHub does not know {self.command} {path}")
+
+
+# -- rate limits and conditional requests ---------------------------------------------
+# Written from the documentation, not recorded (FakeState.spend says what is modelled).
+# https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api
+# https://docs.github.com/en/rest/using-the-rest-api/best-practices-for-using-the-rest-api#use-conditional-requests-if-appropriate
+
+
+def _rated(
+    state: FakeState, auth: str, headers: dict[str, str], *, counted: bool = True
+) -> dict[str, str]:
+    """Add the credential's rate-limit headers to an answer's, spending one request."""
+    return {**headers, **state.spend(auth, counted=counted)}
+
+
+def _over_the_limit(auth: str, headers: dict[str, str]) -> Answer:
+    """GitHub's answer to a request over the primary rate limit: 403, none remaining."""
+    who = (
+        f"installation ID {auth.split(':')[1].split('#', maxsplit=1)[0]}"
+        if auth.startswith("installation:")
+        else "this client"
+    )
+    return Answer(
+        403,
+        {
+            "message": f"API rate limit exceeded for {who}. If you reach out to GitHub "
+            "Support for help, please include the request ID 0400:1A2B:3C4D.",
+            "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
+        },
+        headers=dict(headers),
+    )
+
+
+def _conditional(
+    if_none_match: str | None, payload: bytes, headers: dict[str, str]
+) -> tuple[int, bytes]:
+    """Tag a GET's answer with a (weak) ETag; answer 304 and no body when it was sent back."""
+    etag = f'W/"{hashlib.sha256(payload).hexdigest()[:32]}"'
+    headers["ETag"] = etag
+    sent = {tag.strip() for tag in (if_none_match or "").split(",")}
+    # Weak comparison (RFC 9110 section 13.1.2): W/ does not matter.
+    if "*" in sent or etag.removeprefix("W/") in {tag.removeprefix("W/") for tag in sent}:
+        return 304, b""
+    return 200, payload
 
 
 class BlobHandler(_Handler):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import re
 import secrets
 import threading
@@ -79,6 +80,7 @@ class Fault:
     delay_s: float = 0.0
     then_serve: bool = False  # after the delay, answer normally
     drop_after: bool = False  # serve (the write is applied), then hang up unanswered
+    headers: dict[str, str] = field(default_factory=dict)  # sent with the forced answer
 
     def matches(self, method: str, path: str) -> bool:
         """Say whether this fault applies to a request."""
@@ -198,6 +200,11 @@ class FakeState:
         # is kept for assertions. No sink: nothing is delivered (most tests need none).
         self.webhook_sinks: list[Callable[[str, dict[str, Any]], None]] = []
         self.sent_webhooks: list[tuple[str, dict[str, Any]]] = []
+
+        # The primary rate limit: an hour's window per credential (rate_headers).
+        self.rate_limit_per_hour = 5000
+        self.rate_windows: dict[str, RateWindow] = {}
+        self.not_modified_answers = 0  # 304s to conditional requests: free
 
     # -- ids and records --
 
@@ -665,6 +672,71 @@ class FakeState:
             if not self._idle.wait_for(lambda: self._pending == 0, timeout=timeout_s):
                 raise TimeoutError(f"{self._pending} Actions hooks still running")
 
+    # -- rate limits --
+    # Written from the documentation, not recorded: every answer carries x-ratelimit-limit,
+    # -remaining, -used, -reset (epoch seconds) and -resource; an installation token has
+    # 5,000 requests an hour; a request over the primary limit is answered 403 with
+    # x-ratelimit-remaining 0; a 304 to a conditional request does not count.
+    # https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api
+
+    def _window(self, key: str) -> RateWindow:
+        """Return the credential's window, a fresh hour's once the last one reset."""
+        with self.lock:
+            now = self.clock()
+            window = self.rate_windows.get(key)
+            if window is None or window.reset <= now:
+                window = RateWindow(self.rate_limit_per_hour, 0, int(now) + 3600)
+                self.rate_windows[key] = window
+            return window
+
+    def over_limit(self, auth: str) -> dict[str, str] | None:
+        """Return the headers of a 403 when this credential's budget is spent, else None."""
+        with self.lock:
+            window = self._window(rate_key(auth))
+            return None if window.used < window.limit else window.headers()
+
+    def spend(self, auth: str, *, counted: bool = True) -> dict[str, str]:
+        """Count one answer against the credential's budget; return its rate-limit headers."""
+        with self.lock:
+            window = self._window(rate_key(auth))
+            if not counted:
+                self.not_modified_answers += 1
+            elif window.used < window.limit:
+                window.used += 1
+            return window.headers()
+
+    def exhaust_rate_limit(self, installation_id: int | None, *, reset_in_s: float) -> None:
+        """Spend an installation's budget (None: the App's JWT budget) until ``reset_in_s``."""
+        key = "app" if installation_id is None else f"installation:{installation_id}"
+        with self.lock:
+            limit = self.rate_limit_per_hour
+            self.rate_windows[key] = RateWindow(limit, limit, int(self.clock() + reset_in_s))
+
+    def limit_secondary_next(
+        self,
+        times: int = 1,
+        *,
+        status: int = 403,
+        retry_after: int | None = 60,
+        method: str | None = None,
+        path: str | None = None,
+    ) -> None:
+        """Answer the next matching requests as GitHub's secondary rate limit (403 or 429).
+
+        With ``Retry-After`` when ``retry_after`` is given; the message is GitHub's.
+        """
+        body = json.dumps(
+            {
+                "message": "You have exceeded a secondary rate limit. Please wait a few "
+                "minutes before you try again. If you reach out to GitHub Support for "
+                "help, please include the request ID 0400:1A2B:3C4D.",
+                "documentation_url": "https://docs.github.com/free-pro-team@latest/rest/"
+                "overview/rate-limits-for-the-rest-api#about-secondary-rate-limits",
+            }
+        ).encode()
+        headers = {} if retry_after is None else {"Retry-After": str(retry_after)}
+        self._add_fault(Fault(method, _rx(path), times, status, body, headers=headers))
+
     # -- tokens and blobs --
 
     def issue_token(self, installation_id: int) -> Token:
@@ -694,6 +766,36 @@ class FakeState:
         with self.lock:
             self.blobs[key] = (data, self.clock() + 60)
         return f"{self.blob_url}/blob/{key}"
+
+
+@dataclass
+class RateWindow:
+    """One credential's primary rate limit for the hour until ``reset`` (epoch seconds)."""
+
+    limit: int
+    used: int
+    reset: int
+
+    def headers(self) -> dict[str, str]:
+        """Return the rate-limit headers GitHub sends with every answer."""
+        return {
+            "X-RateLimit-Limit": str(self.limit),
+            "X-RateLimit-Remaining": str(max(self.limit - self.used, 0)),
+            "X-RateLimit-Used": str(self.used),
+            "X-RateLimit-Reset": str(self.reset),
+            "X-RateLimit-Resource": "core",
+        }
+
+
+def rate_key(auth: str) -> str:
+    """Return whose budget a request spends: its installation, the App (JWT), a user, an IP."""
+    if auth.startswith("installation:"):
+        return auth.split("#", maxsplit=1)[0]
+    if auth == "jwt":
+        return "app"
+    if auth.startswith("user:"):
+        return auth
+    return "anonymous"
 
 
 def required_checks_rules(repo: str, *checks: Mapping[str, Any]) -> list[dict[str, Any]]:
