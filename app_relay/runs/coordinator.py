@@ -31,6 +31,7 @@ from app_relay.decide.judge import Judge, error_verdict
 from app_relay.github.client import GitHubGateway
 from app_relay.github.protection import HoldCache
 from app_relay.model.port import ModelPort
+from app_relay.runs.caps import Caps
 from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import Outbox, OutboxConfig
 from app_relay.runs.finish import FAILURES, RunFinisher
@@ -63,6 +64,7 @@ class RunCoordinator:
         run_lease_s: float = RUN_LEASE_S,
         model: ModelPort | None = None,
         hold_cache: HoldCache | None = None,
+        caps: Caps | None = None,
     ) -> None:
         self.store = store
         self.github_for = github_for
@@ -74,7 +76,7 @@ class RunCoordinator:
         # Each step acts on the same desk (leases, outbox) and finishes through one finisher.
         desk = RunDesk(store, github_for, self.leases, self.outbox)
         self.finisher = finisher = RunFinisher(desk, hold_cache or HoldCache())
-        self.starter = RunStarter(desk, runner, model, finisher)
+        self.starter = RunStarter(desk, runner, model, finisher, caps or Caps())
         bundles = bundles or Path(tempfile.gettempdir()) / "cujo-bundles"
         self.follower = ActionsFollower(desk, runner, judge, bundles, finisher)
         self.unlock = Unlock(desk, finisher)
@@ -98,6 +100,11 @@ class RunCoordinator:
     def rules_changed(self, repo: str | None) -> None:
         """Forget whether blocks in ``repo`` hold the merge: its rules changed (all: None)."""
         self.finisher.hold_cache.forget(repo)
+
+    def pump_queue(self) -> int:
+        """Start the queued heads that fit under the caps now; return how many started."""
+        self.starter.queue_due.clear()
+        return self.starter.pump()
 
     def poll_jobs(self) -> int:
         """Read the jobs of sandbox runs in progress and note their steps; return how many."""
@@ -128,6 +135,9 @@ class RunCoordinator:
                 if time.monotonic() >= next_poll:
                     next_poll = time.monotonic() + poll_every_s
                     self.poll_jobs()
+                if self.starter.queue_due.is_set() or time.monotonic() >= next_reconcile:
+                    # A run ended (here, or at a peer: the reconcile's turn): the next starts.
+                    self.pump_queue()
                 if time.monotonic() >= next_reconcile:
                     moved = self.reconcile()
                     next_reconcile = time.monotonic() + reconcile_every_s
