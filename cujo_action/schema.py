@@ -285,7 +285,7 @@ class ModelSettings(_Strict):
 
 
 class RunCaps(_Strict):
-    """How many sandbox runs may be in flight (issue 23): ``.cujo.yml`` may only lower the relay's."""
+    """Sandbox runs in flight (issue 23): ``.cujo.yml`` may only lower the relay's caps."""
 
     repo: int | None = Field(None, ge=1, le=1000)
     author: int | None = Field(None, ge=1, le=1000)
