@@ -23,6 +23,7 @@ from app_relay.runs.coordinator import RunCoordinator
 from app_relay.runs.effects import OutboxConfig
 from app_relay.runs.runners import ActionsRunner
 from app_relay.store import Store
+from app_relay.webhook.health import RecordCollector
 from cujo_action.schema import load_policy
 
 
@@ -57,6 +58,13 @@ def end(w: World, head: str, coordinator: RunCoordinator | None = None) -> None:
     (coordinator or w.coordinator).follow(w.event("workflow_run", body))
 
 
+def queued_gauge(w: World) -> float:
+    """Return what /metrics says of the heads waiting (``cujo_heads_queued``)."""
+    (family,) = [m for m in RecordCollector(w.store).collect() if m.name == "cujo_heads_queued"]
+    (sample,) = family.samples
+    return float(sample.value)
+
+
 def guard(w: World, head: str) -> dict[str, Any]:
     """Return the one `cujo/guard` check on ``head``."""
     (check,) = w.checks(head)
@@ -76,6 +84,7 @@ def test_the_fourth_run_of_one_author_waits_with_the_reason_and_starts_when_one_
     assert len(w.fake.state.calls("POST", r"/dispatches$")) == 3
     (queued,) = w.store.queued(REPO)
     assert queued.head_sha == fourth
+    assert queued_gauge(w) == 1.0
     # Another author is not held up by alice's cap.
     other = held(w, 5, author="bob")
     assert guard(w, other)["status"] == "in_progress"
@@ -88,6 +97,7 @@ def test_the_fourth_run_of_one_author_waits_with_the_reason_and_starts_when_one_
     assert check["status"] == "in_progress"
     assert len(w.fake.state.calls("POST", r"/dispatches$")) == 5
     assert w.store.queued() == []
+    assert queued_gauge(w) == 0.0
     for head in (*heads[1:], fourth, other):
         end(w, head)
     assert guard(w, fourth)["conclusion"] == "success"
