@@ -9,6 +9,7 @@ at base may only lower the relay's caps.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -218,3 +219,33 @@ def test_caps_for_takes_the_lower_and_new_authors_count_as_first_timers() -> Non
     assert is_first_timer("")  # unknown: it waits last
     assert why_wait(ceiling, repo_busy=3, author_busy=1) == ""
     assert why_wait(ceiling, repo_busy=4, author_busy=0).startswith("waiting: 4 runs of this rep")
+
+
+def test_the_relays_maintain_loop_starts_the_next_head_when_a_run_ends(make: Any) -> None:
+    w = make(caps=Caps(repo=10, author=1))
+    first = held(w, 1)
+    waiting = held(w, 2)
+    assert guard(w, waiting)["status"] == "queued"
+    stop, reconciled = threading.Event(), threading.Event()
+    # Reconciling (and its pump) only at the start: the run's end must wake the pump.
+    loop = threading.Thread(
+        target=w.coordinator.maintain,
+        args=(stop,),
+        kwargs={
+            "tick_s": 0.01,
+            "reconcile_every_s": 3600.0,
+            "poll_every_s": 3600.0,
+            "on_reconciled": lambda _: reconciled.set(),
+        },
+    )
+    loop.start()
+    try:
+        assert reconciled.wait(10)
+        assert guard(w, waiting)["status"] == "queued"
+        end(w, first)
+        wait_for("the queued head to start", lambda: guard(w, waiting)["status"] != "queued", 10)
+        assert guard(w, waiting)["status"] == "in_progress"
+    finally:
+        stop.set()
+        loop.join()
+    end(w, waiting)
