@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from coordinatorworld import World
 from fakegithub import FakeGitHub, fake_sha
-from relayworld import REPO, wait_for
+from relayworld import REPO, sample, synthetic, wait_for
 
 from app_relay.decide.judge import DeterministicJudge
 from app_relay.runs.caps import Caps, caps_for, is_first_timer, why_wait
@@ -249,3 +249,30 @@ def test_the_relays_maintain_loop_starts_the_next_head_when_a_run_ends(make: Any
         stop.set()
         loop.join()
     end(w, waiting)
+
+
+def test_a_retry_beyond_the_caps_waits_on_its_own_check_and_reviews_on_it(make: Any) -> None:
+    w = make(caps=Caps(repo=10, author=1))
+    errored = fake_sha()
+    w.actions.producers[errored] = synthetic(bound_to="forged")
+    w.open(7, errored)
+    w.complete()
+    check = guard(w, errored)
+    assert check["conclusion"] == "action_required"
+    w.actions.producers.clear()
+    w.actions.undelivered.clear()
+    first = held(w, 1)  # alice's one run in flight
+    body = sample("check_run.rerequested")
+    body["action"] = "requested_action"
+    body["requested_action"] = {"identifier": "retry"}
+    body["check_run"].update(id=check["id"], name="cujo/guard", head_sha=errored)
+    body["repository"]["full_name"] = REPO
+    w.coordinator.retry(w.event("check_run", body))
+    again = guard(w, errored)  # still the one check, now queued
+    assert (again["id"], again["status"]) == (check["id"], "queued")
+    end(w, first)
+    assert w.coordinator.pump_queue() == 1
+    assert guard(w, errored)["status"] in ("in_progress", "completed")
+    w.complete()
+    assert guard(w, errored)["conclusion"] == "success"
+    assert len(w.checks(errored)) == 1
