@@ -145,6 +145,10 @@ class RelaySettings(BaseSettings):
     catch_up_grace_s: float = 120.0
     catch_up_max_redeliveries: int = 50
     catch_up_max_pulls: int = 50
+    # Caps and a queue (issue 23, runs/caps.py): at most this many sandbox runs of one
+    # repository, and of one author, in flight; `.cujo.yml` may only lower them.
+    max_runs_per_repo: int = 4
+    max_runs_per_author: int = 2
 
     # Operating the relay (issue 23, observable): its log lines as JSON or plain text;
     # how many days a finished run's bundle is kept; how long a stop lets the work in
@@ -362,6 +366,23 @@ class RelaySettings(BaseSettings):
             unit = "" if whole else " seconds"
             raise _Refused(variable, f"must be between 0 and {top}{unit}")
         return number
+
+    @field_validator("max_runs_per_repo", "max_runs_per_author", mode="before")
+    @classmethod
+    def _run_caps(cls, value: object, info: ValidationInfo) -> object:
+        name = str(info.field_name)
+        variable = ENV_PREFIX + name.upper()
+        if isinstance(value, str):
+            raw = value.strip()
+            if not raw:
+                return cls.model_fields[name].default
+            try:
+                value = int(raw)
+            except ValueError:
+                raise _Refused(variable, f"is {raw!r}, not a whole number") from None
+        if isinstance(value, int) and not 1 <= value <= 1000:
+            raise _Refused(variable, "must be between 1 and 1000 runs in flight")
+        return value
 
     @field_validator("log_format", mode="before")
     @classmethod

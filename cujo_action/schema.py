@@ -284,6 +284,13 @@ class ModelSettings(_Strict):
     budget_tokens: int = Field(24_000, ge=1_000, le=200_000)
 
 
+class RunCaps(_Strict):
+    """Sandbox runs in flight (issue 23): ``.cujo.yml`` may only lower the relay's caps."""
+
+    repo: int | None = Field(None, ge=1, le=1000)
+    author: int | None = Field(None, ge=1, le=1000)
+
+
 class Policy(_Strict):
     """The repository's ``.cujo.yml``, always read at the base commit."""
 
@@ -300,6 +307,8 @@ class Policy(_Strict):
     egress_allow: list[Short] = Field(default_factory=list, max_length=50)
     timeouts: Timeouts = Field(default_factory=Timeouts)
     model: ModelSettings = Field(default_factory=ModelSettings)
+    # Runs in flight per repository and per author; the relay's settings are the ceiling.
+    caps: RunCaps = Field(default_factory=RunCaps)
 
 
 class PolicyError(ValueError):

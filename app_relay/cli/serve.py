@@ -53,6 +53,7 @@ from app_relay.github.app_auth import GitHubApp
 from app_relay.github.client import GitHubGateway
 from app_relay.model.claude import model_client_from_env
 from app_relay.observe import logs, metrics
+from app_relay.runs.caps import Caps
 from app_relay.runs.catchup import CatchUp, CatchUpConfig
 from app_relay.runs.coordinator import RunCoordinator
 from app_relay.runs.effects import OutboxConfig
@@ -206,6 +207,7 @@ def build_workers(command: str, settings: RelaySettings, store: Store, workers: 
         bundles=bundles,
         outbox=OutboxConfig(retry_s=settings.effect_retry_s, lease_s=settings.effect_lease_s),
         run_lease_s=settings.run_lease_s,
+        caps=Caps(repo=settings.max_runs_per_repo, author=settings.max_runs_per_author),
     )
     pool = WorkerPool(
         store,

@@ -55,6 +55,8 @@ class PullRequest:
     author_type: str
     draft: bool
     state: Literal["open", "closed"]
+    # GitHub's word for the author's standing here (OWNER, MEMBER, ..., FIRST_TIMER, NONE).
+    author_association: str = "NONE"
 
 
 @dataclass(frozen=True, slots=True)

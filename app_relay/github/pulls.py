@@ -42,6 +42,11 @@ class PullRequestReads(GatewayTransport):
             author_type=user.text("type"),
             draft=a.flag("draft"),
             state="open" if a.one_of("state", ("open", "closed")) == "open" else "closed",
+            # Missing (an old GitHub Enterprise) reads as NONE: new here, so it waits last.
+            author_association=(
+                a.opt_text("author_association") if "author_association" in a.data else None
+            )
+            or "NONE",
         )
 
     def pull_request_files(self, repo: str, number: int) -> ChangedFiles:

@@ -35,6 +35,7 @@ from app_relay.github.client import GitHubGateway
 from app_relay.github.protection import HoldCache
 from app_relay.github.retry import is_rate_limited
 from app_relay.model.port import ModelPort
+from app_relay.runs.caps import Caps
 from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import Outbox, OutboxConfig
 from app_relay.runs.finish import FAILURES, RunFinisher
@@ -82,6 +83,7 @@ class RunCoordinator:
         run_lease_s: float = RUN_LEASE_S,
         model: ModelPort | None = None,
         hold_cache: HoldCache | None = None,
+        caps: Caps | None = None,
     ) -> None:
         self.store = store
         self.github_for = github_for
@@ -93,7 +95,7 @@ class RunCoordinator:
         # Each step acts on the same desk (leases, outbox) and finishes through one finisher.
         desk = RunDesk(store, github_for, self.leases, self.outbox)
         self.finisher = finisher = RunFinisher(desk, hold_cache or HoldCache())
-        self.starter = RunStarter(desk, runner, model, finisher)
+        self.starter = RunStarter(desk, runner, model, finisher, caps or Caps())
         bundles = bundles or Path(tempfile.gettempdir()) / "cujo-bundles"
         self.follower = ActionsFollower(desk, runner, judge, bundles, finisher)
         self.unlock = Unlock(desk, finisher)
@@ -117,6 +119,11 @@ class RunCoordinator:
     def rules_changed(self, repo: str | None) -> None:
         """Forget whether blocks in ``repo`` hold the merge: its rules changed (all: None)."""
         self.finisher.hold_cache.forget(repo)
+
+    def pump_queue(self) -> int:
+        """Start the queued heads that fit under the caps now; return how many started."""
+        self.starter.queue_due.clear()
+        return self.starter.pump()
 
     def poll_jobs(self) -> int:
         """Read the jobs of sandbox runs in progress and note their steps; return how many."""
@@ -155,11 +162,15 @@ class RunCoordinator:
     ) -> None:
         """Do one turn of the maintenance loop at ``now`` (seconds on the plan's clock).
 
-        Poll the jobs when a poll is due, then reconcile when due, else make due effects.
+        Poll the jobs when a poll is due; start queued heads when a run ended or at a
+        reconcile's turn; then reconcile when due, else make due effects.
         """
         if now >= plan.next_poll:
             plan.next_poll = now + plan.poll_every_s
             self.poll_jobs()
+        if self.starter.queue_due.is_set() or now >= plan.next_reconcile:
+            # A run ended (here, or at a peer: the reconcile's turn): the next starts.
+            self.pump_queue()
         if now >= plan.next_reconcile:
             moved = self.reconcile()
             plan.next_reconcile = now + plan.reconcile_every_s

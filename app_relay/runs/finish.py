@@ -11,6 +11,7 @@ longer undecided (finished, superseded) is left as it is.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -53,6 +54,8 @@ class RunFinisher:
 
     desk: RunDesk
     hold_cache: HoldCache = field(default_factory=HoldCache)
+    # Set when a run ends: its place may go to a queued head (the coordinator pumps).
+    ended: threading.Event = field(default_factory=threading.Event)
 
     def hold(self, run: RunRecord) -> Hold:
         """Whether a block of ``run`` holds the merge, kept on the run as it is read."""
@@ -126,6 +129,7 @@ class RunFinisher:
                 )
             except RunClosed:
                 return
+            self.ended.set()
             took = (utcnow() - run.started_at).total_seconds()
             metrics.run_finished(verdict.state, run.mode, took)
             self.desk.outbox.drain(run_id)

@@ -14,29 +14,35 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app_relay.decide.judge import error_verdict
 from app_relay.github.answers import ChangedFiles, GitHubError, PullRequest
 from app_relay.github.client import GitHubGateway
+from app_relay.github.payloads import CheckOutput
 from app_relay.model.diffreview import review_diff
 from app_relay.model.port import ModelPort
 from app_relay.model.standards import read_standards
 from app_relay.runs import mode as modes
+from app_relay.runs.caps import Caps, caps_for, is_first_timer, queued_view
 from app_relay.runs.catchup import is_catch_up
 from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import cancel_intent, check_intent
 from app_relay.runs.finish import FAILURES, RunFinisher, reaction_effects
 from app_relay.runs.runners import RunnerError, SandboxRunner
-from app_relay.runs.state import GUARD, RETRY_ACTION, guard_for
-from app_relay.store import Intent, RunRecord
+from app_relay.runs.state import GUARD, OPEN_STATES, RETRY_ACTION, GuardView, guard_for
+from app_relay.store import Intent, NewQueued, Queued, RunRecord
 from app_relay.webhook.events import Event, MalformedEvent, ReviewRequested, record_request
 from app_relay.words.inert import code_span
 from cujo_action.schema import POLICY_FILE, Policy, PolicyError, load_policy
 
 log = logging.getLogger(__name__)
+SUPERSEDED_IN_QUEUE = (
+    "A newer commit was pushed while this one waited in the queue; it is not reviewed."
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,9 @@ class Head:
     default_branch: str | None
     delivery_id: str
     base_ref: str | None = None
+    # Who opened the pull request, and GitHub's author_association of them (the caps).
+    author: str = ""
+    association: str = "NONE"
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,8 @@ class RunStarter:
     # The cheap model a `mode: diff` review asks; None (no key) reviews in the sandbox.
     model: ModelPort | None
     finisher: RunFinisher
+    # The relay's ceiling on sandbox runs in flight (``.cujo.yml`` may only lower it).
+    caps: Caps = field(default_factory=Caps)
 
     def request_review(self, request: ReviewRequested) -> None:
         """Review a pull request's head, or record why not; idempotent per delivery."""
@@ -96,6 +107,8 @@ class RunStarter:
                 default_branch=request.default_branch,
                 delivery_id=request.delivery_id,
                 base_ref=pr.base_ref,
+                author=pr.author_login,
+                association=pr.author_association,
             )
             self._choose_and_start(gh, head, request.action, pr, check_run_id=None)
 
@@ -125,8 +138,15 @@ class RunStarter:
         pr: PullRequest,
         *,
         check_run_id: int | None,
+        queued: Queued | None = None,
     ) -> None:
-        """Choose the review ``action`` on ``pr`` asks for under the base's policy; start it."""
+        """Choose the review ``action`` on ``pr`` asks for under the base's policy; start it.
+
+        A sandbox review waits in the queue beyond the caps; ``queued`` is a head the
+        queue admitted, started now.
+        """
+        if queued is None:
+            self._drop_older_queued(gh, head)
         # Policy from base, never head (DESIGN section 4).
         text = gh.file_at(head.repo, POLICY_FILE, head.base_sha)
         try:
@@ -153,6 +173,8 @@ class RunStarter:
         )
         choice = modes.choose(policy, facts)
         if not choice.review:
+            if queued is not None:
+                self._settle_queued(gh, queued, f"Not reviewed: {choice.reason}.")
             self.desk.store.note_request(head.delivery_id, f"not reviewed: {choice.reason}")
             log.info("%s#%d not reviewed: %s", head.repo, head.number, choice.reason)
             return
@@ -167,7 +189,14 @@ class RunStarter:
                 "key (ANTHROPIC_API_KEY on the relay) and none is set: this head is reviewed "
                 "in the sandbox instead."
             )
-        self._start(gh, head, policy, note, check_run_id=check_run_id)
+        if queued is not None:
+            self._start(gh, head, policy, note, check_run_id=check_run_id)
+            return
+        entry = self._admit(gh, head, policy, action, check_run_id)
+        if entry is None:
+            return  # it waits in the queue, its check saying why
+        self._start(gh, head, policy, note, check_run_id=check_run_id or entry.check_run_id)
+        self.desk.store.drop_queued(entry.id)
 
     def _start(
         self,
@@ -206,6 +235,7 @@ class RunStarter:
                 "check_run_id": check_run_id,
                 "base_ref": head.base_ref,
                 "holds": hold.answer,
+                "author": head.author or None,
             },
             lease=(self.desk.leases.name, self.desk.leases.lease_s),
             effects=[check_intent(view, head.head_sha), *reaction_effects(head.number, "running")],
@@ -221,6 +251,187 @@ class RunStarter:
                 self._review_diff(gh, head, policy, diff, run_id)
                 return
             self.dispatch(self.desk.store.get_run(run_id))
+
+    # ------------------------------------------------------------------ the queue
+
+    def _admit(
+        self,
+        gh: GitHubGateway,
+        head: Head,
+        policy: Policy,
+        action: str,
+        check_run_id: int | None,
+    ) -> Queued | None:
+        """Queue a sandbox review; return its entry when the caps let it start now.
+
+        Every sandbox head passes through the queue, so the record alone decides (for
+        every relay sharing it) who starts: a head starts at once only when no head
+        before it in the queue could take the place.
+        """
+        caps = caps_for(self.caps, policy)
+        entry = self.desk.store.enqueue(
+            NewQueued(
+                session_id=head.session_id,
+                repo=head.repo,
+                pr_number=head.number,
+                installation_id=head.installation_id,
+                base_sha=head.base_sha,
+                head_sha=head.head_sha,
+                base_ref=head.base_ref,
+                default_branch=head.default_branch,
+                delivery_id=head.delivery_id,
+                action=action,
+                author=head.author,
+                first_timer=is_first_timer(head.association),
+                repo_cap=caps.repo,
+                author_cap=caps.author,
+                check_run_id=check_run_id,
+            )
+        )
+        leases = self.desk.leases
+        admission = self.desk.store.admit_queued(head.repo, leases.name, leases.lease_s)
+        if any(q.id != entry.id for q in admission.admitted):
+            self.queue_due.set()  # heads before this one fit too: the pump starts them
+        if any(q.id == entry.id for q in admission.admitted):
+            return entry
+        reason = admission.reason_of(entry.id)
+        if not reason:
+            # Another relay admitted this head and is starting it: its check is theirs.
+            self.desk.store.note_request(head.delivery_id, "queued: another relay starts it")
+            return None
+        self._show_queued(gh, entry, reason)
+        self.desk.store.note_request(head.delivery_id, f"queued: {reason}")
+        log.info("%s#%d queued: %s", head.repo, head.number, reason)
+        return None
+
+    @property
+    def queue_due(self) -> threading.Event:
+        """Set when a run ended or a head fit: the coordinator pumps the queue soon."""
+        return self.finisher.ended
+
+    def pump(self) -> int:
+        """Start the queued heads that fit under the caps now; return how many started.
+
+        Called when a run ends and now and again (a peer's run may have ended); takes
+        each pull request's lock in turn, never two at once.
+        """
+        started = 0
+        leases = self.desk.leases
+        for repo in self.desk.store.queued_repos():
+            admission = self.desk.store.admit_queued(repo, leases.name, leases.lease_s)
+            for queued in admission.admitted:
+                started += self.start_queued(queued)
+            for queued in admission.changed:
+                self._refresh_queued(queued)
+        return started
+
+    def start_queued(self, queued: Queued) -> int:
+        """Start a head the queue admitted; 1 when it left the queue by starting or not."""
+        with self.desk.leases.session(queued.session_id):
+            current = self.desk.store.queued_of(queued.session_id)
+            if current is None or current.id != queued.id:
+                return 0  # started, or taken over by a newer head, meanwhile
+            newest = self.desk.store.newest_run(queued.session_id)
+            if newest and newest.head_sha == queued.head_sha and newest.state in OPEN_STATES:
+                # Started before a crash took the relay before the entry was dropped.
+                self.desk.store.drop_queued(queued.id)
+                return 0
+            try:
+                gh = self.desk.github_for(queued.installation_id)
+                pr = gh.pull_request(queued.repo, queued.pr_number)
+                if pr.head_sha != queued.head_sha:
+                    # The newer head's own event queues or starts it.
+                    self._settle_queued(gh, queued, SUPERSEDED_IN_QUEUE)
+                    self.desk.store.drop_queued(queued.id)
+                    return 0
+                head = Head(
+                    session_id=queued.session_id,
+                    repo=queued.repo,
+                    number=queued.pr_number,
+                    installation_id=queued.installation_id,
+                    base_sha=pr.base_sha,
+                    head_sha=queued.head_sha,
+                    default_branch=queued.default_branch,
+                    delivery_id=queued.delivery_id,
+                    base_ref=pr.base_ref,
+                    author=pr.author_login,
+                    association=pr.author_association,
+                )
+                self._choose_and_start(
+                    gh, head, queued.action, pr, check_run_id=queued.check_run_id, queued=queued
+                )
+            except FAILURES as exc:
+                # Left admitted: when the admission's lease ends it is tried again.
+                where = f"{queued.repo}#{queued.pr_number}"
+                log.warning("%s could not leave the queue: %s", where, exc)
+                return 0
+            self.desk.store.drop_queued(queued.id)
+            return 1
+
+    def _drop_older_queued(self, gh: GitHubGateway, head: Head) -> None:
+        """Take an older head of the pull request off the queue: this newer one replaces it."""
+        older = self.desk.store.queued_of(head.session_id)
+        if older is None or older.head_sha == head.head_sha:
+            return
+        if self.desk.store.drop_queued(older.id):
+            self._settle_queued(gh, older, SUPERSEDED_IN_QUEUE)
+
+    def _refresh_queued(self, queued: Queued) -> None:
+        """Show a waiting head's new reason on its check (under its pull request's lock)."""
+        with self.desk.leases.session(queued.session_id):
+            current = self.desk.store.queued_of(queued.session_id)
+            if current is None or current.id != queued.id or current.admitted_by is not None:
+                return
+            try:
+                gh = self.desk.github_for(queued.installation_id)
+                self._show_queued(gh, queued, queued.reason)
+            except FAILURES as exc:
+                log.warning("the queued check of %s#%d: %s", queued.repo, queued.pr_number, exc)
+
+    def _show_queued(self, gh: GitHubGateway, queued: Queued, reason: str) -> None:
+        """Show ``cujo/guard`` ``queued`` with ``reason`` on the head (created if need be)."""
+        try:
+            check_id = self._show(gh, queued, queued_view(reason))
+        except GitHubError as exc:
+            # The head stays queued in the record; its check shows up when it starts.
+            log.warning("the queued check of %s#%d: %s", queued.repo, queued.pr_number, exc)
+            self.desk.store.set_queued_check(queued.id, queued.check_run_id, reason)
+            return
+        self.desk.store.set_queued_check(queued.id, check_id, reason)
+
+    def _settle_queued(self, gh: GitHubGateway, queued: Queued, why: str) -> None:
+        """Close the check of a head that left the queue without a run (skipped, with why)."""
+        if queued.check_run_id is None:
+            return
+        view = GuardView("completed", "skipped", "Cujo: not reviewed", why)
+        try:
+            self._show(gh, queued, view)
+        except GitHubError as exc:
+            log.warning("the queued check of %s#%d: %s", queued.repo, queued.pr_number, exc)
+
+    def _show(self, gh: GitHubGateway, queued: Queued, view: GuardView) -> int:
+        """Create or update a queued head's check to ``view``; return its id."""
+        output = CheckOutput(title=view.title, summary=view.summary)
+        if queued.check_run_id is None:
+            made = gh.create_check_run_answer(
+                queued.repo,
+                queued.head_sha,
+                name=GUARD,
+                status=view.status,
+                conclusion=view.conclusion,
+                output=output,
+                external_id=f"queue-{queued.id}",
+            )
+            return made.id
+        gh.update_check_run(
+            queued.repo,
+            queued.check_run_id,
+            status=view.status,
+            conclusion=view.conclusion,
+            output=output,
+            actions=[],
+        )
+        return queued.check_run_id
 
     def _review_diff(
         self, gh: GitHubGateway, head: Head, policy: Policy, files: ChangedFiles, run_id: str
@@ -320,6 +531,8 @@ class RunStarter:
                 default_branch=run.default_branch,
                 delivery_id=event.delivery_id,
                 base_ref=pr.base_ref,
+                author=pr.author_login,
+                association=pr.author_association,
             )
             # A retry reviews the head as a new push would.
             self._choose_and_start(gh, head, "synchronize", pr, check_run_id=check_id)

@@ -22,6 +22,7 @@ from app_relay.store.deliveries import DeliveriesStore
 from app_relay.store.intake import IntakeError, intake_path
 from app_relay.store.operations import PRUNED, HandedBack, OperationsStore
 from app_relay.store.outbox import OutboxStore
+from app_relay.store.queue import Admission, NewQueued, Queued, QueueStore
 from app_relay.store.records import (
     CommandRecord,
     Delivery,
@@ -88,6 +89,7 @@ class Store(
     BoardReads,
     CatchUpStore,
     OperationsStore,
+    QueueStore,
 ):
     """The record of sessions and runs, over one database URL."""
 
@@ -111,6 +113,7 @@ __all__ = [
     "RUN_STATES",
     "SESSION_KINDS",
     "VERBS",
+    "Admission",
     "Base",
     "CatchUpPass",
     "CatchUpStart",
@@ -132,6 +135,9 @@ __all__ = [
     "Intent",
     "Mode",
     "NewDelivery",
+    "NewQueued",
+    "QueueStore",
+    "Queued",
     "ReviewRequest",
     "ReviewRequestRow",
     "RunClosed",

@@ -97,6 +97,7 @@ _GITHUB_FIELDS = frozenset(
         "review_id",
         "base_ref",
         "holds",
+        "author",
     }
 )
 
@@ -264,6 +265,8 @@ class RunRow(Base):
     # by GitHub's clock: the review's own time, a dismissal's or check's answer Date.
     # Cleared on every move; a verb compares a comment's GitHub time with it (issue 23).
     verdict_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # The pull request's author: the caps count a sandbox run in flight per author.
+    author: Mapped[str | None] = mapped_column(String(64))
 
 
 class RunEventRow(Base):

@@ -179,7 +179,7 @@ def read_health(folder: Path, pid: int, now: float | None = None) -> list[str]:
 
 
 class RecordCollector:
-    """What the record knows, read at each scrape: runs by state, deliveries waiting."""
+    """What the record knows, read at each scrape: runs by state, deliveries and heads waiting."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -191,6 +191,7 @@ class RecordCollector:
             states = self.store.runs_by_state()
             oldest = self.store.oldest_waiting_at()
             waiting = self.store.count_deliveries("pending")
+            queued = len(self.store.queued())
         except Exception:
             up.add_metric([], 0.0)
             return [up]
@@ -206,4 +207,8 @@ class RecordCollector:
             "cujo_delivery_wait_seconds", "How long the oldest due delivery has waited."
         )
         age.add_metric([], (utcnow() - oldest).total_seconds() if oldest is not None else 0.0)
-        return [up, runs, pending, age]
+        heads = GaugeMetricFamily(
+            "cujo_heads_queued", "Pull requests waiting for a sandbox run beyond the caps."
+        )
+        heads.add_metric([], float(queued))
+        return [up, runs, pending, age, heads]

@@ -45,3 +45,21 @@ def test_a_wrong_catch_up_value_names_its_variable_and_the_fix(
     variable: str, value: str, told: str
 ) -> None:
     assert problem_of(complete(**{variable: value})) == (variable, told)
+
+
+def test_the_caps_on_runs_in_flight_default_to_4_per_repository_and_2_per_author() -> None:
+    settings = load_settings(complete())
+    assert (settings.max_runs_per_repo, settings.max_runs_per_author) == (4, 2)
+    settings = load_settings(complete(CUJO_MAX_RUNS_PER_REPO="8", CUJO_MAX_RUNS_PER_AUTHOR="1"))
+    assert (settings.max_runs_per_repo, settings.max_runs_per_author) == (8, 1)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "told"),
+    [
+        ("CUJO_MAX_RUNS_PER_REPO", "0", "must be between 1 and 1000 runs in flight"),
+        ("CUJO_MAX_RUNS_PER_AUTHOR", "two", "is 'two', not a whole number"),
+    ],
+)
+def test_a_wrong_cap_names_its_variable_and_the_fix(variable: str, value: str, told: str) -> None:
+    assert problem_of(complete(**{variable: value})) == (variable, told)

@@ -417,7 +417,7 @@ def test_a_head_pushed_after_the_dispatch_uploads_a_failure_that_says_so(world: 
 def test_the_example_workflow_is_short_commented_and_pinned_to_a_release() -> None:
     text = (TOP / "examples" / "workflow.yml").read_text()
     lines = text.splitlines()
-    assert len(lines) <= 15
+    assert len(lines) <= 17
     spec = yaml.safe_load(text)
     (job,) = spec["jobs"].values()
     target, _, pin = job["uses"].partition("@")
@@ -429,10 +429,26 @@ def test_the_example_workflow_is_short_commented_and_pinned_to_a_release() -> No
     assert line.endswith(f"# v{version}"), line
     assert job["permissions"] == {"contents": "read"}
     assert spec["permissions"] == {}
+    # One run per pull request: a newer push's run cancels the one in flight (issue 23).
+    assert spec["concurrency"] == {
+        "group": "cujo-${{ github.repository }}-pr-${{ inputs.pull-request }}",
+        "cancel-in-progress": True,
+    }
     # A comment before each top-level block and before the job.
-    for key in ("on:", "permissions:", "  sandbox:"):
+    for key in ("on:", "permissions:", "concurrency:", "  sandbox:"):
         index = next(i for i, line in enumerate(lines) if line.startswith(key))
         assert lines[index - 1].lstrip().startswith("#"), key
+
+
+def test_the_sandbox_job_is_one_per_pull_request_and_cancels_the_one_in_flight() -> None:
+    (job,) = yaml.safe_load(WORKFLOW.read_text())["jobs"].values()
+    group = job["concurrency"]["group"]
+    assert "${{ github.repository }}" in group
+    assert "${{ inputs.pull-request }}" in group
+    assert job["concurrency"]["cancel-in-progress"] is True
+    # Not the caller's group: a job in the caller's own group would wait on its caller.
+    caller = yaml.safe_load((TOP / "examples" / "workflow.yml").read_text())
+    assert group != caller["concurrency"]["group"]
 
 
 def run_scripts(path: Path) -> list[tuple[str, str]]:

@@ -14,7 +14,6 @@ from relayworld import (
     REPO,
     Actions,
     Producer,
-    open_pull,
     pull_request_event,
     set_up_repo,
     synthetic,
@@ -24,6 +23,7 @@ from app_relay.decide.judge import DeterministicJudge
 from app_relay.github.app_auth import GitHubApp
 from app_relay.github.protection import HoldCache
 from app_relay.model.port import ModelPort
+from app_relay.runs.caps import Caps
 from app_relay.runs.coordinator import RunCoordinator
 from app_relay.runs.effects import OutboxConfig
 from app_relay.runs.runners import ActionsRunner
@@ -32,6 +32,8 @@ from app_relay.webhook.events import Event, review_request_of
 from cujo_action.schema import utcnow
 
 BASE = fake_sha()
+# Tests that are not about the caps on runs in flight are not held up by them.
+NO_CAPS = Caps(repo=1000, author=1000)
 
 
 class World:
@@ -46,6 +48,7 @@ class World:
         hold_cache: HoldCache | None = None,
         relay_clock: Callable[[], datetime] | None = None,
         app: dict[str, Any] | None = None,  # more GitHubApp arguments (a clock, a sleep)
+        caps: Caps = NO_CAPS,
     ) -> None:
         self.fake = fake
         # The relay's own clock (the record's), which a test may set apart from GitHub's.
@@ -70,13 +73,25 @@ class World:
             outbox=OutboxConfig(retry_s=0.0),
             model=model,
             hold_cache=hold_cache,
+            caps=caps,
         )
         self.actions = Actions(fake, lambda: None, synthetic()).install()
         self.n = 0
 
-    def open(self, number: int, head: str, **kw: Any) -> None:
-        """Open a pull request and hand its webhook to the coordinator."""
-        open_pull(self.fake, number, head=head, base=BASE, files=kw.pop("files", None))
+    def open(
+        self,
+        number: int,
+        head: str,
+        *,
+        author: str = "alice",
+        association: str = "MEMBER",
+        **kw: Any,
+    ) -> None:
+        """Open a pull request (by ``author``) and hand its webhook to the coordinator."""
+        self.fake.state.add_pull(
+            REPO, number, head_sha=head, base_sha=BASE, author=author, association=association
+        )
+        self.fake.state.set_pull_files(REPO, number, kw.pop("files", None) or ["tinycalc/calc.py"])
         body = pull_request_event(self.fake, number=number, head=head, base=BASE, **kw)
         self.coordinator.request_review(review_request_of(self.event("pull_request", body)))
 
@@ -120,9 +135,12 @@ def make(fake_github: FakeGitHub, tmp_path: Path) -> Iterator[Any]:
         model: ModelPort | None = None,
         hold_cache: HoldCache | None = None,
         relay_clock: Callable[[], datetime] | None = None,
+        caps: Caps = NO_CAPS,
         **app: Any,
     ) -> World:
-        worlds.append(World(fake_github, tmp_path, policy, model, hold_cache, relay_clock, app))
+        worlds.append(
+            World(fake_github, tmp_path, policy, model, hold_cache, relay_clock, app, caps)
+        )
         return worlds[-1]
 
     yield build

@@ -267,8 +267,13 @@ class FakeState:
         draft: bool = False,
         state: str = "open",
         head_repo: str | None = "",
+        association: str = "MEMBER",
     ) -> dict[str, Any]:
-        """Open a pull request; ``head_repo`` "" means the same repository, None a deleted fork."""
+        """Open a pull request; ``head_repo`` "" means the same repository, None a deleted fork.
+
+        ``association`` is the author's ``author_association`` (written from the
+        documentation: https://docs.github.com/en/rest/pulls/pulls#get-a-pull-request).
+        """
         r = self.repos[repo]
         head_full = repo if head_repo == "" else head_repo
         user = {"login": author, "id": self.next_id(), "type": author_type}
@@ -279,6 +284,7 @@ class FakeState:
             "draft": draft,
             "title": f"Pull request {number}",
             "user": user,
+            "author_association": association,
             "html_url": f"{self.web_url}/{repo}/pull/{number}",
             # Listing pull requests sorts by these (catchup.py); opening again moves both.
             "created_at": iso(self.clock()),
