@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench lock release clean
+.PHONY: demo test lint bench lock release pin pin-check clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,14 @@ lock: $(STAMP)
 # `make release VERSION=X.Y.Z`: tag vX.Y.Z, move vX, print the install guide's uses: line.
 release: $(STAMP)
 	$(BIN)/python tools/release.py "$(VERSION)"
+
+# `make pin`: point the install guide and the example at HEAD (before the first release);
+# `make pin-check`: fail when the pinned commit runs another harness than this tree.
+pin: $(STAMP)
+	$(BIN)/python tools/pin.py head
+
+pin-check: $(STAMP)
+	$(BIN)/python tools/pin.py check
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage*
