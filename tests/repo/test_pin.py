@@ -77,8 +77,14 @@ def test_a_pin_at_a_commit_whose_harness_is_unchanged_holds(cujo: GitRepo) -> No
 
 
 @pytest.mark.parametrize(
-    "path", ["action.yml", ".github/workflows/sandbox.yml", "cujo_action/run.py",
-             "tools/sandbox/install.sh", "requirements/harness.txt"]
+    "path",
+    [
+        "action.yml",
+        ".github/workflows/sandbox.yml",
+        "cujo_action/run.py",
+        "tools/sandbox/install.sh",
+        "requirements/harness.txt",
+    ],
 )
 def test_a_harness_changed_after_the_pinned_commit_fails(cujo: GitRepo, path: str) -> None:
     (cujo.path / path).write_text("changed\n")
@@ -124,7 +130,10 @@ def test_make_release_on_a_clone_of_this_repository_leaves_a_pin_that_holds(
     assert done.returncode == 0, done.stderr
     tagged = subprocess.run(
         ["git", "-C", str(clone), "rev-parse", "v9.8.7^{commit}"],
-        env=ENV, capture_output=True, text=True, check=True,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     for name in ("examples/workflow.yml", "docs/install.md"):
         assert f"{USES}@{tagged} # v9.8.7" in (clone / name).read_text()
