@@ -571,6 +571,11 @@ def _convert_manifest(api: Api, req: Request) -> Any:
         raise refuse(404, "Not Found")
     manifest, owner, _ = found
     slug = re.sub(r"[^a-z0-9]+", "-", manifest.get("name", "cujo").lower()).strip("-")
+    # The App's OAuth client is the sign-in world's, its callback URLs the manifest's.
+    from fakegithub.oauth import sign_ins  # here: oauth imports this module
+
+    client = sign_ins(api)
+    client.callback_urls = set(manifest.get("callback_urls", []))
     return Answer(
         201,
         {
@@ -582,8 +587,8 @@ def _convert_manifest(api: Api, req: Request) -> Any:
             "html_url": f"{api.state.api_url}/apps/{slug}",
             "permissions": manifest.get("default_permissions", {}),
             "events": manifest.get("default_events", []),
-            "client_id": "Iv1.8a61f9b3a7aba766",
-            "client_secret": "1726be1638095a19edd134c77bde3aa2ece1e5d8",
+            "client_id": client.client_id,
+            "client_secret": client.client_secret,
             "webhook_secret": "e340154128314309424b7c8e90325147d99fdafa",
             "pem": api.state.manifest_app_pem,
         },
