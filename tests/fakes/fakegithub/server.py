@@ -156,7 +156,15 @@ def _access_token(api: Api, req: Request) -> Any:
 @route("GET", "/app", auth="jwt")
 def _app(api: Api, req: Request) -> Any:
     # https://docs.github.com/en/rest/apps/apps#get-the-authenticated-app
-    return {"id": api.state.app_id, "slug": "cujo", "name": "Cujo", "owner": {"login": "cujo"}}
+    found = {"id": api.state.app_id, "slug": "cujo", "name": "Cujo", "owner": {"login": "cujo"}}
+    # Its events and OAuth client, written from the documentation (doctorreads.py, oauth.py).
+    from fakegithub.doctorreads import app_policies  # here: both import this module
+    from fakegithub.oauth import sign_ins
+
+    found["events"] = list(app_policies(api).events)
+    found["client_id"] = sign_ins(api).client_id
+    found["permissions"] = dict(api.state.installation_permissions)
+    return found
 
 
 @route("GET", "/repos/{owner}/{repo}/installation", auth="jwt")
