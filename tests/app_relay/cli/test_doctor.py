@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
 import pytest
 from fakegithub import FakeGitHub, app_policies, hook_log, required_checks_rules, sign_ins
 from fakegithub.fixture import fake_github, fake_github_key  # noqa: F401  (fixtures)
+from repo_paths import TOP
 
 from app_relay.cli import doctor_more as more
 from app_relay.cli import main as cli
@@ -378,4 +380,23 @@ def test_no_model_key_warns_and_a_key_is_never_printed(
     assert line_of(lines, "model key") == (
         "warn  no model key (ANTHROPIC_API_KEY): the deterministic judge decides alone. Fix: "
         "set ANTHROPIC_API_KEY in the relay's environment for the model judge."
+    )
+
+
+def test_the_guides_ruleset_command_makes_the_block_hold(
+    fake: FakeGitHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # docs/install.md step 6: the body `gh api … repos/OWNER/NAME/rulesets` sends.
+    guide = (TOP / "docs" / "install.md").read_text()
+    body = re.search(r"rulesets --input - <<EOF\n(.*?)\nEOF\n", guide, re.DOTALL)
+    assert body is not None
+    ruleset = json.loads(body[1].replace("$CUJO_APP_ID", str(fake.app_id)))
+    assert ruleset["conditions"]["ref_name"]["include"] == ["~DEFAULT_BRANCH"]
+    # GitHub lists a branch's rules as the ruleset's, with where they come from.
+    source = {"ruleset_source_type": "Repository", "ruleset_source": BAD, "ruleset_id": 7}
+    fake.state.set_rules(BAD, "main", [{**rule, **source} for rule in ruleset["rules"]])
+    _, lines = doctor(capsys, "--repo", BAD)
+    assert line_of(lines, "This block") == (
+        "ok    This block holds the merge: `cujo/guard` is a required check on `main`, "
+        "pinned to the Cujo app."
     )
