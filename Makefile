@@ -35,13 +35,16 @@ test: lint
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
-# The harness's hash-pinned dependencies, as action.yml installs them (needs the index).
+# The harness's hash-pinned dependencies, as action.yml installs them, and the relay's, as
+# its image (Dockerfile) does (needs the index).
 UV_COMPILE := $(BIN)/uv pip compile --quiet --universal --generate-hashes --python-version 3.11 \
 	--custom-compile-command "make lock"
 lock: $(STAMP)
 	$(UV_COMPILE) --output-file requirements/harness-build.txt requirements/harness-build.in
 	$(UV_COMPILE) --extra sandbox --output-file requirements/harness.txt \
 		pyproject.toml requirements/harness.in
+	$(UV_COMPILE) --extra relay --output-file requirements/relay.txt \
+		pyproject.toml requirements/relay.in
 
 # `make release VERSION=X.Y.Z`: tag vX.Y.Z, move vX, print the install guide's uses: line.
 release: $(STAMP)
