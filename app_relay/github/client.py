@@ -4,7 +4,8 @@
 transport (``transport.py``): pull requests and their files (``pulls.py``), check runs
 (``check_runs.py``), reviews, comments and reactions (``conversation.py``), Actions
 (``actions.py``), downloads from a run (``downloads.py``), branch protection
-(``protection.py``) and a catch-up sweep's reads (``catchup_reads.py``).
+(``protection.py``), a catch-up sweep's reads (``catchup_reads.py``) and a repository's
+Actions policy, for ``cujo doctor`` (``doctor_reads.py``).
 ``GitHubApp.gateway`` (``app_auth.py``) makes one; the App's own endpoints (its webhook
 deliveries, its installations) are in ``hook_deliveries.py``.
 
@@ -22,6 +23,7 @@ from app_relay.github.actions import ActionsCalls
 from app_relay.github.catchup_reads import CatchUpReads
 from app_relay.github.check_runs import CheckRunCalls
 from app_relay.github.conversation import ConversationCalls
+from app_relay.github.doctor_reads import ActionsPolicyReads
 from app_relay.github.downloads import DownloadCalls
 from app_relay.github.protection import BranchReads
 from app_relay.github.pulls import PullRequestReads
@@ -35,5 +37,6 @@ class GitHubGateway(
     DownloadCalls,
     BranchReads,
     CatchUpReads,
+    ActionsPolicyReads,
 ):
     """Read and write what the relay needs on GitHub, as one installation of the App."""

@@ -1,4 +1,4 @@
-"""Turn an App manifest flow's code into the new App's id, private key and webhook secret.
+"""Turn an App manifest flow's code into the new App's id, keys, secrets and OAuth client.
 
 ``cujo relay register`` sends the person to GitHub with the App manifest
 (``app-manifest.json``, beside this module); GitHub sends back a one-use code, exchanged
@@ -37,6 +37,9 @@ class CreatedApp:
     html_url: str
     pem: str = field(repr=False)
     webhook_secret: str = field(repr=False)
+    # The App's OAuth client, for the board's sign-in with GitHub (the secret is shown once).
+    client_id: str = ""
+    client_secret: str = field(default="", repr=False)
 
 
 def convert_app_manifest(api_url: str, code: str, *, timeout_s: float = 10) -> CreatedApp:
@@ -76,6 +79,11 @@ def convert_app_manifest(api_url: str, code: str, *, timeout_s: float = 10) -> C
     html_url = a.text("html_url")
     if not html_url.startswith(("https://", "http://")):
         raise GitHubError(call, "field 'html_url' is not a URL")
+    client_id, client_secret = a.text("client_id"), a.text("client_secret")
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,100}", client_id) or not re.fullmatch(
+        r"[A-Za-z0-9_-]{1,200}", client_secret
+    ):
+        raise GitHubError(call, "fields 'client_id' and 'client_secret' are not GitHub's")
     app_id = a.integer("id")
     if app_id < 1:
         raise GitHubError(call, "field 'id' is not a positive integer")
@@ -85,4 +93,6 @@ def convert_app_manifest(api_url: str, code: str, *, timeout_s: float = 10) -> C
         html_url=html_url,
         pem=pem,
         webhook_secret=secret,
+        client_id=client_id,
+        client_secret=client_secret,
     )

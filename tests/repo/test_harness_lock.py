@@ -77,7 +77,7 @@ def pin_for(
     return Version(spec.version)
 
 
-@pytest.mark.parametrize("name", ["harness.txt", "harness-build.txt"])
+@pytest.mark.parametrize("name", ["harness.txt", "harness-build.txt", "relay.txt"])
 def test_every_requirement_is_pinned_exactly_with_hashes(name: str) -> None:
     entries = locked(name)
     assert entries
@@ -116,3 +116,30 @@ def test_the_build_backend_is_not_left_to_the_harness_lock() -> None:
     # Installed first, on its own, so the locked sdists build with a hashed setuptools.
     assert "setuptools" not in locked("harness.txt")
     assert set(locked("harness-build.txt")) == {"setuptools"}
+
+
+# -- the relay's image (Dockerfile): its base by digest, its dependencies from relay.txt --
+
+
+@pytest.mark.parametrize("env", runner_environments(), ids=lambda e: e["python_version"])
+def test_the_relay_lock_meets_what_pyproject_asks_of_the_relay(env: dict[str, str]) -> None:
+    entries = locked("relay.txt")
+    project = PYPROJECT["project"]
+    for text in [*project["dependencies"], *project["optional-dependencies"]["relay"]]:
+        req = Requirement(text)
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        assert req.specifier.contains(pin_for(entries, req.name, env)), req
+    # The build backend comes from harness-build.txt, installed before it.
+    assert "setuptools" not in entries
+
+
+def test_the_relay_image_is_pinned_by_digest_and_installed_from_the_locks() -> None:
+    dockerfile = (TOP / "Dockerfile").read_text()
+    (base,) = [line for line in dockerfile.splitlines() if line.startswith("FROM ")]
+    assert re.fullmatch(r"FROM python:3\.\d+-slim-\w+@sha256:[0-9a-f]{64}", base), base
+    assert "--require-hashes -r requirements/harness-build.txt" in dockerfile
+    assert "--require-hashes --no-build-isolation -r requirements/relay.txt" in dockerfile
+    # Cujo itself: from this tree, nothing else fetched.
+    assert "--no-deps --no-build-isolation --no-index ." in dockerfile
+    assert "pip install" not in dockerfile.replace("pip install --no-cache-dir", "")

@@ -21,9 +21,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
-from fakegithub import FakeGitHub
+from fakegithub import FakeGitHub, sign_ins
 from repo_paths import TOP
 
+from app_relay.board.access import GitHubAccess, access_from_env
 from app_relay.cli.register import RegisterServer, Registration, build_manifest, settings_paths
 from app_relay.github.app_auth import GitHubApp
 from app_relay.settings import load_settings
@@ -104,6 +105,8 @@ def test_the_manifest_asks_for_what_the_relay_uses_and_nothing_more() -> None:
     }
     assert manifest["hook_attributes"] == {"url": f"{RELAY}/webhook", "active": True}
     assert manifest["redirect_url"] == f"{RELAY}/register/done"
+    # The board's sign-in callback is the relay's, not the placeholder (issue 23).
+    assert manifest["callback_urls"] == [f"{RELAY}/signin/callback"]
     assert manifest["public"] is False
 
 
@@ -147,8 +150,19 @@ def test_the_code_becomes_settings_the_relay_starts_with(
     assert values["CUJO_APP_ID"] == str(fake_github.app_id)
     assert values["CUJO_WEBHOOK_SECRET"] == "e340154128314309424b7c8e90325147d99fdafa"
     assert Path(values["CUJO_PRIVATE_KEY_FILE"]) == key_file.resolve()
-    # The OAuth client secret is not used by Cujo, so it is not kept.
-    assert "1726be1638095a19edd134c77bde3aa2ece1e5d8" not in env_file.read_text()
+    # The App's OAuth client, for the board's sign-in, is kept beside them (issue 23).
+    client = sign_ins(fake_github.state)
+    assert values["CUJO_OAUTH_CLIENT_ID"] == client.client_id
+    assert values["CUJO_OAUTH_CLIENT_SECRET"] == client.client_secret
+    assert values["CUJO_BOARD_URL"] == RELAY
+    # GitHub took the manifest's callback: the board's, at the relay's public address.
+    assert client.callback_urls == {f"{RELAY}/signin/callback"}
+    # Never shown: not on the page GitHub sends the owner back to, not in the App's repr.
+    for secret in (client.client_secret, values["CUJO_WEBHOOK_SECRET"]):
+        assert secret not in answer.text
+        assert secret not in repr(flow.registration.created)
+    access = access_from_env(values, fake_github.url)
+    assert isinstance(access, GitHubAccess)
     settings = load_settings(values)
     assert settings.app_id == fake_github.app_id
     # The written key is the App's: GitHub accepts the JWT it signs.

@@ -1,6 +1,7 @@
 """A fake GitHub: a real HTTP server on loopback that models the REST API Cujo calls."""
 
 from fakegithub.catchup import HookLog, hook_log
+from fakegithub.doctorreads import AppPolicies, app_policies
 from fakegithub.fixture import AppKey, FakeGitHub, make_key
 from fakegithub.oauth import SignIns, sign_ins
 from fakegithub.server import FakeGitHubServer
@@ -18,6 +19,7 @@ from fakegithub.state import (
 
 __all__ = [
     "AppKey",
+    "AppPolicies",
     "Dispatch",
     "FakeGitHub",
     "FakeGitHubServer",
@@ -27,6 +29,7 @@ __all__ = [
     "RepoState",
     "SignIns",
     "Unknown",
+    "app_policies",
     "classic_protection",
     "fake_sha",
     "hook_log",

@@ -157,7 +157,15 @@ def _access_token(api: Api, req: Request) -> Any:
 @route("GET", "/app", auth="jwt")
 def _app(api: Api, req: Request) -> Any:
     # https://docs.github.com/en/rest/apps/apps#get-the-authenticated-app
-    return {"id": api.state.app_id, "slug": "cujo", "name": "Cujo", "owner": {"login": "cujo"}}
+    found = {"id": api.state.app_id, "slug": "cujo", "name": "Cujo", "owner": {"login": "cujo"}}
+    # Its events and OAuth client, written from the documentation (doctorreads.py, oauth.py).
+    from fakegithub.doctorreads import app_policies  # here: both import this module
+    from fakegithub.oauth import sign_ins
+
+    found["events"] = list(app_policies(api).events)
+    found["client_id"] = sign_ins(api).client_id
+    found["permissions"] = dict(api.state.installation_permissions)
+    return found
 
 
 @route("GET", "/repos/{owner}/{repo}/installation", auth="jwt")
@@ -572,6 +580,11 @@ def _convert_manifest(api: Api, req: Request) -> Any:
         raise refuse(404, "Not Found")
     manifest, owner, _ = found
     slug = re.sub(r"[^a-z0-9]+", "-", manifest.get("name", "cujo").lower()).strip("-")
+    # The App's OAuth client is the sign-in world's, its callback URLs the manifest's.
+    from fakegithub.oauth import sign_ins  # here: oauth imports this module
+
+    client = sign_ins(api)
+    client.callback_urls = set(manifest.get("callback_urls", []))
     return Answer(
         201,
         {
@@ -583,8 +596,8 @@ def _convert_manifest(api: Api, req: Request) -> Any:
             "html_url": f"{api.state.api_url}/apps/{slug}",
             "permissions": manifest.get("default_permissions", {}),
             "events": manifest.get("default_events", []),
-            "client_id": "Iv1.8a61f9b3a7aba766",
-            "client_secret": "1726be1638095a19edd134c77bde3aa2ece1e5d8",
+            "client_id": client.client_id,
+            "client_secret": client.client_secret,
             "webhook_secret": "e340154128314309424b7c8e90325147d99fdafa",
             "pem": api.state.manifest_app_pem,
         },
