@@ -4,6 +4,7 @@ from fakegithub.catchup import HookLog, hook_log
 from fakegithub.doctorreads import AppPolicies, app_policies
 from fakegithub.fixture import AppKey, FakeGitHub, make_key
 from fakegithub.oauth import SignIns, sign_ins
+from fakegithub.rulesets import create_ruleset  # noqa: F401  (registers the route)
 from fakegithub.server import FakeGitHubServer
 from fakegithub.state import (
     Dispatch,
