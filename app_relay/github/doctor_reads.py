@@ -7,11 +7,10 @@ Reads only, each fail-closed. ``read_app`` is made as the App (its JWT, through
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 from app_relay.github.answers import GitHubAnswer, GitHubError
+from app_relay.github.hook_deliveries import AppRequests
 from app_relay.github.payloads import repo_path
 from app_relay.github.transport import GatewayTransport
 
@@ -23,19 +22,6 @@ FORK_APPROVAL = (
     "first_time_contributors",
     "all_external_contributors",
 )
-
-
-class AppRequests(Protocol):
-    """What ``read_app`` needs of the App (``GitHubApp`` is one)."""
-
-    def app_request(
-        self,
-        verb: str,
-        path: str,
-        *,
-        params: Mapping[str, object] | None = None,
-        idempotent: bool,
-    ) -> tuple[dict[str, Any], Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
