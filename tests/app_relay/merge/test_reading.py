@@ -183,3 +183,15 @@ def test_a_dismissed_block_may_merge_but_a_reinstated_one_may_not(merge_world: M
         clock=clock, pause=clock.pause,
     )  # fmt: skip
     assert codes(reading) == ["verdict"]
+
+
+def test_rules_changed_between_two_passes_are_seen_by_the_second(merge_world: MergeWorld) -> None:
+    """Each pass reads GitHub anew: a ruleset loosened after the first pass blocks the second."""
+    fake = merge_world.fake
+    fake.state.after_request(
+        lambda: set_strict_rules(fake, strict=False),
+        method="GET",
+        path=rf"^/repos/{REPO}/rules/branches/main$",
+    )
+    assert gate(merge_world).ready
+    assert codes(gate(merge_world)) == ["base-guard"]
