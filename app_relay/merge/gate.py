@@ -197,6 +197,7 @@ def judge_gate(run: RunFacts, answers: GateAnswers, *, app_id: int) -> GateReadi
     blockers += _pull(run, answers)
     blockers += _verdict(run)
     blockers += _checks(answers, run.head_sha)
+    blockers += _base_branch(answers)
     blockers += _base_guard(answers)
     blockers += _methods(answers.methods, queue)
     if answers.stopped:
@@ -408,6 +409,15 @@ def _run_passes(r: CheckRunSeen) -> bool:
 
 
 # ---- the base's guard, and the methods ------------------------------------------------
+
+
+def _base_branch(answers: GateAnswers) -> list[Blocker]:
+    """Block when the base branch's head (what the two passes compare) is not known."""
+    if isinstance(answers.base, Unreadable):
+        if isinstance(answers.protection, Unreadable) and answers.protection.no_admin:
+            return []  # said already: the branch read stood in for classic protection
+        return [_unreadable("the base branch", answers.base)]
+    return [_not_read("the base branch")] if answers.base is None else []
 
 
 def _base_guard(answers: GateAnswers) -> list[Blocker]:

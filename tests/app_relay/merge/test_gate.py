@@ -291,6 +291,11 @@ def test_unreadable_classic_protection_blocks() -> None:
     assert codes(replace(ready(), protection=no_admin, base=odd)) == ["unreadable"]
 
 
+def test_a_base_branch_not_read_blocks() -> None:
+    assert codes(replace(ready(), base=Unreadable("`answered HTTP 502`"))) == ["unreadable"]
+    assert codes(replace(ready(), base=None)) == ["unreadable"]
+
+
 def test_an_unread_permission_blocks() -> None:
     assert codes(replace(ready(), person=Person("ana", "User"))) == ["unreadable"]
 
