@@ -198,7 +198,9 @@ def test_rules_changed_between_two_passes_are_seen_by_the_second(merge_world: Me
 
 
 def test_a_base_branch_that_cannot_be_read_blocks(merge_world: MergeWorld) -> None:
-    merge_world.fake.state.fail_next(3, status=502, method="GET", path=r"/branches/main$")
+    merge_world.fake.state.fail_next(
+        3, status=502, method="GET", path=rf"^/repos/{REPO}/branches/main$"
+    )
     reading = gate(merge_world)
     assert codes(reading) == ["unreadable"]
     assert "the base branch" in reading.blockers[0].words
