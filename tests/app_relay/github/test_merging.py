@@ -31,6 +31,8 @@ def test_a_merge_pins_the_reviewed_head_and_is_made_as_the_person(
     merge_world: MergeWorld,
 ) -> None:
     state = merge_world.fake.state
+    closed = threading.Event()
+    state.on_webhook(lambda name, p: closed.set() if name == "pull_request" else None)
     answer = merge(merge_world, method="squash")
     pr = state.repos[REPO].pulls[NUMBER]
     assert answer == MergeAnswer(
@@ -40,6 +42,7 @@ def test_a_merge_pins_the_reviewed_head_and_is_made_as_the_person(
     assert call.body == {"sha": HEAD, "merge_method": "squash"}
     assert call.auth == "user:maria"
     assert pr["merged_by"]["login"] == "maria"
+    assert closed.wait(5)  # sent once the answer is out, as GitHub does after the merge
     assert [(name, p["action"]) for name, p in state.sent_webhooks if name == "pull_request"] == [
         ("pull_request", "closed")
     ]
