@@ -26,7 +26,7 @@ _SKIP = {"pip", "setuptools", "wheel", "pkg_resources", "_distutils_hack", "_vir
 # Runs with the detonation venv's interpreter, twice. Before the install (no argument):
 # the distributions the new venv holds of its own (pip, setuptools), as name==version. After
 # it (that list as its argument): the top-level modules of every other distribution, each
-# name only when the distribution ships it. Debian's setuptools, for one, names a module
+# name only when its RECORD ships it. Debian's setuptools, for one, names a module
 # ``debian`` in its top_level.txt that it does not ship.
 LISTER = (
     """
@@ -54,7 +54,8 @@ for dist in dists:
         continue
     text = dist.read_text("top_level.txt")
     names = text.split() if text else []
-    files = dist.files
+    # Only a RECORD lists what was installed: an egg-info's files are its SOURCES.txt.
+    files = dist.files if dist.read_text("RECORD") is not None else None
     if files is not None:
         ships = shipped(files)
         names = [n for n in names if n in ships]

@@ -19,7 +19,7 @@ _PYTEST = re.compile(r"(?:^|[\s/])py\.?test(?:\s|$)")
 _PYTEST_EXITS = {4: "pytest's usage error (exit 4)", 5: "pytest collected no test (exit 5)"}
 # pytest's "no tests ran in 0.01s", unittest's "Ran 0 tests" and, from 3.12, "NO TESTS RAN".
 _NONE_RAN = re.compile(r"\bno tests ran\b|^Ran 0 tests\b", re.IGNORECASE | re.MULTILINE)
-_ERROR_LINE = re.compile(r"^(?:ERROR|\S*: error)\b.*$", re.MULTILINE)
+_ERROR_LINE = re.compile(r"^(?:ERROR\b|.*?: error: ).*$", re.MULTILINE)
 
 
 def no_test_ran(cmd: str, outcome: Outcome) -> str:
@@ -34,10 +34,12 @@ def no_test_ran(cmd: str, outcome: Outcome) -> str:
         why = f"the runner says no test ran (exit {outcome.exit_code})"
     if not why:
         return ""
-    # What the runner said last about it: its error line, else its last line.
+    # What the runner said about it: its last error line, else its line saying no test
+    # ran, else its last line.
     errors = _ERROR_LINE.findall(output)
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    said = errors[-1] if errors else (lines[-1] if lines else "")
+    none_ran = [ln for ln in output.splitlines() if _NONE_RAN.search(ln)]
+    lines = [ln for ln in output.splitlines() if ln.strip()]
+    said = next((found[-1] for found in (errors, none_ran, lines) if found), "").strip()
     return f"{why}: {said}"[:MAX_REASON] if said else why
 
 

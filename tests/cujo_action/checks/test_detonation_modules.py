@@ -56,11 +56,19 @@ def test_only_modules_the_installed_distributions_ship_are_imported(tmp_path: Pa
     _distribution(
         site, "tinycalc", "0.1", "tinycalc\ndebian\nhelper\n", ["tinycalc/__init__.py", "helper.py"]
     )
+    # And a legacy install (`setup.py install`): an egg-info, whose files are its sources.
+    egg = site / "tinyegg-1.0-py3.11.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: tinyegg\nVersion: 1.0\n")
+    (egg / "top_level.txt").write_text("tinyegg\n")
+    (egg / "SOURCES.txt").write_text("setup.py\nsrc/tinyegg/__init__.py\n")
+    (site / "tinyegg").mkdir()
+    (site / "tinyegg" / "__init__.py").write_text("")
     names, found = parse_modules(_list(python, json.dumps(seed)))
-    assert (names, found) == (["helper", "tinycalc"], 2)
+    assert (names, found) == (["helper", "tinycalc", "tinyegg"], 3)
     # Without the seed, the venv's own distribution is imported too, but never `debian`.
     names, _ = parse_modules(_list(python, "[]"))
-    assert names == ["helper", "seedtools", "tinycalc"]
+    assert names == ["helper", "seedtools", "tinycalc", "tinyegg"]
 
 
 def test_a_seed_listing_the_sandbox_could_have_forged_is_validated() -> None:

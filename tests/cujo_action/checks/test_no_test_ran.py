@@ -16,7 +16,7 @@ PYTEST = "python -m pytest -q -p no:cacheprovider term-missing"
 NOT_FOUND = "\nno tests ran in 0.01s\n"
 USAGE = (
     "ERROR: usage: __main__.py [options] [file_or_dir] [file_or_dir] [...]\n"
-    "__main__.py: error: unrecognized arguments: --cov-report\n"
+    "python -m pytest: error: unrecognized arguments: --cov-report\n"
 )
 
 
@@ -33,7 +33,7 @@ def test_pytests_usage_error_and_empty_collection_are_no_test_run() -> None:
     said = no_test_ran(PYTEST, outcome(4, NOT_FOUND, "ERROR: file or directory not found: x\n"))
     assert said == "pytest's usage error (exit 4): ERROR: file or directory not found: x"
     said = no_test_ran(PYTEST, outcome(4, "", USAGE))
-    assert said.endswith("__main__.py: error: unrecognized arguments: --cov-report"), said
+    assert said.endswith("python -m pytest: error: unrecognized arguments: --cov-report"), said
     assert no_test_ran(PYTEST, outcome(5, "no tests ran in 0.00s\n")).startswith(
         "pytest collected no test (exit 5)"
     )
@@ -42,7 +42,7 @@ def test_pytests_usage_error_and_empty_collection_are_no_test_run() -> None:
 def test_unittests_zero_tests_is_no_test_run_even_when_it_exits_0() -> None:
     ran = outcome(0, "", "\nRan 0 tests in 0s\nOK\n")
     said = no_test_ran("python -m unittest discover -v", ran)
-    assert said == "the runner says no test ran (exit 0): OK"
+    assert said == "the runner says no test ran (exit 0): Ran 0 tests in 0s"
 
 
 def test_a_suite_that_ran_is_never_no_test_run() -> None:
