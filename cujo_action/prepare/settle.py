@@ -27,8 +27,11 @@ node      package.json (+ package-lock.json or       install ``npm ci`` with a l
 The test environment is what the project declares (``testenv.py``): PEP 735 dependency
 groups, dev/test extras and requirement files; else its tox or nox test environments,
 else the ``pip install`` lines of its CI workflows read at base. pytest runs with the
-arguments tox, nox or CI give it, when they are plain. The plan's ``test_sources`` and a
-note say which sources were used.
+arguments tox, nox or CI give it, whole (``toxcommands.py`` fills tox's substitutions):
+the pytest plugins those arguments need are installed where the project names them, as
+tox would from the deps beside its command, else their options leave with their values
+(``pytestargs.py``), said in a note. The plan's ``test_sources`` and a note say which
+sources were used.
 
 Buildable means setup.py, or a pyproject.toml with ``[project]`` or ``[build-system]``.
 When both sides are present, the side with tests is run (Python when both or neither

@@ -14,7 +14,8 @@ sources, in the order they are used:
    then the ``pip install`` lines of the repository's own CI workflow read at base.
 
 The test command is pytest's or unittest's (``prepare``), with the arguments the
-project's own CI, tox or nox runs pytest with when they are plain.
+project's own tox (its commands read as tox runs them, ``toxcommands.py``), nox or CI runs
+pytest with (``pytestargs.py``).
 """
 
 from __future__ import annotations
