@@ -268,7 +268,7 @@ def _python_side(files: Mapping[str, str], ci: Mapping[str, str]) -> _Side | Non
     uses_pytest |= any(_PYTEST_REQ.match(a) for a in wanted)
     # The plugins pytest's arguments need: installed when the project names them where its
     # install reads, else as tox would (from the deps beside the command), else left out.
-    named = _named_text(files, [*wanted, *chosen_requirements])
+    named = _named_text(files, [*wanted, *(a for r in chosen_requirements for a in ("-r", r))])
     plugins: list[str] = []
     for plugin in pytestargs.plugins_used(how):
         if _names(named, plugin):
@@ -313,8 +313,8 @@ def _named_text(files: Mapping[str, str], args: Iterable[str]) -> str:
     """Return the text of what the install reads: its arguments, the requirement files they
     name and the project's metadata (where its extras are)."""
     args = list(args)
-    named = [a for prev, a in zip(["", *args], args, strict=False) if prev in ("-r", "-c")]
-    named += [a[2:] for a in args if a.startswith(("-r", "-c")) and len(a) > 2]
+    named = [a for prev, a in zip(["", *args], args, strict=False) if prev == "-r"]
+    named += [a[2:] for a in args if a.startswith("-r") and len(a) > 2]
     texts = [" ".join(args)]
     for name in dict.fromkeys([*named, "pyproject.toml", "setup.cfg", "setup.py"]):
         path = name.removeprefix("./")

@@ -122,6 +122,15 @@ def test_the_plugin_tox_installs_beside_the_command_is_installed_too() -> None:
     ), settled.notes
 
 
+def test_a_plugin_named_in_a_requirement_file_the_install_reads_is_installed() -> None:
+    ini = "[testenv]\ncommands = pytest -n auto --cov pkg tests\n"
+    files = {"requirements-dev.txt": "pytest\npytest-xdist>=3  # parallel\n", "tox.ini": ini}
+    settled = settle(files, Policy(), which=every_tool)
+    assert shlex.split(settled.install)[4:] == ["-r", "requirements-dev.txt", "pytest"]
+    assert args_of(settled.test) == ["-n", "auto", "tests"]
+    assert any(note.endswith("left out: --cov pkg") for note in settled.notes), settled.notes
+
+
 def test_the_envtmpdir_is_a_folder_of_the_commands_own_temporary_folder(tmp_path: Path) -> None:
     (words,) = commands("[testenv]\ncommands = pytest --basetemp={envtmpdir} -k 'a b'\n")
     assert words is not None
