@@ -10,6 +10,7 @@ finding of the base's own.
 from __future__ import annotations
 
 from cujo_action.checks.harness import CheckRun, check_main, status_of
+from cujo_action.checks.tests import no_test_ran
 from cujo_action.schema import TESTS_FAILED, Report
 
 
@@ -33,6 +34,12 @@ def body(run: CheckRun) -> Report:
     tested = run.run(
         plan.base_test, phase="test", timeout=plan.policy.timeouts.test, cwd=run.src, venv=venv
     )
+    if none := no_test_ran(plan.base_test, tested):
+        # Not a failing suite: the tests say nothing (tests.py reads the head the same way).
+        return run.finish(
+            "skipped",
+            f"installed the base; the settled test command did not run any test at base: {none}",
+        )
     if status_of(tested) == "failed" or tested.timed_out:
         tail = (tested.stdout_tail or tested.stderr_tail).strip().splitlines()[-3:]
         run.observe(

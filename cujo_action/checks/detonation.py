@@ -20,20 +20,47 @@ from cujo_action.schema import Report
 
 MAX_IMPORTS = limits.DETONATION_IMPORTS
 IMPORT_TIMEOUT = 60.0
+MAX_SEED = 200  # distributions a new venv holds of its own, at most
 _SKIP = {"pip", "setuptools", "wheel", "pkg_resources", "_distutils_hack", "_virtualenv"}
 
-# Runs with the detonation venv's interpreter: list top-level modules of installed
-# distributions, from top_level.txt or from RECORD when there is none.
-LISTER = """
-import importlib.metadata as m, json
+# Runs with the detonation venv's interpreter, twice. Before the install (no argument):
+# the distributions the new venv holds of its own (pip, setuptools), as name==version. After
+# it (that list as its argument): the top-level modules of every other distribution, each
+# name only when its RECORD ships it. Debian's setuptools, for one, names a module
+# ``debian`` in its top_level.txt that it does not ship.
+LISTER = (
+    """
+import importlib.metadata as m, json, sys
 skip = set(%r)
+dists = [d for d in m.distributions(path=[p for p in sys.path if p.startswith(sys.prefix)])]
+def key(dist):
+    return "%s==%s" % (dist.metadata["Name"] or "", dist.version)
+if len(sys.argv) < 2:
+    print("CUJO-DISTS " + json.dumps(sorted({key(d) for d in dists})[:%n]))
+    raise SystemExit(0)
+before = set(json.loads(sys.argv[1]))
 mods = set()
-import sys
-for dist in m.distributions(path=[p for p in sys.path if p.startswith(sys.prefix)]):
+def shipped(files):
+    found = set()
+    for f in files:
+        top = f.parts[0]
+        if len(f.parts) > 1 and not top.endswith((".dist-info", ".egg-info", ".data")):
+            found.add(top)
+        elif len(f.parts) == 1 and top.endswith((".py", ".so", ".pyd")):
+            found.add(top.split(".")[0])
+    return found
+for dist in dists:
+    if key(dist) in before:
+        continue
     text = dist.read_text("top_level.txt")
     names = text.split() if text else []
+    # Only a RECORD lists what was installed: an egg-info's files are its SOURCES.txt.
+    files = dist.files if dist.read_text("RECORD") is not None else None
+    if files is not None:
+        ships = shipped(files)
+        names = [n for n in names if n in ships]
     if not names:
-        for f in dist.files or []:
+        for f in files or []:
             parts = f.parts
             if len(parts) == 1 and parts[0].endswith(".py"):
                 names.append(parts[0][:-3])
@@ -43,7 +70,10 @@ for dist in m.distributions(path=[p for p in sys.path if p.startswith(sys.prefix
 # At most MAX_IMPORTS names (the line must fit the output tail the report keeps), and
 # how many there were.
 print("CUJO-MODULES " + json.dumps({"names": sorted(mods)[:%d], "total": len(mods)}))
-""".replace("%r", repr(sorted(_SKIP))).replace("%d", str(MAX_IMPORTS))
+""".replace("%r", repr(sorted(_SKIP)))
+    .replace("%d", str(MAX_IMPORTS))
+    .replace("%n", str(MAX_SEED))
+)
 
 
 def python_install_command(build_files: list[str]) -> str:
@@ -88,12 +118,25 @@ def _imports_cut(run: CheckRun, found: int, what: str) -> None:
         )
 
 
-def _run_python(run: CheckRun, code: str, venv: str) -> Outcome:
-    """Run ``python -c code`` with the venv's interpreter, in the import phase."""
+def parse_seed(stdout: str) -> list[str]:
+    """Return the distributions the lister found in the new venv (validated and capped)."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("CUJO-DISTS "):
+            try:
+                said = json.loads(line.removeprefix("CUJO-DISTS "))
+            except ValueError:
+                return []
+            if isinstance(said, list):
+                return [d for d in said if isinstance(d, str) and len(d) < 200][:MAX_SEED]
+    return []
+
+
+def _run_python(run: CheckRun, code: str, venv: str, *args: str) -> Outcome:
+    """Run ``python -c code args`` with the venv's interpreter, in the import phase."""
     # Imports run from the scratch folder (under bubblewrap, each command's own empty
     # /tmp): only installed code loads.
     return run.run(
-        f"python -c {shlex.quote(code)}",
+        shlex.join(["python", "-c", code, *args]),
         phase="import",
         timeout=IMPORT_TIMEOUT,
         cwd=run.scratch,
@@ -108,13 +151,15 @@ def _python(run: CheckRun) -> Report:
     install = python_install_command(plan.build_files)
     if not install:
         return run.finish("skipped", "no Python build or requirements file to detonate")
+    # What the new venv holds before any pull-request code runs in it is not the project's.
+    seed = parse_seed(_run_python(run, LISTER, venv).stdout_tail)
     outcome = run.run(
         install, phase="install", timeout=plan.policy.timeouts.install, cwd=run.src, venv=venv
     )
     if outcome.exit_code != 0:
         why = "timed out" if outcome.timed_out else f"failed (exit {outcome.exit_code})"
         return run.finish("failed", f"the detonation install {why}")
-    listing = _run_python(run, LISTER, venv)
+    listing = _run_python(run, LISTER, venv, json.dumps(seed))
     modules, found = parse_modules(listing.stdout_tail)
     _imports_cut(run, found, "installed top-level modules")
     failed = []

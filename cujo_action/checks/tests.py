@@ -1,9 +1,46 @@
-"""Run the repository's test suite at head, after the install."""
+"""Run the repository's test suite at head, after the install.
+
+A suite that stops before any test runs (pytest's usage error, exit 4; nothing collected,
+exit 5; a runner saying no test ran) says nothing of the change: the check is then
+``skipped``, saying why, never a failing suite and never a pass (the base check reads it
+the same way).
+"""
 
 from __future__ import annotations
 
+import re
+
 from cujo_action.checks.harness import CheckRun, check_main, status_of
+from cujo_action.sandbox.jail import Outcome
 from cujo_action.schema import TESTS_FAILED, Report
+
+MAX_REASON = 300
+_PYTEST = re.compile(r"(?:^|[\s/])py\.?test(?:\s|$)")
+_PYTEST_EXITS = {4: "pytest's usage error (exit 4)", 5: "pytest collected no test (exit 5)"}
+# pytest's "no tests ran in 0.01s", unittest's "Ran 0 tests" and, from 3.12, "NO TESTS RAN".
+_NONE_RAN = re.compile(r"\bno tests ran\b|^Ran 0 tests\b", re.IGNORECASE | re.MULTILINE)
+_ERROR_LINE = re.compile(r"^(?:ERROR\b|.*?: error: ).*$", re.MULTILINE)
+
+
+def no_test_ran(cmd: str, outcome: Outcome) -> str:
+    """Return why ``cmd`` ran no test at all ('' when tests ran, or it cannot be told)."""
+    if outcome.exit_code is None or outcome.timed_out or outcome.flooded:
+        return ""
+    output = f"{outcome.stdout_tail}\n{outcome.stderr_tail}"
+    why = ""
+    if _PYTEST.search(cmd) and outcome.exit_code in _PYTEST_EXITS:
+        why = _PYTEST_EXITS[outcome.exit_code]
+    elif _NONE_RAN.search(output):
+        why = f"the runner says no test ran (exit {outcome.exit_code})"
+    if not why:
+        return ""
+    # What the runner said about it: its last error line, else its line saying no test
+    # ran, else its last line.
+    errors = _ERROR_LINE.findall(output)
+    none_ran = [ln for ln in output.splitlines() if _NONE_RAN.search(ln)]
+    lines = [ln for ln in output.splitlines() if ln.strip()]
+    said = next((found[-1] for found in (errors, none_ran, lines) if found), "").strip()
+    return f"{why}: {said}"[:MAX_REASON] if said else why
 
 
 def body(run: CheckRun) -> Report:
@@ -17,6 +54,10 @@ def body(run: CheckRun) -> Report:
     if outcome.timed_out:
         return run.finish(
             "failed", f"the tests ran past their {plan.policy.timeouts.test}s timeout"
+        )
+    if none := no_test_ran(plan.test, outcome):
+        return run.finish(
+            "skipped", f"the settled test command did not run any test at head: {none}"
         )
     if status == "failed":
         tail = (outcome.stdout_tail or outcome.stderr_tail).strip().splitlines()[-3:]

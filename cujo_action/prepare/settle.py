@@ -27,8 +27,11 @@ node      package.json (+ package-lock.json or       install ``npm ci`` with a l
 The test environment is what the project declares (``testenv.py``): PEP 735 dependency
 groups, dev/test extras and requirement files; else its tox or nox test environments,
 else the ``pip install`` lines of its CI workflows read at base. pytest runs with the
-arguments tox, nox or CI give it, when they are plain. The plan's ``test_sources`` and a
-note say which sources were used.
+arguments tox, nox or CI give it, whole (``toxcommands.py`` fills tox's substitutions):
+the pytest plugins those arguments need are installed where the project names them, as
+tox would from the deps beside its command, else their options leave with their values
+(``pytestargs.py``), said in a note. The plan's ``test_sources`` and a note say which
+sources were used.
 
 Buildable means setup.py, or a pyproject.toml with ``[project]`` or ``[build-system]``.
 When both sides are present, the side with tests is run (Python when both or neither
@@ -49,7 +52,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from cujo_action.prepare import testenv
+from cujo_action.prepare import pytestargs, testenv
 from cujo_action.schema import MAX_SHORT, MAX_TEXT, Policy, clip
 
 __all__ = ["Settled", "Which", "settle"]
@@ -77,6 +80,7 @@ _PYTEST_REQ = re.compile(r"^\s*pytest(?:[-_.][a-z0-9]+)*\s*(?:[\[<>=!~;@(]|$)", 
 _PYTEST_QUOTED = re.compile(
     r"[\"']\s*pytest(?:[-_.][a-z0-9]+)*\s*(?:[\[<>=!~;@(\"'])", re.IGNORECASE
 )
+_PLUGIN_REQ = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:[\[<>=!~;]|$)")
 _EXTRA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -106,6 +110,7 @@ class _Side:
     tool: str | None = None  # the executable its commands need, checked with `which`
     problems: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 def settle(
@@ -139,6 +144,7 @@ def settle(
             # A choice, not a gap: the plan says which side ran, the verdict is not touched.
             notes.append(_both_reason(chosen, next(s for s in runnable if s is not chosen)))
         reasons.extend(chosen.problems)
+        notes.extend(chosen.notes)
     elif sides:
         chosen = replace(sides[0], install="", test="", smoke="")
         reasons.extend(chosen.problems)
@@ -198,6 +204,7 @@ def _python_side(files: Mapping[str, str], ci: Mapping[str, str]) -> _Side | Non
     )
     extras: set[str] = set()
     sources: list[str] = []
+    notes: list[str] = []
     groups = testenv.Found()
 
     if "pyproject.toml" in files:
@@ -247,10 +254,11 @@ def _python_side(files: Mapping[str, str], ci: Mapping[str, str]) -> _Side | Non
         lambda: testenv.workflows(ci),
     ]
     how: list[str] | None = None
+    beside = testenv.Found()  # what the source pytest's arguments came from installs
     for read in readers:
         found = read()
         if how is None and found.pytest_args is not None:
-            how = found.pytest_args
+            how, beside = found.pytest_args, found
             uses_pytest = True
         if not fallback and found and not sources:
             fallback = found
@@ -258,6 +266,16 @@ def _python_side(files: Mapping[str, str], ci: Mapping[str, str]) -> _Side | Non
     extras.update(e for e in (*groups.extras, *fallback.extras) if _EXTRA_NAME.fullmatch(e))
     wanted = [*groups.args, *fallback.args]
     uses_pytest |= any(_PYTEST_REQ.match(a) for a in wanted)
+    # The plugins pytest's arguments need: installed when the project names them where its
+    # install reads, else as tox would (from the deps beside the command), else left out.
+    named = _named_text(files, [*wanted, *(a for r in chosen_requirements for a in ("-r", r))])
+    plugins: list[str] = []
+    for plugin in pytestargs.plugins_used(how):
+        if _names(named, plugin):
+            plugins.append(plugin)
+        elif given := [a for a in beside.args if _names(a, plugin) and _PLUGIN_REQ.match(a)]:
+            wanted.append(given[0])
+            plugins.append(plugin)
 
     install_args: list[str] = []
     if buildable:
@@ -269,7 +287,16 @@ def _python_side(files: Mapping[str, str], ci: Mapping[str, str]) -> _Side | Non
         install_args.append("pytest")
     install = shlex.join(["python", "-m", "pip", "install", *install_args]) if install_args else ""
 
-    test = testenv.pytest_command(PYTEST, how) if uses_pytest else _unittest_command(paths)
+    if uses_pytest:
+        pytest = pytestargs.pytest_command(PYTEST, how, plugins)
+        test = pytest.command
+        if pytest.dropped:
+            notes.append(
+                "pytest's arguments of plugins the project does not install were left out: "
+                + shlex.join(pytest.dropped)
+            )
+    else:
+        test = _unittest_command(paths)
     return _Side(
         ecosystem="python",
         build_files=(*manifests, *requirements),
@@ -278,7 +305,28 @@ def _python_side(files: Mapping[str, str], ci: Mapping[str, str]) -> _Side | Non
         smoke=WHEEL if buildable else COMPILEALL,
         problems=tuple(problems),
         sources=tuple(sources),
+        notes=tuple(notes),
     )
+
+
+def _named_text(files: Mapping[str, str], args: Iterable[str]) -> str:
+    """Return the text of what the install reads: its arguments, the requirement files they
+    name and the project's metadata (where its extras are)."""
+    args = list(args)
+    named = [a for prev, a in zip(["", *args], args, strict=False) if prev == "-r"]
+    named += [a[2:] for a in args if a.startswith("-r") and len(a) > 2]
+    texts = [" ".join(args)]
+    for name in dict.fromkeys([*named, "pyproject.toml", "setup.cfg", "setup.py"]):
+        path = name.removeprefix("./")
+        if path in files:
+            texts.append(_text(files, path))
+    return "\n".join(texts)
+
+
+def _names(text: str, dist: str) -> bool:
+    """Return whether ``text`` names the distribution ``dist`` (any PEP 503 spelling)."""
+    spelled = r"[-_.]+".join(re.escape(part) for part in dist.split("-"))
+    return re.search(rf"(?<![\w.-]){spelled}(?![\w-]|\.\w)", text, re.IGNORECASE) is not None
 
 
 def _node_side(files: Mapping[str, str]) -> _Side | None:

@@ -14,7 +14,8 @@ sources, in the order they are used:
    then the ``pip install`` lines of the repository's own CI workflow read at base.
 
 The test command is pytest's or unittest's (``prepare``), with the arguments the
-project's own CI, tox or nox runs pytest with when they are plain.
+project's own tox (its commands read as tox runs them, ``toxcommands.py``), nox or CI runs
+pytest with (``pytestargs.py``).
 """
 
 from __future__ import annotations
@@ -23,16 +24,19 @@ import ast
 import configparser
 import re
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from cujo_action.prepare import toxcommands
+
 MAX_GROUP_DEPTH = 10
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?")
 # A plain command line: no shell operators, no workflow expressions, no variables.
 _PLAIN = re.compile(r"^[\w@%+=:,./\[\]<>!~*'\" -]+$")
+_PYTHONS = ("python", "python3")
 
 
 def is_test_name(name: str) -> bool:
@@ -128,12 +132,9 @@ def tox(text: str) -> Found:
                 if arg not in found.args or arg.startswith("-"):
                     found.args.append(arg)
         found.extras += [n for n in re.split(r"[\s,]+", env.get("extras", "")) if n]
-        for line in env.get("commands", "").splitlines():
-            words = _split(line.replace("{posargs}", ""))
-            if found.pytest_args is None and words[:1] in (["pytest"], ["py.test"]):
-                found.pytest_args = words[1:]
-            elif found.pytest_args is None and words[:3] == ["python", "-m", "pytest"]:
-                found.pytest_args = words[3:]
+        for words in toxcommands.commands(parser, section):
+            if found.pytest_args is None and words is not None:
+                found.pytest_args = pytest_words(words)
         found.sources.append(f"tox environment [{section}] (tox.ini)")
     return found
 
@@ -207,10 +208,9 @@ def _ci_lines(script: str, found: Found) -> bool:
                     args = [w for w in args if normalize(w) not in ("pip", "setuptools", "wheel")]
                     found.args += [a for a in args if a not in (".", "-e")]
                     used = used or bool(args)
-            for prefix in (["pytest"], ["python", "-m", "pytest"]):
-                if words[: len(prefix)] == prefix and found.pytest_args is None:
-                    found.pytest_args = words[len(prefix) :]
-                    used = True
+            if found.pytest_args is None and (given := pytest_words(words)) is not None:
+                found.pytest_args = given
+                used = True
     return used
 
 
@@ -221,21 +221,16 @@ def _split(line: str) -> list[str]:
         return []
 
 
-# Arguments that need a plugin the project may not declare, or write reports nobody reads.
-_DROPPED = re.compile(r"^(--cov|--junit|--html|-n$|--numprocesses|--dist|-p$|--benchmark)")
-
-
-def pytest_command(base: str, args: Iterable[str] | None) -> str:
-    """Return pytest's command with the project's own arguments (when plain), else ``base``."""
-    extra: list[str] = []
-    skip = False
-    for arg in args or []:
-        if skip:
-            skip = False
-            continue
-        if _DROPPED.match(arg):
-            skip = arg in ("-n", "-p", "--numprocesses", "--dist")  # their value follows
-            continue
-        if _PLAIN.match(arg):
-            extra.append(arg)
-    return base + " " + shlex.join(extra) if extra else base
+def pytest_words(words: list[str]) -> list[str] | None:
+    """Return pytest's arguments when ``words`` run pytest (as tox, nox or CI write it)."""
+    if words[:1] in (["pytest"], ["py.test"]):
+        return words[1:]
+    if len(words) >= 3 and words[0] in _PYTHONS and words[1:3] in (["-m", "pytest"],
+                                                                 ["-m", "py.test"]):  # fmt: skip
+        return words[3:]
+    if words[:2] == ["coverage", "run"] and "-m" in words:
+        # Coverage's own options come before `-m`; the tests run all the same without it.
+        at = words.index("-m")
+        if words[at + 1 : at + 2] == ["pytest"]:
+            return words[at + 2 :]
+    return None

@@ -1,0 +1,78 @@
+"""Detonation imports only the modules the install's own distributions ship."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+from cujo_action.checks.detonation import LISTER, parse_modules, parse_seed
+
+
+def _venv(tmp_path: Path) -> tuple[Path, Path]:
+    """Return a new venv's interpreter and its site-packages."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert purelib != sysconfig.get_path("purelib")
+    return python, Path(purelib)
+
+
+def _distribution(site: Path, name: str, version: str, top_level: str, ships: list[str]) -> None:
+    """Install a distribution by hand: its metadata, top_level.txt, RECORD and files."""
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "top_level.txt").write_text(top_level)
+    record = [f"{info.name}/{n},," for n in ("METADATA", "top_level.txt", "RECORD")]
+    for path in ships:
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_text("")
+        record.append(f"{path},,")
+    (info / "RECORD").write_text("\n".join(record) + "\n")
+
+
+def _list(python: Path, *args: str) -> str:
+    return subprocess.run(
+        [str(python), "-c", LISTER, *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_only_modules_the_installed_distributions_ship_are_imported(tmp_path: Path) -> None:
+    python, site = _venv(tmp_path)
+    # As Debian's setuptools wheel seeds a venv: a top_level.txt naming `debian`, unshipped.
+    _distribution(site, "seedtools", "66.1", "seedtools\ndebian\n", ["seedtools/__init__.py"])
+    seed = parse_seed(_list(python))
+    assert seed == ["seedtools==66.1"]
+    # What the install then puts in place: a package, a module, and a name it does not ship.
+    _distribution(
+        site, "tinycalc", "0.1", "tinycalc\ndebian\nhelper\n", ["tinycalc/__init__.py", "helper.py"]
+    )
+    # And a legacy install (`setup.py install`): an egg-info, whose files are its sources.
+    egg = site / "tinyegg-1.0-py3.11.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: tinyegg\nVersion: 1.0\n")
+    (egg / "top_level.txt").write_text("tinyegg\n")
+    (egg / "SOURCES.txt").write_text("setup.py\nsrc/tinyegg/__init__.py\n")
+    (site / "tinyegg").mkdir()
+    (site / "tinyegg" / "__init__.py").write_text("")
+    names, found = parse_modules(_list(python, json.dumps(seed)))
+    assert (names, found) == (["helper", "tinycalc", "tinyegg"], 3)
+    # Without the seed, the venv's own distribution is imported too, but never `debian`.
+    names, _ = parse_modules(_list(python, "[]"))
+    assert names == ["helper", "seedtools", "tinycalc", "tinyegg"]
+
+
+def test_a_seed_listing_the_sandbox_could_have_forged_is_validated() -> None:
+    said = ["pip==23.0", 3, "x" * 300]
+    assert parse_seed("CUJO-DISTS " + json.dumps(said)) == ["pip==23.0"]
+    assert parse_seed("CUJO-DISTS {broken") == []
+    assert parse_seed("nothing") == []
