@@ -5,7 +5,8 @@ transport (``transport.py``): pull requests and their files (``pulls.py``), chec
 (``check_runs.py``), reviews, comments and reactions (``conversation.py``), Actions
 (``actions.py``), downloads from a run (``downloads.py``), branch protection
 (``protection.py``), a catch-up sweep's reads (``catchup_reads.py``) and a repository's
-Actions policy, for ``cujo doctor`` (``doctor_reads.py``).
+Actions policy, for ``cujo doctor`` (``doctor_reads.py``), and the merge gate's reads
+and the merge itself, made with the person's token (``merge_reads.py``, ``merging.py``).
 ``GitHubApp.gateway`` (``app_auth.py``) makes one; the App's own endpoints (its webhook
 deliveries, its installations) are in ``hook_deliveries.py``.
 
@@ -25,6 +26,7 @@ from app_relay.github.check_runs import CheckRunCalls
 from app_relay.github.conversation import ConversationCalls
 from app_relay.github.doctor_reads import ActionsPolicyReads
 from app_relay.github.downloads import DownloadCalls
+from app_relay.github.merging import MergeCalls
 from app_relay.github.protection import BranchReads
 from app_relay.github.pulls import PullRequestReads
 
@@ -38,5 +40,6 @@ class GitHubGateway(
     BranchReads,
     CatchUpReads,
     ActionsPolicyReads,
+    MergeCalls,
 ):
     """Read and write what the relay needs on GitHub, as one installation of the App."""

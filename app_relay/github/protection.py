@@ -23,6 +23,19 @@ from typing import Final, Literal, Protocol
 from github.GithubException import GithubException
 
 from app_relay.github.answers import GitHubError, answer_message, message_of
+from app_relay.github.branch_rules import (
+    MERGE_QUEUE,
+    REQUIRED_CHECKS,
+    Branch,
+    BranchProtection,
+    BranchRule,
+    BranchRules,
+    MergeQueue,
+    Protection,
+    RequiredCheck,
+    Unreadable,
+    classic_checks,
+)
 from app_relay.github.payloads import path_segment, repo_path
 from app_relay.github.transport import GatewayTransport
 from app_relay.github.vocab import OBJECT_ID, Reader
@@ -31,70 +44,18 @@ from app_relay.words.hold import hold_sentence
 from app_relay.words.inert import code_span
 
 Answer = Literal["holds", "does-not-hold", "unknown"]
-ENFORCED: Final = frozenset({"non_admins", "everyone"})
 # Short: a ruleset edit also drops the answer at once (its webhook), but a webhook can be
 # lost, and the answer must not stay wrong for long either way.
 CACHE_S: Final = 15.0
 # A token without admin rights gets 404 "Not Found" from the protection read; an App
 # token without the Administration permission may get this 403 instead. Both mean: read
 # the branch instead. https://docs.github.com/en/rest/branches/branch-protection#get-branch-protection
+# A queue's merge method as GitHub writes it, and as the REST merge names it.
+_QUEUE_METHODS: Final = {"MERGE": "merge", "SQUASH": "squash", "REBASE": "rebase"}
 _NO_ADMIN: Final = frozenset({(404, "Not Found"), (403, "Resource not accessible by integration")})
 
 
-# ---- what GitHub answers about a branch -----------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RequiredCheck:
-    """A required status check; ``app_id`` None means any source may satisfy it."""
-
-    context: str
-    app_id: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class BranchRule:
-    """One active rule on a branch, from a ruleset."""
-
-    type: str
-    ruleset_id: int | None
-    ruleset_source: str | None
-    required_checks: tuple[RequiredCheck, ...]
-    strict: bool | None
-
-
-@dataclass(frozen=True, slots=True)
-class BranchRules:
-    """The active ruleset rules on a branch."""
-
-    rules: tuple[BranchRule, ...]
-
-    @property
-    def required_checks(self) -> tuple[RequiredCheck, ...]:
-        """Return every required status check any rule names."""
-        return tuple(c for r in self.rules for c in r.required_checks)
-
-
-@dataclass(frozen=True, slots=True)
-class BranchProtection:
-    """Classic branch protection; ``required_checks`` None when it requires no checks."""
-
-    required_checks: tuple[RequiredCheck, ...] | None
-    strict: bool | None
-    enforce_admins: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Branch:
-    """A branch as its read shows it: classic protection's checks, readable without admin."""
-
-    name: str
-    sha: str
-    protected: bool  # also true when only a ruleset applies
-    protection_enabled: bool
-    enforcement_level: str  # checked by judge_hold: off, non_admins or everyone
-    contexts: tuple[str, ...]
-    checks: tuple[RequiredCheck, ...]
+# ---- what GitHub answers about a branch: branch_rules.py (pure, shared with merge/) ----
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,21 +69,6 @@ class Hold:
     def line(self) -> str:
         """Return one Markdown line for a check summary or the run page (``words.hold``)."""
         return hold_sentence(self.answer, self.reason, self.fix)
-
-
-@dataclass(frozen=True, slots=True)
-class Unreadable:
-    """A read that failed or answered something that cannot be trusted.
-
-    ``no_admin``: the protection read was refused for want of admin rights, so the
-    branch read stands in for it.
-    """
-
-    why: str
-    no_admin: bool = False
-
-
-Protection = BranchProtection | None | Unreadable
 
 
 class BranchReader(Protocol):
@@ -150,7 +96,8 @@ class BranchReads(GatewayTransport):
             kind = r.text("type")
             checks: tuple[RequiredCheck, ...] = ()
             strict: bool | None = None
-            if kind == "required_status_checks":
+            queue = _merge_queue(r) if kind == MERGE_QUEUE else None
+            if kind == REQUIRED_CHECKS:
                 params = r.obj("parameters")
                 checks = tuple(
                     RequiredCheck(c.text("context"), _opt_app_id(c, "integration_id"))
@@ -166,6 +113,7 @@ class BranchReads(GatewayTransport):
                     ),
                     required_checks=checks,
                     strict=strict,
+                    queue=queue,
                 )
             )
         return BranchRules(tuple(rules))
@@ -243,6 +191,22 @@ class BranchReads(GatewayTransport):
         )
 
 
+def _merge_queue(rule: Reader) -> MergeQueue:
+    """Read a merge queue rule's method; a part that cannot be read is kept as why, not raised.
+
+    The gate blocks a queue it cannot read as ``queue-unknown`` (DESIGN section 12); the
+    guard's reading does not need the queue at all, so this never fails the whole read.
+    https://docs.github.com/en/rest/repos/rules#get-rules-for-a-branch
+    """
+    params = rule.data.get("parameters")
+    method = params.get("merge_method") if isinstance(params, dict) else None
+    if not isinstance(params, dict):
+        return MergeQueue(None, "its 'parameters' are not an object")
+    if method not in _QUEUE_METHODS:
+        return MergeQueue(None, f"its merge method is {code_span(str(method)[:40])}")
+    return MergeQueue(_QUEUE_METHODS[method])
+
+
 def _opt_app_id(a: Reader, key: str) -> int | None:
     # GitHub writes "any source" as a missing id, null, or -1.
     if key not in a.data:
@@ -272,7 +236,7 @@ def judge_hold(
     where = code_span(branch)
     if isinstance(rules, Unreadable):
         return _unknown(f"the rulesets of {where} could not be read ({rules.why}).")
-    classic = _classic_checks(protection, branch_info)
+    classic = classic_checks(protection, branch_info)
     if isinstance(classic, Unreadable):
         return _unknown(f"the classic protection of {where} could not be read ({classic.why}).")
     required = [c for c in (*rules.required_checks, *classic) if c.context == GUARD]
@@ -301,41 +265,36 @@ def _unknown(why: str) -> Hold:
     return Hold("unknown", why, "`cujo doctor` reads the branch again and says what it found.")
 
 
-def _classic_checks(
-    protection: Protection, branch_info: Branch | Unreadable | None
-) -> tuple[RequiredCheck, ...] | Unreadable:
-    """Return the checks classic protection requires, or why that cannot be told."""
-    if protection is None:
-        return ()
-    if isinstance(protection, BranchProtection):
-        return protection.required_checks or ()
-    if not protection.no_admin:
-        return protection
-    if branch_info is None:
-        return Unreadable(f"{protection.why}, and the branch was not read")
-    if isinstance(branch_info, Unreadable):
-        return Unreadable(f"{protection.why}, and the branch read failed: {branch_info.why}")
-    return _branch_checks(branch_info)
-
-
-def _branch_checks(b: Branch) -> tuple[RequiredCheck, ...] | Unreadable:
-    """Read the branch read's classic checks by DESIGN section 8's rules, or say why not."""
-    level = b.enforcement_level
-    listed = bool(b.contexts or b.checks)
-    if sorted(b.contexts) != sorted(c.context for c in b.checks):
-        return Unreadable("the branch read's 'contexts' and 'checks' name different checks")
-    if level == "off":
-        if listed:
-            return Unreadable("the branch read lists required checks with enforcement off")
-        return ()
-    if level not in ENFORCED:
-        return Unreadable(f"the branch read has an unknown enforcement level {code_span(level)}")
-    if not b.protection_enabled:
-        return Unreadable("the branch read enforces checks on a branch it says is unprotected")
-    return b.checks
-
-
 # ---- reading and judging --------------------------------------------------------------
+
+
+def read_rules(gh: BranchReader, repo: str, branch: str) -> BranchRules | Unreadable:
+    """Read a branch's ruleset rules; a failed or malformed read is ``Unreadable`` with why."""
+    try:
+        return gh.branch_rules(repo, branch)
+    except GitHubError as exc:
+        return Unreadable(code_span(exc.reason))
+
+
+def read_classic(
+    gh: BranchReader, repo: str, branch: str
+) -> tuple[Protection, Branch | Unreadable | None]:
+    """Read a branch's classic protection, and the branch itself when that read is refused.
+
+    The branch read stands in only when the protection read was refused for want of
+    admin rights (``_NO_ADMIN``); every other failure is ``Unreadable`` with why.
+    """
+    try:
+        return gh.branch_protection(repo, branch), None
+    except GitHubError as exc:
+        if (exc.status, answer_message(exc)) not in _NO_ADMIN:
+            return Unreadable(code_span(exc.reason)), None
+        status = exc.status
+    protection = Unreadable(f"the protection read answered HTTP {status}", True)
+    try:
+        return protection, gh.branch(repo, branch)
+    except GitHubError as again:
+        return protection, Unreadable(code_span(again.reason))
 
 
 def read_hold(gh: BranchReader, repo: str, branch: str, app_id: int) -> Hold:
@@ -343,24 +302,8 @@ def read_hold(gh: BranchReader, repo: str, branch: str, app_id: int) -> Hold:
 
     What GitHub said goes into the reason as an inert code span (it ends up in Markdown).
     """
-    rules: BranchRules | Unreadable
-    try:
-        rules = gh.branch_rules(repo, branch)
-    except GitHubError as exc:
-        rules = Unreadable(code_span(exc.reason))
-    protection: Protection
-    branch_info: Branch | Unreadable | None = None
-    try:
-        protection = gh.branch_protection(repo, branch)
-    except GitHubError as exc:
-        if (exc.status, answer_message(exc)) in _NO_ADMIN:
-            protection = Unreadable(f"the protection read answered HTTP {exc.status}", True)
-            try:
-                branch_info = gh.branch(repo, branch)
-            except GitHubError as again:
-                branch_info = Unreadable(code_span(again.reason))
-        else:
-            protection = Unreadable(code_span(exc.reason))
+    rules = read_rules(gh, repo, branch)
+    protection, branch_info = read_classic(gh, repo, branch)
     return judge_hold(rules, protection, branch_info, app_id, branch=branch)
 
 

@@ -32,9 +32,13 @@ PURE = (
     "app_relay.verbs.parse",
     "app_relay.verbs.decision",
     "app_relay.runs.state",
+    "app_relay.merge.gate",
+    "app_relay.github.branch_rules",
 )
 # GitHub's vocabulary (app_relay.github.vocab) is pure; the rest of github/ talks to it.
-PURE_GITHUB = frozenset({"app_relay.github", "app_relay.github.vocab"})
+PURE_GITHUB = frozenset(
+    {"app_relay.github", "app_relay.github.vocab", "app_relay.github.branch_rules"}
+)
 IO_MODULES = frozenset(
     {
         "app_relay.github",
