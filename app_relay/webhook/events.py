@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app_relay.github.vocab import WORKFLOW_JOB_ACTIONS, WORKFLOW_RUN_ACTIONS, Reader
+from app_relay.merge.attempt import settle_from_event
 from app_relay.runs.mode import ENTRY_ACTIONS
 from app_relay.store import Store
 from cujo_action.schema import SHA
@@ -439,6 +440,19 @@ def forget_guard_answers(event: Event, context: Context) -> None:
         context.guard_rules.rules_changed(event.repo)
 
 
+merges = Router()
+"""Merges from the run page: a pull request closed or dequeued settles the attempts on it."""
+
+
+@merges.register("pull_request", "closed", "dequeued")
+@merges.register("merge_group", "destroyed")
+def settle_merges(event: Event, context: Context) -> None:
+    """Settle the merge attempts in flight on the pull request (merged, closed, dequeued)."""
+    moved = settle_from_event(context.store, event.name, event.payload)
+    if moved:
+        log.info("delivery %s: %d merge attempt(s) settled", event.delivery_id, moved)
+
+
 ROUTER = Router.combine(
-    pull_request, workflow, check_run, installation, issue_comment, branch_rules
+    pull_request, workflow, check_run, installation, issue_comment, branch_rules, merges
 )
