@@ -56,6 +56,7 @@ PASSING_CONCLUSIONS: Final = frozenset({"success", "neutral", "skipped"})
 # The run's verdicts a merge may follow: clean, or a hold a maintainer lifted on this head.
 # An errored run that was dismissed reviewed nothing, so it is not among them.
 LIFTABLE: Final = frozenset({"blocked", "unproven"})
+_NOT_READ: Final = "Cujo did not read "
 BASE_GUARD_WORDS: Final = (
     "the base can move under the reviewed head: require branches to be up to date, or a merge queue"
 )
@@ -249,6 +250,9 @@ def judge_gate(run: RunFacts, answers: GateAnswers, *, app_id: int) -> GateReadi
     blockers += _checks(answers, run.head_sha)
     blockers += _base_guard(answers)
     blockers += _methods(answers.methods, queue)
+    if answers.stopped:
+        # What the deadline cut off is said once, by the deadline blocker.
+        blockers = [b for b in blockers if not b.words.startswith(_NOT_READ)]
     return _with(reading, blockers)
 
 
@@ -264,6 +268,10 @@ def _with(reading: GateReading, blockers: list[Blocker]) -> GateReading:
     )
 
 
+def _not_read(what: str) -> Blocker:
+    return Blocker("unreadable", f"{_NOT_READ}{what}.")
+
+
 def _unreadable(what: str, u: Unreadable) -> Blocker:
     return Blocker("unreadable", f"Cujo could not read {what}: {u.why}.")
 
@@ -274,7 +282,7 @@ def _deadline_words(stopped: str) -> str:
 
 def _person(person: Person | Unreadable | None) -> list[Blocker]:
     if person is None:
-        return [Blocker("unreadable", "Cujo did not read who you are on GitHub.")]
+        return [_not_read("who you are on GitHub")]
     if isinstance(person, Unreadable):
         return [_unreadable("who you are on GitHub", person)]
     if person.type == "Bot":
@@ -283,7 +291,7 @@ def _person(person: Person | Unreadable | None) -> list[Blocker]:
         return [Blocker("bot", f"GitHub says {code_span(person.login)} is a "
                         f"{code_span(person.type)}, not a person: only people merge.")]  # fmt: skip
     if person.permission is None:
-        return [Blocker("unreadable", "Cujo did not read your permission on the repository.")]
+        return [_not_read("your permission on the repository")]
     if isinstance(person.permission, Unreadable):
         return [_unreadable("your permission on the repository", person.permission)]
     if person.permission not in WRITE:
@@ -300,7 +308,7 @@ def _person(person: Person | Unreadable | None) -> list[Blocker]:
 def _pull(run: RunFacts, answers: GateAnswers) -> list[Blocker]:
     pull = answers.pull
     if pull is None:
-        return [] if answers.stopped else [Blocker("unreadable", "The pull request was not read.")]
+        return [_not_read("the pull request")]
     if isinstance(pull, Unreadable):
         return [_unreadable("the pull request", pull)]
     found: list[Blocker] = []
@@ -366,9 +374,9 @@ def _required(answers: GateAnswers) -> tuple[RequiredCheck, ...] | list[Blocker]
     if isinstance(answers.rules, Unreadable):
         found.append(_unreadable("the base branch's rulesets", answers.rules))
     elif answers.rules is None:
-        found.append(Blocker("unreadable", "The base branch's rulesets were not read."))
+        found.append(_not_read("the base branch's rulesets"))
     if not answers.protection_read:
-        found.append(Blocker("unreadable", "The base branch's classic protection was not read."))
+        found.append(_not_read("the base branch's classic protection"))
         return found
     classic = classic_checks(answers.protection, answers.base)
     if isinstance(classic, Unreadable):
@@ -387,11 +395,11 @@ def _checks(answers: GateAnswers, head: str) -> list[Blocker]:
     if isinstance(runs, Unreadable):
         found.append(_unreadable("the check runs on the head", runs))
     elif runs is None:
-        found.append(Blocker("unreadable", "The check runs on the head were not read."))
+        found.append(_not_read("the check runs on the head"))
     if isinstance(statuses, Unreadable):
         found.append(_unreadable("the commit statuses on the head", statuses))
     elif statuses is None:
-        found.append(Blocker("unreadable", "The commit statuses on the head were not read."))
+        found.append(_not_read("the commit statuses on the head"))
     if found or not isinstance(runs, tuple) or not isinstance(statuses, tuple):
         return found
     for check in required:
@@ -486,7 +494,7 @@ def _methods(methods: tuple[str, ...] | Unreadable | None, queue: bool) -> list[
     if isinstance(methods, Unreadable):
         return [_unreadable("the repository's merge methods", methods)]
     if methods is None:
-        return [Blocker("unreadable", "The repository's merge methods were not read.")]
+        return [_not_read("the repository's merge methods")]
     if not methods and not queue:
         return [Blocker("unreadable", "The repository allows no merge method.")]
     return []

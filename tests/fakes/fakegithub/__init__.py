@@ -3,6 +3,7 @@
 from fakegithub.catchup import HookLog, hook_log
 from fakegithub.doctorreads import AppPolicies, app_policies
 from fakegithub.fixture import AppKey, FakeGitHub, make_key
+from fakegithub.merging import MergeWorld, merge_world
 from fakegithub.oauth import SignIns, sign_ins
 from fakegithub.rulesets import create_ruleset  # noqa: F401  (registers the route)
 from fakegithub.server import FakeGitHubServer
@@ -26,6 +27,7 @@ __all__ = [
     "FakeGitHubServer",
     "FakeState",
     "HookLog",
+    "MergeWorld",
     "Recorded",
     "RepoState",
     "SignIns",
@@ -35,6 +37,7 @@ __all__ = [
     "fake_sha",
     "hook_log",
     "make_key",
+    "merge_world",
     "required_checks_rules",
     "sign_ins",
     "zip_bytes",

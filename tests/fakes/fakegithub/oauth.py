@@ -44,6 +44,7 @@ class SignIns:
     readable: dict[str, set[str]] = field(default_factory=dict)  # login → owner/name
     codes: dict[str, tuple[str, str | None, float]] = field(default_factory=dict)
     tokens: dict[str, tuple[str, float]] = field(default_factory=dict)  # token → login, until
+    user_types: dict[str, str] = field(default_factory=dict)  # login → "Bot" (else "User")
 
     def add_user(self, login: str, readable: set[str]) -> None:
         """Make a GitHub user who can read ``readable``."""
@@ -147,7 +148,9 @@ def _access_token(api: Api, req: Request) -> Any:
 @route("GET", "/user", auth="user")
 def _user(api: Api, req: Request) -> Any:
     login = user_of(api, req)
-    return {"login": login, "id": sign_ins(api).user_ids[login], "type": "User", "name": None}
+    world = sign_ins(api)
+    kind = world.user_types.get(login, "User")
+    return {"login": login, "id": world.user_ids[login], "type": kind, "name": None}
 
 
 def _reachable(api: Api, login: str) -> dict[int, list[str]]:

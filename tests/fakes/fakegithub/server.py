@@ -53,6 +53,9 @@ class Answer(Exception):
         self.body = body
         self.headers = headers or {}
         self.after = after  # run once the answer is sent (the Actions behaviour)
+        # Set by a route whose answer waits (outside the lock) until a test releases it:
+        # the write is done, the answer is not sent (merging.py's hung merge).
+        self.hold: threading.Event | None = None
 
 
 def refuse(status: int, message: str) -> Answer:
@@ -188,7 +191,14 @@ def _repo_installation(api: Api, req: Request) -> Any:
 def _repository(api: Api, req: Request) -> Any:
     # https://docs.github.com/en/rest/repos/repos#get-a-repository
     r = api.repo(req)
-    return {"id": r.id, "full_name": r.full_name, "default_branch": r.default_branch}
+    return {
+        "id": r.id,
+        "full_name": r.full_name,
+        "default_branch": r.default_branch,
+        "allow_merge_commit": r.merge_methods["merge"],
+        "allow_squash_merge": r.merge_methods["squash"],
+        "allow_rebase_merge": r.merge_methods["rebase"],
+    }
 
 
 # -- pull requests and contents -------------------------------------------------------
@@ -197,10 +207,13 @@ def _repository(api: Api, req: Request) -> Any:
 @route("GET", "/repos/{owner}/{repo}/pulls/{number}")
 def _pull(api: Api, req: Request) -> Any:
     # https://docs.github.com/en/rest/pulls/pulls#get-a-pull-request
-    pr = api.repo(req).pulls.get(int(req.params["number"]))
+    r = api.repo(req)
+    pr = r.pulls.get(int(req.params["number"]))
     if pr is None:
         raise refuse(404, "Not Found")
-    return pr
+    from fakegithub.merging import pull_answer  # here: merging.py imports this module
+
+    return pull_answer(api, r, pr)
 
 
 @route("GET", "/repos/{owner}/{repo}/pulls/{number}/files")
@@ -836,6 +849,9 @@ class ApiHandler(_Handler):
                     self._send(fault.status, fault.body or b"", _rated(state, auth, fault.headers))
                     return
             answer, after = self._route(path, query, body, auth)
+            if answer.hold is not None:
+                while not (answer.hold.wait(0.05) or state.release.is_set()):
+                    pass  # the write is done; the answer waits for the test (or teardown)
         except Answer as exc:
             answer = exc
         except Exception as exc:  # a bug in the fake: fail the test loudly

@@ -148,6 +148,10 @@ class RepoState:
     protection: dict[str, dict[str, Any]] = field(default_factory=dict)
     # How the protection read is refused to a token without admin rights, if it is.
     protection_refusal: tuple[int, str] | None = None
+    # The merge methods the repository allows (allow_merge_commit, _squash_, _rebase_).
+    merge_methods: dict[str, bool] = field(
+        default_factory=lambda: {"merge": True, "squash": True, "rebase": True}
+    )
 
 
 class FakeState:
@@ -277,11 +281,18 @@ class FakeState:
         r = self.repos[repo]
         head_full = repo if head_repo == "" else head_repo
         user = {"login": author, "id": self.next_id(), "type": author_type}
+        pr_id = self.next_id()
         pr = {
-            "id": self.next_id(),
+            "id": pr_id,
+            "node_id": f"PR_kwDO{pr_id}",
             "number": number,
             "state": state,
             "draft": draft,
+            # Merge facts (merging.py): `mergeable` is worked out per read there.
+            "merged": False,
+            "mergeable": True,
+            "merged_by": None,
+            "merge_commit_sha": None,
             "title": f"Pull request {number}",
             "user": user,
             "author_association": association,
@@ -804,7 +815,9 @@ def rate_key(auth: str) -> str:
     return "anonymous"
 
 
-def required_checks_rules(repo: str, *checks: Mapping[str, Any]) -> list[dict[str, Any]]:
+def required_checks_rules(
+    repo: str, *checks: Mapping[str, Any], strict: bool = True
+) -> list[dict[str, Any]]:
     """Return a branch's active rules as GitHub lists them: a deletion rule and ``checks``.
 
     https://docs.github.com/en/rest/repos/rules#get-rules-for-a-branch; each check is
@@ -818,7 +831,7 @@ def required_checks_rules(repo: str, *checks: Mapping[str, Any]) -> list[dict[st
             **source,
             "ruleset_id": 43,
             "parameters": {
-                "strict_required_status_checks_policy": True,
+                "strict_required_status_checks_policy": strict,
                 "required_status_checks": [dict(c) for c in checks],
             },
         },
@@ -826,7 +839,7 @@ def required_checks_rules(repo: str, *checks: Mapping[str, Any]) -> list[dict[st
 
 
 def classic_protection(
-    repo: str, branch: str, *checks: Mapping[str, Any], admins: bool = False
+    repo: str, branch: str, *checks: Mapping[str, Any], admins: bool = False, strict: bool = True
 ) -> dict[str, Any]:
     """Return classic branch protection requiring ``checks`` (``{context, app_id}``).
 
@@ -835,7 +848,7 @@ def classic_protection(
     return {
         "url": f"https://api.github.com/repos/{repo}/branches/{branch}/protection",
         "required_status_checks": {
-            "strict": True,
+            "strict": strict,
             "contexts": [c["context"] for c in checks],
             "checks": [dict(c) for c in checks],
         },
