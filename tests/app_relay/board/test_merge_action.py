@@ -1,0 +1,244 @@
+"""The run page's merge action against the loopback fake GitHub (DESIGN section 12)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+import requests
+from boardworld import Served
+from fakegithub import FakeGitHub
+from fakegithub.merging import HEAD_MODIFIED, hang_next_merge, push_head
+from fakegithub.state import required_checks_rules
+from mergeworld import CHECK, HEAD, NUMBER, REPO, MergeWorld, ready_world
+
+from app_relay.observe import metrics
+from app_relay.store import Store
+
+ORIGIN = ""  # the served board's own, set per test
+
+
+@pytest.fixture
+def world(fake_github: FakeGitHub, tmp_path) -> Iterator[MergeWorld]:
+    global ORIGIN  # noqa: PLW0603 (one board per test)
+    with Store(f"sqlite:///{tmp_path}/cujo.db") as store:
+        made = ready_world(fake_github, store)
+        with Served(made.app) as served:
+            ORIGIN = served.url
+            made.url = served.url  # type: ignore[attr-defined]
+            yield made
+        made.github.close()
+
+
+class Browser:
+    """A browser's requests to the served board, with its cookies."""
+
+    def __init__(self, world: MergeWorld, cookies: dict[str, str]) -> None:
+        self.url = world.url  # type: ignore[attr-defined]
+        self.http = requests.Session()
+        self.http.cookies.update(cookies)
+
+    def get(self, path: str) -> requests.Response:
+        return self.http.get(self.url + path, timeout=30)
+
+    def post(self, path: str, *, data, headers=None, follow_redirects=False) -> requests.Response:
+        return self.http.post(
+            self.url + path,
+            data=data,
+            headers=headers or {},
+            allow_redirects=follow_redirects,
+            timeout=30,
+        )
+
+
+def click(world: MergeWorld, login: str = "maya", *, origin: str | None = None, **form: str):
+    client = Browser(world, world.cookies(login))
+    body = {**world.form(), **form}
+    return client.post(
+        f"/runs/{world.run_id}/merge", data=body, headers={"Origin": origin or ORIGIN}
+    )
+
+
+def last(world: MergeWorld):
+    return world.store.run_merges(world.run_id)[-1]
+
+
+def test_ready_merges_the_reviewed_head_pinned_by_sha(world):
+    answer = click(world)
+
+    assert answer.status_code == 303
+    assert answer.headers["location"] == f"/runs/{world.run_id}?merge=merged#merge"
+    calls = world.fake.state.calls("PUT", f"/repos/{REPO}/pulls/{NUMBER}/merge")
+    assert [c.body for c in calls] == [{"sha": HEAD, "merge_method": "merge"}]
+    attempt = last(world)
+    assert attempt.state == "merged"
+    assert attempt.merged_by == "maya"
+    assert attempt.first_reading is not None
+    assert attempt.second_reading is not None
+    assert "Pull Request successfully merged" in attempt.words
+
+
+def test_the_page_names_the_short_sha_it_will_merge(world):
+    client = Browser(world, world.cookies("maya"))
+    page = client.get(f"/runs/{world.run_id}").text
+    assert f"Merge {HEAD[:12]}" in page
+    assert world.form()["token"] in page
+
+
+def test_another_origin_is_refused(world):
+    answer = click(world, origin="https://evil.test")
+    assert answer.status_code == 403
+    assert world.puts() == 0
+    assert world.store.run_merges(world.run_id) == []
+
+
+def test_no_origin_is_refused(world):
+    client = Browser(world, world.cookies("maya"))
+    answer = client.post(f"/runs/{world.run_id}/merge", data=world.form())
+    assert answer.status_code == 403
+
+
+def test_a_token_of_another_session_or_run_is_refused(world):
+    other_session = click(world, token=world.form(session_id="s-2")["token"])
+    other_run = click(world, token=world.form(run_id="run-2")["token"])
+    assert other_session.status_code == 403
+    assert other_run.status_code == 403
+    assert world.puts() == 0
+
+
+def test_the_lax_cookie_alone_makes_no_merge(world):
+    # A cross-site navigation carries the Lax cookie but never the Strict one.
+    from app_relay.board.access import SESSION_COOKIE
+
+    client = Browser(world, {SESSION_COOKIE: world.cookies("maya")[SESSION_COOKIE]})
+    answer = client.post(
+        f"/runs/{world.run_id}/merge", data=world.form(), headers={"Origin": ORIGIN}
+    )
+    assert answer.status_code == 403
+
+
+def test_a_stopping_relay_answers_a_resendable_503(world):
+    world.desk.stopping.set()
+    answer = click(world)
+    assert answer.status_code == 503
+    assert answer.headers["retry-after"] == "5"
+    assert world.store.run_merges(world.run_id) == []
+
+
+@pytest.mark.parametrize(
+    ("login", "code"), [("rita", "no-write"), ("alice", "no-write"), ("deploy[bot]", "bot")]
+)
+def test_reader_author_without_write_and_bot_are_refused(world, login, code):
+    answer = click(world, login)
+    assert answer.headers["location"].endswith("?merge=refused#merge")
+    attempt = last(world)
+    assert attempt.state == "refused"
+    assert code in [b["code"] for b in attempt.first_reading["blockers"]]
+    assert world.puts() == 0
+
+
+def test_a_head_pushed_after_the_page_loaded_blocks_naming_the_new_head(world):
+    new = push_head(world.fake.state, REPO, NUMBER)
+    answer = click(world)
+    assert answer.headers["location"].endswith("?merge=blocked#merge")
+    assert new[:7] in last(world).words
+    assert world.puts() == 0
+
+
+def test_rules_changed_between_the_two_passes_block(world):
+    reads = world.desk.reader
+    passes = []
+
+    def reader(*args, **kw):
+        passes.append(1)
+        if len(passes) == 2:  # the base's rules lose their strict guard between passes
+            world.fake.state.set_rules(
+                REPO, "main", required_checks_rules(REPO, {"context": CHECK}, strict=False)
+            )
+        return reads(*args, **kw)
+
+    world.desk.reader = reader
+    answer = click(world)
+    assert answer.headers["location"].endswith("?merge=blocked#merge")
+    attempt = last(world)
+    assert attempt.first_reading["blockers"] == []
+    assert "base-guard" in [b["code"] for b in attempt.second_reading["blockers"]]
+    assert world.puts() == 0
+
+
+def test_a_timeout_after_the_merge_call_is_unknown_then_settled(world):
+    release = hang_next_merge(world.fake.state)
+    try:
+        answer = click(world)
+    finally:
+        release.set()
+    assert answer.headers["location"].endswith("?merge=unknown#merge")
+    assert last(world).state == "unknown"
+    # The action stays off while in flight; a page view asks GitHub how it ended.
+    client = Browser(world, world.cookies("maya"))
+    page = client.get(f"/runs/{world.run_id}").text
+    assert "merged" in page
+    settled = last(world)
+    assert settled.state == "merged"
+    assert settled.merged_by == "maya"
+
+
+def test_two_sessions_clicking_at_once_make_one_merge(world):
+    gate = threading.Barrier(2)
+    answers = []
+
+    def one(login: str) -> None:
+        client = Browser(world, world.cookies(login, session_id=login))
+        gate.wait()
+        answers.append(
+            client.post(
+                f"/runs/{world.run_id}/merge",
+                data=world.form(session_id=login),
+                headers={"Origin": ORIGIN},
+            )
+        )
+
+    threads = [threading.Thread(target=one, args=(who,)) for who in ("maya", "ola")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert world.puts() == 1
+    states = sorted(a.state for a in world.store.run_merges(world.run_id))
+    assert states[0] == "merged"
+    assert states[1] == "refused"
+
+
+def test_github_refusal_is_kept_in_its_own_words(world):
+    # The head moves after the second pass: GitHub's own pin refuses with 409.
+    calls = world.desk.reader
+    passes = []
+
+    def reader(*args, **kw):
+        found = calls(*args, **kw)
+        passes.append(1)
+        if len(passes) == 2:
+            push_head(world.fake.state, REPO, NUMBER)
+        return found
+
+    world.desk.reader = reader
+    click(world)
+    attempt = last(world)
+    assert attempt.state == "failed"
+    assert attempt.status == 409
+    assert HEAD_MODIFIED in attempt.words
+
+
+def test_every_attempt_is_counted_by_outcome(world):
+    def counted() -> dict[str, float]:
+        text = metrics.exposition()[0].decode()
+        return {k["outcome"]: v for k, v in metrics.samples(text, "cujo_merge_attempts_total")}
+
+    before = counted()
+    click(world)
+    click(world, origin="https://evil.test")
+    after = counted()
+    assert after["merged"] == before.get("merged", 0) + 1
+    assert after["forbidden"] == before.get("forbidden", 0) + 1
