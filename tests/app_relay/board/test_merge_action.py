@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -187,6 +188,20 @@ def test_a_timeout_after_the_merge_call_is_unknown_then_settled(world):
 def test_two_sessions_clicking_at_once_make_one_merge(world):
     gate = threading.Barrier(2)
     answers = []
+    # Both clicks read GitHub ready twice, then reach the claim together.
+    reads = world.desk.reader
+    together = threading.Barrier(2)
+    passes: dict[int, int] = {}
+
+    def reader(*args, **kw):
+        found = reads(*args, **kw)
+        me = threading.get_ident()
+        passes[me] = passes.get(me, 0) + 1
+        if passes[me] == 2:
+            together.wait(10)
+        return found
+
+    world.desk.reader = reader
 
     def one(login: str) -> None:
         client = Browser(world, world.cookies(login, session_id=login))
@@ -206,9 +221,10 @@ def test_two_sessions_clicking_at_once_make_one_merge(world):
         thread.join()
 
     assert world.puts() == 1
-    states = sorted(a.state for a in world.store.run_merges(world.run_id))
-    assert states[0] == "merged"
-    assert states[1] == "refused"
+    attempts = world.store.run_merges(world.run_id)
+    assert sorted(a.state for a in attempts) == ["merged", "refused"]
+    both = [a.second_reading for a in attempts]
+    assert all(r is not None and r["blockers"] == [] for r in both)
 
 
 def test_github_refusal_is_kept_in_its_own_words(world):
@@ -242,3 +258,84 @@ def test_every_attempt_is_counted_by_outcome(world):
     after = counted()
     assert after["merged"] == before.get("merged", 0) + 1
     assert after["forbidden"] == before.get("forbidden", 0) + 1
+
+
+def feed_webhooks(world: MergeWorld) -> list[tuple[str, int]]:
+    """Hand every webhook the fake sends to the relay's router, as a worker would."""
+    from app_relay.webhook.events import ROUTER, Context, Event, RecordingReviewer
+
+    context = Context(store=world.store, reviewer=RecordingReviewer(world.store))
+    seen: list[tuple[str, int]] = []
+
+    def sink(name: str, payload: dict) -> None:
+        seen.append((name, ROUTER.dispatch(Event(f"d-{len(seen)}", name, payload), context)))
+
+    world.fake.state.webhook_sinks.append(sink)
+    return seen
+
+
+@pytest.mark.parametrize(("ending", "state"), [("merged", "merged"), ("removed", "failed")])
+def test_a_merge_queue_enqueues_the_reviewed_head_and_follows_it(world, ending, state):
+    from fakegithub.merging import finish_queue, merge_queue_rule
+
+    rules = required_checks_rules(REPO, {"context": CHECK}, strict=False)
+    world.fake.state.set_rules(REPO, "main", [*rules, merge_queue_rule(REPO)])
+    feed_webhooks(world)
+
+    answer = click(world)
+
+    assert answer.headers["location"].endswith("?merge=queued#merge")
+    assert world.puts() == 0
+    (call,) = [c for c in world.fake.state.calls("POST", "/graphql") if "enqueue" in str(c.body)]
+    assert call.body["variables"]["input"]["expectedHeadOid"] == HEAD
+    page = Browser(world, world.cookies("maya")).get(f"/runs/{world.run_id}").text
+    assert 'id="merge-button" disabled' in page
+
+    finish_queue(world.fake.state, REPO, NUMBER, ending)
+
+    assert last(world).state == state
+
+
+def test_the_closed_webhook_settles_an_unknown_attempt(world):
+    seen = feed_webhooks(world)
+    release = hang_next_merge(world.fake.state)
+    try:
+        click(world)
+        # The answer was lost (the call's deadline passed): in flight, action off.
+        assert last(world).state == "unknown"
+    finally:
+        release.set()
+    # GitHub's `pull_request` closed webhook (sent once the merge answered) settles it.
+    deadline = time.monotonic() + 10
+    while ("pull_request", 1) not in seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ("pull_request", 1) in seen  # one handler: the merges router
+    assert last(world).state == "merged"
+    assert last(world).merged_by == "maya"
+
+
+def test_without_contents_write_the_page_links_to_githubs_own_button(fake_github, tmp_path):
+    with Store(f"sqlite:///{tmp_path}/cujo.db") as store:
+        made = ready_world(fake_github, store, contents="read")
+        with Served(made.app) as served:
+            made.url = served.url  # type: ignore[attr-defined]
+            page = Browser(made, made.cookies("maya")).get(f"/runs/{made.run_id}").text
+        made.github.close()
+    assert "merge on GitHub" in page
+    assert f"{fake_github.url}/{REPO}/pull/{NUMBER}" in page
+    assert "merge-form" not in page
+    assert "GitHub&#39;s gate reads ready" in page or "gate reads ready" in page
+
+
+def test_each_blocker_is_shown_in_words(world):
+    from fakegithub.merging import set_conflicting
+
+    set_conflicting(world.fake.state, REPO, NUMBER)
+    world.fake.state.set_rules(
+        REPO, "main", required_checks_rules(REPO, {"context": CHECK}, strict=False)
+    )
+    page = Browser(world, world.cookies("maya")).get(f"/runs/{world.run_id}").text
+    assert 'data-code="conflict"' in page
+    assert 'data-code="base-guard"' in page
+    assert "require branches to be up to date" in page
+    assert "merge-form" not in page
