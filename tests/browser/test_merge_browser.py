@@ -14,9 +14,13 @@ from fakegithub import FakeGitHub
 from fakegithub.merging import set_conflicting
 from fakegithub.state import required_checks_rules
 from mergeworld import CHECK, HEAD, NUMBER, REPO, MergeWorld, ready_world
-from test_board_browser import browser, shot, wait_for  # noqa: F401 (the fixture)
+import test_board_browser
+from test_board_browser import shot, wait_for
 
 from app_relay.store import Store
+
+
+browser = test_board_browser.browser  # the board's own chromium fixture
 
 
 @pytest.fixture
