@@ -9,16 +9,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import test_board_browser
 from boardworld import Served
 from fakegithub import FakeGitHub
 from fakegithub.merging import set_conflicting
 from fakegithub.state import required_checks_rules
 from mergeworld import CHECK, HEAD, NUMBER, REPO, MergeWorld, ready_world
-import test_board_browser
 from test_board_browser import shot, wait_for
 
 from app_relay.store import Store
-
 
 browser = test_board_browser.browser  # the board's own chromium fixture
 
