@@ -81,21 +81,26 @@ class ShownReadings:
     def __init__(self, shown_s: float = SHOWN_S, clock: Callable[[], float] = time.monotonic):
         self.shown_s = shown_s
         self.clock = clock
-        self._held: dict[tuple[str, str], tuple[GateReading, float]] = {}
+        self._held: dict[tuple[str, str], tuple[GateReading, float, int]] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, str], read: Callable[[], GateReading]) -> GateReading:
-        """Return the kept reading of ``key`` while fresh, else ``read()`` and keep it."""
+    def get(
+        self, key: tuple[str, str], read: Callable[[], GateReading], news: int = 0
+    ) -> GateReading:
+        """Return the kept reading of ``key`` while fresh, else ``read()`` and keep it.
+
+        ``news`` counts the GitHub events about the repository: a new one makes it stale.
+        """
         now = self.clock()
         with self._lock:
             held = self._held.get(key)
-        if held is not None and now - held[1] < self.shown_s:
+        if held is not None and now - held[1] < self.shown_s and held[2] == news:
             return held[0]
         reading = read()
         with self._lock:
             if len(self._held) >= MAX_SHOWN:
                 self._held.pop(next(iter(self._held)))
-            self._held[key] = (reading, now)
+            self._held[key] = (reading, now, news)
         return reading
 
     def forget(self, run_id: str) -> None:
@@ -112,6 +117,8 @@ def merge_panel(
     run: RunRecord,
     actor: Actor | None,
     web_url: str,
+    *,
+    settle: bool = True,
 ) -> MergePanel:
     """Work out the run's merge panel (reads the record, and GitHub at most every SHOWN_S)."""
     if run.session_kind != "github" or run.pr_number is None or desk is None:
@@ -120,7 +127,7 @@ def merge_panel(
     github_href = f"{web_url.rstrip('/')}/{run.repo}/pull/{run.pr_number}"
     for kept in reversed(attempts):
         # A page view asks GitHub how an unknown one ended.
-        attempt = desk.settle(kept) if kept.state == "unknown" else kept
+        attempt = desk.settle(kept) if settle and kept.state == "unknown" else kept
         if attempt.state == "merged":
             return MergePanel("merged", run.run_id, head_sha=attempt.head_sha, attempt=attempt)
         if attempt.in_flight:
@@ -139,6 +146,7 @@ def merge_panel(
         reading = shown.get(
             (run.run_id, actor.login),
             lambda: desk.read(desk.github.gateway_for(run.repo), actor.token, facts_of(run)),
+            desk.store.merge_news(run.repo),
         )
     except (GitHubError, ValueError) as exc:
         return MergePanel(
@@ -243,3 +251,35 @@ def merge_router(
         return RedirectResponse(target, status_code=303)
 
     return router
+
+
+class MergeView:
+    """The board's side of merging: the panel of a run page, and the merge route."""
+
+    def __init__(self, desk: MergeDesk | None, access: object, web_url: str) -> None:
+        self.desk = desk
+        self.access = access
+        self.web_url = web_url
+        self.shown = ShownReadings()
+
+    async def may_see(self, request: Request, repo: str) -> bool:
+        """Say whether the request's viewer may see ``repo``'s runs."""
+        viewer = await self.access.viewer(request)  # type: ignore[attr-defined]
+        return viewer is not None and bool(viewer.may_see(repo))
+
+    def router(self) -> APIRouter:
+        """Return the merge route."""
+        return merge_router(self.desk, self.access, self.shown, self.may_see)
+
+    def panel(self, request: Request, run: RunRecord, settle: bool = True) -> MergePanel:
+        """Return the run's merge panel as the request's viewer sees it.
+
+        Display only: the viewing (Lax) session's token reads the gate; a click needs the
+        Strict one. A page view asks GitHub how an unknown merge ended; the live stream
+        (every second) leaves that to the webhook and the relay's periodic pass.
+        """
+        actor = self.access.actor if isinstance(self.access, GitHubAccess) else None
+        who = actor(request, strict=False) if actor is not None else None
+        return merge_panel(
+            self.desk, self.access, self.shown, run, who, self.web_url, settle=settle
+        )

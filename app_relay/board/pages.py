@@ -27,7 +27,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from app_relay.board import view
 from app_relay.board.access import Access, Viewer
 from app_relay.board.catchup_view import catch_up_line
-from app_relay.board.merge_action import MergePanel, ShownReadings, merge_panel, merge_router
+from app_relay.board.merge_action import MergeView
 from app_relay.merge.attempt import MergeDesk
 from app_relay.runs.state import RunState
 from app_relay.store import (
@@ -274,19 +274,9 @@ def board_router(
     bundles = _Bundles()
     router = APIRouter()
     router.include_router(access.router())
-    shown = ShownReadings()
-
-    async def may_see(request: Request, repo: str) -> bool:
-        viewer = await access.viewer(request)
-        return viewer is not None and viewer.may_see(repo)
-
-    router.include_router(merge_router(desk, access, shown, may_see))
-
-    def panel_of(request: Request, run: RunRecord) -> MergePanel:
-        actor = getattr(access, "actor", None)
-        # Display only: the viewing (Lax) session's token reads the gate; a click needs more.
-        who = actor(request, strict=False) if actor is not None else None
-        return merge_panel(desk, access, shown, run, who, web_url)
+    merging = MergeView(desk, access, web_url)
+    router.include_router(merging.router())
+    panel_of = merging.panel
 
     def render(name: str, status: int = 200, **values: Any) -> HTMLResponse:
         html = env.get_template(name).render(now=clock(), **values)
@@ -476,7 +466,7 @@ def board_router(
                     panel = None
                     if desk is not None:
                         run = await anyio.to_thread.run_sync(store.get_run, run_id)
-                        panel = await anyio.to_thread.run_sync(panel_of, request, run)
+                        panel = await anyio.to_thread.run_sync(panel_of, request, run, False)
                     if panel is not None and panel.version() != panel_version:
                         panel_version = panel.version()
                         html = env.get_template("_merge.html").render(panel=panel, now=clock())

@@ -20,6 +20,13 @@ from app_relay.store.catchup import CatchUpPass, CatchUpStart, CatchUpStore, Cat
 from app_relay.store.commands import CommandsStore
 from app_relay.store.deliveries import DeliveriesStore
 from app_relay.store.intake import IntakeError, intake_path
+from app_relay.store.merge_tables import (
+    MERGE_LIVE,
+    MERGE_STATES,
+    MergeAttemptRow,
+    MergeNewsRow,
+    MergeState,
+)
 from app_relay.store.merges import MERGE_SETTLED, MergeAttempt, MergeClaimed, MergesStore
 from app_relay.store.operations import PRUNED, HandedBack, OperationsStore
 from app_relay.store.outbox import OutboxStore
@@ -50,8 +57,6 @@ from app_relay.store.tables import (
     MAX_DELIVERY_ERROR,
     MAX_EFFECT_ATTEMPTS,
     MAX_EVENT_KIND,
-    MERGE_LIVE,
-    MERGE_STATES,
     MIGRATIONS,
     MODES,
     RUN_STATES,
@@ -66,8 +71,6 @@ from app_relay.store.tables import (
     EffectRow,
     EffectState,
     FindingRow,
-    MergeAttemptRow,
-    MergeState,
     Mode,
     ReviewRequestRow,
     RunClosed,
@@ -145,6 +148,7 @@ __all__ = [
     "MergeAttempt",
     "MergeAttemptRow",
     "MergeClaimed",
+    "MergeNewsRow",
     "MergeState",
     "MergesStore",
     "Mode",

@@ -20,11 +20,14 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from app_relay.store.base import StoreBase
-from app_relay.store.tables import (
+from app_relay.store.merge_tables import (
     MERGE_LIVE,
     MERGE_STATES,
     MergeAttemptRow,
+    MergeNewsRow,
     MergeState,
+)
+from app_relay.store.tables import (
     RunEventRow,
     RunRow,
     SessionRow,
@@ -261,6 +264,29 @@ class MergesStore(StoreBase):
                 RunEventRow(run_id=row.run_id, at=now, kind="merge", detail=clip(detail, MAX_TAIL))
             )
             return _attempt(row)
+
+    # ---------------------------------------------------------------- news for pages
+
+    def note_merge_news(self, repo: str | None) -> None:
+        """Say a GitHub event about ``repo`` (None: some repository) may change a reading."""
+        key = clip(repo, 256) if repo else "*"
+        with self._write() as session:
+            row = session.scalar(
+                select(MergeNewsRow).where(MergeNewsRow.repo == key).with_for_update()
+            )
+            if row is None:
+                row = MergeNewsRow(repo=key, seq=0, changed_at=self._clock())
+                session.add(row)
+            # Two workers making the first row at once: one fails, and its delivery is
+            # retried (and bumps it then).
+            row.seq += 1
+            row.changed_at = self._clock()
+
+    def merge_news(self, repo: str) -> int:
+        """Return how many events may have changed ``repo``'s reading (its own and "*")."""
+        query = select(MergeNewsRow.seq).where(MergeNewsRow.repo.in_([repo, "*"]))
+        with self._read() as session:
+            return int(sum(session.scalars(query)))
 
     # ---------------------------------------------------------------- inside
 

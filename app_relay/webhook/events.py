@@ -453,6 +453,24 @@ def settle_merges(event: Event, context: Context) -> None:
         log.info("delivery %s: %d merge attempt(s) settled", event.delivery_id, moved)
 
 
+# What can change a merge gate's reading (DESIGN section 12): a push or another change
+# of the pull request, a check or status on a head, a rule of a branch, the merge queue.
+GATE_NEWS = ("check_run", "check_suite", "status", "repository_ruleset",
+             "branch_protection_rule", "merge_group")  # fmt: skip
+
+
+@merges.register("pull_request")
+@merges.register(GATE_NEWS[0])
+@merges.register(GATE_NEWS[1])
+@merges.register(GATE_NEWS[2])
+@merges.register(GATE_NEWS[3])
+@merges.register(GATE_NEWS[4])
+@merges.register(GATE_NEWS[5])
+def note_gate_news(event: Event, context: Context) -> None:
+    """Tell open run pages to read the merge gate of the event's repository again."""
+    context.store.note_merge_news(event.repo)
+
+
 ROUTER = Router.combine(
     pull_request, workflow, check_run, installation, issue_comment, branch_rules, merges
 )

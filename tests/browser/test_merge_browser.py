@@ -95,3 +95,23 @@ def test_a_merge_made_elsewhere_reaches_an_open_page_live(world, browser):
 
     merged = wait_for(browser, lambda d: d.find_element(By.ID, "merged"))
     assert "by ola" in merged.text
+
+
+def test_a_push_seen_by_its_webhook_turns_the_open_page_blocked(world, browser):
+    from fakegithub.merging import push_head
+    from selenium.webdriver.common.by import By
+
+    made, url = world
+    signed_in(browser, url, made)
+    browser.get(f"{url}/runs/{made.run_id}")
+    wait_for(browser, lambda d: d.find_element(By.ID, "merge-button"))
+
+    new = push_head(made.fake.state, REPO, NUMBER)
+    made.store.note_merge_news(REPO)  # what the `pull_request` synchronize webhook does
+
+    moved = wait_for(
+        browser, lambda d: d.find_elements(By.CSS_SELECTOR, '#blockers li[data-code="head-moved"]')
+    )
+    shot(browser, "merge-head-moved")
+    assert new[:7] in moved[0].text
+    assert browser.find_elements(By.ID, "merge-button") == []

@@ -69,9 +69,19 @@ def upgrade() -> None:
             postgresql_where=_LIVE,
         )
 
+    # Open run pages read the gate again when a webhook about the repository arrives.
+    op.create_table(
+        "merge_news",
+        sa.Column("repo", sa.String(length=256), nullable=False),
+        sa.Column("seq", sa.BigInteger(), nullable=False),
+        sa.Column("changed_at", sa.DateTime(), nullable=False),
+        sa.PrimaryKeyConstraint("repo", name=op.f("pk_merge_news")),
+    )
+
 
 def downgrade() -> None:
     """Revert this revision."""
+    op.drop_table("merge_news")
     with op.batch_alter_table("merge_attempts", schema=None) as batch_op:
         batch_op.drop_index("uq_merge_attempts_live")
         batch_op.drop_index("ix_merge_attempts_state")

@@ -174,3 +174,19 @@ def test_the_timeline_says_what_became_of_each_attempt(store):
     assert kept.base_sha == "e" * 40
     lines = [e.detail for e in store.timeline(run_id) if e.kind == "merge"]
     assert lines == [f"attempt {attempt.id} by maya: merged (Pull Request successfully merged)"]
+
+
+def test_a_webhook_about_the_repository_is_news_for_open_pages(store):
+    from app_relay.webhook.events import ROUTER, Context, Event, RecordingReviewer
+
+    context = Context(store=store, reviewer=RecordingReviewer(store))
+    before = store.merge_news("octo/app")
+    for name in ("check_run", "status", "repository_ruleset"):
+        payload = {"action": "completed", "repository": {"full_name": "octo/app"}}
+        ROUTER.dispatch(Event(f"d-{name}", name, payload), context)
+    ROUTER.dispatch(Event("d-other", "status", {"repository": {"full_name": "octo/else"}}), context)
+    # An organisation's ruleset names no repository: news for every one.
+    ROUTER.dispatch(Event("d-org", "repository_ruleset", {"action": "edited"}), context)
+
+    assert store.merge_news("octo/app") == before + 4
+    assert store.merge_news("octo/else") == 2
