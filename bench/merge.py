@@ -19,11 +19,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 sys.path.insert(0, str(ROOT / "tests" / "fakes"))
 
+from boardmerge import CHECK, REPO, ready_world  # noqa: E402
 from boardworld import clean_verdict, pull_request_run  # noqa: E402
 from fakegithub import FakeGitHubServer, FakeState, fake_sha, make_key  # noqa: E402
 from fakegithub.fixture import APP_ID, INSTALLATION_ID, FakeGitHub  # noqa: E402
 from fakegithub.merging import add_check_run, user_token  # noqa: E402
-from mergeworld import CHECK, REPO, ready_world  # noqa: E402
 
 from app_relay.github.signin import UserToken  # noqa: E402
 from app_relay.store import Store  # noqa: E402

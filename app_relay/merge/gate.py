@@ -21,13 +21,28 @@ from app_relay.github.branch_rules import (
     Branch,
     BranchProtection,
     BranchRules,
-    Protection,
     RequiredCheck,
     Unreadable,
     classic_checks,
 )
+from app_relay.merge.facts import CheckRunSeen, GateAnswers, Person, PullFacts, StatusSeen
 from app_relay.runs.state import RunState
 from app_relay.words.inert import code_span
+
+# The answer types live in facts.py; the gate's interface names them here too.
+__all__ = [
+    "BLOCKER_CODES",
+    "Blocker",
+    "BlockerCode",
+    "CheckRunSeen",
+    "GateAnswers",
+    "GateReading",
+    "Person",
+    "PullFacts",
+    "RunFacts",
+    "StatusSeen",
+    "judge_gate",
+]
 
 BlockerCode = Literal[
     "bot",
@@ -83,72 +98,6 @@ class RunFacts:
     base_ref: str
     state: RunState
     lifted: RunState | None
-
-
-# ---- what one pass read ---------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Person:
-    """Who clicked: GitHub's ``type`` for them, and their permission (None: not read)."""
-
-    login: str
-    type: str
-    permission: str | Unreadable | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PullFacts:
-    """The pull request as a merge needs it; ``mergeable`` None while GitHub computes it."""
-
-    state: Literal["open", "closed"]
-    merged: bool
-    draft: bool
-    head_sha: str
-    base_ref: str
-    mergeable: bool | None
-    node_id: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class CheckRunSeen:
-    """A check run on the head: its name, the App that reported it, where it stands."""
-
-    id: int
-    name: str
-    app_id: int | None
-    status: str
-    conclusion: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class StatusSeen:
-    """A commit status on the head (the combined status: the latest per context)."""
-
-    context: str
-    state: str
-
-
-@dataclass(frozen=True, slots=True)
-class GateAnswers:
-    """Everything one pass read; None for a read not made (refused earlier, or too late).
-
-    ``base`` is the base branch read (its SHA, and classic protection's checks when the
-    protection read is refused for want of admin rights); ``stopped`` names the read the
-    pass's deadline cut off, if it did.
-    """
-
-    person: Person | Unreadable | None = None
-    pull: PullFacts | Unreadable | None = None
-    mergeable_reads: int = 0
-    rules: BranchRules | Unreadable | None = None
-    protection_read: bool = False
-    protection: Protection = None
-    base: Branch | Unreadable | None = None
-    check_runs: tuple[CheckRunSeen, ...] | Unreadable | None = None
-    statuses: tuple[StatusSeen, ...] | Unreadable | None = None
-    methods: tuple[str, ...] | Unreadable | None = None
-    stopped: str = ""
 
 
 # ---- the reading ----------------------------------------------------------------------
@@ -248,6 +197,7 @@ def judge_gate(run: RunFacts, answers: GateAnswers, *, app_id: int) -> GateReadi
     blockers += _pull(run, answers)
     blockers += _verdict(run)
     blockers += _checks(answers, run.head_sha)
+    blockers += _base_branch(answers)
     blockers += _base_guard(answers)
     blockers += _methods(answers.methods, queue)
     if answers.stopped:
@@ -461,6 +411,15 @@ def _run_passes(r: CheckRunSeen) -> bool:
 # ---- the base's guard, and the methods ------------------------------------------------
 
 
+def _base_branch(answers: GateAnswers) -> list[Blocker]:
+    """Block when the base branch's head (what the two passes compare) is not known."""
+    if isinstance(answers.base, Unreadable):
+        if isinstance(answers.protection, Unreadable) and answers.protection.no_admin:
+            return []  # said already: the branch read stood in for classic protection
+        return [_unreadable("the base branch", answers.base)]
+    return [_not_read("the base branch")] if answers.base is None else []
+
+
 def _base_guard(answers: GateAnswers) -> list[Blocker]:
     rules = answers.rules
     if not isinstance(rules, BranchRules):
@@ -487,7 +446,14 @@ def _base_guard(answers: GateAnswers) -> list[Blocker]:
     )
     if strict_rule or strict_classic:
         return []
-    return [Blocker("base-guard", BASE_GUARD_WORDS[0].upper() + BASE_GUARD_WORDS[1:] + ".")]
+    words = BASE_GUARD_WORDS[0].upper() + BASE_GUARD_WORDS[1:] + "."
+    if isinstance(p, Unreadable):
+        # The branch read that stands in for classic protection does not say `strict`.
+        words += (
+            " Whether classic protection requires it could not be read (the App needs "
+            "Administration read); a ruleset says it where Cujo can read it."
+        )
+    return [Blocker("base-guard", words)]
 
 
 def _methods(methods: tuple[str, ...] | Unreadable | None, queue: bool) -> list[Blocker]:

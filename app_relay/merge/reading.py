@@ -88,6 +88,7 @@ class _Pass:
         self.answers = GateAnswers()
 
     def left_s(self) -> float:
+        """Return the seconds left before the deadline."""
         return self.ends - self.clock()
 
     def step(self, before: str) -> None:
@@ -97,6 +98,7 @@ class _Pass:
             raise _Late(before)
 
     def keep(self, **found: object) -> None:
+        """Keep what a read found."""
         self.answers = replace(self.answers, **found)  # type: ignore[arg-type]
 
 

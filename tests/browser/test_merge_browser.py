@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 import test_board_browser
+from boardmerge import CHECK, HEAD, NUMBER, REPO, BoardMerge, ready_world
 from boardworld import Served
 from fakegithub import FakeGitHub
 from fakegithub.merging import set_conflicting
 from fakegithub.state import required_checks_rules
-from mergeworld import CHECK, HEAD, NUMBER, REPO, MergeWorld, ready_world
 from test_board_browser import shot, wait_for
 
 from app_relay.store import Store
@@ -23,7 +23,7 @@ browser = test_board_browser.browser  # the board's own chromium fixture
 
 
 @pytest.fixture
-def world(fake_github: FakeGitHub, tmp_path: Path) -> Iterator[tuple[MergeWorld, str]]:
+def world(fake_github: FakeGitHub, tmp_path: Path) -> Iterator[tuple[BoardMerge, str]]:
     with Store(f"sqlite:///{tmp_path}/cujo.db") as store:
         made = ready_world(fake_github, store)
         with Served(made.app) as served:
@@ -31,7 +31,7 @@ def world(fake_github: FakeGitHub, tmp_path: Path) -> Iterator[tuple[MergeWorld,
         made.github.close()
 
 
-def signed_in(driver: object, url: str, world: MergeWorld, login: str = "maya") -> None:
+def signed_in(driver: object, url: str, world: BoardMerge, login: str = "maya") -> None:
     """Give the browser the board's two session cookies, as the sign-in would."""
     driver.get(f"{url}/static/board.css")  # type: ignore[attr-defined]
     for name, value in world.cookies(login).items():

@@ -33,6 +33,7 @@ PURE = (
     "app_relay.verbs.decision",
     "app_relay.runs.state",
     "app_relay.merge.gate",
+    "app_relay.merge.facts",
     "app_relay.github.branch_rules",
 )
 # GitHub's vocabulary (app_relay.github.vocab) is pure; the rest of github/ talks to it.

@@ -1,97 +1,82 @@
-"""A pull request ready to merge on the fake GitHub, its clean run, and the board over both."""
+"""A pull request ready to merge on the fake GitHub, a gateway, and people with user tokens.
+
+The base ``main`` requires ``cujo/guard`` pinned to this App and ``ci`` from any source,
+strict (branches must be up to date); both passed on the reviewed head; the App may
+write contents (the ``--merge`` opt-in). ``maria`` may write, ``rita`` only read,
+``alice`` wrote the pull request without write access, ``helper[bot]`` is a Bot.
+"""
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 
-from boardworld import clean_verdict, pull_request_run
-from cryptography.fernet import Fernet
-from fakegithub import FakeGitHub
+import pytest
+from fakegithub import FakeGitHub, required_checks_rules
 from fakegithub.merging import add_check_run, user_token
-from fakegithub.state import required_checks_rules
-from fastapi import FastAPI
 from githubworld import Clock, make_app
 
-from app_relay.board.access import ACTION_COOKIE, SESSION_COOKIE, GitHubAccess
-from app_relay.board.pages import board_router
 from app_relay.github.app_auth import GitHubApp
+from app_relay.github.client import GitHubGateway
 from app_relay.github.signin import UserToken
-from app_relay.merge.attempt import AppMerges, MergeDesk
-from app_relay.store import Store
+from app_relay.merge.gate import RunFacts
 
-REPO = "octo/app"
+REPO = "octo/widgets"
 NUMBER = 7
 HEAD = "a" * 40
-BASE = "b" * 40
-CHECK = "ci/test"
-
-
-class NobodyElse:
-    """The board's sign-in port: everyone here reads the one repository."""
-
-    client_id = "Iv1.test"
-    web_url = "http://127.0.0.1:9"
-
-    def exchange(self, code: str, redirect_uri: str) -> UserToken:
-        raise AssertionError("no sign-in happens in these tests")
-
-    def login(self, token: UserToken) -> str:
-        raise AssertionError("no sign-in happens in these tests")
-
-    def readable_repos(self, token: UserToken) -> frozenset[str]:
-        return frozenset({REPO})
+CI_APP = 15368  # GitHub Actions
 
 
 @dataclass
 class MergeWorld:
-    """The fake GitHub, the App, the record, the desk and the board's app."""
+    """The fake, a gateway onto it, the reviewed run, and each person's token."""
 
     fake: FakeGitHub
-    github: GitHubApp
-    store: Store
-    desk: MergeDesk
-    access: GitHubAccess
-    app: FastAPI
-    run_id: str = "run-1"
-    tokens: dict[str, str] = field(default_factory=dict)
+    app: GitHubApp
+    gw: GitHubGateway
+    run: RunFacts
+    tokens: dict[str, UserToken]
 
-    def cookies(self, login: str, session_id: str = "s-1") -> dict[str, str]:
-        """Return the board's two session cookies for ``login`` (minted on the fake)."""
-        if login not in self.tokens:
-            kind = "Bot" if login.endswith("[bot]") else "User"
-            self.tokens[login] = user_token(self.fake.state, login, {REPO}, kind=kind)
-        sealed = self.access._seal(
-            {"l": login, "t": self.tokens[login], "x": None, "s": session_id}
-        )
-        return {SESSION_COOKIE: sealed, ACTION_COOKIE: sealed}
-
-    def form(self, session_id: str = "s-1", run_id: str | None = None, method: str = "merge"):
-        """Return the merge form a page of ``run_id`` shows in session ``session_id``."""
-        run = run_id or self.run_id
-        return {"run": run, "token": self.access.action_token(session_id, run), "method": method}
-
-    def puts(self) -> int:
-        """Count the merge calls the fake received."""
-        return len(self.fake.state.calls("PUT", f"/repos/{REPO}/pulls/{NUMBER}/merge"))
+    def token(self, login: str) -> UserToken:
+        """Return the user access token of ``login``."""
+        return self.tokens[login]
 
 
-def ready_world(fake: FakeGitHub, store: Store, *, contents: str = "write") -> MergeWorld:
-    """Make a pull request every part of the gate passes, its clean run, and the board."""
-    fake.add_repo(REPO)
-    state = fake.state
-    state.add_pull(REPO, NUMBER, head_sha=HEAD, base_sha=BASE, author="alice")
-    repo = state.repos[REPO]
-    repo.roles.update({"maya": "write", "ola": "maintain", "rita": "read", "alice": "read"})
-    repo.roles["deploy[bot]"] = "admin"
-    state.set_rules(REPO, "main", required_checks_rules(REPO, {"context": CHECK}, strict=True))
-    add_check_run(state, REPO, HEAD, CHECK, app_id=4242)
-    state.installation_permissions["contents"] = contents
-    pull_request_run(store, REPO, NUMBER, "run-1", head_sha=HEAD)
-    store.finish_run("run-1", clean_verdict())
-    github = make_app(fake, Clock(time.time()), [], timeout_s=5)
-    desk = MergeDesk(store, AppMerges(github), app_id=fake.app_id, call_timeout_s=2.0)
-    access = GitHubAccess(NobodyElse(), Fernet.generate_key())  # type: ignore[arg-type]
-    app = FastAPI()
-    app.include_router(board_router(store, access, web_url=fake.url, desk=desk, poll_s=0.05))
-    return MergeWorld(fake, github, store, desk, access, app)
+def set_strict_rules(fake: FakeGitHub, *, strict: bool = True) -> None:
+    """Require the guard (pinned to this App) and ``ci`` on ``main``, strict or not."""
+    fake.state.set_rules(
+        REPO,
+        "main",
+        required_checks_rules(
+            REPO,
+            {"context": "cujo/guard", "integration_id": fake.app_id},
+            {"context": "ci"},
+            strict=strict,
+        ),
+    )
+
+
+@pytest.fixture
+def merge_world(fake_github: FakeGitHub) -> Iterator[MergeWorld]:
+    state = fake_github.state
+    fake_github.add_repo(REPO)
+    state.add_pull(REPO, NUMBER, head_sha=HEAD, author="alice")
+    state.installation_permissions["contents"] = "write"
+    set_strict_rules(fake_github)
+    add_check_run(state, REPO, HEAD, "cujo/guard", app_id=fake_github.app_id)
+    add_check_run(state, REPO, HEAD, "ci", app_id=CI_APP)
+    tokens = {}
+    for login, role, kind in [
+        ("maria", "write", "User"),
+        ("rita", "read", "User"),
+        ("alice", "read", "User"),
+        ("helper[bot]", "write", "Bot"),
+    ]:
+        state.set_role(REPO, login, role)
+        tokens[login] = UserToken(user_token(state, login, {REPO}, kind=kind), None)
+    app = make_app(fake_github, Clock(), [])
+    gw = app.gateway(fake_github.installation_id)
+    run = RunFacts(REPO, NUMBER, HEAD, "main", "clean", None)
+    yield MergeWorld(fake_github, app, gw, run, tokens)
+    gw.close()
+    app.close()

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 
 import pytest
 import requests
+from boardmerge import CHECK, HEAD, NUMBER, REPO, BoardMerge, ready_world
 from boardworld import Served
 from fakegithub import FakeGitHub
 from fakegithub.merging import HEAD_MODIFIED, hang_next_merge, push_head
 from fakegithub.state import required_checks_rules
-from mergeworld import CHECK, HEAD, NUMBER, REPO, MergeWorld, ready_world
 
 from app_relay.observe import metrics
 from app_relay.store import Store
@@ -21,7 +21,7 @@ ORIGIN = ""  # the served board's own, set per test
 
 
 @pytest.fixture
-def world(fake_github: FakeGitHub, tmp_path) -> Iterator[MergeWorld]:
+def world(fake_github: FakeGitHub, tmp_path) -> Iterator[BoardMerge]:
     global ORIGIN  # noqa: PLW0603 (one board per test)
     with Store(f"sqlite:///{tmp_path}/cujo.db") as store:
         made = ready_world(fake_github, store)
@@ -35,7 +35,7 @@ def world(fake_github: FakeGitHub, tmp_path) -> Iterator[MergeWorld]:
 class Browser:
     """A browser's requests to the served board, with its cookies."""
 
-    def __init__(self, world: MergeWorld, cookies: dict[str, str]) -> None:
+    def __init__(self, world: BoardMerge, cookies: dict[str, str]) -> None:
         self.url = world.url  # type: ignore[attr-defined]
         self.http = requests.Session()
         self.http.cookies.update(cookies)
@@ -53,7 +53,7 @@ class Browser:
         )
 
 
-def click(world: MergeWorld, login: str = "maya", *, origin: str | None = None, **form: str):
+def click(world: BoardMerge, login: str = "maya", *, origin: str | None = None, **form: str):
     client = Browser(world, world.cookies(login))
     body = {**world.form(), **form}
     return client.post(
@@ -61,7 +61,7 @@ def click(world: MergeWorld, login: str = "maya", *, origin: str | None = None, 
     )
 
 
-def last(world: MergeWorld):
+def last(world: BoardMerge):
     return world.store.run_merges(world.run_id)[-1]
 
 
@@ -260,7 +260,7 @@ def test_every_attempt_is_counted_by_outcome(world):
     assert after["forbidden"] == before.get("forbidden", 0) + 1
 
 
-def feed_webhooks(world: MergeWorld) -> list[tuple[str, int]]:
+def feed_webhooks(world: BoardMerge) -> list[tuple[str, int]]:
     """Hand every webhook the fake sends to the relay's router, as a worker would."""
     from app_relay.webhook.events import ROUTER, Context, Event, RecordingReviewer
 

@@ -78,3 +78,24 @@ def test_a_protection_404_other_than_unprotected_stays_an_error(world: World) ->
     world.fake.state.answer_next("GET", "/protection$", '{"message": "Not Found"}', status=404)
     with pytest.raises(GitHubError, match="HTTP 404"):
         world.gw.branch_protection(REPO, "main")
+
+
+def test_a_merge_queue_rule_is_read_and_a_malformed_one_kept_as_why(world: World) -> None:
+    """A queue's method is read; parameters that cannot be read say why, not fail the read."""
+    source = {"ruleset_source_type": "Repository", "ruleset_source": REPO, "ruleset_id": 13}
+    world.fake.state.set_rules(
+        REPO,
+        "main",
+        [
+            {"type": "merge_queue", **source, "parameters": {"merge_method": "SQUASH"}},
+            {"type": "merge_queue", **source, "parameters": None},
+            {"type": "merge_queue", **source, "parameters": {"merge_method": "OCTOPUS"}},
+        ],
+    )
+    queues = [r.queue for r in world.gw.branch_rules(REPO, "main").rules]
+    assert [(q.merge_method, bool(q.unread)) for q in queues if q is not None] == [
+        ("squash", False),
+        (None, True),
+        (None, True),
+    ]
+    assert "OCTOPUS" in (queues[2].unread if queues[2] is not None else "")

@@ -245,6 +245,14 @@ def test_strict_classic_protection_is_a_base_guard() -> None:
     assert codes(replace(ready(), rules=rules, protection=loose)) == ["base-guard"]
 
 
+def test_classic_strictness_that_cannot_be_read_is_no_base_guard() -> None:
+    rules = strict_rules(RequiredCheck("cujo/guard", APP), strict=False)
+    no_admin = Unreadable("the protection read answered HTTP 403", True)
+    reading = judge_gate(RUN, replace(ready(), rules=rules, protection=no_admin), app_id=APP)
+    assert [b.code for b in reading.blockers] == ["base-guard"]
+    assert "Administration read" in reading.blockers[0].words
+
+
 def test_a_merge_queue_is_a_base_guard_and_is_used() -> None:
     rules = BranchRules(
         (
@@ -281,6 +289,11 @@ def test_unreadable_classic_protection_blocks() -> None:
     no_admin = Unreadable("the protection read answered HTTP 404", True)
     odd = Branch("main", BASE_SHA, True, True, "sometimes", ("ci",), (RequiredCheck("ci", None),))
     assert codes(replace(ready(), protection=no_admin, base=odd)) == ["unreadable"]
+
+
+def test_a_base_branch_not_read_blocks() -> None:
+    assert codes(replace(ready(), base=Unreadable("`answered HTTP 502`"))) == ["unreadable"]
+    assert codes(replace(ready(), base=None)) == ["unreadable"]
 
 
 def test_an_unread_permission_blocks() -> None:

@@ -870,6 +870,7 @@ class ApiHandler(_Handler):
         if after is not None:
             fn, arg = after
             fn(arg)
+        state.answered(self.command, path)
 
     def _auth(self) -> str:
         header = self.headers.get("Authorization")

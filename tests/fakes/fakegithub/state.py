@@ -183,6 +183,8 @@ class FakeState:
         self.requests: list[Recorded] = []
         self.unknown_requests: list[Unknown] = []
         self.faults: list[Fault] = []
+        # after_request: [method, path, times left, what to do] (a test's moment of change).
+        self.request_hooks: list[list[Any]] = []
         self.dispatch_returns_details = True
         # GitHub Enterprise Server up to 3.20 answers this status (400, or 422) to a
         # dispatch naming return_run_details, a field it does not know (ACTIONS.md).
@@ -620,6 +622,29 @@ class FakeState:
         must not do twice.
         """
         self._add_fault(Fault(method, _rx(path), times, then_serve=True, drop_after=True))
+
+    def after_request(
+        self, fn: Callable[[], None], *, method: str, path: str, times: int = 1
+    ) -> None:
+        """Call ``fn`` once each of the next ``times`` matching requests has been answered.
+
+        GitHub changing between two reads (a push, a ruleset edit) at a chosen moment.
+        """
+        with self.lock:
+            self.request_hooks.append([method, re.compile(path), times, fn])
+
+    def answered(self, method: str, path: str) -> None:
+        """Run the hooks waiting for this request (the server calls it after answering)."""
+        due = []
+        with self.lock:
+            for hook in list(self.request_hooks):
+                if hook[0] == method and hook[1].search(path):
+                    hook[2] -= 1
+                    due.append(hook[3])
+                    if hook[2] <= 0:
+                        self.request_hooks.remove(hook)
+        for fn in due:
+            fn()
 
     def _add_fault(self, fault: Fault) -> None:
         with self.lock:
