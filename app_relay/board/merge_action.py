@@ -30,7 +30,7 @@ from app_relay.github.answers import GitHubError
 from app_relay.merge.attempt import MergeDesk, Stopping, facts_of
 from app_relay.merge.gate import MERGE_METHODS, Blocker, GateReading
 from app_relay.observe import metrics
-from app_relay.store import MergeAttempt, RunRecord, UnknownRun
+from app_relay.store import MergeAttempt, RunRecord, StoreError, UnknownRun
 
 log = logging.getLogger(__name__)
 
@@ -240,6 +240,9 @@ def merge_router(
             clicked = await anyio.to_thread.run_sync(
                 lambda: desk.click(run_id, login=actor.login, user=actor.token, method=method)
             )
+        except (StoreError, ValueError) as exc:
+            # A run with nothing to merge (a local review's): said plainly, nothing sent.
+            return _plain(409, f"This run cannot be merged: {exc}")
         except Stopping:
             metrics.merge_attempt("stopping")
             return _plain(

@@ -370,3 +370,16 @@ def test_the_sign_in_opens_a_strict_action_cookie_beside_the_lax_one(
     assert "SameSite=lax" in view
     assert action.split(";")[0].partition("=")[2] == view.split(";")[0].partition("=")[2]
     assert none.status_code == 404
+
+
+def test_a_local_review_has_nothing_to_merge(world):
+    session = world.store.open_session(REPO, None, "local")
+    world.store.start_run(session, "run-local", "b" * 40, "c" * 40, "sandbox")
+    answer = click(world, token=world.form(run_id="run-local")["token"], run="run-local")
+    assert answer.status_code == 403  # the form names run-1's path: run and path disagree
+    client = Browser(world, world.cookies("maya"))
+    local = client.post(
+        "/runs/run-local/merge", data=world.form(run_id="run-local"), headers={"Origin": ORIGIN}
+    )
+    assert local.status_code == 409
+    assert world.puts() == 0
