@@ -248,6 +248,7 @@ def main() -> int:
             "egresslog",
             "fingerprint",
             "ratelimit",
+            "merge",
         ],
     )
     args = parser.parse_args()
@@ -306,6 +307,10 @@ def main() -> int:
         from bench.ratelimit import bench_ratelimit
 
         bench_ratelimit()
+    if args.only in (None, "merge"):
+        from bench.merge import bench_merge
+
+        bench_merge(10)
     return 0
 
 

@@ -23,7 +23,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -38,6 +38,10 @@ from app_relay.github.signin import GitHubSignIn, UserToken, authorize_url
 log = logging.getLogger(__name__)
 
 SESSION_COOKIE = "cujo_board"
+# The same session, sent by the browser only on requests this board's own pages start
+# (SameSite=Strict): the merge action reads this one alone. The viewing cookie stays Lax,
+# or GitHub's redirect back from the sign-in would arrive without it.
+ACTION_COOKIE = "cujo_board_act"
 SIGNIN_COOKIE = "cujo_signin"
 # GitHub's user access tokens last eight hours when they expire at all; so does a session.
 SESSION_S = 8 * 3600
@@ -47,12 +51,22 @@ MAX_CACHED = 1024
 
 
 @dataclass(frozen=True)
+class Actor:
+    """A signed-in person acting (not only looking): their login, session and user token."""
+
+    login: str
+    session_id: str
+    token: UserToken = field(repr=False)
+
+
+@dataclass(frozen=True)
 class Viewer:
     """Who is looking: their login, and the repositories they may see (None: every one)."""
 
     login: str | None
     repos: frozenset[str] | None
     problem: str = ""  # why they see nothing although signed in (GitHub unreachable)
+    session_id: str = ""  # the sign-in's own id (a merge token is bound to it)
 
     def may_see(self, repo: str) -> bool:
         """Say whether this viewer may see the runs of ``repo``."""
@@ -146,6 +160,7 @@ class GitHubAccess:
     ) -> None:
         self.github = github
         self._fernet = Fernet(key)
+        self._action_key = hmac.new(key, b"cujo board action tokens", hashlib.sha256).digest()
         self.public_url = public_url.rstrip("/") if public_url else None
         self.recheck_s = recheck_s
         self.clock = clock
@@ -183,20 +198,49 @@ class GitHubAccess:
         data = self._open(request.cookies.get(SESSION_COOKIE), SESSION_S)
         if data is None:
             return None
-        login, value, expires = data.get("l"), data.get("t"), data.get("x")
-        if not isinstance(login, str) or not isinstance(value, str):
+        opened = self._session(data)
+        if opened is None:
             return None
-        token = UserToken(value, float(expires) if isinstance(expires, int | float) else None)
-        if token.expires_at is not None and token.expires_at <= self.clock():
-            return None
+        login, session_id, token = opened
         try:
             repos = await anyio.to_thread.run_sync(self._repos_of, token)
         except GitHubError as exc:
             if exc.status == 401:
                 return None  # the token was revoked or expired: sign in again
             log.warning("board: GitHub could not say what %s can read: %s", login, exc)
-            return Viewer(login, frozenset(), f"GitHub could not be asked what you can read: {exc}")
-        return Viewer(login, repos)
+            return Viewer(
+                login, frozenset(), f"GitHub could not be asked what you can read: {exc}",
+                session_id,
+            )  # fmt: skip
+        return Viewer(login, repos, session_id=session_id)
+
+    def _session(self, data: Mapping[str, object]) -> tuple[str, str, UserToken] | None:
+        login, value, expires = data.get("l"), data.get("t"), data.get("x")
+        session_id = data.get("s")
+        if not isinstance(login, str) or not isinstance(value, str):
+            return None
+        token = UserToken(value, float(expires) if isinstance(expires, int | float) else None)
+        if token.expires_at is not None and token.expires_at <= self.clock():
+            return None
+        return login, session_id if isinstance(session_id, str) else "", token
+
+    def actor(self, request: Request, *, strict: bool = True) -> Actor | None:
+        """Return who acts, from the Strict cookie alone (None: no session made the request).
+
+        ``strict=False`` reads the viewing cookie instead: for what a page shows, never for
+        what a click does.
+        """
+        cookie = ACTION_COOKIE if strict else SESSION_COOKIE
+        data = self._open(request.cookies.get(cookie), SESSION_S)
+        opened = self._session(data) if data is not None else None
+        if opened is None or not opened[1]:
+            return None
+        return Actor(*opened)
+
+    def action_token(self, session_id: str, run_id: str) -> str:
+        """Return the merge token of one run for one session (HMAC under the session key)."""
+        said = f"merge\x00{session_id}\x00{run_id}".encode()
+        return hmac.new(self._action_key, said, hashlib.sha256).hexdigest()
 
     def _repos_of(self, token: UserToken) -> frozenset[str]:
         key = hashlib.sha256(token.value.encode()).hexdigest()
@@ -265,15 +309,19 @@ class GitHubAccess:
                 return _refused(f"GitHub did not sign you in: {exc.reason}")
             assert held is not None
             answer = RedirectResponse(_safe_next(str(held.get("n", "/"))), status_code=303)
-            answer.set_cookie(
-                SESSION_COOKIE,
-                self._seal({"l": login, "t": token.value, "x": token.expires_at}),
-                max_age=SESSION_S,
-                path="/",
-                httponly=True,
-                samesite="lax",
-                secure=self._secure(request),
+            sealed = self._seal(
+                {"l": login, "t": token.value, "x": token.expires_at, "s": secrets.token_hex(16)}
             )
+            for name, same_site in ((SESSION_COOKIE, "lax"), (ACTION_COOKIE, "strict")):
+                answer.set_cookie(
+                    name,
+                    sealed,
+                    max_age=SESSION_S,
+                    path="/",
+                    httponly=True,
+                    samesite=same_site,  # type: ignore[arg-type]
+                    secure=self._secure(request),
+                )
             answer.delete_cookie(SIGNIN_COOKIE, path="/signin")
             log.info("board: %s signed in", login)
             return answer
@@ -283,6 +331,7 @@ class GitHubAccess:
             """Forget the session in this browser."""
             answer = RedirectResponse("/", status_code=303)
             answer.delete_cookie(SESSION_COOKIE, path="/")
+            answer.delete_cookie(ACTION_COOKIE, path="/")
             return answer
 
         return router

@@ -27,6 +27,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from app_relay.board import view
 from app_relay.board.access import Access, Viewer
 from app_relay.board.catchup_view import catch_up_line
+from app_relay.board.merge_action import MergeView
+from app_relay.merge.attempt import MergeDesk
 from app_relay.runs.state import RunState
 from app_relay.store import (
     PRUNED,
@@ -246,8 +248,12 @@ def board_router(
     stream_s: float = 20.0,
     clock: Callable[[], datetime] = utcnow,
     page_size: int = PAGE_SIZE,
+    desk: MergeDesk | None = None,
 ) -> APIRouter:
-    """Return the board's routes over ``store``, shown to whom ``access`` lets in."""
+    """Return the board's routes over ``store``, shown to whom ``access`` lets in.
+
+    With a ``desk`` a signed-in person may merge a reviewed head from its run page.
+    """
     env = Environment(
         loader=PackageLoader("app_relay.board", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
@@ -268,6 +274,9 @@ def board_router(
     bundles = _Bundles()
     router = APIRouter()
     router.include_router(access.router())
+    merging = MergeView(desk, access, web_url)
+    router.include_router(merging.router())
+    panel_of = merging.panel
 
     def render(name: str, status: int = 200, **values: Any) -> HTMLResponse:
         html = env.get_template(name).render(now=clock(), **values)
@@ -319,8 +328,9 @@ def board_router(
         lines, more = await anyio.to_thread.run_sync(
             rows, viewer, repo or None, chosen, _cursor(before)
         )
+        merged = await anyio.to_thread.run_sync(store.merged_runs, [x.run_id for x in lines])
         if fragment == "rows":
-            return render("_rows.html", lines=lines)
+            return render("_rows.html", lines=lines, merged=merged)
         repos = [r for r in await anyio.to_thread.run_sync(store.run_repos) if viewer.may_see(r)]
         last_catch_up = await anyio.to_thread.run_sync(store.last_catch_up)
         kept = [(k, v) for k, v in request.query_params.multi_items() if k != "fragment"]
@@ -334,6 +344,7 @@ def board_router(
             access=access,
             viewer=viewer,
             lines=lines,
+            merged=merged,
             more_href=more_href,
             repos=repos,
             repo=repo or "",
@@ -404,7 +415,8 @@ def board_router(
         page = await anyio.to_thread.run_sync(readable_page, viewer, run_id)
         if page is None:
             return render("missing.html", 404, access=access, viewer=viewer, run_id=run_id)
-        return render("run.html", access=access, viewer=viewer, page=page)
+        panel = await anyio.to_thread.run_sync(panel_of, request, page.run)
+        return render("run.html", access=access, viewer=viewer, page=page, panel=panel)
 
     @router.get("/runs/{run_id}/live")
     async def run_live(
@@ -427,6 +439,7 @@ def board_router(
             yield "retry: 1000\n\n"
             version = known
             item = env.get_template("_entry.html")
+            panel_version = request.query_params.get("m", "")
             with anyio.move_on_after(stream_s):
                 while True:
                     got = await anyio.to_thread.run_sync(
@@ -449,6 +462,15 @@ def board_router(
                         yield _sse(
                             "run", body.render(page=page, now=clock()), f"{cursor}-{version}"
                         )
+                        sent = True
+                    panel = None
+                    if desk is not None:
+                        run = await anyio.to_thread.run_sync(store.get_run, run_id)
+                        panel = await anyio.to_thread.run_sync(panel_of, request, run, False)
+                    if panel is not None and panel.version() != panel_version:
+                        panel_version = panel.version()
+                        html = env.get_template("_merge.html").render(panel=panel, now=clock())
+                        yield _sse("merge", html)
                         sent = True
                     if not sent:
                         yield ": quiet\n\n"

@@ -75,8 +75,12 @@ def check_url(name: str, url: str) -> str:
     return url.rstrip("/")
 
 
-def build_manifest(relay_url: str, *, name: str = "Cujo") -> dict[str, Any]:
-    """Return the App manifest for a relay at ``relay_url`` (``app_manifest``, filled in)."""
+def build_manifest(relay_url: str, *, name: str = "Cujo", merge: bool = False) -> dict[str, Any]:
+    """Return the App manifest for a relay at ``relay_url`` (``app_manifest``, filled in).
+
+    ``merge`` (``--merge``) asks ``contents: write`` so people may merge from the run
+    page (DESIGN section 12); without it the App reads contents only.
+    """
     from app_relay.github.manifest import app_manifest  # noqa: PLC0415 (as above)
 
     manifest = app_manifest()
@@ -85,6 +89,9 @@ def build_manifest(relay_url: str, *, name: str = "Cujo") -> dict[str, Any]:
     manifest["redirect_url"] = f"{relay_url}{DONE_PATH}"
     # The board's sign-in with GitHub comes back here (app_relay/board/access.py).
     manifest["callback_urls"] = [f"{relay_url}{SIGNIN_CALLBACK_PATH}"]
+    if merge:
+        # GitHub lets a user access token merge only what the App may write as well.
+        manifest["default_permissions"] = {**manifest["default_permissions"], "contents": "write"}
     return manifest
 
 
@@ -169,6 +176,7 @@ class Registration:
     org: str | None
     folder: Path
     name: str = "Cujo"
+    merge: bool = False  # --merge: ask contents: write, for the run page's merge action
     state: str = ""
     created: CreatedApp | None = None
     env_file: Path | None = None
@@ -180,7 +188,7 @@ class Registration:
 
     def page(self) -> str:
         """Return the start page."""
-        manifest = build_manifest(self.relay_url, name=self.name)
+        manifest = build_manifest(self.relay_url, name=self.name, merge=self.merge)
         owner = f"the organisation {self.org}" if self.org else "your account"
         return start_page(new_app_url(self.github_url, self.org, self.state), manifest, owner)
 
@@ -262,6 +270,11 @@ def add_register_parser(relay_sub: Any) -> None:
     reg.add_argument("--settings-dir", type=Path, help="where relay.env goes (default: data dir)")
     reg.add_argument("--host", default="127.0.0.1", help="address to serve the pages on")
     reg.add_argument("--port", type=int, default=8000, help="port to serve the pages on")
+    reg.add_argument(
+        "--merge",
+        action="store_true",
+        help="let people merge from the run page: asks contents: write (default: read)",
+    )
 
 
 def relay_register(args: argparse.Namespace, default_folder: Callable[[], Path]) -> int:
@@ -288,6 +301,7 @@ def relay_register(args: argparse.Namespace, default_folder: Callable[[], Path])
             org=args.org,
             folder=folder,
             name=args.name,
+            merge=args.merge,
         )
         server = RegisterServer((args.host, args.port), registration)
     except (RegisterError, OSError) as exc:

@@ -51,6 +51,7 @@ from app_relay.cli.say import reason_of, shown_url
 from app_relay.decide.judge import judge_for
 from app_relay.github.app_auth import GitHubApp
 from app_relay.github.client import GitHubGateway
+from app_relay.merge.attempt import AppMerges, MergeDesk
 from app_relay.model.claude import model_client_from_env
 from app_relay.observe import logs, metrics
 from app_relay.runs.caps import Caps
@@ -78,6 +79,7 @@ STOP_TIMEOUT_S = 60.0
 PRUNE_EVERY_S = 3600.0
 # A worker process outstaying its own stop by this much is terminated.
 CHILD_MARGIN_S = 15.0
+MERGE_SETTLE_EVERY_S = 60.0
 
 
 class Refused(Exception):
@@ -522,6 +524,16 @@ def work(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ the webhook process
 
 
+def _settle_merges(desk: MergeDesk) -> None:
+    # Merges whose answer was lost (unknown) are asked about until GitHub shows how they
+    # ended; the page view and the pull_request webhook settle them sooner.
+    while not desk.stopping.wait(MERGE_SETTLE_EVERY_S):
+        try:
+            desk.settle_all()
+        except Exception:
+            log.exception("settling merges failed; trying again later")
+
+
 def serve(args: argparse.Namespace) -> int:
     """Serve the App: the webhook over HTTP, and its workers, until SIGTERM or Ctrl-C."""
     import uvicorn  # noqa: PLC0415
@@ -582,14 +594,29 @@ def serve(args: argparse.Namespace) -> int:
     readiness = Readiness(
         store, workers=health, github=probe.check_reachable, backlog_s=settings.ready_backlog_s
     )
-    app = create_app(settings, store, on_recorded=wake, readiness=readiness)
+    merging = github_app("serve", settings)
+    desk = MergeDesk(store, AppMerges(merging), app_id=settings.app_id)
+    app = create_app(settings, store, on_recorded=wake, readiness=readiness, merges=desk)
     server = uvicorn.Server(
         uvicorn.Config(
             app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=30
         )
     )
+    exit_server = server.handle_exit
+
+    def handle_exit(sig: int, frame: object) -> None:
+        # From the stop on, a merge click is refused with a resendable 503; a merge call
+        # already sent is answered and recorded while uvicorn finishes its requests.
+        desk.stopping.set()
+        exit_server(sig, frame)  # type: ignore[arg-type]
+
+    server.handle_exit = handle_exit  # type: ignore[method-assign]
+    settling = threading.Thread(
+        target=_settle_merges, args=(desk,), name="cujo-merge-settle", daemon=True
+    )
     stopped = threading.Event()
     with _signals_set(stopped):
+        settling.start()
         if own is not None:
             own.start()
         host, port = listener.getsockname()[:2]
@@ -601,6 +628,9 @@ def serve(args: argparse.Namespace) -> int:
         try:
             server.run(sockets=[listener])
         finally:
+            desk.stopping.set()
+            settling.join(5)
+            merging.close()
             app.state.intake.close()
             clean = own.stop(settings.stop_grace_s) if own is not None else True
             if children is not None:

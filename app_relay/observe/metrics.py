@@ -114,6 +114,13 @@ class _Metrics:
             ["model", "kind"],
             registry=registry,
         )
+        self.merge_attempts = Counter(
+            "cujo_merge_attempts",
+            "Clicks on a run page's merge action, by outcome (merged, queued, unknown, "
+            "failed, blocked, refused, stopping, forbidden).",
+            ["outcome"],
+            registry=registry,
+        )
         self.model_cost = Counter(
             "cujo_model_cost_usd",
             "What the model's tokens cost at list price, in US dollars, by model.",
@@ -214,6 +221,11 @@ def run_finished(state: str, mode: str, seconds: float) -> None:
     m = _metrics()
     m.runs_finished.labels(state=state, mode=mode).inc()
     m.run_seconds.labels(mode=mode).observe(max(seconds, 0.0))
+
+
+def merge_attempt(outcome: str) -> None:
+    """Count one click on a run page's merge action by how it ended."""
+    _metrics().merge_attempts.labels(outcome=outcome).inc()
 
 
 def github_call(method: str, status: str) -> None:

@@ -20,6 +20,14 @@ from app_relay.store.catchup import CatchUpPass, CatchUpStart, CatchUpStore, Cat
 from app_relay.store.commands import CommandsStore
 from app_relay.store.deliveries import DeliveriesStore
 from app_relay.store.intake import IntakeError, intake_path
+from app_relay.store.merge_tables import (
+    MERGE_LIVE,
+    MERGE_STATES,
+    MergeAttemptRow,
+    MergeNewsRow,
+    MergeState,
+)
+from app_relay.store.merges import MERGE_SETTLED, MergeAttempt, MergeClaimed, MergesStore
 from app_relay.store.operations import PRUNED, HandedBack, OperationsStore
 from app_relay.store.outbox import OutboxStore
 from app_relay.store.queue import Admission, NewQueued, Queued, QueueStore
@@ -90,6 +98,7 @@ class Store(
     CatchUpStore,
     OperationsStore,
     QueueStore,
+    MergesStore,
 ):
     """The record of sessions and runs, over one database URL."""
 
@@ -107,6 +116,9 @@ __all__ = [
     "MAX_DELIVERY_ERROR",
     "MAX_EFFECT_ATTEMPTS",
     "MAX_EVENT_KIND",
+    "MERGE_LIVE",
+    "MERGE_SETTLED",
+    "MERGE_STATES",
     "MIGRATIONS",
     "MODES",
     "PRUNED",
@@ -133,6 +145,12 @@ __all__ = [
     "HandedBack",
     "IntakeError",
     "Intent",
+    "MergeAttempt",
+    "MergeAttemptRow",
+    "MergeClaimed",
+    "MergeNewsRow",
+    "MergeState",
+    "MergesStore",
     "Mode",
     "NewDelivery",
     "NewQueued",

@@ -28,6 +28,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from app_relay.board import Access, access_from_env, board_router, web_url_of
+from app_relay.merge.attempt import MergeDesk
 from app_relay.observe import metrics
 from app_relay.observe.logs import about
 from app_relay.settings import RelaySettings
@@ -158,12 +159,14 @@ def create_app(
     on_recorded: Callable[[], None] | None = None,
     board: Access | None = None,
     readiness: Readiness | None = None,
+    merges: MergeDesk | None = None,
 ) -> FastAPI:
     """Return the relay's ASGI app over ``store``; ``on_recorded`` wakes the workers.
 
     The board is served at ``/`` to whom ``board`` lets in (by default: people signed in
     with GitHub, when the App's OAuth client is set in the environment; nobody otherwise).
     ``readiness`` answers ``/readyz`` (by default: the record and the intake alone).
+    ``merges`` lets signed-in people merge a reviewed head from its run page.
     """
     app = FastAPI(title="Cujo relay", docs_url=None, redoc_url=None, openapi_url=None)
     secret = settings.webhook_secret.reveal().encode()
@@ -261,5 +264,7 @@ def create_app(
 
     api_url = settings.github_api_url
     access = board if board is not None else access_from_env(os.environ, api_url)
-    app.include_router(board_router(store, access, web_url=web_url_of(api_url, os.environ)))
+    app.include_router(
+        board_router(store, access, web_url=web_url_of(api_url, os.environ), desk=merges)
+    )
     return app

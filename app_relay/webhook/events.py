@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app_relay.github.vocab import WORKFLOW_JOB_ACTIONS, WORKFLOW_RUN_ACTIONS, Reader
+from app_relay.merge.attempt import settle_from_event
 from app_relay.runs.mode import ENTRY_ACTIONS
 from app_relay.store import Store
 from cujo_action.schema import SHA
@@ -439,6 +440,37 @@ def forget_guard_answers(event: Event, context: Context) -> None:
         context.guard_rules.rules_changed(event.repo)
 
 
+merges = Router()
+"""Merges from the run page: a pull request closed or dequeued settles the attempts on it."""
+
+
+@merges.register("pull_request", "closed", "dequeued")
+@merges.register("merge_group", "destroyed")
+def settle_merges(event: Event, context: Context) -> None:
+    """Settle the merge attempts in flight on the pull request (merged, closed, dequeued)."""
+    moved = settle_from_event(context.store, event.name, event.payload)
+    if moved:
+        log.info("delivery %s: %d merge attempt(s) settled", event.delivery_id, moved)
+
+
+# What can change a merge gate's reading (DESIGN section 12): a push or another change
+# of the pull request, a check or status on a head, a rule of a branch, the merge queue.
+GATE_NEWS = ("check_run", "check_suite", "status", "repository_ruleset",
+             "branch_protection_rule", "merge_group")  # fmt: skip
+
+
+@merges.register("pull_request")
+@merges.register(GATE_NEWS[0])
+@merges.register(GATE_NEWS[1])
+@merges.register(GATE_NEWS[2])
+@merges.register(GATE_NEWS[3])
+@merges.register(GATE_NEWS[4])
+@merges.register(GATE_NEWS[5])
+def note_gate_news(event: Event, context: Context) -> None:
+    """Tell open run pages to read the merge gate of the event's repository again."""
+    context.store.note_merge_news(event.repo)
+
+
 ROUTER = Router.combine(
-    pull_request, workflow, check_run, installation, issue_comment, branch_rules
+    pull_request, workflow, check_run, installation, issue_comment, branch_rules, merges
 )

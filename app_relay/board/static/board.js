@@ -21,9 +21,22 @@
       }
     });
     source.addEventListener("run", function (event) { body.innerHTML = event.data; });
+    const merge = document.getElementById("merge");
+    source.addEventListener("merge", function (event) { if (merge) merge.innerHTML = event.data; });
     source.onopen = function () { status.textContent = "live"; };
     source.onerror = function () { status.textContent = "reconnecting…"; };
   }
+
+  // A merge is sent once per page: the button is off as soon as it is pressed (the
+  // record also makes one merge of any number of requests).
+  document.addEventListener("submit", function (event) {
+    const form = event.target;
+    if (!form.matches || !form.matches("[data-merge-form]")) return;
+    if (form.dataset.sent) { event.preventDefault(); return; }
+    form.dataset.sent = "1";
+    const button = form.querySelector("button");
+    if (button) { button.disabled = true; button.textContent = "Merging…"; }
+  });
 
   const table = document.querySelector("[data-list-live]");
   if (table) {

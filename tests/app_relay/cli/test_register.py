@@ -110,6 +110,21 @@ def test_the_manifest_asks_for_what_the_relay_uses_and_nothing_more() -> None:
     assert manifest["public"] is False
 
 
+def test_merge_is_an_opt_in_that_adds_contents_write_and_nothing_else() -> None:
+    plain, opted = build_manifest(RELAY), build_manifest(RELAY, merge=True)
+    assert plain["default_permissions"]["contents"] == "read"
+    assert opted["default_permissions"] == {**PERMISSIONS, "contents": "write"}
+    assert {k: v for k, v in opted.items() if k != "default_permissions"} == {
+        k: v for k, v in plain.items() if k != "default_permissions"
+    }
+
+
+def test_the_install_guide_documents_the_merge_opt_in() -> None:
+    guide = (TOP / "docs" / "install.md").read_text()
+    assert "--merge" in guide
+    assert re.search(r"^\| Contents: write \(with `--merge`\) \| \S", guide, re.MULTILINE)
+
+
 def test_every_permission_is_justified_in_the_install_guide() -> None:
     guide = (TOP / "docs" / "install.md").read_text()
     for name, access in PERMISSIONS.items():
