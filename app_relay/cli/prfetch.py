@@ -39,7 +39,11 @@ API_TIMEOUT_S = 20.0
 MAX_API_ANSWER = 2_000_000
 _NUMBER = r"[1-9][0-9]{0,9}"
 _SHORT = re.compile(rf"^(?P<repo>[^#\s]+)#(?P<number>{_NUMBER})$")
-_PULL_URL = re.compile(rf"^(?P<repo>/[^/]+/[^/]+?)(?:\.git)?/pulls?/(?P<number>{_NUMBER})/?$")
+# https://HOST/OWNER/REPO/pull/N, and its tabs (/files, /commits, /checks) as a browser shows.
+_PULL_URL = re.compile(
+    rf"^/(?P<owner>[^/]+)/(?P<name>[^/]+?)(?:\.git)?/pull/(?P<number>{_NUMBER})"
+    r"(?:/(?:files|commits|checks))?/?$"
+)
 _SCP = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>[^/].*)$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 # A branch name as GitHub answers it: what git accepts, and nothing an option could be.
@@ -130,7 +134,9 @@ def parse_target(text: str, env: Mapping[str, str]) -> PullTarget:
                 f"{redact(text)} is not a pull request URL: give https://HOST/OWNER/REPO/pull/N",
                 2,
             )
-        owner, name = m["repo"].strip("/").split("/")
+        owner, name = m["owner"], m["name"]
+        if not REPO_NAME.match(f"{owner}/{name}") or name in (".", ".."):
+            raise PullError(f"{redact(text)} names no GitHub owner and repository", 2)
         base = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
         return _target(f"{base}/{owner}/{name}.git", int(m["number"]), (owner, name))
     raise PullError(
