@@ -3,8 +3,8 @@
 Pure but for the stream it is given: ``Progress`` turns the sandbox's steps (as
 ``runs.localrun.step_line`` words them) into one line when a stage starts and one when
 it ends, with how long it took; ``brief`` is the final report, which fits a terminal
-(at most ``MAX_LINES`` lines of ``WIDTH`` columns). ``cujo review -v`` prints the whole
-report (``review.render``) and the sandbox's own detail instead.
+(at most ``MAX_LINES`` lines of ``WIDTH`` columns; a path is kept whole). ``cujo review
+-v`` prints the whole report (``review.render``) and the sandbox's own detail instead.
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ def _more(shown: Sequence[object], total: int, what: str) -> list[str]:
 
 def brief(obj: dict[str, Any], *, detail: str | None = None) -> str:
     """Return the final report of a review: verdict, isolation, pull request, head,
-    the first findings ("+K more"), where the record is; at most 24 lines of 100 columns.
+    the first findings ("+K more"), where the record is; at most 24 lines of 100 columns
+    (a path is kept whole, to be copied).
 
     ``detail``: where the sandbox's own lines went (a quiet review's log).
     """
@@ -104,7 +105,11 @@ def brief(obj: dict[str, Any], *, detail: str | None = None) -> str:
                 _clip(f"    {f['id']} {f['severity']:<8} [{f['rule']}, {f['check']}] {f['title']}")
             )
         lines += _more(found[:TOP_FINDINGS], len(found), "findings (--json or the run page)")
-    lines += _wrapped(f"record: {obj['record']}", "  ", 3)
+    # Paths stay whole, to be copied: a line holding one is as long as the path.
+    record, _, bundle = str(obj["record"]).partition(" (bundle in ")
+    lines.append(f"  record: {record}")
+    if bundle:
+        lines.append(f"  bundle: {bundle.removesuffix(')')}")
     if detail:
-        lines += _wrapped(f"detail: {detail} (-v shows it as it runs)", "  ", 2)
+        lines.append(f"  detail: {detail}  (-v shows it as it runs)")
     return "\n".join(lines[:MAX_LINES])

@@ -14,7 +14,6 @@ from cujorun import CUJO
 from gitrepo import GitRepo
 
 from app_relay.cli import main as cli
-from app_relay.cli.progress import MAX_LINES, WIDTH, Progress, brief
 from app_relay.cli.prfetch import (
     PullError,
     api_base,
@@ -24,6 +23,7 @@ from app_relay.cli.prfetch import (
     sandbox_env,
     target_of_clone,
 )
+from app_relay.cli.progress import MAX_LINES, WIDTH, Progress, brief
 from app_relay.cli.review import summary_object
 from app_relay.decide.verdict import ModelUse, Verdict
 
@@ -249,7 +249,7 @@ def many_findings_object(n: int) -> dict[str, Any]:
         run_id="local-1",
         bundle=None,
         verdict=verdict,
-        record="sqlite:////" + "very/long/path/" * 12 + "cujo.db run local-1",
+        record="sqlite:////data/cujo.db run local-1 (bundle in /data/runs/local-1)",
         base_sha="a" * 40,
         head_sha="b" * 40,
         pull_request={"repo": "octo/widgets", "number": 7, "url": "https://g.test/o/w/pull/7"},
@@ -265,16 +265,23 @@ def test_the_short_report_fits_a_terminal_and_counts_what_it_leaves_out() -> Non
     assert all(len(line) <= WIDTH for line in lines), [len(x) for x in lines]
     assert lines[0].startswith("Cujo verdict: BLOCKED  (run local-1, judge deterministic)")
     assert "pull request octo/widgets#7" in shown
-    assert f"head {'b' * 12}" in shown and "isolation full" in shown
+    assert f"head {'b' * 12}" in shown
+    assert "isolation full" in shown
     assert "+14 more findings" in shown
     assert "+3 more unproven" in shown
-    assert "record: sqlite:////very/long" in shown
+    assert (
+        "\n  record: sqlite:////data/cujo.db run local-1\n  bundle: /data/runs/local-1\n" in shown
+    )
     assert "detail: /data/runs/local-1.log" in shown
 
 
 def test_json_names_the_pull_request_and_the_judge_and_why_it_fell_back() -> None:
     obj = many_findings_object(1)
-    assert obj["pull_request"] == {"repo": "octo/widgets", "number": 7, "url": obj["pull_request"]["url"]}
+    assert obj["pull_request"] == {
+        "repo": "octo/widgets",
+        "number": 7,
+        "url": obj["pull_request"]["url"],
+    }
     assert obj["judge"] == "deterministic"
     assert "judge_fallback" not in obj
     fell_back = Verdict(
