@@ -333,8 +333,8 @@ def auth_config(url: str, token: str | None) -> dict[str, str]:
     }
 
 
-def _git_env(extra: Mapping[str, str]) -> dict[str, str]:
-    env = sandbox_env(os.environ)
+def _git_env(extra: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = sandbox_env(os.environ if base is None else base)
     # Never ask on a terminal: a refused credential is an error that says what to set.
     env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_SSH_COMMAND="ssh -o BatchMode=yes")
     env.update(extra)
@@ -393,7 +393,7 @@ def fetch_pull(
                 notes.append(f"GitHub names the base {base_ref}; --base {base} was not used")
             said_head = pull.get("head")
             github_head = said_head.get("sha") if isinstance(said_head, dict) else None
-    git_env = _git_env(auth_config(target.url, token))
+    git_env = _git_env(auth_config(target.url, token), env)
     shown = redact(target.url)
     head_ref = f"refs/pull/{target.number}/head"
     listed = _git(["ls-remote", "--symref", target.url, "HEAD", head_ref], env=git_env)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import base64
 import io
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,13 +14,16 @@ from typing import Any
 
 import pytest
 from cujorun import CUJO
+from githttps import PrivateGitServer
 from gitrepo import GitRepo
 
+from app_relay.cli import local
 from app_relay.cli import main as cli
 from app_relay.cli.prfetch import (
     PullError,
     api_base,
     auth_config,
+    fetch_pull,
     parse_target,
     remote_target,
     sandbox_env,
@@ -26,6 +32,7 @@ from app_relay.cli.prfetch import (
 from app_relay.cli.progress import MAX_LINES, WIDTH, Progress, brief
 from app_relay.cli.review import summary_object
 from app_relay.decide.verdict import ModelUse, Verdict
+from app_relay.runs.localrun import LocalRunner
 
 # --------------------------------------------------------------------------- naming
 
@@ -305,3 +312,88 @@ def test_cli_loads_without_the_heavy_libraries_still() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------- fetching
+
+
+def private_remote(root: Path) -> tuple[Path, str]:
+    """Build octo/calc.git under ``root`` with main and refs/pull/7/head; return (root, head)."""
+    work = GitRepo(root / "work")
+    work.write({"a.txt": "a\n"}).commit("base")
+    work.branch("pr").checkout("pr")
+    head = work.write({"b.txt": "b\n"}).commit("the pull request")
+    work.checkout("main")
+    bare = root / "web" / "octo" / "calc.git"
+    bare.parent.mkdir(parents=True)
+    work.git("clone", "--quiet", "--bare", str(work.path), str(bare))
+    work.git("push", "--quiet", str(bare), "pr:refs/pull/7/head")
+    return root / "web", head
+
+
+def test_the_token_reaches_git_by_its_environment_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    web, head = private_remote(tmp_path)
+    token = "ghp_" + "7" * 36
+    # A git that logs each command line before it runs: the token must be in none.
+    real = shutil.which("git")
+    assert real is not None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    argv_log = tmp_path / "argv.log"
+    (bin_dir / "git").write_text(f'#!/bin/sh\necho "$@" >> {argv_log}\nexec {real} "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    with PrivateGitServer(web, token, tmp_path) as host:
+        monkeypatch.setenv("GIT_SSL_CAINFO", str(host.cert))
+        target = parse_target(f"{host.url}/octo/calc/pull/7", {})
+        env = {**os.environ, "GH_TOKEN": token}
+        pull = fetch_pull(target, base=None, env=env, say=lambda line: None)
+        seen = list(host.host.seen)
+    try:
+        assert (pull.head_sha, pull.base_ref, pull.base_from) == (head, "main", "default branch")
+        assert seen
+        assert all(s.authorized for s in seen)
+        logged = argv_log.read_text()
+        assert "ls-remote" in logged
+        assert "fetch" in logged
+        assert token not in logged
+        basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+        assert basic not in logged
+        # The throwaway clone keeps no credential: its config and refs say nothing of it.
+        for path in pull.clone.rglob("*"):
+            if path.is_file():
+                assert token.encode() not in path.read_bytes(), path
+                assert basic.encode() not in path.read_bytes(), path
+        assert "extraheader" not in (pull.clone / "config").read_text().lower()
+        assert pull.clone.name.startswith("cujo-pull-")
+    finally:
+        pull.remove()
+    assert not pull.clone.exists()
+
+
+def test_the_sandbox_is_started_without_the_tokens_or_the_model_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = tmp_path / "sandbox.env"
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nenv > {seen}\n")
+    python.chmod(0o755)
+    monkeypatch.setattr(local, "LocalRunner", lambda: LocalRunner(python=str(python)))
+    for name in ("GH_TOKEN", "GITHUB_TOKEN", "ANTHROPIC_API_KEY"):
+        monkeypatch.setenv(name, f"secret-{name}")
+    repo = GitRepo(tmp_path / "repo")
+    repo.write({"a.txt": "a\n"}).commit("base")
+    args = argparse.Namespace(
+        repo=str(repo.path), base="main", head="main", data_dir=tmp_path / "data", verbose=False
+    )
+    started = local.start_review(args)
+    assert started.run.wait() == 0
+    started.close_detail()
+    env = seen.read_text()
+    assert "PATH=" in env
+    assert "secret-" not in env
+    assert started.detail is not None
+    assert started.detail.name == f"{started.run_id}.log"
