@@ -11,6 +11,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -87,6 +88,7 @@ class LocalReview:
     pull: FetchedPull | None = None  # the pull request fetched for it, if one was
     detail: Path | None = None  # where the sandbox's detail went (None: on stderr, -v)
     detail_file: IO[str] | None = None
+    started_at: float = field(default_factory=time.monotonic)  # when the sandbox started
 
     @property
     def pr_number(self) -> int | None:

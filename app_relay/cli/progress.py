@@ -27,16 +27,21 @@ class Progress:
     """Print each stage's start and end on a line of its own, as it happens."""
 
     def __init__(
-        self, stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic
+        self,
+        stream: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        began: dict[str, float] | None = None,
     ) -> None:
+        """``began``: stages known to have begun earlier than their marks arrive (the marks
+        a sandbox prints before anyone waits for it are handed on together)."""
         self._stream, self._clock = stream, clock
-        self._began: dict[str, float] = {}
+        self._began: dict[str, float] = dict(began or {})
 
     def step(self, step: str) -> None:
         """Show one step of the run (``"tests: in_progress"``, ``"tests: completed (failure)"``)."""
         stage, _, state = step.partition(": ")
         if state == "in_progress":
-            self._began[stage] = self._clock()
+            self._began.setdefault(stage, self._clock())
             self._say(f"{stage} ...")
             return
         m = _COMPLETED.match(state)

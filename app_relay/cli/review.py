@@ -270,7 +270,8 @@ def _sandbox_review(
         return 3
     record = f"{shown_url(store.url)} run {run_id} (bundle in {out})"
     board = _open_board(store.url, run_id) if getattr(args, "open", False) else None
-    progress = Progress()
+    # The sandbox began preparing when it started; its first marks reach us together.
+    progress = Progress(began={"prepare": started.started_at})
 
     def on_step(step: str) -> None:
         # The run page follows the stages live, as the relay follows a job's steps.

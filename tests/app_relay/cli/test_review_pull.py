@@ -234,6 +234,15 @@ def test_each_stage_starts_and_ends_on_a_line_of_its_own() -> None:
     ]
 
 
+def test_a_stage_that_began_before_its_mark_arrived_counts_from_then() -> None:
+    times = iter([5.0, 5.0])
+    out = io.StringIO()
+    progress = Progress(out, clock=lambda: next(times), began={"prepare": 2.0})
+    progress.step("prepare: in_progress")
+    progress.step("prepare: completed (success)")
+    assert out.getvalue().splitlines() == ["cujo: prepare ...", "cujo: prepare done (3.0s)"]
+
+
 def many_findings_object(n: int) -> dict[str, Any]:
     verdict = Verdict(
         state="blocked",
