@@ -12,11 +12,13 @@ import secrets
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from app_relay.cli.prfetch import FetchedPull, sandbox_env
+from app_relay.cli.progress import worth_showing
 from app_relay.runs.localrun import LocalRun, LocalRunner
 
 
@@ -101,6 +103,18 @@ class LocalReview:
             self.detail_file.close()
 
 
+def _quiet_detail(log: IO[str]) -> Callable[[str], None]:
+    """Return where a quiet review's sandbox lines go: all to ``log``, what matters on."""
+
+    def detail(line: str) -> None:
+        log.write(line)
+        if worth_showing(line):
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+    return detail
+
+
 def start_review(args: argparse.Namespace) -> LocalReview:
     """Start the sandbox on head against base, as resolved here; return at once.
 
@@ -138,7 +152,7 @@ def start_review(args: argparse.Namespace) -> LocalReview:
         record=printed,
         # The person's tokens and the model key stay out of the sandbox's environment.
         env=sandbox_env(os.environ),
-        detail=detail_file.write if detail_file is not None else None,
+        detail=_quiet_detail(detail_file) if detail_file is not None else None,
     )
     return LocalReview(
         run_id, repo_shown, base_sha, head_sha, folder, out, run, printed, pull, detail,

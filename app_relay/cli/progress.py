@@ -18,9 +18,29 @@ from typing import Any, TextIO
 
 WIDTH = 100
 MAX_LINES = 24
-TOP_FINDINGS = 6
+TOP_FINDINGS = 5
 TOP_UNPROVEN = 2
 _COMPLETED = re.compile(r"^completed \((?P<how>[^)]*)\)$")
+# What the sandbox says that a quiet review still shows: the isolation it got, the plan it
+# settled, and why it could not go on (``cujo_action/run.py``). The rest is detail (-v).
+_SHOWN_WHEN_QUIET = (
+    "isolation ",
+    "plan (",
+    "cannot ",
+    "refusing ",
+    "the run fell over",
+    "interrupted",
+    "killed ",
+)
+
+
+def worth_showing(line: str) -> bool:
+    """Return whether a line of the sandbox's detail is shown by a quiet review too.
+
+    Anything not in the sandbox's own voice (``cujo: ...``) is shown: it is unexpected.
+    """
+    said = line.removeprefix("cujo: ")
+    return said == line or said.startswith(_SHOWN_WHEN_QUIET)
 
 
 class Progress:
@@ -95,7 +115,7 @@ def brief(obj: dict[str, Any], *, detail: str | None = None) -> str:
     head, base = obj.get("head_sha") or "?", obj.get("base_sha") or "?"
     isolation = obj.get("isolation") or "none (diff review)"
     lines.append(f"  head {head[:12]}  base {base[:12]}  isolation {isolation}")
-    lines += _wrapped(str(obj["summary"]), "  ", 3)
+    lines += _wrapped(str(obj["summary"]), "  ", 5)
     if fallback := obj.get("judge_fallback"):
         lines += _wrapped(f"the model judge gave no usable answer: {fallback}", "  ", 1)
     unproven = list(obj.get("unproven") or [])

@@ -166,13 +166,17 @@ class Cujo:
         as_json: bool = True,
         path: str | None = None,
         tmpdir: Path | None = None,
+        verbose: bool = False,
     ) -> Pending:
         """Start `cujo review`; ``path`` replaces PATH (to hide a build tool), ``tmpdir``
-        is where its temporary folders go (TMPDIR)."""
+        is where its temporary folders go (TMPDIR); ``verbose`` shows the sandbox's detail
+        on stderr as it runs (-v)."""
         argv = [str(CUJO), "review", "--repo", str(repo), "--base", base, "--head", head]
         argv += ["--data-dir", str(self.data_dir)]
         if as_json:
             argv.append("--json")
+        if verbose:
+            argv.append("-v")
         # Nothing of this machine's Cujo settings leaks in: the record is the test's own.
         env = {k: v for k, v in os.environ.items() if not k.startswith("CUJO_")}
         if path is not None:

@@ -29,7 +29,7 @@ from app_relay.cli.prfetch import (
     sandbox_env,
     target_of_clone,
 )
-from app_relay.cli.progress import MAX_LINES, WIDTH, Progress, brief
+from app_relay.cli.progress import MAX_LINES, WIDTH, Progress, brief, worth_showing
 from app_relay.cli.review import summary_object
 from app_relay.decide.verdict import ModelUse, Verdict
 from app_relay.runs.localrun import LocalRunner
@@ -283,7 +283,7 @@ def test_the_short_report_fits_a_terminal_and_counts_what_it_leaves_out() -> Non
     assert "pull request octo/widgets#7" in shown
     assert f"head {'b' * 12}" in shown
     assert "isolation full" in shown
-    assert "+14 more findings" in shown
+    assert "+15 more findings" in shown
     assert "+3 more unproven" in shown
     assert (
         "\n  record: sqlite:////data/cujo.db run local-1\n  bundle: /data/runs/local-1\n" in shown
@@ -406,3 +406,20 @@ def test_the_sandbox_is_started_without_the_tokens_or_the_model_key(
     assert "secret-" not in env
     assert started.detail is not None
     assert started.detail.name == f"{started.run_id}.log"
+
+
+def test_a_quiet_review_still_shows_isolation_the_plan_and_why_it_stopped() -> None:
+    shown = [
+        "cujo: isolation PARTIAL: bubblewrap is missing\n",
+        "cujo: isolation full: bubblewrap, uids 1-6 (one per check), 8 network namespaces\n",
+        "cujo: plan (python): install `pip install .`, test `-`, smoke `-`\n",
+        "cujo: cannot prepare: /x is not a git repository.\n",
+        "Traceback (most recent call last):\n",
+    ]
+    detail = [
+        "cujo: tests: test: $ python -m unittest\n",
+        "cujo: detonation: install: exit 0 after 4.9s\n",
+        "cujo: timings: warm-up 0.01s\n",
+    ]
+    assert all(worth_showing(line) for line in shown)
+    assert not any(worth_showing(line) for line in detail)
