@@ -8,7 +8,8 @@ when GitHub can be asked, else ``--base``, else the remote's default branch.
 
 A token (``GH_TOKEN``, ``GITHUB_TOKEN``, else ``gh auth token``) goes to git alone, in its
 environment as an extra header scoped to the remote's origin (never in argv, never in the
-clone's config) and to GitHub's API; the sandbox's environment never holds it, and nothing
+clone's config), and only on GitHub's hosts (github.com, ``CUJO_GITHUB_WEB_URL``'s), and
+to GitHub's API; the sandbox's environment never holds it, and nothing
 printed does. Light on purpose (the standard library alone): it runs before the sandbox
 starts.
 """
@@ -211,11 +212,28 @@ def redact(url: str) -> str:
 # --------------------------------------------------------------------------- asking
 
 
-def token_of(env: Mapping[str, str], host: str) -> str | None:
-    """Return the person's token: ``GH_TOKEN``, ``GITHUB_TOKEN``, else ``gh auth token``."""
-    for name in TOKEN_VARS:
-        if value := env.get(name, "").strip():
-            return value
+def github_origins(env: Mapping[str, str]) -> set[str]:
+    """Return the origins (``host[:port]``) the person's GitHub token is meant for.
+
+    github.com, and the GitHub ``CUJO_GITHUB_WEB_URL`` names (GitHub Enterprise): a pull
+    request URL on any other host never gets ``GH_TOKEN``, only what ``gh`` keeps for
+    that very host.
+    """
+    origins = {"github.com"}
+    if web := env.get("CUJO_GITHUB_WEB_URL", "").strip():
+        netloc = urlsplit(web).netloc.rpartition("@")[2].lower()
+        if netloc:
+            origins.add(netloc)
+    return origins
+
+
+def token_of(env: Mapping[str, str], host: str, *, from_env: bool) -> str | None:
+    """Return the person's token for ``host``: ``GH_TOKEN`` or ``GITHUB_TOKEN`` (when
+    ``from_env``: the host is GitHub's), else what ``gh auth token`` keeps for the host."""
+    if from_env:
+        for name in TOKEN_VARS:
+            if value := env.get(name, "").strip():
+                return value
     gh = shutil.which("gh", path=env.get("PATH"))
     if gh is None or not host:
         return None
@@ -376,14 +394,24 @@ def fetch_pull(
     say: Callable[[str], None],
 ) -> FetchedPull:
     """Fetch the pull request's head and base into a throwaway clone (PullError: why not)."""
-    token = token_of(env, target.host)
+    # GitHub's API (api.github.com, or the one configured) takes the person's token; git
+    # takes it only on GitHub's own hosts (github_origins).
+    api_token = token_of(env, target.host, from_env=True)
+    netloc = urlsplit(target.url).netloc.rpartition("@")[2].lower()
+    token = (
+        api_token
+        if netloc in github_origins(env)
+        else token_of(env, target.host, from_env=False)
+        if urlsplit(target.url).scheme == "https"
+        else None
+    )
     notes: list[str] = []
     base_ref, base_from = base, "--base"
     github_head: object = None
     api = api_base(target, env) if target.owner_name else None
     if api is not None:
         try:
-            pull = ask_pull(api, target, token)
+            pull = ask_pull(api, target, api_token)
             base_ref, base_from = base_of(pull), "github"
         except PullError as exc:
             instead = f"--base {base}" if base else "the remote's default branch"
@@ -399,9 +427,16 @@ def fetch_pull(
     listed = _git(["ls-remote", "--symref", target.url, "HEAD", head_ref], env=git_env)
     if listed.returncode != 0:
         hint = (
-            "a private repository needs a token: set GH_TOKEN (or sign in with `gh auth login`)"
-            if token is None
-            else "the token was refused or cannot read this repository: check GH_TOKEN"
+            "the token was refused or cannot read this repository: check GH_TOKEN"
+            if token is not None
+            else "a private repository needs a token: set GH_TOKEN (or sign in with `gh auth "
+            "login`)"
+            + (
+                f"; GH_TOKEN goes only to GitHub's hosts: set CUJO_GITHUB_WEB_URL=https://{netloc}"
+                " if this is your GitHub"
+                if api_token is not None and urlsplit(target.url).scheme == "https"
+                else ""
+            )
         )
         raise PullError(f"cannot read {shown}: {_said(listed)}; {hint}")
     refs = _ls_remote(listed.stdout)

@@ -246,7 +246,13 @@ def reviews(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reviews]:
             private_pending, _ = start(
                 tmp,
                 [f"{git_host.url}/octo/calc/pull/{NUMBER}", "--json"],
-                {"TMPDIR": str(tmp), "GH_TOKEN": git_token, "GIT_SSL_CAINFO": str(git_host.cert)},
+                {
+                    "TMPDIR": str(tmp),
+                    "GH_TOKEN": git_token,
+                    "GIT_SSL_CAINFO": str(git_host.cert),
+                    # The token goes to GitHub's hosts only: this one is, as a GHE would be.
+                    "CUJO_GITHUB_WEB_URL": git_host.url,
+                },
             )
             model_review, private_review = model_pending.wait(), private_pending.wait()
             seen = list(git_host.host.seen)
@@ -381,7 +387,9 @@ def test_a_private_remote_without_a_token_says_to_set_one(tmp_path: Path) -> Non
         url = f"{host.url}/octo/calc/pull/{NUMBER}"
         cert = {"GIT_SSL_CAINFO": str(host.cert), "PATH": f"{no_gh}:{os.path.dirname(CUJO)}"}
         without = start(tmp_path, [url], cert)[0].wait()
-        wrong = start(tmp_path, [url], {**cert, "GH_TOKEN": "ghp_wrong"})[0].wait()
+        wrong = start(
+            tmp_path, [url], {**cert, "GH_TOKEN": "ghp_wrong", "CUJO_GITHUB_WEB_URL": host.url}
+        )[0].wait()
     assert without.code == 3, without
     assert "a private repository needs a token: set GH_TOKEN" in without.stderr
     assert wrong.code == 3, wrong

@@ -24,10 +24,12 @@ from app_relay.cli.prfetch import (
     api_base,
     auth_config,
     fetch_pull,
+    github_origins,
     parse_target,
     remote_target,
     sandbox_env,
     target_of_clone,
+    token_of,
 )
 from app_relay.cli.progress import MAX_LINES, WIDTH, Progress, brief, worth_showing
 from app_relay.cli.review import summary_object
@@ -358,7 +360,7 @@ def test_the_token_reaches_git_by_its_environment_alone(
     with PrivateGitServer(web, token, tmp_path) as host:
         monkeypatch.setenv("GIT_SSL_CAINFO", str(host.cert))
         target = parse_target(f"{host.url}/octo/calc/pull/7", {})
-        env = {**os.environ, "GH_TOKEN": token}
+        env = {**os.environ, "GH_TOKEN": token, "CUJO_GITHUB_WEB_URL": host.url}
         pull = fetch_pull(target, base=None, env=env, say=lambda line: None)
         seen = list(host.host.seen)
     try:
@@ -423,3 +425,40 @@ def test_a_quiet_review_still_shows_isolation_the_plan_and_why_it_stopped() -> N
     ]
     assert all(worth_showing(line) for line in shown)
     assert not any(worth_showing(line) for line in detail)
+
+
+def test_gh_token_goes_to_no_host_but_github_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    web, _ = private_remote(tmp_path)
+    token = "ghp_" + "5" * 36
+    with PrivateGitServer(web, token, tmp_path) as host:
+        monkeypatch.setenv("GIT_SSL_CAINFO", str(host.cert))
+        target = parse_target(f"{host.url}/octo/calc/pull/7", {})
+        env = {**os.environ, "GH_TOKEN": token, "PATH": "/usr/bin:/bin"}
+        env.pop("CUJO_GITHUB_WEB_URL", None)
+        with pytest.raises(PullError) as refused:
+            fetch_pull(target, base=None, env=env, say=lambda line: None)
+        seen = list(host.host.seen)
+    assert seen
+    assert all(s.authorization is None for s in seen)
+    assert f"set CUJO_GITHUB_WEB_URL={host.url}" in str(refused.value)
+    assert token not in str(refused.value)
+
+
+def test_gh_keeps_the_token_for_other_hosts(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    asked = tmp_path / "asked"
+    (bin_dir / "gh").write_text(f'#!/bin/sh\necho "$@" > {asked}\necho gho_fromgh\n')
+    (bin_dir / "gh").chmod(0o755)
+    env = {"PATH": str(bin_dir), "GH_TOKEN": "ghp_env"}
+    assert token_of(env, "ghe.corp.test", from_env=True) == "ghp_env"
+    assert not asked.exists()  # GH_TOKEN first: gh is not asked
+    assert token_of(env, "ghe.corp.test", from_env=False) == "gho_fromgh"
+    assert asked.read_text().split() == ["auth", "token", "--hostname", "ghe.corp.test"]
+    assert token_of({"PATH": str(tmp_path)}, "github.com", from_env=True) is None  # no gh
+    assert github_origins({"CUJO_GITHUB_WEB_URL": "https://x@GHE.test:8443/"}) == {
+        "github.com",
+        "ghe.test:8443",
+    }
