@@ -301,7 +301,7 @@ def test_the_local_review_asks_the_model_judge_as_the_relay_does(reviews: Review
     assert "judge_fallback" not in verdict
     # A hard rule found a critical (the decoys in the POST): only the blocking tool was
     # offered, both times; the answer citing invented evidence was refused and asked again.
-    assert any(f["rule"] == "decoy-egress" for f in verdict["findings"]), verdict["findings"]
+    assert any("decoy-egress" in f["rules"] for f in verdict["findings"]), verdict["findings"]
     first, second = reviews.model
     assert first.tools == second.tools == ["post_blocking_review"]
     assert "That answer was rejected" in second.text()  # the invented id was refused
