@@ -155,6 +155,9 @@ def _review(args: argparse.Namespace) -> int:
         except PullError as exc:
             print(f"cujo review: {exc}", file=sys.stderr)
             return exc.code
+        except KeyboardInterrupt:  # fetch_pull removed what it had fetched
+            print("cujo: interrupted while fetching; nothing was reviewed", file=sys.stderr)
+            return 3
         _say(
             f"fetch: done ({time.monotonic() - began:.1f}s): head {pull.head_sha[:12]}, "
             f"base {pull.base_ref} {pull.base_sha[:12]} (from {pull.base_from})"

@@ -9,11 +9,12 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cujorun import CUJO
+from cujorun import CUJO, Pending
 from githttps import PrivateGitServer
 from gitrepo import GitRepo
 
@@ -462,3 +463,43 @@ def test_gh_keeps_the_token_for_other_hosts(tmp_path: Path) -> None:
         "github.com",
         "ghe.test:8443",
     }
+
+
+def test_ctrl_c_while_fetching_removes_the_throwaway_clone(tmp_path: Path) -> None:
+    web, _ = private_remote(tmp_path)
+    real = shutil.which("git")
+    assert real is not None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # A git whose fetch never ends, as a slow remote's: Ctrl-C is what ends it.
+    (bin_dir / "git").write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do [ "$a" = fetch ] && exec tail -f /dev/null; done\n'
+        f'exec {real} "$@"\n'
+    )
+    (bin_dir / "git").chmod(0o755)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CUJO_")},
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "TMPDIR": str(tmp),
+        "CUJO_GITHUB_WEB_URL": web.as_uri(),
+    }
+    out = tmp_path / "out"
+    out.mkdir()
+    pending = Pending(
+        [str(CUJO), "review", "octo/calc#7", "--data-dir", str(tmp_path / "d")],
+        env,
+        out,
+        tmp_path / "d",
+    )
+    deadline = time.monotonic() + 60
+    while not list(tmp.glob("cujo-pull-*")):
+        assert time.monotonic() < deadline, "the fetch should have begun"
+        time.sleep(0.05)
+    pending.interrupt()
+    review = pending.wait()
+    assert review.code == 3, review
+    assert "interrupted while fetching; nothing was reviewed" in review.stderr
+    assert list(tmp.glob("cujo-pull-*")) == []
