@@ -138,13 +138,7 @@ def start(
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("CUJO_", "ANTHROPIC_"))}
     for name in ("GH_TOKEN", "GITHUB_TOKEN"):
         base_env.pop(name, None)
-    here = Path.cwd()
-    try:
-        if cwd is not None:
-            os.chdir(cwd)  # Pending starts the command in the current directory
-        return Pending(full, {**base_env, **env}, out, data), data
-    finally:
-        os.chdir(here)
+    return Pending(full, {**base_env, **env}, out, data, cwd=cwd), data
 
 
 def everything_written(review: Review, extra: list[Path]) -> bytes:

@@ -92,7 +92,14 @@ class Review:
 class Pending:
     """A `cujo review` under way; its output goes to files, so two can run at once."""
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str], out: Path, data: Path) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        out: Path,
+        data: Path,
+        cwd: Path | None = None,
+    ) -> None:
         self.argv, self.data_dir = tuple(argv), data
         self._stdout, self._stderr = out / "stdout", out / "stderr"
         self._started = time.monotonic()
@@ -104,6 +111,7 @@ class Pending:
                 stdout=stdout,
                 stderr=stderr,
                 env=dict(env),
+                cwd=cwd,
                 process_group=0,
             )
 
