@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from app_relay.cli.local import data_dir, start_review
-from app_relay.cli.prfetch import PullError, fetch_pull, parse_target, target_of_clone
+from app_relay.cli.prfetch import fetch_pull, target_of_clone
+from app_relay.cli.pullname import PullError, parse_target
 from app_relay.cli.register import add_register_parser, relay_register
 
 

@@ -1,17 +1,17 @@
 """Fetch a pull request from its remote into a throwaway clone (`cujo review OWNER/REPO#N`).
 
 ``OWNER/REPO#N``, a pull request URL, or ``--pr N`` inside a clone name a remote and a
-number; ``refs/pull/N/head`` (as GitHub serves it) and the base branch are fetched into a
-bare clone of their own, which the sandbox then clones as it clones any local repository:
-nothing of the head is checked out on this machine. The base is the pull request's own
-when GitHub can be asked, else ``--base``, else the remote's default branch.
+number (``pullname``); ``refs/pull/N/head`` (as GitHub serves it) and the base branch
+are fetched into a bare clone of their own, which the sandbox then clones as it clones
+any local repository: nothing of the head is checked out on this machine. The base is
+the pull request's own when GitHub can be asked, else ``--base``, else the remote's
+default branch.
 
 A token (``GH_TOKEN``, ``GITHUB_TOKEN``, else ``gh auth token``) goes to git alone, in its
 environment as an extra header scoped to the remote's origin (never in argv, never in the
-clone's config), and only on GitHub's hosts (github.com, ``CUJO_GITHUB_WEB_URL``'s), and
-to GitHub's API; the sandbox's environment never holds it, and nothing
-printed does. Light on purpose (the standard library alone): it runs before the sandbox
-starts.
+clone's config), only on GitHub's hosts (github.com, ``CUJO_GITHUB_WEB_URL``'s), and to
+GitHub's API; the sandbox's environment never holds it, and nothing printed does. Light
+on purpose (the standard library alone): it runs before the sandbox starts.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit
+
+from app_relay.cli.pullname import PullError, PullTarget, redact, remote_target
 
 # The variables a person's tokens come in: read for git and the API here, and taken out of
 # the sandbox's environment (``sandbox_env``), as the model key is.
@@ -38,47 +40,9 @@ GIT_TIMEOUT_S = 600.0
 API_TIMEOUT_S = 20.0
 # A pull request's JSON is a few tens of KB; anything far larger is not one.
 MAX_API_ANSWER = 2_000_000
-_NUMBER = r"[1-9][0-9]{0,9}"
-_SHORT = re.compile(rf"^(?P<repo>[^#\s]+)#(?P<number>{_NUMBER})$")
-# https://HOST/OWNER/REPO/pull/N, and its tabs (/files, /commits, /checks) as a browser shows.
-_PULL_URL = re.compile(
-    rf"^/(?P<owner>[^/]+)/(?P<name>[^/]+?)(?:\.git)?/pull/(?P<number>{_NUMBER})"
-    r"(?:/(?:files|commits|checks))?/?$"
-)
-_SCP = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>[^/].*)$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 # A branch name as GitHub answers it: what git accepts, and nothing an option could be.
 _BRANCH = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)[A-Za-z0-9._/+-]{1,255}(?<![./])$")
-
-
-class PullError(Exception):
-    """A pull request that cannot be named or fetched; the message says what to fix."""
-
-    def __init__(self, message: str, code: int = 3) -> None:
-        super().__init__(message)
-        self.code = code  # 2: the command line is wrong; 3: the remote could not be read
-
-
-@dataclass(frozen=True)
-class PullTarget:
-    """A pull request as named: the remote to fetch from, its number, and how to show it."""
-
-    url: str  # what git fetches from
-    number: int
-    repo: str  # OWNER/REPO when the remote's path says so, else the remote as shown
-    host: str  # the remote's host ("" for a file:// remote)
-    owner_name: tuple[str, str] | None  # for asking GitHub's API
-
-    @property
-    def shown_url(self) -> str:
-        """Return the pull request's web address (or the remote's, with ``#N``)."""
-        parts = urlsplit(self.url)
-        if parts.scheme in ("http", "https") and self.owner_name:
-            owner, name = self.owner_name
-            return (
-                f"{parts.scheme}://{parts.hostname}{_port(parts)}/{owner}/{name}/pull/{self.number}"
-            )
-        return f"{redact(self.url)}#{self.number}"
 
 
 @dataclass
@@ -111,42 +75,6 @@ class FetchedPull:
 # --------------------------------------------------------------------------- naming
 
 
-def parse_target(text: str, env: Mapping[str, str]) -> PullTarget:
-    """Return the pull request ``OWNER/REPO#N`` or a pull request URL names (PullError 2)."""
-    from cujo_action.schema import REPO_NAME  # noqa: PLC0415  (pydantic: only for this form)
-
-    text = text.strip()
-    if m := _SHORT.match(text):
-        repo = m["repo"]
-        if not REPO_NAME.match(repo) or repo.split("/")[1] in (".", ".."):
-            raise PullError(
-                f"{text!r}: OWNER/REPO#N wants a GitHub owner and repository name "
-                "(e.g. octo-org/widgets#7)",
-                2,
-            )
-        web = (env.get("CUJO_GITHUB_WEB_URL") or "https://github.com").rstrip("/")
-        owner, name = repo.split("/")
-        return _target(f"{web}/{owner}/{name}.git", int(m["number"]), (owner, name))
-    parts = urlsplit(text)
-    if parts.scheme in ("http", "https") and parts.hostname:
-        m = _PULL_URL.match(parts.path)
-        if m is None or parts.query or parts.fragment:
-            raise PullError(
-                f"{redact(text)} is not a pull request URL: give https://HOST/OWNER/REPO/pull/N",
-                2,
-            )
-        owner, name = m["owner"], m["name"]
-        if not REPO_NAME.match(f"{owner}/{name}") or name in (".", ".."):
-            raise PullError(f"{redact(text)} names no GitHub owner and repository", 2)
-        base = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
-        return _target(f"{base}/{owner}/{name}.git", int(m["number"]), (owner, name))
-    raise PullError(
-        f"{redact(text)!r} names no pull request: give OWNER/REPO#N, a pull request URL "
-        "(https://HOST/OWNER/REPO/pull/N), or --pr N inside a clone",
-        2,
-    )
-
-
 def target_of_clone(path: str, number: int) -> PullTarget:
     """Return pull request ``number`` of the clone at ``path``, from its ``origin`` remote."""
     if number < 1:
@@ -168,45 +96,6 @@ def target_of_clone(path: str, number: int) -> PullTarget:
             2,
         )
     return remote_target(url, number)
-
-
-def remote_target(url: str, number: int) -> PullTarget:
-    """Return pull request ``number`` of the remote at ``url`` (https, ssh, scp-like, file)."""
-    parts = urlsplit(url)
-    if parts.scheme:
-        path = parts.path
-    elif m := _SCP.match(url):  # git@github.com:owner/repo.git
-        path = "/" + m["path"]
-    else:  # a path on disk, as a clone of a local repository has
-        path = str(Path(url).expanduser().resolve())
-        url = Path(path).as_uri()
-    segments = [s for s in path.removesuffix("/").removesuffix(".git").split("/") if s]
-    owner_name = (segments[-2], segments[-1]) if len(segments) >= 2 else None
-    return _target(url, number, owner_name)
-
-
-def _target(url: str, number: int, owner_name: tuple[str, str] | None) -> PullTarget:
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    scp = None if parts.scheme else _SCP.match(url)
-    if scp is not None:
-        host = scp["host"]
-    repo = "/".join(owner_name) if owner_name else redact(url)
-    return PullTarget(url=url, number=number, repo=repo, host=host, owner_name=owner_name)
-
-
-def _port(parts: object) -> str:
-    port = getattr(parts, "port", None)
-    return f":{port}" if port else ""
-
-
-def redact(url: str) -> str:
-    """Return ``url`` with any credentials it carries replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.scheme and "@" in parts.netloc:
-        host = parts.netloc.rpartition("@")[2]
-        return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, ""))
-    return url
 
 
 # --------------------------------------------------------------------------- asking
