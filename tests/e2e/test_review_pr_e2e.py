@@ -187,8 +187,9 @@ def _model_answers(api: FakeAnthropic) -> None:
     def answer_with_real_evidence(request: Recorded) -> None:
         if len(api.requests) != 1:
             return
-        cited = re.findall(r'"id":\s*"([a-z]+:egress:[0-9]+)"', request.text())
-        assert cited, "the prompt should list the egress evidence with its ids"
+        # Any id the prompt lists (egress, output, decoy reads: which fit its budget varies);
+        # none would make the judge refuse this answer too, and the test say so.
+        cited = re.findall(r'"id":\s*"([a-z]+:[a-z_]+:[0-9]+)"', request.text()) or ["none:0"]
         api.reply(
             tool_use(
                 "post_blocking_review",
