@@ -11,9 +11,14 @@ import os
 import secrets
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
+from app_relay.cli.prfetch import FetchedPull, sandbox_env
+from app_relay.cli.progress import worth_showing
 from app_relay.runs.localrun import LocalRun, LocalRunner
 
 
@@ -82,6 +87,32 @@ class LocalReview:
     run: LocalRun
     # The tamper record the sandbox prints as it goes, as the job's log holds it on Actions.
     printed: list[str] = field(default_factory=list)
+    pull: FetchedPull | None = None  # the pull request fetched for it, if one was
+    detail: Path | None = None  # where the sandbox's detail went (None: on stderr, -v)
+    detail_file: IO[str] | None = None
+    started_at: float = field(default_factory=time.monotonic)  # when the sandbox started
+
+    @property
+    def pr_number(self) -> int | None:
+        """Return the pull request's number, when the review is of one."""
+        return self.pull.target.number if self.pull else None
+
+    def close_detail(self) -> None:
+        """Close the detail log (the sandbox has ended)."""
+        if self.detail_file is not None:
+            self.detail_file.close()
+
+
+def _quiet_detail(log: IO[str]) -> Callable[[str], None]:
+    """Return where a quiet review's sandbox lines go: all to ``log``, what matters on."""
+
+    def detail(line: str) -> None:
+        log.write(line)
+        if worth_showing(line):
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+    return detail
 
 
 def start_review(args: argparse.Namespace) -> LocalReview:
@@ -98,7 +129,20 @@ def start_review(args: argparse.Namespace) -> LocalReview:
     base_sha, head_sha = resolve(repo, args.base), resolve(repo, args.head)
     out = folder / "runs" / run_id
     printed: list[str] = []
-    print(f"cujo: reviewing {repo}: {args.base} → {args.head} (run {run_id})", file=sys.stderr)
+    pull: FetchedPull | None = getattr(args, "pull_request", None)
+    if pull is not None:
+        # The record names the pull request, not the throwaway clone it was fetched into.
+        repo_shown = pull.target.repo
+        what = f"{repo_shown}#{pull.target.number} (head {head_sha[:12]})"
+    else:
+        repo_shown, what = repo, f"{repo}: {args.base} → {args.head}"
+    print(f"cujo: reviewing {what} (run {run_id})", file=sys.stderr, flush=True)
+    detail, detail_file = None, None
+    if not getattr(args, "verbose", True):
+        # Quiet: the sandbox's own lines go to a file beside the bundle (-v shows them).
+        (folder / "runs").mkdir(parents=True, exist_ok=True)
+        detail = folder / "runs" / f"{run_id}.log"
+        detail_file = detail.open("x", buffering=1, encoding="utf-8", errors="replace")
     run = LocalRunner().start(
         repo=repo,
         base=base_sha if base_sha != UNKNOWN_SHA else args.base,
@@ -106,5 +150,11 @@ def start_review(args: argparse.Namespace) -> LocalReview:
         run_id=run_id,
         out=out,
         record=printed,
+        # The person's tokens and the model key stay out of the sandbox's environment.
+        env=sandbox_env(os.environ),
+        detail=_quiet_detail(detail_file) if detail_file is not None else None,
     )
-    return LocalReview(run_id, repo, base_sha, head_sha, folder, out, run, printed)
+    return LocalReview(
+        run_id, repo_shown, base_sha, head_sha, folder, out, run, printed, pull, detail,
+        detail_file,
+    )  # fmt: skip

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -31,10 +31,11 @@ from app_relay.cli.local import (
     resolve,
     start_review,
 )
+from app_relay.cli.progress import Progress, brief
 from app_relay.cli.say import reason_of, shown_url
 from app_relay.decide.behaviour import evidence_items
 from app_relay.decide.bundle_verdict import verdict_of
-from app_relay.decide.judge import DeterministicJudge, error_verdict
+from app_relay.decide.judge import Judge, error_verdict, judge_for
 from app_relay.decide.verdict import Verdict
 from app_relay.model.port import ModelPort
 from app_relay.runs.tamper import described, reconcile, record_verdict, with_tampering
@@ -43,11 +44,23 @@ from app_relay.words.review_body import evidence_lines
 from cujo_action.evidence.reader import Bundle, BundleError, read_bundle
 from cujo_action.schema import POLICY_FILE, PolicyError, Report, load_policy
 
+if TYPE_CHECKING:
+    from app_relay.cli.local_board import OpenBoard
+
 # Unproven holds the merge on GitHub; a script gets 4 so it holds too (DESIGN section 10).
 EXIT = {"clean": 0, "unproven": 4, "blocked": 1, "error": 3}
-# Evidence from a sandbox that could be dodged proves nothing: partial isolation can block
-# a pull request, but never call it clean.
-JUDGE = DeterministicJudge(require_full_isolation=True)
+
+
+def local_judge(env: Mapping[str, str]) -> Judge:
+    """Return the judge the relay uses: the model judge with a model key, else the hard rules.
+
+    The relay's own choice (``cli/serve.py``), so a bundle means the same on GitHub and on a
+    laptop. Evidence from a sandbox that could be dodged proves nothing: partial isolation
+    can block a pull request, but never call it clean.
+    """
+    from app_relay.model.claude import model_client_from_env  # noqa: PLC0415  (the SDK)
+
+    return judge_for(model_client_from_env(env), require_full_isolation=True)
 
 
 def _evidence_index(
@@ -72,11 +85,15 @@ def summary_object(
     base_sha: str | None = None,
     head_sha: str | None = None,
     lost: Mapping[str, str] | None = None,
+    pull_request: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
     """Return the ``--json`` object of DESIGN section 10.
 
     Each finding's evidence items carry their plain ``description``; ``lost`` describes
-    evidence the bundle no longer holds (``tamper.described``).
+    evidence the bundle no longer holds (``tamper.described``). ``judge`` says which
+    judge decided (``model`` or ``deterministic``, with ``judge_fallback`` saying why when
+    the model was asked and the hard rules decided); ``pull_request`` names the pull
+    request reviewed, when one was.
 
     ``base_sha`` and ``head_sha`` are the commits the CLI resolved itself; they stand in
     when the sandbox wrote no plan (a run that ended ``error`` before settling one).
@@ -87,7 +104,7 @@ def summary_object(
     isolation = (
         "partial" if any(r.isolation == "partial" for r in reports) or not reports else "full"
     )
-    return {
+    obj: dict[str, Any] = {
         "run_id": run_id,
         "state": verdict.state,
         "mode": "sandbox",
@@ -119,7 +136,14 @@ def summary_object(
             for f in verdict.findings
         ],
         "record": record,
+        "judge": "model" if verdict.judge == "model" else "deterministic",
     }
+    if verdict.judge == "deterministic-fallback":
+        use = verdict.model_use
+        obj["judge_fallback"] = (use.detail or use.outcome) if use else "the model was not asked"
+    if pull_request is not None:
+        obj["pull_request"] = dict(pull_request)
+    return obj
 
 
 def _known(sha: str | None) -> str | None:
@@ -131,6 +155,15 @@ def render(obj: dict[str, Any], evidence: Mapping[str, str] | None = None) -> st
     evidence = evidence or {}
     state = obj["state"]
     lines = [f"Cujo verdict: {state.upper()}  (run {obj['run_id']})", f"  {obj['summary']}"]
+    if pull := obj.get("pull_request"):
+        lines.append(f"  pull request {pull['repo']}#{pull['number']}  {pull['url']}")
+    if judge := obj.get("judge"):
+        why = (
+            f" (the model judge gave no usable answer: {fb})"
+            if (fb := obj.get("judge_fallback"))
+            else ""
+        )
+        lines.append(f"  judge {judge}{why}")
     if obj["plan"]:
         plan = obj["plan"]
         lines.append(
@@ -188,8 +221,13 @@ def review(args: argparse.Namespace, started: LocalReview | None = None) -> int:
             return diff_review(args, client)
         instead = NO_MODEL_KEY
         print(f"cujo review: {instead}", file=sys.stderr)
+    boards: list[OpenBoard] = []
     with _patient_interrupt() as interrupted:
-        return _sandbox_review(args, started or start_review(args), instead, interrupted)
+        code = _sandbox_review(args, started or start_review(args), instead, interrupted, boards)
+    # Past the sandbox, Ctrl-C is the person's again: it stops the board (--open).
+    for board in boards:
+        board.hold()
+    return code
 
 
 def _open_record(
@@ -199,22 +237,28 @@ def _open_record(
     base_sha: str,
     head_sha: str,
     mode: Literal["sandbox", "diff"],
+    pr_number: int | None = None,
 ) -> Store:
     """Open the local record in ``folder`` and start the run in it (raises OSError or
     SQLAlchemyError: no record, so no run)."""
     folder.mkdir(parents=True, exist_ok=True)
     store = Store(database_url(folder))
-    store.start_run(store.open_session(repo, None, "local"), run_id, base_sha, head_sha, mode)
+    session = store.open_session(repo, pr_number, "local")
+    store.start_run(session, run_id, base_sha, head_sha, mode)
     return store
 
 
 def _sandbox_review(
-    args: argparse.Namespace, started: LocalReview, instead: str, interrupted: threading.Event
+    args: argparse.Namespace,
+    started: LocalReview,
+    instead: str,
+    interrupted: threading.Event,
+    boards: list[OpenBoard],
 ) -> int:
     run_id, repo, folder, out = started.run_id, started.repo, started.folder, started.out
     base_sha, head_sha = started.base_sha, started.head_sha
     try:
-        store = _open_record(folder, repo, run_id, base_sha, head_sha, "sandbox")
+        store = _open_record(folder, repo, run_id, base_sha, head_sha, "sandbox", started.pr_number)
     except (OSError, SQLAlchemyError) as exc:
         started.run.stop()  # no record, so no run
         # Say where the record should have been, and why it is not.
@@ -225,12 +269,21 @@ def _sandbox_review(
         )
         return 3
     record = f"{shown_url(store.url)} run {run_id} (bundle in {out})"
+    board = _open_board(store.url, run_id) if getattr(args, "open", False) else None
+    # The sandbox began preparing when it started; its first marks reach us together.
+    progress = Progress(began={"prepare": started.started_at})
+
+    def on_step(step: str) -> None:
+        # The run page follows the stages live, as the relay follows a job's steps.
+        store.add_event(run_id, "step", step)
+        progress.step(step)
+
     bundle: Bundle | None = None
     known_base, known_head = _known(base_sha), _known(head_sha)
     lost: dict[str, str] = {}
     try:
-        # The run page follows the stages live, as the relay follows a job's steps.
-        code = started.run.wait(lambda step: store.add_event(run_id, "step", step))
+        code = started.run.wait(on_step)
+        started.close_detail()
         if interrupted.is_set():
             raise KeyboardInterrupt
         if code not in (0, 3):
@@ -239,7 +292,7 @@ def _sandbox_review(
             bundle = read_bundle(out, run_id=run_id, head_sha=known_head, base_sha=known_base)
             # Locally the sandbox read base's policy from the repository named here: there is
             # no copy of the relay's to hold the plan to.
-            verdict = verdict_of(bundle, JUDGE, policy=None)
+            verdict = verdict_of(bundle, local_judge(os.environ), policy=None)
             found = reconcile("\n".join(started.printed), bundle, out)
             store.add_event(run_id, "tamper" if found.lost else "log", found.line())
             verdict, lost = with_tampering(verdict, found), described(found)
@@ -254,6 +307,8 @@ def _sandbox_review(
         started.run.stop()
         store.mark_abandoned(run_id, "interrupted by the user")
         print("cujo: interrupted; the run is recorded as error", file=sys.stderr)
+        if board is not None:
+            board.stop()
         return 3
     if instead:
         verdict = Verdict.model_validate(
@@ -275,10 +330,37 @@ def _sandbox_review(
         base_sha=base_sha,
         head_sha=head_sha,
         lost=lost,
+        pull_request=started.pull.as_json() if started.pull else None,
     )
-    print(json.dumps(obj, indent=2) if args.json else render(obj))
+    if started.pull is not None:
+        obj["notes"] = [*started.pull.notes, *obj["notes"]]
+    print(_shown(args, obj, str(started.detail) if started.detail else None), flush=True)
+    boards.extend([board] if board is not None else [])
     # A verdict that is not on the record is Cujo falling over, whatever the verdict says.
     return EXIT[verdict.state] if recorded else 3
+
+
+def _shown(args: argparse.Namespace, obj: dict[str, Any], detail: str | None) -> str:
+    """Return what the review prints: the JSON, the whole report (-v), or the short one."""
+    if args.json:
+        return json.dumps(obj, indent=2)
+    if getattr(args, "verbose", True):
+        return render(obj)
+    return brief(obj, detail=detail)
+
+
+def _open_board(record_url: str, run_id: str) -> OpenBoard | None:
+    """Serve the board on loopback in this process and open the run page in a browser."""
+    from app_relay.cli.local_board import OpenBoard  # noqa: PLC0415  (loads the web stack)
+
+    try:
+        board = OpenBoard.start(record_url)
+    except OSError as exc:
+        print(f"cujo review: cannot open the board: {reason_of(exc)}; run `cujo board`",
+              file=sys.stderr)  # fmt: skip
+        return None
+    board.show(run_id)
+    return board
 
 
 def diff_review(args: argparse.Namespace, client: ModelPort) -> int:
@@ -287,8 +369,17 @@ def diff_review(args: argparse.Namespace, client: ModelPort) -> int:
     run_id = f"local-{secrets.token_hex(6)}"
     repo = str(Path(args.repo).resolve()) if "://" not in args.repo else args.repo
     base_sha, head_sha = resolve(repo, args.base), resolve(repo, args.head)
+    pull = getattr(args, "pull_request", None)
     try:
-        store = _open_record(folder, repo, run_id, base_sha, head_sha, "diff")
+        store = _open_record(
+            folder,
+            pull.target.repo if pull else repo,
+            run_id,
+            base_sha,
+            head_sha,
+            "diff",
+            pull.target.number if pull else None,
+        )
     except (OSError, SQLAlchemyError) as exc:
         print(f"cujo review: cannot open the record in {folder}: {reason_of(exc)}", file=sys.stderr)
         return 3
@@ -309,7 +400,7 @@ def diff_review(args: argparse.Namespace, client: ModelPort) -> int:
         print(f"cujo review: the verdict could not be recorded: {reason_of(exc)}", file=sys.stderr)
     obj = summary_object(
         run_id=run_id, bundle=None, verdict=verdict, record=record, base_sha=base_sha,
-        head_sha=head_sha,
+        head_sha=head_sha, pull_request=pull.as_json() if pull else None,
     )  # fmt: skip
     obj["mode"] = "diff"
     obj["isolation"] = None
@@ -321,7 +412,8 @@ def diff_review(args: argparse.Namespace, client: ModelPort) -> int:
         ]
     if verdict.model_use is not None:
         obj["model_use"] = verdict.model_use.model_dump(mode="json")
-    print(json.dumps(obj, indent=2) if args.json else render(obj, evidence))
+    shown = render(obj, evidence) if getattr(args, "verbose", True) else brief(obj)
+    print(json.dumps(obj, indent=2) if args.json else shown)
     return EXIT[verdict.state] if recorded else 3
 
 

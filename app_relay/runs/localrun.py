@@ -12,7 +12,7 @@ import logging
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
@@ -42,13 +42,16 @@ class LocalRunner:
         run_id: str,
         out: Path,
         record: list[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        detail: Callable[[str], object] | None = None,
     ) -> LocalRun:
         """Start the sandbox and return at once (``LocalRun.wait`` for its end).
 
         With ``record``, the sandbox's standard error is read here: its tamper-record
         lines (``cujo_action/evidence/ledger.py``) are kept in ``record`` and its stage marks
         (``cujo_action/schema.py``, ``stage_mark``) go to the ``on_step`` given to ``wait``
-        (held until then), rather than shown; everything else goes on to this process's stderr.
+        (held until then), rather than shown; everything else goes on to this process's stderr,
+        or to ``detail`` when given. ``env``: the sandbox's environment (default: this one's).
         """
         out.mkdir(parents=True, exist_ok=True)
         argv = [self.python, "-m", "cujo_action", "run", "--repo", repo, "--base", base]
@@ -58,15 +61,20 @@ class LocalRunner:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE if record is not None else None,
+            env=None if env is None else dict(env),
         )
-        return LocalRun(self, proc, record)
+        return LocalRun(self, proc, record, detail)
 
 
 class LocalRun:
     """A sandbox started by ``LocalRunner.start``; ``wait`` runs it to its end."""
 
     def __init__(
-        self, runner: LocalRunner, proc: subprocess.Popen[bytes], record: list[str] | None
+        self,
+        runner: LocalRunner,
+        proc: subprocess.Popen[bytes],
+        record: list[str] | None,
+        detail: Callable[[str], object] | None = None,
     ) -> None:
         self.runner, self.proc, self.record = runner, proc, record
         self._lock = threading.Lock()
@@ -76,7 +84,7 @@ class LocalRun:
         if record is not None and proc.stderr is not None:
             self._reader = threading.Thread(
                 target=_split_record,
-                args=(proc.stderr, record, self._step),
+                args=(proc.stderr, record, self._step, detail or _to_stderr),
                 name="cujo-record",
                 daemon=True,
             )
@@ -148,9 +156,19 @@ def step_line(stage: str, what: str, why: str | None) -> str:
     return f"{stage}: completed ({'success' if ok else 'failure'})"
 
 
-def _split_record(stream: IO[bytes], record: list[str], on_step: Callable[[str], None]) -> None:
+def _to_stderr(line: str) -> None:
+    sys.stderr.write(line)
+    sys.stderr.flush()
+
+
+def _split_record(
+    stream: IO[bytes],
+    record: list[str],
+    on_step: Callable[[str], None],
+    detail: Callable[[str], object],
+) -> None:
     """Keep the sandbox's tamper-record lines in ``record``, hand its stage marks to
-    ``on_step``; pass the rest to stderr."""
+    ``on_step``; pass the rest to ``detail``."""
     # The stage marks are the sandbox's contract (cujo_action.schema), which loads
     # pydantic: read here, in this thread, once the sandbox has started (ISSUE 14).
     from cujo_action.schema import STAGES, read_stage_mark  # noqa: PLC0415
@@ -163,5 +181,7 @@ def _split_record(stream: IO[bytes], record: list[str], on_step: Callable[[str],
         if (mark := read_stage_mark(line)) is not None and mark.stage in STAGES:
             on_step(step_line(mark.stage, mark.what, mark.why))
             continue
-        sys.stderr.write(line)
-        sys.stderr.flush()
+        try:
+            detail(line)
+        except Exception as exc:  # the reader must go on, or the sandbox blocks on its pipe
+            log.info("a line of the local run could not be shown: %s", exc)

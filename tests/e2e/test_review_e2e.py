@@ -278,7 +278,7 @@ def test_a_malformed_policy_at_base_is_an_error_naming_file_line_and_key(
 
 def test_a_folder_that_is_not_a_repository_is_an_error(cujo: Cujo, tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("not a repository\n")
-    review = cujo.review(tmp_path, as_json=False)
+    review = cujo.review(tmp_path, as_json=False, verbose=True)
     assert review.code == 3, review
     assert "ERROR" in review.stdout
     assert f"{tmp_path} is not a git repository" in review.stdout
@@ -587,7 +587,7 @@ def test_interrupting_a_review_leaves_no_process_of_the_pull_request(
         {"calc.py": CALC + "\n"},
     )
     tmp = private_tmpdir()
-    pending = cujo.start(repo.path, tmpdir=tmp)
+    pending = cujo.start(repo.path, tmpdir=tmp, verbose=True)
     said = pending.wait_for("tests: test: $")
     run_id = said.split("(run ", 1)[1].split(")", 1)[0]
     assert running_with(marker), "the hanging test should be running before Ctrl-C"

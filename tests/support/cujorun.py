@@ -92,7 +92,14 @@ class Review:
 class Pending:
     """A `cujo review` under way; its output goes to files, so two can run at once."""
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str], out: Path, data: Path) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        out: Path,
+        data: Path,
+        cwd: Path | None = None,
+    ) -> None:
         self.argv, self.data_dir = tuple(argv), data
         self._stdout, self._stderr = out / "stdout", out / "stderr"
         self._started = time.monotonic()
@@ -104,6 +111,7 @@ class Pending:
                 stdout=stdout,
                 stderr=stderr,
                 env=dict(env),
+                cwd=cwd,
                 process_group=0,
             )
 
@@ -166,13 +174,17 @@ class Cujo:
         as_json: bool = True,
         path: str | None = None,
         tmpdir: Path | None = None,
+        verbose: bool = False,
     ) -> Pending:
         """Start `cujo review`; ``path`` replaces PATH (to hide a build tool), ``tmpdir``
-        is where its temporary folders go (TMPDIR)."""
+        is where its temporary folders go (TMPDIR); ``verbose`` shows the sandbox's detail
+        on stderr as it runs (-v)."""
         argv = [str(CUJO), "review", "--repo", str(repo), "--base", base, "--head", head]
         argv += ["--data-dir", str(self.data_dir)]
         if as_json:
             argv.append("--json")
+        if verbose:
+            argv.append("-v")
         # Nothing of this machine's Cujo settings leaks in: the record is the test's own.
         env = {k: v for k, v in os.environ.items() if not k.startswith("CUJO_")}
         if path is not None:

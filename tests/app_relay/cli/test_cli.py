@@ -148,7 +148,7 @@ def test_bad_arguments_exit_2_with_usage(
 def test_the_console_script_exits_2_on_usage_without_a_traceback() -> None:
     done = run(str(CUJO), "review", "--repo", ".")
     assert done.returncode == 2
-    assert "the following arguments are required: --base, --head" in done.stderr
+    assert "(missing --base, --head)" in done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -238,7 +238,7 @@ def test_the_printed_record_never_shows_a_database_password() -> None:
 def test_an_error_verdict_reads_as_one_sentence() -> None:
     failure = Failure(run_id="local-1", stage="prepare", reason="/x is not a git repository.")
     bundle = Bundle(run_id="local-1", plan=None, reports=(), failure=failure)
-    verdict = verdict_of(bundle, subcommands.JUDGE, policy=None)
+    verdict = verdict_of(bundle, subcommands.local_judge({}), policy=None)
     assert verdict.state == "error"
     assert "`prepare: /x is not a git repository`. This says nothing" in verdict.summary
     obj = subcommands.summary_object(
@@ -261,7 +261,7 @@ def test_every_cited_evidence_item_carries_its_description_in_json_and_text() ->
     reports = demo_exfil_reports()
     plan = Plan.model_validate_json((DEMO_EXFIL / "plan.json").read_text())
     bundle = Bundle(run_id=plan.run_id, plan=plan, reports=tuple(reports), failure=None)
-    verdict = verdict_of(bundle, subcommands.JUDGE, policy=None)
+    verdict = verdict_of(bundle, subcommands.local_judge({}), policy=None)
     lost = {"record:egress:42": "a request carrying a decoy to *.exfil.test (install) is gone"}
     tampered = verdict.model_copy(
         update={
