@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -42,6 +43,7 @@ SO_ORIGINAL_DST = 80
 _CONNECT_HEAD_LIMIT = 8192
 _CHUNK = 65536
 _DNS_TIMEOUT_S = 10.0
+_SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
 
 class ForwarderConfig(BaseModel):
@@ -163,14 +165,22 @@ class _DnsUdp(asyncio.DatagramProtocol):
             self.transport.sendto(answer, addr)
 
 
+def _tool(name: str) -> str:
+    """Return where ``name`` is (an ordinary user's PATH has no /usr/sbin on Debian)."""
+    return shutil.which(name, path=os.pathsep.join(_SYSTEM_DIRS)) or name
+
+
 def set_up_namespace(ports: ForwarderPorts) -> None:
     """Bring up the namespace's links and load its guard (as the namespace's root)."""
     # IPv6 off for the links made from now on (loopback keeps ::1, as on a runner).
     Path("/proc/sys/net/ipv6/conf/default/disable_ipv6").write_text("1")
     for argv in link_commands():
-        subprocess.run(argv, check=True, capture_output=True)
+        subprocess.run([_tool(argv[0]), *argv[1:]], check=True, capture_output=True)
     subprocess.run(
-        ["nft", "-f", "-"], input=guard_ruleset(ports).encode(), check=True, capture_output=True
+        [_tool("nft"), "-f", "-"],
+        input=guard_ruleset(ports).encode(),
+        check=True,
+        capture_output=True,
     )
 
 

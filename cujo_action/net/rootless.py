@@ -223,7 +223,7 @@ class RootlessNamespace:
                 sys.executable, "-m", "cujo_action.net.forwarder",
                 "--config", str(self.workdir / "forwarder.json")]  # fmt: skip
         with (self.workdir / "forwarder.stderr").open("wb") as err:
-            self.process = subprocess.Popen(  # noqa: S603 - our own argv
+            self.process = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from cujo_action.net.dnsresolvconf import ResolvFile, resolv_files
 from cujo_action.net.netns import kill_all_in
+from cujo_action.net.rootless import is_rootless, join_argv
 from cujo_action.sandbox.cgroups import Limits
 from cujo_action.sandbox.detach import mount_points, to_detach
 from cujo_action.sandbox.detach import prefix as detach_prefix
@@ -242,7 +243,10 @@ class Confinement:
         writes (``View.args``).
         """
         argv: list[str] = []
-        if self.netns is not None:
+        if self.netns is not None and is_rootless(self.netns):
+            # Without root: into the holder's user and network namespaces, as their owner.
+            argv += join_argv(self.netns)
+        elif self.netns is not None:
             argv += [system_tool("ip"), "netns", "exec", self.netns]
         if self.view is not None and self.uid is not None:
             # Root, before it gives up its rights: the host's mounts the sandbox would
@@ -343,6 +347,10 @@ def _limits(nproc: int | None, limits: Limits | None, nice: int = 0) -> Callable
             resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
     return apply
+
+
+def _count_but_holder(inode: int) -> int:
+    return max(0, count_in_namespace(inode) - 1)
 
 
 def _read_status(fd: int) -> tuple[bool, int | None]:
@@ -455,6 +463,9 @@ def _follow(
     count: Callable[[], int] | None = None
     if limits is not None and limits.kind != "rlimits":
         count = limits.current
+    elif inode is not None and confinement.netns is not None and is_rootless(confinement.netns):
+        # The namespace's holder lives in it too, and is none of the command's.
+        count = partial(_count_but_holder, inode)
     elif inode is not None:
         count = partial(count_in_namespace, inode)
     timed_out = False
