@@ -11,8 +11,10 @@ table does as root, on the output hook (every packet here is made in the namespa
 * UDP and TCP port 53 to any address but loopback (the stub addresses 127.0.0.53 and
   127.0.0.54, as a runner's resolv.conf names them, included) go to the forwarder's DNS
   port, which hands each query to the phase's logging resolver;
-* everything else leaving for anywhere but loopback is dropped and counted in the same
-  sets and rules as the host-side table (so ``nftguard.parse_drops`` reads both).
+* everything else leaving for anywhere but loopback is counted in the same sets and
+  rules as the host-side table (so ``nftguard.parse_drops`` reads both) and goes out of
+  ``eth0``, whose peer stays down in the namespace: nothing receives it, and the sender
+  sees no error, as behind the host-side table.
 
 Pull-request commands run in a user namespace of their own below the holder's, with no
 capability over this network namespace: they cannot list or change the table. Pure.
@@ -83,6 +85,9 @@ def guard_ruleset(ports: ForwarderPorts) -> str:
         "    meta l4proto { tcp, udp } "
         "add @refused4 { ip daddr . meta l4proto . th dport counter }",
         "    meta l4proto != { tcp, udp } add @refused4_other { ip daddr . meta l4proto counter }",
+        # Counted, then sent out of eth0, whose other end is down: gone without a word
+        # to the sender (a drop here would fail its send with EPERM, which no runner does).
+        f'    oifname "{SANDBOX_LINK}" counter accept comment "refused"',
         '    counter drop comment "refused"',
         "  }",
         "}",
