@@ -248,6 +248,7 @@ def main() -> int:
             "egresslog",
             "fingerprint",
             "ratelimit",
+            "rootless",
         ],
     )
     args = parser.parse_args()
@@ -302,6 +303,10 @@ def main() -> int:
         from bench.fingerprint import bench_fingerprint
 
         bench_fingerprint()
+    if args.only in (None, "rootless"):
+        from bench.rootless import bench_rootless
+
+        bench_rootless(args.rounds)
     if args.only in (None, "ratelimit"):
         from bench.ratelimit import bench_ratelimit
 
