@@ -74,7 +74,6 @@ nft add table inet cujo_x >/dev/null 2>&1 && echo nft_edit=open || echo nft_edit
 ip link set eth1 up >/dev/null 2>&1 && echo link_edit=open || echo link_edit=closed
 echo "evidence=$(ls -d @RUNS@/*/evidence @TMP@/cujo-*/*/evidence 2>/dev/null | wc -l)"
 echo "other_homes=$(ls -d @TMP@/cujo-*/*/checks/*/home 2>/dev/null | wc -l)"
-echo "pids=$(ls -d /proc/[0-9]* | wc -l)"
 """
 )
 
@@ -200,7 +199,6 @@ def test_as_an_ordinary_user_every_way_out_is_closed(runs: RootlessRuns) -> None
     # Evidence and the other checks' areas are out of sight, wherever the harness keeps them.
     assert said["evidence"] == "0", said
     assert said["other_homes"] == "0", said
-    assert int(said["pids"]) < 10, said  # the sandbox's own few processes
     assert review.verdict["state"] == "clean", str(review)
     assert review.verdict["isolation"] == "full", str(review)
     assert_harness_whole(review)
