@@ -8,6 +8,7 @@ TEST-NET addresses, which never leave the namespace.
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import struct
@@ -20,6 +21,7 @@ import pytest
 
 from cujo_action.arm.host import read_isolation
 from cujo_action.arm.localisolation import local_isolation
+from cujo_action.net.dnsresolvconf import kept_search, search_path
 from cujo_action.net.netns import drops_for, kill_all_in
 from cujo_action.net.rootless import (
     RootlessNamespace,
@@ -184,3 +186,16 @@ def test_the_guard_redirects_tcp_and_dns_and_counts_the_rest_in_the_root_sets() 
     # The same names the host-side table uses: nftguard.parse_drops reads both.
     for name in ("set refused4 ", "set refused4_other ", 'comment "refused"', 'comment "ipv6"'):
         assert name in script
+
+
+def test_an_ordinary_user_keeps_one_search_domain_for_the_jail_and_the_resolver(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Not root: /run/cujo is not its to write, and a domain made per process would make
+    # the resolver log a searched name (name.<domain>) as a host of its own.
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    assert search_path() == tmp_path / "cujo" / "resolver-search"
+    first = kept_search()
+    assert kept_search() == first
+    assert (tmp_path / "cujo" / "resolver-search").read_text().strip() == first
