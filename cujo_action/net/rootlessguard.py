@@ -32,7 +32,8 @@ TABLE = "cujo_guard"
 # Inside the namespace, as on a hosted runner: eth0 with an address and a default route.
 SANDBOX_LINK = "eth0"
 # The link's other end stays in the namespace, down: nothing is ever sent through it.
-PEER_LINK = "eth1"
+# Named as the one other link a hosted runner has, down while no container runs.
+PEER_LINK = "docker0"
 SANDBOX_ADDRESS = "10.1.0.4"
 GATEWAY = "10.1.0.1"
 PREFIX_LEN = 24

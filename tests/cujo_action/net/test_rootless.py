@@ -151,7 +151,7 @@ def test_a_command_cannot_read_or_change_the_guard_or_make_a_namespace(
         ns,
         "import subprocess\n"
         "for argv in (['nft', 'list', 'ruleset'], ['nft', 'flush', 'ruleset'],\n"
-        "             ['ip', 'link', 'set', 'eth1', 'up'], ['unshare', '-Urn', 'true']):\n"
+        "             ['ip', 'link', 'set', 'docker0', 'up'], ['unshare', '-Urn', 'true']):\n"
         "    print(subprocess.run(argv, capture_output=True).returncode != 0)\n",
     )
     assert done.stdout.split() == ["True"] * 4, done
