@@ -349,6 +349,14 @@ def _limits(nproc: int | None, limits: Limits | None, nice: int = 0) -> Callable
     return apply
 
 
+def _counted(confinement: Confinement) -> bool:
+    """Return whether a command's processes are limited and counted: as a uid of its own
+    (root), or in a rootless namespace, where bubblewrap's user namespace counts them
+    apart (RLIMIT_NPROC is kept per user namespace, set before bubblewrap makes it)."""
+    rootless = confinement.netns is not None and is_rootless(confinement.netns)
+    return bool(confinement.uid) or rootless
+
+
 def _count_but_holder(inode: int) -> int:
     return max(0, count_in_namespace(inode) - 1)
 
@@ -422,7 +430,7 @@ def run_confined(
                 fd for fd in (status_w, program_fd, empty_fd, *(f for f, _ in resolv)) if fd >= 0
             ),
             preexec_fn=_limits(  # noqa: PLW1509
-                confinement.nproc if confinement.uid else None, limits, confinement.nice
+                confinement.nproc if _counted(confinement) else None, limits, confinement.nice
             ),
         )
     finally:
@@ -544,7 +552,8 @@ def _follow(
         stdout_bytes=out.total if out is not None else 0,
         stderr_bytes=err.total,
         peak_processes=peak,
-        process_flood=uid is not None and (peak >= FLOOD_SHARE * confinement.nproc or refused > 0),
+        process_flood=_counted(confinement)
+        and (peak >= FLOOD_SHARE * confinement.nproc or refused > 0),
         refused_forks=refused,
         oom_kills=ooms,
         printed=tuple(p for s in searches for p in s.printed()),

@@ -13,11 +13,15 @@ import shutil
 import socket
 import struct
 import subprocess
+import sysconfig
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import unprivileged
+from repo_paths import TOP
 
 from cujo_action.arm.host import read_isolation
 from cujo_action.arm.localisolation import local_isolation
@@ -199,3 +203,44 @@ def test_an_ordinary_user_keeps_one_search_domain_for_the_jail_and_the_resolver(
     first = kept_search()
     assert kept_search() == first
     assert (tmp_path / "cujo" / "resolver-search").read_text().strip() == first
+
+
+# Run as an ordinary user (the jail refuses a command without a uid as root): the
+# checkout's harness, with the test environment's packages, on the system's Python.
+AS_USER = """
+import shutil, sys
+from pathlib import Path
+from cujo_action.net.rootless import RootlessNamespace
+from cujo_action.sandbox.jail import Confinement, View, run_confined
+ns = RootlessNamespace(Path(sys.argv[1]) / "ns", proxy_port=9, dns_port=9).create()
+try:
+    confinement = Confinement(ns.name, None, None, View(shutil.which("bwrap"), (), (), ()),
+                              nproc=40)
+    outcome = run_confined(
+        "for i in $(seq 100); do sleep 30 & done 2>/dev/null; echo started",
+        cwd=Path("/"), env={"PATH": "/usr/bin:/bin"}, timeout=30, confinement=confinement)
+    print(outcome.process_flood, outcome.peak_processes)
+finally:
+    ns.destroy()
+"""
+
+
+def test_a_command_in_a_rootless_namespace_meets_the_process_limit() -> None:
+    python = unprivileged.system_python()
+    if os.geteuid() != 0 or python is None:
+        pytest.skip("switches to an ordinary account with the system's Python: root only")
+    # Not under pytest's own temporary folder: that is root's alone (0700).
+    tmp_path = Path(tempfile.mkdtemp(prefix="cujo-rootless-nproc-"))
+    tmp_path.chmod(0o755)
+    work = unprivileged.owned(tmp_path / "work")
+    paths = [str(TOP), sysconfig.get_paths()["purelib"]]
+    done = subprocess.run(
+        [*unprivileged.Account(tmp_path, work, python).argv(python, "-c", AS_USER), str(work)],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(work), "PYTHONPATH": ":".join(paths)},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    # 100 sleepers where 40 processes are allowed: the rest refused, and it is a flood.
+    shutil.rmtree(tmp_path, ignore_errors=True)
+    flood, peak = done.stdout.split()
+    assert flood == "True", done
+    assert int(peak) <= 40, done
