@@ -165,12 +165,12 @@ def test_as_an_ordinary_user_a_decoy_read_is_seen_under_full_isolation(
     assert (verdict["state"], verdict["isolation"]) == ("clean", "full"), str(review)
     assert "isolation full: bubblewrap, without root" in review.stderr
     assert verdict["unproven"] == []
-    # inotify cannot tell the harness's own look at HOME (its persistence scan) from
-    # the command's: a decoy folder it listed is a probe warning, never more.
-    (hit,) = [f for f in verdict["findings"] if f["rule"] == "decoy-read"]
-    assert (hit["severity"], hit["check"]) == ("warn", "tests")
-    others = {(f["rule"], f["severity"]) for f in verdict["findings"] if f is not hit}
-    assert others <= {("decoy-probe", "warn")}, verdict["findings"]
+    # The read is the only finding: the harness's own unpacking into HOME, which inotify
+    # cannot tell from a command's, is no probe of the decoy folders (watcher.own_work).
+    (hit,) = verdict["findings"]
+    assert (hit["rule"], hit["severity"], hit["check"]) == ("decoy-read", "warn", "tests")
+    for item in hit["evidence"]:
+        assert (item.get("pid"), item.get("exe")) == (None, None), item  # inotify: no process
     for item in hit["evidence"]:
         assert (item["path"], item["phase"]) == ("~/.docker/config.json", "test")
     # The command ran as the sandbox's own account, never as the user's uid.
