@@ -249,6 +249,7 @@ def main() -> int:
             "fingerprint",
             "ratelimit",
             "merge",
+            "rootless",
         ],
     )
     args = parser.parse_args()
@@ -303,6 +304,10 @@ def main() -> int:
         from bench.fingerprint import bench_fingerprint
 
         bench_fingerprint()
+    if args.only in (None, "rootless"):
+        from bench.rootless import bench_rootless
+
+        bench_rootless(args.rounds)
     if args.only in (None, "ratelimit"):
         from bench.ratelimit import bench_ratelimit
 

@@ -1,5 +1,6 @@
 """The sandbox entry: ``python -m cujo_action run …`` (what action.yml and LocalRunner run).
 
+``isolation`` prints which isolation a review gets here (``cujo doctor --local`` reads it).
 ``check-id`` is the shell scripts' check of a run's inputs (tools/sandbox/start.sh): the
 patterns of ``schema`` (``SHA``, ``RUN_ID``, ``PULL_NUMBER``, ``REPO_NAME``), so a value
 the shell lets through is one every reader accepts.
@@ -8,6 +9,8 @@ the shell lets through is one every reader accepts.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -64,7 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--pull-request", action="append", default=[], help="its number")
     check.add_argument("--run-id", action="append", default=[], help="1-64 of A-Za-z0-9._-")
     check.add_argument("--repo", action="append", default=[], help="owner/name")
+    sub.add_parser(
+        "isolation",
+        help="print, as JSON, which isolation a review gets on this machine, why, and the fix",
+    )
     args = parser.parse_args(argv)
+    if args.command == "isolation":
+        return _isolation()
     if args.command == "follow":
         return _follow(args.state, args.until)
     if args.command == "check-id":
@@ -100,6 +109,16 @@ def main(argv: list[str] | None = None) -> int:
         return detach(args.detach, review)
     except OSError as exc:
         parser.error(f"--detach {args.detach}: {exc.strerror} (it must be a new folder)")
+
+
+def _isolation() -> int:
+    """Print this machine's isolation (``localisolation.py``) as one JSON object."""
+    from cujo_action.arm.host import read_isolation  # noqa: PLC0415
+    from cujo_action.arm.localisolation import local_isolation  # noqa: PLC0415
+
+    found = local_isolation(read_isolation())
+    print(json.dumps(dataclasses.asdict(found)))
+    return 0
 
 
 # What the shell says of a refused value (never the value: it could hold a workflow command).

@@ -277,10 +277,13 @@ def _armed(
     _stage("arm", "ended", f"isolation {armed.isolation}")
     if armed.isolation == "full":
         uids = sorted(a.uid for a in armed.areas.values() if a.uid is not None)
-        _say(
-            f"isolation full: bubblewrap, uids {uids[0]}-{uids[-1]} (one per check), "
-            f"{len(armed.netns)} network namespaces"
+        # Without root, separate mounts stand where separate uids stand (net/rootless.py).
+        who = (
+            f"uids {uids[0]}-{uids[-1]} (one per check)"
+            if uids
+            else "without root (a mount of its own per check)"
         )
+        _say(f"isolation full: bubblewrap, {who}, {len(armed.netns)} network namespaces")
     else:
         _say(f"isolation PARTIAL: {armed.isolation_reason}")
     context = Path(armed.run_dir) / "context.json"

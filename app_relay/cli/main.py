@@ -83,7 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     brd.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (0: any)")
     brd.add_argument("--data-dir", type=Path, help="the record (default ~/.local/share/cujo)")
     doc = sub.add_parser("doctor", help="check that Cujo can guard a repository on GitHub")
-    doc.add_argument("--repo", required=True, help="OWNER/NAME on GitHub")
+    doc.add_argument("--repo", help="OWNER/NAME on GitHub")
+    doc.add_argument(
+        "--local", action="store_true", help="say which isolation a review gets on this machine"
+    )
     doc.add_argument("--branch", help="the branch whose merges Cujo guards (default: default)")
     args = parser.parse_args(argv)
     if args.command == "review":
@@ -92,6 +95,12 @@ def main(argv: list[str] | None = None) -> int:
         return _review(args)
     if args.command == "relay" and args.relay_command == "register":
         return relay_register(args, lambda: data_dir(None))
+    if args.command == "doctor" and args.local:
+        from app_relay.cli.doctor_local import doctor_local  # noqa: PLC0415
+
+        return doctor_local()
+    if args.command == "doctor" and not args.repo:
+        parser.error("doctor needs --repo OWNER/NAME (or --local)")
     if args.command == "doctor":
         from app_relay.cli import doctor  # noqa: PLC0415  (loads the GitHub client)
 

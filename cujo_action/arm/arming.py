@@ -7,8 +7,12 @@ area (``staging.py``) and writes what the checks read (``context.py``: ``Armed``
 Full isolation (root, ``ip`` and ``nft``, as on an Actions runner) adds, per phase, a
 network namespace whose only way out is the proxy (transparent listeners catch clients
 that ignore proxy variables) and the logging resolver, and runs pull-request commands as
-the unprivileged sandbox user. Where that cannot be had, the run goes on with proxy
-variables only and says ``isolation: partial`` with the reason.
+the unprivileged sandbox user. Without root, where unprivileged user namespaces are
+allowed, each phase's namespace is held by a forwarder of the harness's user instead
+(``net/rootless.py``: its TCP relayed to the proxy's transparent listeners by CONNECT,
+its DNS to the resolver), and separate mounts stand where separate uids stand. Where
+neither can be had, the run goes on with proxy variables only and says ``isolation:
+partial`` with the reason.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from cujo_action.net.netns import NetNamespace
 from cujo_action.net.nftguard import Redirect
 from cujo_action.net.proxy import ProxyHandle, spawn_proxy, start_proxy, write_ca_bundle
 from cujo_action.net.proxyconfig import ProxyConfig
+from cujo_action.net.rootless import RootlessNamespace
 from cujo_action.sandbox.cgroups import Limits, make_limits
 from cujo_action.sandbox.helper_processes import HarnessProcess, Spawned
 from cujo_action.sandbox.jail import (
@@ -69,7 +74,7 @@ class Harness:
 
     proxy: ProxyHandle
     resolver: ResolverHandle | None = None
-    namespaces: list[NetNamespace] = field(default_factory=list)
+    namespaces: list[NetNamespace | RootlessNamespace] = field(default_factory=list)
     # What else ends with the run: cgroups, the uid block.
     releases: list[Callable[[], object]] = field(default_factory=list)
     # Set by ``stop``: each evidence log as sealed once its writers had stopped, and what
@@ -99,7 +104,7 @@ class Harness:
     def stop(self) -> None:
         """Stop the proxy and the resolver, seal their logs, remove the namespaces."""
 
-        def destroy(ns: NetNamespace) -> None:
+        def destroy(ns: NetNamespace | RootlessNamespace) -> None:
             with contextlib.suppress(NetnsError, OSError):
                 ns.destroy()
 
@@ -224,6 +229,28 @@ def _root() -> bool:
     return os.geteuid() == 0
 
 
+def _rootless_namespaces(harness: Harness, labels: Sequence[str], where: Path) -> dict[str, str]:
+    """Start a namespace holder per label (all at once), wait for each; return their names.
+
+    Call from the run's main thread: each holder dies with the thread that started it.
+    """
+    assert harness.resolver is not None
+    where.mkdir(mode=0o700)
+    held: dict[str, RootlessNamespace] = {}
+    for i, name in enumerate(labels):
+        ns = RootlessNamespace(
+            where / str(i),
+            proxy_port=harness.proxy.transparent_ports[name],
+            dns_port=harness.resolver.ports[name],
+        )
+        harness.namespaces.append(ns)
+        ns.start()
+        held[name] = ns
+    for ns in held.values():
+        ns.wait()
+    return {name: ns.name for name, ns in held.items()}
+
+
 def arm(
     plan: Plan,
     run_dir: Path,
@@ -266,6 +293,7 @@ def arm(
         log_path=evidence / "egress.jsonl",
         ready_path=run_dir / "proxy-ready.json",
         transparent=why_partial is None,
+        relayed=why_partial is None and not _root(),
         names_path=names,
         github=github_facts(job, plan.base_sha),
     )
@@ -327,25 +355,28 @@ def arm(
                 with timed("arm/resolver"):
                     harness.resolver = resolver_start.result()
                 with timed("arm/namespaces"):
-                    for name in labels:
-                        ns = NetNamespace(
-                            Redirect(
-                                transparent_port=harness.proxy.transparent_ports[name],
-                                dns_port=harness.resolver.ports[name],
-                                proxy_port=harness.proxy.ports[name],
+                    if _root():
+                        for name in labels:
+                            ns = NetNamespace(
+                                Redirect(
+                                    transparent_port=harness.proxy.transparent_ports[name],
+                                    dns_port=harness.resolver.ports[name],
+                                    proxy_port=harness.proxy.ports[name],
+                                )
                             )
-                        )
-                        harness.namespaces.append(ns)
-                        ns.create()
-                        netns[name], hosts[name] = ns.name, ns.host_ip
+                            harness.namespaces.append(ns)
+                            ns.create()
+                            netns[name], hosts[name] = ns.name, ns.host_ip
+                    else:
+                        netns = _rootless_namespaces(harness, labels, run_dir / "ns")
             except (JailError, NetnsError, ResolverError, OSError, KeyError) as exc:
                 # Fail closed: the run goes on, but says it could not be isolated, and
                 # its verdict can then be at best unproven.
                 why_partial = f"full isolation could not be set up: {exc}"
                 netns, hosts = {}, {}
-                for ns in harness.namespaces:
+                for held in harness.namespaces:
                     with contextlib.suppress(NetnsError, OSError):
-                        ns.destroy()
+                        held.destroy()
                 harness.namespaces = []
         passwd, group = sandbox_accounts(run_dir)
         python = base_python(for_sandbox_user=first_uid is not None or bwrap_why is None)

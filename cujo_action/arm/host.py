@@ -1,21 +1,28 @@
 """Ask what this machine offers the sandbox: full isolation, interpreters, bubblewrap, tools.
 
-Full isolation needs root, ``ip``, ``nft`` and ``setpriv``; the venvs are made from a real
-interpreter the sandbox user can run; the decoy runner worker needs one that starts in
-bubblewrap; the harness's own install is hidden from every command.
+Full isolation needs root with ``ip``, ``nft`` and ``setpriv``, or, without root,
+unprivileged user namespaces and bubblewrap 0.8 (``localisolation.py`` says which); the
+venvs are made from a real interpreter the sandbox user can run; the decoy runner
+worker needs one that starts in bubblewrap; the harness's own install is hidden from every command.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 from cujo_action.arm.actionsjob import IMAGE_PATH, TOOL_HOMES, JobIdentity
 from cujo_action.arm.context import runner_worker
 from cujo_action.arm.decoys import Decoy
-from cujo_action.net.netns import unavailable
+from cujo_action.arm.localisolation import (
+    ROOT_TOOLS,
+    ROOTLESS_TOOLS,
+    Readings,
+    local_isolation,
+)
 from cujo_action.sandbox.jail import (
     ALWAYS_HIDDEN,
     Confinement,
@@ -51,13 +58,42 @@ def worker_interpreter(
 
 def isolation_unavailable() -> str | None:
     """Return why full isolation cannot be had here, or None when it can."""
-    if os.environ.get("CUJO_ISOLATION") == "partial":
-        return "CUJO_ISOLATION=partial asked for proxy variables only"
-    if reason := unavailable():
-        return reason
-    if not Path(system_tool("setpriv")).is_absolute():
-        return "`setpriv` is not installed (util-linux)"
-    return None
+    found = local_isolation(read_isolation())
+    return found.why if found.isolation == "partial" else None
+
+
+def _sysctl(name: str) -> str | None:
+    try:
+        return (Path("/proc/sys") / name.replace(".", "/")).read_text()
+    except OSError:
+        return None
+
+
+def _bwrap_version() -> str | None:
+    bwrap = system_tool("bwrap")
+    if not Path(bwrap).is_absolute():
+        return None
+    try:
+        said = subprocess.run(
+            [bwrap, "--version"], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return said.strip().rpartition(" ")[2]
+
+
+def read_isolation() -> Readings:
+    """Read what decides this machine's isolation (``localisolation.local_isolation``)."""
+    tools = {*ROOT_TOOLS, *ROOTLESS_TOOLS}
+    return Readings(
+        root=os.geteuid() == 0,
+        unprivileged_userns_clone=_sysctl("kernel.unprivileged_userns_clone"),
+        max_user_namespaces=_sysctl("user.max_user_namespaces"),
+        apparmor_restrict=_sysctl("kernel.apparmor_restrict_unprivileged_userns"),
+        bwrap_version=_bwrap_version(),
+        tools=frozenset(t for t in tools if Path(system_tool(t)).is_absolute()),
+        asked_partial=os.environ.get("CUJO_ISOLATION") == "partial",
+    )
 
 
 def tool_homes() -> dict[str, str]:

@@ -240,7 +240,7 @@ class CheckRun(EvidenceRecord):
         install's first): root only holds the bytes, in a file of its own, and never
         walks either tree.
         """
-        with self.timeline.span("receive install"):
+        with self.timeline.span("receive install"), self.watcher.own_work():
             fd = open_spool(self.armed.install_spool())
             try:
                 self._harness_command(
@@ -250,8 +250,8 @@ class CheckRun(EvidenceRecord):
                 )
             finally:
                 os.close(fd)
-        # What came with the install (its hooks, say) is the install's to answer for.
-        self._before = self._snapshot(discover=True)
+            # What came with the install (its hooks, say) is the install's to answer for.
+            self._before = self._snapshot(discover=True)
 
     def run(
         self, cmd: str, *, phase: Phase, timeout: float, cwd: str, venv: str | None = None

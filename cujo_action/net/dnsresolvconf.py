@@ -205,8 +205,20 @@ def host_resolver(etc: str = ETC_RESOLV, resolved_dir: str = RESOLVED_DIR) -> Ho
     return HostResolver(target, exists, search, uplinks)
 
 
-def kept_search(path: Path = SEARCH_PATH) -> str:
+def search_path() -> Path:
+    """Return where this user keeps the made-up search domain: root's under /run; an
+    ordinary user's (a rootless harness) in its own runtime or cache folder, which every
+    sandbox's tmpfs covers (/run, /home, /tmp) as it covers root's."""
+    if os.geteuid() == 0:
+        return SEARCH_PATH
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    base = Path(runtime) if runtime else Path.home() / ".cache"
+    return base / "cujo" / "resolver-search"
+
+
+def kept_search(path: Path | None = None) -> str:
     """Return this host's made-up search domain, making it on first use."""
+    path = path or search_path()
     with contextlib.suppress(OSError):
         kept = path.read_text().strip()
         if kept:

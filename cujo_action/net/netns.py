@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from cujo_action.net import rootless
 from cujo_action.net.dnsstub import stub_ruleset
 from cujo_action.net.netlayout import (
     LINK_PREFIX,
@@ -30,6 +31,7 @@ from cujo_action.net.netlayout import (
     subnets_in_use,
 )
 from cujo_action.net.nftguard import Drops, Redirect, parse_drops, ruleset
+from cujo_action.net.rootless import is_rootless
 
 # One namespace per run and phase (netlayout.py names it), joined to the host by a veth
 # pair, guarded by one nftables table on the host side (nftguard.py: the only way out is
@@ -118,11 +120,16 @@ def _kill_namespace_pids(name: str) -> None:
 
 def kill_all_in(name: str) -> None:
     """Kill every process in namespace ``name``: what a phase started cannot leave it."""
+    if is_rootless(name):
+        rootless.kill_all(name)
+        return
     _kill_namespace_pids(name)
 
 
 def drops_for(name: str) -> Drops:
     """Return what the guard of namespace ``name`` (``cujo-<id>``) has dropped so far."""
+    if is_rootless(name):
+        return rootless.drops(name)
     table = TABLE_PREFIX + name.removeprefix(NAME_PREFIX)
     parsed: dict[str, Any] = json.loads(_run(["nft", "-j", "list", "table", "inet", table]))
     return parse_drops(parsed)

@@ -55,6 +55,10 @@ from cujo_action.schema import clip
 # name; anything else is logged as ``method: "TCP"`` and refused. An allowed name is
 # forwarded to that name, never to the original address (which the logging resolver
 # made up); a request whose Host differs from its SNI is never forwarded.
+# Without root (``relayed=True``, net/rootless.py) no DNAT reaches host loopback: the
+# phase's forwarder reads the original destination in its namespace and opens each
+# connection with a ``CONNECT address:port`` to the label's transparent port, a regular
+# listener only the harness's relay reaches; the tunnel is then treated as above.
 #
 # Every request becomes one JSON line in ``log_path``, written with a single ``write`` as
 # soon as the request is complete, so killing the proxy loses no line already logged::
@@ -224,6 +228,8 @@ async def _serve(config: ProxyConfig) -> None:
         else {}
     )
     host = f"[{config.listen_host}]" if ":" in config.listen_host else config.listen_host
+    # Relayed (rootless): the forwarder sends a CONNECT to the original destination first.
+    t_mode = "regular" if config.relayed else "transparent"
     # The run's CA, minted here before mitmproxy looks in confdir (start_proxy made sure
     # it was empty), so mitmproxy loads it and never makes its own.
     ca_cert = write_run_ca(Path(config.confdir))
@@ -238,7 +244,7 @@ async def _serve(config: ProxyConfig) -> None:
     master.options.update(
         mode=[
             *(f"regular@{host}:{ports[label]}" for label in config.labels),
-            *(f"transparent@{host}:{port}" for port in transparent_ports.values()),
+            *(f"{t_mode}@{host}:{port}" for port in transparent_ports.values()),
         ],
         confdir=str(config.confdir),
         connection_strategy="lazy",

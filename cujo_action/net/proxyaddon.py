@@ -226,6 +226,19 @@ class EgressAddon:
     async def http_connect(self, flow: Any) -> None:
         """Remember a CONNECT; log it now only if the CONNECT itself carries a decoy."""
         req = flow.request
+        if self.config.relayed and self._relayed(flow.client_conn):
+            # The rootless forwarder's CONNECT names the original destination: from here
+            # on, a transparent connection (its client is the relay, no sandbox process).
+            self.tunnels[flow.client_conn.id] = Tunnel(
+                label=self.label(flow.client_conn),
+                host=req.host,
+                port=req.port,
+                connect_bytes=0,
+                connect_parts=[],
+                transparent=True,
+                name=self._name_of(req.host),
+            )
+            return
         tunnel = Tunnel(
             label=self.label(flow.client_conn),
             host=req.host,
@@ -244,6 +257,11 @@ class EgressAddon:
         if (await self._off_loop(scan, self.matcher, tunnel.connect_parts)).seen:
             # A CONNECT is answered here and never sent upstream, whatever its host.
             await self._log_tunnel(tunnel, "sunk")
+
+    def _relayed(self, client: Any) -> bool:
+        """Return whether ``client`` came through a relayed transparent listener."""
+        port = client.proxy_mode.custom_listen_port
+        return port is not None and port in self.transparent_ports.values()
 
     def _refuse_host(self, host: str) -> bool:
         return not host_allowed(host, self.allow_hosts)

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from cujo_action.net.dnsresolvconf import ResolvFile, resolv_files
 from cujo_action.net.netns import kill_all_in
+from cujo_action.net.rootless import is_rootless, join_argv
 from cujo_action.sandbox.cgroups import Limits
 from cujo_action.sandbox.detach import mount_points, to_detach
 from cujo_action.sandbox.detach import prefix as detach_prefix
@@ -242,7 +243,10 @@ class Confinement:
         writes (``View.args``).
         """
         argv: list[str] = []
-        if self.netns is not None:
+        if self.netns is not None and is_rootless(self.netns):
+            # Without root: into the holder's user and network namespaces, as their owner.
+            argv += join_argv(self.netns)
+        elif self.netns is not None:
             argv += [system_tool("ip"), "netns", "exec", self.netns]
         if self.view is not None and self.uid is not None:
             # Root, before it gives up its rights: the host's mounts the sandbox would
@@ -345,6 +349,18 @@ def _limits(nproc: int | None, limits: Limits | None, nice: int = 0) -> Callable
     return apply
 
 
+def _counted(confinement: Confinement) -> bool:
+    """Return whether a command's processes are limited and counted: as a uid of its own
+    (root), or in a rootless namespace, where bubblewrap's user namespace counts them
+    apart (RLIMIT_NPROC is kept per user namespace, set before bubblewrap makes it)."""
+    rootless = confinement.netns is not None and is_rootless(confinement.netns)
+    return bool(confinement.uid) or rootless
+
+
+def _count_but_holder(inode: int) -> int:
+    return max(0, count_in_namespace(inode) - 1)
+
+
 def _read_status(fd: int) -> tuple[bool, int | None]:
     """Read the sandbox's pid 1 report: (ended, the command's exit status or None)."""
     try:
@@ -414,7 +430,7 @@ def run_confined(
                 fd for fd in (status_w, program_fd, empty_fd, *(f for f, _ in resolv)) if fd >= 0
             ),
             preexec_fn=_limits(  # noqa: PLW1509
-                confinement.nproc if confinement.uid else None, limits, confinement.nice
+                confinement.nproc if _counted(confinement) else None, limits, confinement.nice
             ),
         )
     finally:
@@ -455,6 +471,9 @@ def _follow(
     count: Callable[[], int] | None = None
     if limits is not None and limits.kind != "rlimits":
         count = limits.current
+    elif inode is not None and confinement.netns is not None and is_rootless(confinement.netns):
+        # The namespace's holder lives in it too, and is none of the command's.
+        count = partial(_count_but_holder, inode)
     elif inode is not None:
         count = partial(count_in_namespace, inode)
     timed_out = False
@@ -533,7 +552,8 @@ def _follow(
         stdout_bytes=out.total if out is not None else 0,
         stderr_bytes=err.total,
         peak_processes=peak,
-        process_flood=uid is not None and (peak >= FLOOD_SHARE * confinement.nproc or refused > 0),
+        process_flood=_counted(confinement)
+        and (peak >= FLOOD_SHARE * confinement.nproc or refused > 0),
         refused_forks=refused,
         oom_kills=ooms,
         printed=tuple(p for s in searches for p in s.printed()),

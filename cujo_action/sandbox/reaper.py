@@ -11,6 +11,9 @@ import threading
 import time
 from collections.abc import Callable
 
+from cujo_action.net.rootless import is_rootless
+from cujo_action.net.rootless import namespace_inode as rootless_inode
+
 GRACE_S = 2.0
 # A command that returns leaving this many processes behind is watched for up to
 # LEFTOVER_WATCH_S before they are killed, to tell a fork bomb from a few leftovers.
@@ -22,6 +25,9 @@ _REAP_POLL_S = 0.005
 
 
 def namespace_inode(name: str) -> int | None:
+    """Return the inode of phase namespace ``name`` (``ip netns``'s or rootless), None if gone."""
+    if is_rootless(name):
+        return rootless_inode(name)
     try:
         return os.stat(f"/run/netns/{name}").st_ino
     except OSError:

@@ -11,7 +11,7 @@ import select
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
@@ -248,6 +248,8 @@ class DecoyWatcher:
         self._lock = threading.Lock()
         # Serializes reading the kernel queues between the thread and sync()/stop().
         self._read_lock = threading.Lock()
+        # Set while the harness itself looks at HOME (``own_work``): inotify events dropped.
+        self._own = False
         self._thread: threading.Thread | None = None
         self._fanotify = -1
         self._names: dict[tuple[int, int], str] = {}
@@ -295,6 +297,21 @@ class DecoyWatcher:
         # in. It reads the queues itself: nothing depends on when the thread runs.
         if self._thread is not None:
             self._drain()
+
+    @contextlib.contextmanager
+    def own_work(self) -> Iterator[None]:
+        """Within: the harness's own look at HOME (unpacking the install, scanning), while
+        no command of this check runs and no other check can reach this HOME. inotify
+        cannot tell whose an access was, so what it sees then is dropped; fanotify names
+        the process, and the harness's own are ignored there as always."""
+        self.sync()
+        self._own = True
+        try:
+            yield
+        finally:
+            # inotify queues an event when the access happens: all of ours are in by now.
+            self.sync()
+            self._own = False
 
     def stop(self) -> list[WatchEvent[DecoyKind]]:
         """Record the events already queued, stop watching, and return the decoy events."""
@@ -507,7 +524,7 @@ class DecoyWatcher:
                     self.complete = False
                     continue
                 watched = self._wd_paths.get(ev.wd)
-                if watched is None or ev.name:
+                if watched is None or ev.name or self._own:
                     # A name: a file inside a watched folder, which has its own watch.
                     continue
                 path, kinds = watched

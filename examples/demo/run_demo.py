@@ -105,6 +105,8 @@ def outcome(results: dict) -> tuple[bool, str]:
         f"benign is unproven, not clean, because the sandbox had partial isolation: {why}",
         "Full isolation needs root and ip, nft, setpriv and bwrap: "
         "sudo apt-get install iproute2 nftables util-linux bubblewrap && sudo make demo",
+        "or, without root, unprivileged user namespaces and bubblewrap 0.8: "
+        "`cujo doctor --local` says what this machine lacks and the one command that fixes it",
     ]
     return ok, "\n".join(lines)
 

@@ -37,6 +37,13 @@ if [ -n "$basic" ]; then
   echo "make demo needs$basic: sudo apt-get install$basic" >&2
   exit 1
 fi
+# Without root, full isolation where the kernel lets an ordinary user make namespaces
+# (cujo_action/net/rootless.py): the tools, and one namespace made here to ask the kernel.
+if [ -z "$isolation" ] && have unshare && have nsenter &&
+  PATH="$PATH${SBIN:+:$SBIN}" unshare --user --map-root-user --net true 2>/dev/null; then
+  echo "make demo: not root: full isolation without root (unprivileged user namespaces)"
+  exit 0
+fi
 how="sudo make demo"
 [ -z "$isolation" ] || how="sudo apt-get install$isolation && $how"
 echo "make demo: not root, so the sandbox runs with partial isolation and the benign pull request can be at best unproven; for full isolation: $how"

@@ -31,7 +31,7 @@ def stand_in(folder: Path, name: str, body: str = "exit 0") -> None:
 def setup(tmp_path: Path, *, uid: int, tools: tuple[str, ...]) -> tuple[int, str, str, list[str]]:
     """Run setup.sh as ``uid`` with only ``tools`` present; return code, out, err, apt calls."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(exist_ok=True)
     log = tmp_path / "apt.log"
     stand_in(bin_dir, "id", f"echo {uid}")
     stand_in(bin_dir, "apt-get", f'echo "$*" >> {log}')
@@ -74,6 +74,24 @@ def test_not_root_with_every_tool_only_root_is_missing(tmp_path: Path) -> None:
     code, out, _, _ = setup(tmp_path, uid=1000, tools=ALL_TOOLS)
     assert code == 0
     assert out.strip().endswith("for full isolation: sudo make demo")
+
+
+def test_not_root_where_user_namespaces_work_says_full_isolation_without_root(
+    tmp_path: Path,
+) -> None:
+    code, out, _, apt = setup(tmp_path, uid=1000, tools=(*ALL_TOOLS, "unshare", "nsenter"))
+    assert (code, apt) == (0, [])
+    (line,) = out.splitlines()
+    assert line == "make demo: not root: full isolation without root (unprivileged user namespaces)"
+
+
+def test_not_root_where_the_kernel_refuses_user_namespaces_says_partial(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in(bin_dir, "unshare", "echo 'unshare: Operation not permitted' >&2; exit 1")
+    stand_in(bin_dir, "nsenter")
+    _, out, _, _ = setup(tmp_path, uid=1000, tools=ALL_TOOLS)
+    assert "partial isolation" in out
 
 
 def test_not_root_without_git_the_demo_cannot_run_and_says_what_to_install(

@@ -205,6 +205,20 @@ def test_a_listing_of_a_decoy_folder_is_the_event_list(tmp_path: Path, backend: 
     assert {r.path for r in watcher.readers} <= {str(creds)}
 
 
+def test_the_harness_own_look_at_home_is_no_listing_under_inotify(tmp_path: Path) -> None:
+    # Without root (inotify, no pid) the harness unpacking the install into HOME would
+    # otherwise list the decoy folders as if the pull request had probed them.
+    creds = touch(tmp_path, ".aws/credentials")[0]
+    watcher = DecoyWatcher([creds], PhaseClock("test"), folders=[creds.parent], backend="inotify")
+    watcher.start()
+    with watcher.own_work():
+        run(LIST, creds.parent)
+        run(READ, creds)
+    run(LIST, creds.parent)  # the command's, after: seen
+    events = watcher.stop()
+    assert kinds(events) == [(".aws", "list", "test")]
+
+
 def test_a_decoy_folder_that_is_a_symlink_is_refused_and_its_target_not_marked(
     tmp_path: Path, backend: Backend
 ) -> None:

@@ -1,0 +1,224 @@
+"""The isolation suite again, as an ordinary user: full isolation without root (issue 25).
+
+The attacks and most tests are test_isolation_e2e.py's own, imported: each review runs
+as ``nobody`` (``unprivileged.py``) with the harness installed where that account can run
+it, and each property asserted as root must hold here too, with ``isolation: full``. What
+differs without root is asserted here: decoy reads are seen by inotify (no pid, no exe),
+and one account runs every check (separate mounts stand where separate uids stand), so
+the escapes probe also tries the guard's table, the holder's namespaces, the evidence and
+another check's files. Root-only attacks stay in the root suite: ``sudo`` (named by the
+fanotify exec guard), the fork bomb (the per-check process limit needs a uid per check)
+and planted symlinks (root following a path).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import unprivileged
+from cujorun import Pending, Review
+from gitrepo import GitRepo
+from test_isolation_e2e import (
+    ATTACKS,
+    ESCAPES,
+    PARALLEL,
+    READ_DECOY,
+    Attack,
+    Ran,
+    assert_harness_whole,
+    base_files,
+    fill,
+    test_a_reverse_shell_connect_is_blocked,
+    test_dns_exfiltration_is_blocked,
+    test_http_exfiltration_ignoring_the_proxy_is_blocked,
+    test_https_exfiltration_ignoring_the_proxy_is_blocked_by_sni,
+    test_killing_the_proxy_fails_and_the_exfil_is_still_logged,
+    test_raw_tcp_to_an_address_is_blocked_as_a_bypass,
+    test_raw_udp_is_refused_counted_and_blocked,
+    test_writing_bashrc_is_blocked,
+    uses,
+)
+
+from cujo_action.schema import CHECK_NAMES
+
+REASON = unprivileged.why_not()
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(REASON is not None, reason=f"{REASON}"),
+]
+
+# The root suite's tests, each on a review run as the ordinary user.
+REUSED = (
+    test_http_exfiltration_ignoring_the_proxy_is_blocked,
+    test_https_exfiltration_ignoring_the_proxy_is_blocked_by_sni,
+    test_dns_exfiltration_is_blocked,
+    test_raw_tcp_to_an_address_is_blocked_as_a_bypass,
+    test_raw_udp_is_refused_counted_and_blocked,
+    test_a_reverse_shell_connect_is_blocked,
+    test_killing_the_proxy_fails_and_the_exfil_is_still_logged,
+    test_writing_bashrc_is_blocked,
+)
+
+# Beyond the root suite's escapes: the guard's table, the namespace's holder, the run's
+# evidence and another check's files, each looked for where the harness keeps them.
+ROOTLESS_ESCAPES = (
+    ESCAPES
+    + """\
+nft list ruleset >/dev/null 2>&1 && echo nft_read=open || echo nft_read=closed
+nft add table inet cujo_x >/dev/null 2>&1 && echo nft_edit=open || echo nft_edit=closed
+ip link set docker0 up >/dev/null 2>&1 && echo link_edit=open || echo link_edit=closed
+echo "evidence=$(ls -d @RUNS@/*/evidence @TMP@/cujo-*/*/evidence 2>/dev/null | wc -l)"
+echo "other_homes=$(ls -d @TMP@/cujo-*/*/checks/*/home 2>/dev/null | wc -l)"
+"""
+)
+
+LOCAL_ATTACKS: dict[str, Attack] = {
+    **ATTACKS,
+    "decoy-read": Attack(READ_DECOY),
+    "escapes-rootless": Attack({"ci/test.sh": ROOTLESS_ESCAPES}),
+}
+
+
+class RootlessRuns:
+    """The reviews the selected tests need, each run as the ordinary account."""
+
+    def __init__(self, user: unprivileged.Account, wanted: list[str]) -> None:
+        self.user = user
+        self.data = unprivileged.owned(user.root / "data")
+        places = {"RUNS": str(self.data / "runs"), "TMP": "/tmp"}
+        self._repos: dict[str, GitRepo] = {}
+        for name in wanted:
+            repo = GitRepo(user.root / "repos" / name)
+            repo.write(base_files(LOCAL_ATTACKS[name].timeouts)).commit("base")
+            repo.branch("pr").checkout("pr")
+            head = {p: fill(t, places) for p, t in LOCAL_ATTACKS[name].head.items()}
+            repo.write(head).commit("the pull request")
+            repo.checkout("main")
+            unprivileged.give(repo.path)
+            self._repos[name] = repo
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="rootless")
+        self._futures: dict[str, Future[Ran]] = {
+            name: self._pool.submit(self._run, name) for name in wanted
+        }
+
+    def _run(self, name: str) -> Ran:
+        attack, repo = LOCAL_ATTACKS[name], self._repos[name]
+        argv = self.user.cujo(
+            "review", "--repo", str(repo.path), "--base", "main", "--head", "pr",
+            "--data-dir", str(self.data), "--json",
+        )  # fmt: skip
+        out = self.user.root / "out" / name
+        out.mkdir(parents=True)
+        review = Pending(argv, self.user.env(attack.env), out, self.data).wait()
+        return Ran(review, repo, [])
+
+    def get(self, name: str) -> Ran:
+        """Return the finished review of attack ``name``."""
+        return self._futures[name].result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+@pytest.fixture(scope="module")
+def user() -> Iterator[unprivileged.Account]:
+    made = unprivileged.account()
+    yield made
+    made.close()
+
+
+@pytest.fixture(scope="module")
+def runs(request: pytest.FixtureRequest, user: unprivileged.Account) -> Iterator[RootlessRuns]:
+    module = sys.modules[__name__]
+    wanted = list(
+        dict.fromkeys(
+            item.function.attack  # type: ignore[attr-defined]
+            for item in request.session.items
+            if isinstance(item, pytest.Function)
+            and item.module is module
+            and hasattr(item.function, "attack")
+        )
+    )
+    started = RootlessRuns(user, wanted)
+    yield started
+    started.close()
+
+
+def _report_says(review: Review) -> Mapping[str, str]:
+    (command,) = review.report("tests")["commands"]
+    return dict(line.split("=", 1) for line in command["stdout_tail"].splitlines() if "=" in line)
+
+
+@uses("decoy-read")
+def test_as_an_ordinary_user_a_decoy_read_is_seen_under_full_isolation(
+    runs: RootlessRuns,
+) -> None:
+    review = runs.get("decoy-read").review
+    verdict = review.verdict
+    assert review.code == 0, str(review)
+    assert (verdict["state"], verdict["isolation"]) == ("clean", "full"), str(review)
+    assert "isolation full: bubblewrap, without root" in review.stderr
+    assert verdict["unproven"] == []
+    # The read is the only finding: the harness's own unpacking into HOME, which inotify
+    # cannot tell from a command's, is no probe of the decoy folders (watcher.own_work).
+    (hit,) = verdict["findings"]
+    assert (hit["rule"], hit["severity"], hit["check"]) == ("decoy-read", "warn", "tests")
+    for item in hit["evidence"]:
+        assert (item.get("pid"), item.get("exe")) == (None, None), item  # inotify: no process
+    for item in hit["evidence"]:
+        assert (item["path"], item["phase"]) == ("~/.docker/config.json", "test")
+    # The command ran as the sandbox's own account, never as the user's uid.
+    said = _report_says(review)
+    assert said["uid"] == "1001", said
+    assert_harness_whole(review)
+    for check in CHECK_NAMES:
+        assert review.report(check)["egress"] == [], check
+
+
+@uses("escapes-rootless")
+def test_as_an_ordinary_user_every_way_out_is_closed(runs: RootlessRuns) -> None:
+    review = runs.get("escapes-rootless").review
+    said = _report_says(review)
+    assert said["uid"].split()[0] == "1001", said
+    assert said["userns"] == "closed", said  # --disable-userns: no nested namespace
+    assert said["harness_procs"] == "0", said  # own PID namespace: no harness process
+    assert said["harness_files"] == "hidden", said
+    assert said["shadow"] == "denied", said
+    assert said["socket"] == "unreachable", said
+    assert said["cross_writes"] == "0", said
+    assert said["fds"].split() == ["0", "1", "2", "3"], said
+    # The namespace's guard and links belong to the holder's user namespace, not the
+    # command's: it can neither read nor change them.
+    assert (said["nft_read"], said["nft_edit"], said["link_edit"]) == ("closed",) * 3, said
+    # Evidence and the other checks' areas are out of sight, wherever the harness keeps them.
+    assert said["evidence"] == "0", said
+    assert said["other_homes"] == "0", said
+    assert review.verdict["state"] == "clean", str(review)
+    assert review.verdict["isolation"] == "full", str(review)
+    assert_harness_whole(review)
+    # The run's bundle is there all the same, outside every sandbox.
+    assert list((Path(review.data_dir) / "runs").glob("*/manifest.json"))
+
+
+def _reused(test: Callable[..., None]) -> Callable[..., None]:
+    def run(runs: RootlessRuns) -> None:
+        test(runs)
+
+    run.attack = test.attack  # type: ignore[attr-defined]
+    run.__name__ = f"{test.__name__}_as_an_ordinary_user"
+    run.__doc__ = test.__doc__
+    return run
+
+
+for _test in REUSED:
+    globals()[f"{_test.__name__}_as_an_ordinary_user"] = _reused(_test)
+# The originals are imported for the loop above, not collected twice under their names.
+for _test in REUSED:
+    del globals()[_test.__name__]
+del _test
