@@ -383,3 +383,18 @@ def test_a_local_review_has_nothing_to_merge(world):
     )
     assert local.status_code == 409
     assert world.puts() == 0
+
+
+def test_the_relays_settling_pass_moves_an_unknown_attempt_once(world):
+    release = hang_next_merge(world.fake.state)
+    try:
+        click(world)
+    finally:
+        release.set()
+    assert last(world).state == "unknown"
+    # What `cujo relay serve` runs every MERGE_SETTLE_EVERY_S, with no page open and the
+    # webhook lost: GitHub shows the pull request merged, so the attempt settles, once.
+    assert world.desk.settle_all() == 1
+    assert last(world).state == "merged"
+    assert last(world).merged_by == "maya"
+    assert world.desk.settle_all() == 0
