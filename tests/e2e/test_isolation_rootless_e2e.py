@@ -31,6 +31,7 @@ from test_isolation_e2e import (
     Attack,
     Ran,
     assert_harness_whole,
+    assert_sudo_blocked,
     base_files,
     fill,
     test_a_reverse_shell_connect_is_blocked,
@@ -222,3 +223,13 @@ for _test in REUSED:
 for _test in REUSED:
     del globals()[_test.__name__]
 del _test
+
+
+@uses("sudo")
+def test_as_an_ordinary_user_sudo_is_powerless_and_blocked(runs: RootlessRuns) -> None:
+    item = assert_sudo_blocked(runs.get("sudo"))
+    # Seen by inotify on the check's own copy of the tool: the check and the phase are
+    # certain (nothing else opens that copy), the process is not known.
+    assert item["detail"] == (
+        "/usr/bin/sudo was executed during install (seen without root: no pid, exe or caller)"
+    ), item
