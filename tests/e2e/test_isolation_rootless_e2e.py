@@ -3,12 +3,14 @@
 The attacks and most tests are test_isolation_e2e.py's own, imported: each review runs
 as ``nobody`` (``unprivileged.py``) with the harness installed where that account can run
 it, and each property asserted as root must hold here too, with ``isolation: full``. What
-differs without root is asserted here: decoy reads are seen by inotify (no pid, no exe),
-and one account runs every check (separate mounts stand where separate uids stand), so
-the escapes probe also tries the guard's table, the holder's namespaces, the evidence and
-another check's files. Root-only attacks stay in the root suite: ``sudo`` (named by the
-fanotify exec guard), the fork bomb (the per-check process limit needs a uid per check)
-and planted symlinks (root following a path).
+differs without root is asserted here: decoy reads are seen by inotify (no pid, no exe);
+``sudo`` is seen by inotify on the check's own copy of the tool, so it names the check
+and the phase but no process or caller; one account runs every check (separate mounts
+stand where separate uids stand), so the escapes probe also tries the guard's table, the
+holder's namespaces, the evidence and another check's files, and the fork bomb's test
+waits for every review beside it before looking for what the account left running; and
+the planted symlinks aim at that account's own key, HOME and data dir, which the harness
+could reach as no root-run harness could. Every attack is here: none is root-only.
 """
 
 from __future__ import annotations
