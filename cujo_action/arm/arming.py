@@ -68,7 +68,7 @@ from cujo_action.sandbox.jail import (
 )
 from cujo_action.sandbox.uids import allocate_uids
 from cujo_action.schema import ALL_CHECKS, REGISTRY_HOSTS, Plan
-from cujo_action.watch.watcher import PRIVILEGE_TOOLS
+from cujo_action.watch.probes import WATCHED_TOOLS
 
 
 @dataclass
@@ -254,24 +254,30 @@ def _rootless_namespaces(harness: Harness, labels: Sequence[str], where: Path) -
     return {name: ns.name for name, ns in held.items()}
 
 
-def privilege_copies(corners: Path) -> dict[str, list[tuple[str, str]]]:
-    """Copy each privilege tool into each check's corner, for its sandbox to run instead.
+def tool_copies(
+    corners: Path, tools: Sequence[Path] = WATCHED_TOOLS
+) -> dict[str, list[tuple[str, str]]]:
+    """Copy each watched tool into each check's corner, for its sandbox to run instead.
 
     Without root there is no exec guard, and inotify sees an open of a tool by anyone on
     the machine (another check, another run, the user's own ``sudo``): each check's copy
-    (a file of its own, outside its HOME) is opened by its commands alone. The copy has
-    no set-uid bit, which changes nothing: under ``no_new_privs`` the tool is powerless.
-    Made before any pull-request code runs, from host files no sandbox can write.
+    (a file of its own, outside its HOME, bound over the tool's real path) is opened by
+    its commands alone. The copy has no set-uid bit, which changes nothing: under
+    ``no_new_privs`` a set-uid tool is powerless. Made before any pull-request code
+    runs, from host files no sandbox can write. Returns (copy, the tool's real path).
     """
-    tools = [t for t in PRIVILEGE_TOOLS if t.is_file() and os.access(t, os.R_OK)]
+    real: dict[str, str] = {}  # the tool's real path → the name its copy is kept under
+    for tool in tools:
+        if tool.is_file() and os.access(tool, os.R_OK):
+            real.setdefault(os.path.realpath(tool), f"{len(real)}-{tool.name}")
     copies: dict[str, list[tuple[str, str]]] = {}
     for check in ALL_CHECKS:
         folder = fresh_dir(corners / check / "tools", 0o755)
-        for tool in tools:
-            copy = folder / tool.name
-            shutil.copyfile(tool, copy)
+        for path, name in real.items():
+            copy = folder / name
+            shutil.copyfile(path, copy)
             copy.chmod(0o755)
-            copies.setdefault(check, []).append((str(copy), str(tool)))
+            copies.setdefault(check, []).append((str(copy), path))
     return copies
 
 
@@ -418,7 +424,7 @@ def arm(
         copies: dict[str, list[tuple[str, str]]] = {}
         if not _root() and why_partial is None and bwrap_why is None:
             with timed("arm/tool copies"):
-                copies = privilege_copies(run_dir / "checks")
+                copies = tool_copies(run_dir / "checks")
         # The receivers' areas, while the install runs (stage's docstring says why safely).
         harness.staging = _in_background(finish_staging, template)
         armed = Armed(

@@ -49,14 +49,11 @@ from cujo_action.schema import (
     clip,
     utcnow,
 )
-from cujo_action.watch.persistence import SCHEDULERS, Entry, Place, changes, places
+from cujo_action.watch.persistence import Entry, Place, changes, places
 from cujo_action.watch.persistence_scan import ScanCut, scan, venv_places
-from cujo_action.watch.probes import PROBE_TOOLS, decoy_folders
-from cujo_action.watch.watcher import PRIVILEGE_TOOLS, DecoyWatcher
+from cujo_action.watch.probes import WATCHED_TOOLS, decoy_folders
+from cujo_action.watch.watcher import DecoyWatcher
 
-# Executables whose run is evidence itself: a way to root (sudo), to run later (crontab),
-# or a look at what machine this is (systemd-detect-virt).
-_WATCHED_TOOLS = (*PRIVILEGE_TOOLS, *(Path(tool) for tool in SCHEDULERS), *PROBE_TOOLS)
 _VENV_TIMEOUT = 300.0
 
 
@@ -116,14 +113,14 @@ class CheckRun(EvidenceRecord):
         # exec watch is all there is, and it cannot tell whose exec it saw.
         self.guard = self._start_guard()
         self.decoys = DecoyRecord(check, plan.run_id, self.home)
-        # Without the guard, inotify watches the tools; a privilege tool through this
-        # check's own copy where arm made one (context.Armed.tool_copies), so what it
-        # sees is this check's exec, never another's or the machine's.
+        # Without the guard, inotify watches the tools: through this check's own copies
+        # where arm made them (context.Armed.tool_copies), so what it sees is this
+        # check's exec, never another's or the machine's.
         self._tool_names = dict(armed.tool_copies.get(check, []))
         copied = set(self._tool_names.values())
         exec_watch = [
             *(Path(copy) for copy in self._tool_names),
-            *(t for t in _WATCHED_TOOLS if str(t) not in copied),
+            *(t for t in WATCHED_TOOLS if os.path.realpath(t) not in copied),
         ]
         self.watcher = DecoyWatcher(
             self.decoy_paths,
@@ -170,7 +167,7 @@ class CheckRun(EvidenceRecord):
                     phases[inode] = phase
         # Without namespaces, this check's processes are those below it.
         guard = ExecGuard(
-            _WATCHED_TOOLS,
+            WATCHED_TOOLS,
             phases,
             descendants_of=None if phases else os.getpid(),
             phase=lambda: self.phase,

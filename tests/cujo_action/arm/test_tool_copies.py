@@ -1,5 +1,6 @@
-"""Without root each check runs its own copy of each privilege tool, so inotify, which
-cannot name a process, still knows whose exec it saw (issue 25)."""
+"""Without root each check runs its own copy of each watched tool (sudo, crontab, the
+environment probes), so inotify, which cannot name a process, still knows whose exec it
+saw (issue 25)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import pytest
 from cujo_action.arm import arming
 from cujo_action.sandbox.boundary import BoundaryError
 from cujo_action.schema import ALL_CHECKS
+from cujo_action.watch.persistence import SCHEDULERS
+from cujo_action.watch.probes import SCHEDULER_TOOLS, WATCHED_TOOLS
 
 
 @pytest.fixture
-def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+def tools(tmp_path: Path) -> list[Path]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     made = []
@@ -23,9 +26,16 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
         tool.write_bytes(b"\x7fELF " + name.encode())
         tool.chmod(0o4755)
         made.append(tool)
-    # A tool the machine does not have is left out, as the watcher leaves it out.
-    monkeypatch.setattr(arming, "PRIVILEGE_TOOLS", (*made, bin_dir / "doas"))
     return made
+
+
+def _copies(corners: Path, tools: list[Path]) -> dict[str, list[tuple[str, str]]]:
+    bin_dir = tools[0].parent
+    # A tool the machine does not have is left out, as the watcher leaves it out; a path
+    # that leads to a tool already copied (/bin → /usr/bin) is the same copy.
+    (bin_dir / "sbin").mkdir()
+    os.symlink(tools[0], bin_dir / "sbin" / "sudo")
+    return arming.tool_copies(corners, (*tools, bin_dir / "doas", bin_dir / "sbin" / "sudo"))
 
 
 def _corners(tmp_path: Path) -> Path:
@@ -36,7 +46,7 @@ def _corners(tmp_path: Path) -> Path:
 
 
 def test_each_check_gets_a_copy_of_its_own_of_each_tool(tmp_path: Path, tools: list[Path]) -> None:
-    copies = arming.privilege_copies(_corners(tmp_path))
+    copies = _copies(_corners(tmp_path), tools)
     assert set(copies) == set(ALL_CHECKS)
     inodes = set()
     for check, pairs in copies.items():
@@ -56,5 +66,10 @@ def test_a_tools_folder_already_there_stops_the_run(tmp_path: Path, tools: list[
     corners = _corners(tmp_path)
     os.symlink(tmp_path / "elsewhere", corners / ALL_CHECKS[0] / "tools")
     with pytest.raises(BoundaryError):
-        arming.privilege_copies(corners)
+        _copies(corners, tools)
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_every_scheduler_the_persistence_rules_name_is_watched() -> None:
+    assert {str(t) for t in SCHEDULER_TOOLS} == set(SCHEDULERS)
+    assert set(SCHEDULER_TOOLS) <= set(WATCHED_TOOLS)
