@@ -150,7 +150,9 @@ class RootlessRuns:
             "RUNS": str(self.data / "runs"),
             "TMP": "/tmp",
             "CANARY": str(self.canary.file),
-            "CANARY_DIR": str(self.canary.folder),
+            # The links aim at the user's key and at the folder in its data dir; the
+            # profile swapped for a link leads to the key.
+            "CANARY_DIR": str(self.canary.kept),
             "HARNESS_PKG": str(self.canary.harness),
             "HARNESS": str(self.canary.harness),
             "SOCK": str(self.canary.socket),
