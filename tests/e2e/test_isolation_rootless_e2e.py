@@ -7,8 +7,10 @@ differs without root is asserted here: decoy reads are seen by inotify (no pid, 
 ``sudo`` is seen by inotify on the check's own copy of the tool, so it names the check
 and the phase but no process or caller; one account runs every check (separate mounts
 stand where separate uids stand), so the escapes probe also tries the guard's table, the
-holder's namespaces, the evidence and another check's files, and the fork bomb's test
-waits for every review beside it before looking for what the account left running; and
+holder's namespaces, the evidence and another check's files; the fork bomb runs beside
+the other reviews (its process limit is counted in its own user namespace, not the
+account's), and its test waits for every one of them before looking for what the
+account left running; and
 the planted symlinks aim at that account's own key, HOME and data dir, which the harness
 could reach as no root-run harness could. Every attack is here: none is root-only.
 """
