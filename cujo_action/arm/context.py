@@ -106,9 +106,9 @@ class Armed(BaseModel):
     # runs with (empty: no worker, where bubblewrap or the interpreter cannot have one).
     job: JobIdentity
     worker_python: str = ""
-    # Without root: each check's own copy of each privilege tool (host copy → the tool's
+    # Without root: each check's own copy of each watched tool (host copy, the tool's real
     # path), bound over the tool in its sandbox, so an open of the copy, which inotify
-    # sees, is that check's exec and nobody else's (``privilege_copies``).
+    # sees, is that check's exec and nobody else's (``arming.tool_copies``).
     tool_copies: dict[str, list[tuple[str, str]]] = {}
 
     def decoy_objects(self) -> tuple[Decoy, ...]:
