@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ from cujo_action.net.nftguard import Redirect
 from cujo_action.net.proxy import ProxyHandle, spawn_proxy, start_proxy, write_ca_bundle
 from cujo_action.net.proxyconfig import ProxyConfig
 from cujo_action.net.rootless import RootlessNamespace
+from cujo_action.sandbox.boundary import fresh_dir
 from cujo_action.sandbox.cgroups import Limits, make_limits
 from cujo_action.sandbox.helper_processes import HarnessProcess, Spawned
 from cujo_action.sandbox.jail import (
@@ -66,6 +68,7 @@ from cujo_action.sandbox.jail import (
 )
 from cujo_action.sandbox.uids import allocate_uids
 from cujo_action.schema import ALL_CHECKS, REGISTRY_HOSTS, Plan
+from cujo_action.watch.probes import WATCHED_TOOLS
 
 
 @dataclass
@@ -251,6 +254,33 @@ def _rootless_namespaces(harness: Harness, labels: Sequence[str], where: Path) -
     return {name: ns.name for name, ns in held.items()}
 
 
+def tool_copies(
+    corners: Path, tools: Sequence[Path] = WATCHED_TOOLS
+) -> dict[str, list[tuple[str, str]]]:
+    """Copy each watched tool into each check's corner, for its sandbox to run instead.
+
+    Without root there is no exec guard, and inotify sees an open of a tool by anyone on
+    the machine (another check, another run, the user's own ``sudo``): each check's copy
+    (a file of its own, outside its HOME, bound over the tool's real path) is opened by
+    its commands alone. The copy has no set-uid bit, which changes nothing: under
+    ``no_new_privs`` a set-uid tool is powerless. Made before any pull-request code
+    runs, from host files no sandbox can write. Returns (copy, the tool's real path).
+    """
+    real: dict[str, str] = {}  # the tool's real path → the name its copy is kept under
+    for tool in tools:
+        if tool.is_file() and os.access(tool, os.R_OK):
+            real.setdefault(os.path.realpath(tool), f"{len(real)}-{tool.name}")
+    copies: dict[str, list[tuple[str, str]]] = {}
+    for check in ALL_CHECKS:
+        folder = fresh_dir(corners / check / "tools", 0o755)
+        for path, name in real.items():
+            copy = folder / name
+            shutil.copyfile(path, copy)
+            copy.chmod(0o755)
+            copies.setdefault(check, []).append((str(copy), path))
+    return copies
+
+
 def arm(
     plan: Plan,
     run_dir: Path,
@@ -391,6 +421,10 @@ def arm(
                 venv_made_at=template.made_at if template is not None else "",
                 inside_home=INSIDE_HOME if bwrap_why is None else "",
             )  # fmt: skip
+        copies: dict[str, list[tuple[str, str]]] = {}
+        if not _root() and why_partial is None and bwrap_why is None:
+            with timed("arm/tool copies"):
+                copies = tool_copies(run_dir / "checks")
         # The receivers' areas, while the install runs (stage's docstring says why safely).
         harness.staging = _in_background(finish_staging, template)
         armed = Armed(
@@ -416,6 +450,7 @@ def arm(
             group=str(group),
             job=job,
             worker_python=worker_python,
+            tool_copies=copies,
         )
         (run_dir / "plan.json").write_text(plan.model_dump_json(by_alias=True, indent=2))
         context = run_dir / "context.json"

@@ -106,6 +106,10 @@ class Armed(BaseModel):
     # runs with (empty: no worker, where bubblewrap or the interpreter cannot have one).
     job: JobIdentity
     worker_python: str = ""
+    # Without root: each check's own copy of each watched tool (host copy, the tool's real
+    # path), bound over the tool in its sandbox, so an open of the copy, which inotify
+    # sees, is that check's exec and nobody else's (``arming.tool_copies``).
+    tool_copies: dict[str, list[tuple[str, str]]] = {}
 
     def decoy_objects(self) -> tuple[Decoy, ...]:
         """Return the decoys as the decoys module's type."""
@@ -125,6 +129,7 @@ class Armed(BaseModel):
         ro = [(self.ca_bundle, str(SYSTEM_CA))] if SYSTEM_CA.is_file() else []
         if self.passwd and self.group:
             ro += [(self.passwd, "/etc/passwd"), (self.group, "/etc/group")]
+        ro += self.tool_copies.get(check, [])
         return View(
             bwrap=self.bwrap,
             binds=((self.area(check).home, INSIDE_HOME),),

@@ -49,14 +49,11 @@ from cujo_action.schema import (
     clip,
     utcnow,
 )
-from cujo_action.watch.persistence import SCHEDULERS, Entry, Place, changes, places
+from cujo_action.watch.persistence import Entry, Place, changes, places
 from cujo_action.watch.persistence_scan import ScanCut, scan, venv_places
-from cujo_action.watch.probes import PROBE_TOOLS, decoy_folders
-from cujo_action.watch.watcher import PRIVILEGE_TOOLS, DecoyWatcher
+from cujo_action.watch.probes import WATCHED_TOOLS, decoy_folders
+from cujo_action.watch.watcher import DecoyWatcher
 
-# Executables whose run is evidence itself: a way to root (sudo), to run later (crontab),
-# or a look at what machine this is (systemd-detect-virt).
-_WATCHED_TOOLS = (*PRIVILEGE_TOOLS, *(Path(tool) for tool in SCHEDULERS), *PROBE_TOOLS)
 _VENV_TIMEOUT = 300.0
 
 
@@ -116,10 +113,19 @@ class CheckRun(EvidenceRecord):
         # exec watch is all there is, and it cannot tell whose exec it saw.
         self.guard = self._start_guard()
         self.decoys = DecoyRecord(check, plan.run_id, self.home)
+        # Without the guard, inotify watches the tools: through this check's own copies
+        # where arm made them (context.Armed.tool_copies), so what it sees is this
+        # check's exec, never another's or the machine's.
+        self._tool_names = dict(armed.tool_copies.get(check, []))
+        copied = set(self._tool_names.values())
+        exec_watch = [
+            *(Path(copy) for copy in self._tool_names),
+            *(t for t in WATCHED_TOOLS if os.path.realpath(t) not in copied),
+        ]
         self.watcher = DecoyWatcher(
             self.decoy_paths,
             lambda: self.phase,
-            exec_watch=_WATCHED_TOOLS if self.guard is None else (),
+            exec_watch=exec_watch if self.guard is None else (),
             # Read before any command of this check's uid ran, like the snapshot above.
             folders=decoy_folders(self.home, self.decoy_paths),
             on_event=self.decoys.on_event,
@@ -161,7 +167,7 @@ class CheckRun(EvidenceRecord):
                     phases[inode] = phase
         # Without namespaces, this check's processes are those below it.
         guard = ExecGuard(
-            _WATCHED_TOOLS,
+            WATCHED_TOOLS,
             phases,
             descendants_of=None if phases else os.getpid(),
             phase=lambda: self.phase,
@@ -346,9 +352,16 @@ class CheckRun(EvidenceRecord):
             self.cut("watcher-queue", dropped=1, detail="the decoy watcher lost events")
         self._cut_decoys(self.watcher, self.decoys)
         for ev in self.watcher.exec_events():
-            who = f" by pid {ev.pid}" + (f" ({ev.exe})" if ev.exe else "") if ev.pid else ""
-            said = f"{ev.path} was executed{who} during {ev.phase}"
-            self.observe(tool_kind(ev.path), said, path=ev.path)
+            tool = self._tool_names.get(ev.path, ev.path)
+            if ev.pid:
+                who = f" by pid {ev.pid}" + (f" ({ev.exe})" if ev.exe else "")
+                said = f"{tool} was executed{who} during {ev.phase}"
+            else:
+                said = (
+                    f"{tool} was executed during {ev.phase} "
+                    "(seen without root: no pid, exe or caller)"
+                )
+            self.observe(tool_kind(tool), said, path=tool)
         self._observe_guarded(self.guard)
         self._observe_refused(self.armed, self._labels_used)
         if self.armed.isolation == "partial":

@@ -32,6 +32,17 @@ PROBE_NAMES: tuple[str, ...] = ("systemd-detect-virt", "virt-what", "dmidecode",
 # Where a distribution installs them; the watchers skip the paths that do not exist.
 _TOOL_DIRS = ("/usr/bin", "/usr/sbin", "/bin", "/sbin")
 PROBE_TOOLS: tuple[Path, ...] = tuple(Path(d, name) for d in _TOOL_DIRS for name in PROBE_NAMES)
+# Where the privilege tools usually live; a watcher skips those that are not installed.
+PRIVILEGE_TOOLS: tuple[Path, ...] = tuple(
+    Path("/usr/bin", name) for name in ("sudo", "su", "pkexec", "doas")
+)
+# Schedulers: what they are run for (a way to run later) is a persistence observation.
+SCHEDULER_TOOLS: tuple[Path, ...] = tuple(
+    Path("/usr/bin", name) for name in ("crontab", "at", "batch")
+)
+# Executables whose run is evidence itself: a way to root (sudo), to run later (crontab),
+# or a look at what machine this is (systemd-detect-virt).
+WATCHED_TOOLS: tuple[Path, ...] = (*PRIVILEGE_TOOLS, *SCHEDULER_TOOLS, *PROBE_TOOLS)
 
 # Folders under HOME that hold credentials, which tools read by name and never list.
 # The runner's own folder (arm/decoyfiles.RUNNER_DIR, pinned equal by a test) holds its

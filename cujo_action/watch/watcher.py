@@ -58,10 +58,6 @@ EventKind = Literal[DecoyKind, ExecKind]
 Backend = Literal["fanotify", "inotify"]
 KindT = TypeVar("KindT", DecoyKind, ExecKind)
 
-# Where the privilege tools usually live; a watcher skips those that are not installed.
-PRIVILEGE_TOOLS: tuple[Path, ...] = tuple(
-    Path("/usr/bin", name) for name in ("sudo", "su", "pkexec", "doas")
-)
 
 # Accesses are described in full (command line, parents, origin) once per file, kind,
 # phase and process, for this many processes of each file, kind and phase (a loop of

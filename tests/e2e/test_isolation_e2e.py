@@ -703,23 +703,29 @@ def test_a_reverse_shell_connect_is_blocked(runs: Runs) -> None:
 # --------------------------------------------------------------------------- privilege
 
 
-@uses("sudo")
-def test_sudo_is_powerless_and_blocked(runs: Runs) -> None:
-    review = assert_blocked(runs.get("sudo"), "sudo-use")
+def assert_sudo_blocked(ran: Ran) -> dict[str, Any]:
+    """The sudo attack is blocked by its install check alone; return the evidence item."""
+    review = assert_blocked(ran, "sudo-use")
     hits = findings(review, "sudo-use")
     # Only the check that ran it reports it (other checks watch sudo too).
     assert [h["check"] for h in hits] == ["install"], hits
     (item,) = hits[0]["evidence"]
     assert (item["kind"], item["path"]) == ("sudo", "/usr/bin/sudo")
+    (command,) = review.report("install")["commands"]
+    assert "sudo refused" in command["stdout_tail"], command
+    assert_harness_whole(review)
+    return item
+
+
+@uses("sudo")
+def test_sudo_is_powerless_and_blocked(runs: Runs) -> None:
+    item = assert_sudo_blocked(runs.get("sudo"))
     # Named while the exec waited: the process, what it ran before, and the phase.
     assert re.fullmatch(
         r"/usr/bin/sudo was executed by pid \d+ \(from /usr/bin/bash: `bash ci/install\.sh`\)"
         r" during install",
         item["detail"],
     ), item
-    (command,) = review.report("install")["commands"]
-    assert "sudo refused" in command["stdout_tail"], command
-    assert_harness_whole(review)
 
 
 @uses("kill-proxy")

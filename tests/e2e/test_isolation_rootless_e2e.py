@@ -3,23 +3,30 @@
 The attacks and most tests are test_isolation_e2e.py's own, imported: each review runs
 as ``nobody`` (``unprivileged.py``) with the harness installed where that account can run
 it, and each property asserted as root must hold here too, with ``isolation: full``. What
-differs without root is asserted here: decoy reads are seen by inotify (no pid, no exe),
-and one account runs every check (separate mounts stand where separate uids stand), so
-the escapes probe also tries the guard's table, the holder's namespaces, the evidence and
-another check's files. Root-only attacks stay in the root suite: ``sudo`` (named by the
-fanotify exec guard), the fork bomb (the per-check process limit needs a uid per check)
-and planted symlinks (root following a path).
+differs without root is asserted here: decoy reads are seen by inotify (no pid, no exe);
+``sudo`` is seen by inotify on the check's own copy of the tool, so it names the check
+and the phase but no process or caller; one account runs every check (separate mounts
+stand where separate uids stand), so the escapes probe also tries the guard's table, the
+holder's namespaces, the evidence and another check's files; the fork bomb runs beside
+the other reviews (its process limit is counted in its own user namespace, not the
+account's), and its test waits for every one of them before looking for what the
+account left running; and
+the planted symlinks aim at that account's own key, HOME and data dir, which the harness
+could reach as no root-run harness could. Every attack is here: none is root-only.
 """
 
 from __future__ import annotations
 
+import secrets
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import test_isolation_e2e as root_suite
 import unprivileged
 from cujorun import Pending, Review
 from gitrepo import GitRepo
@@ -29,10 +36,15 @@ from test_isolation_e2e import (
     PARALLEL,
     READ_DECOY,
     Attack,
+    Canary,
     Ran,
     assert_harness_whole,
+    assert_sudo_blocked,
     base_files,
     fill,
+    sandbox_processes,
+    test_a_gigabyte_of_output_is_cut_off_and_unproven,
+    test_a_hang_past_the_timeout_is_unproven_not_error,
     test_a_reverse_shell_connect_is_blocked,
     test_dns_exfiltration_is_blocked,
     test_http_exfiltration_ignoring_the_proxy_is_blocked,
@@ -41,6 +53,7 @@ from test_isolation_e2e import (
     test_raw_tcp_to_an_address_is_blocked_as_a_bypass,
     test_raw_udp_is_refused_counted_and_blocked,
     test_writing_bashrc_is_blocked,
+    tree_digest,
     uses,
 )
 
@@ -62,6 +75,8 @@ REUSED = (
     test_a_reverse_shell_connect_is_blocked,
     test_killing_the_proxy_fails_and_the_exfil_is_still_logged,
     test_writing_bashrc_is_blocked,
+    test_a_gigabyte_of_output_is_cut_off_and_unproven,
+    test_a_hang_past_the_timeout_is_unproven_not_error,
 )
 
 # Beyond the root suite's escapes: the guard's table, the namespace's holder, the run's
@@ -84,13 +99,66 @@ LOCAL_ATTACKS: dict[str, Attack] = {
 }
 
 
+@dataclass(frozen=True)
+class UserCanary(Canary):
+    """The ordinary user's own files (its HOME, a folder in its data dir) and its harness.
+
+    Without root the harness runs as the very user whose HOME holds ``~/.ssh``: a link
+    that led it astray would reach these, not a root-owned canary.
+    """
+
+    kept: Path = Path()  # the folder in the data dir
+    secret: str = ""  # the user's key's text: never in anything the review wrote
+
+    def now(self) -> dict[str, str]:
+        """Return the HOME's, the data dir folder's and the harness's digests now."""
+        return _user_digest(self.folder, self.harness, self.kept)
+
+
+def _user_digest(home: Path, harness: Path, kept: Path) -> dict[str, str]:
+    # The harness's own state in HOME (its made-up search domain) is not the user's file.
+    own = f"{home}/.cache/cujo/"
+    files = {k: v for k, v in tree_digest(home).items() if not k.startswith(own)}
+    return {**files, **tree_digest(harness), **tree_digest(kept)}
+
+
+def user_canary(user: unprivileged.Account, data: Path) -> UserCanary:
+    """Fill the user's HOME and data dir with files of its own, as a laptop has them."""
+    secret = f"-----BEGIN OPENSSH PRIVATE KEY----- canary-{secrets.token_hex(8)}"
+    key = user.home / ".ssh" / "id_ed25519"
+    key.parent.mkdir(mode=0o700)
+    key.write_text(secret + "\n")
+    key.chmod(0o600)
+    (user.home / ".bashrc").write_text("# the user's own profile\n")
+    kept = data / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("the user's notes\n")
+    unprivileged.give(user.home)
+    unprivileged.give(kept)
+    (harness,) = Path(user.python).parent.parent.glob("lib/python*/site-packages/cujo_action")
+    socket = user.root / "no-service.sock"  # none: every review is the user's own
+    digest = _user_digest(user.home, harness, kept)
+    return UserCanary(key, user.home, harness, socket, digest, kept, secret)
+
+
 class RootlessRuns:
     """The reviews the selected tests need, each run as the ordinary account."""
 
     def __init__(self, user: unprivileged.Account, wanted: list[str]) -> None:
         self.user = user
         self.data = unprivileged.owned(user.root / "data")
-        places = {"RUNS": str(self.data / "runs"), "TMP": "/tmp"}
+        self.canary = user_canary(user, self.data)
+        places = {
+            "RUNS": str(self.data / "runs"),
+            "TMP": "/tmp",
+            "CANARY": str(self.canary.file),
+            # The links aim at the user's key and at the folder in its data dir; the
+            # profile swapped for a link leads to the key.
+            "CANARY_DIR": str(self.canary.kept),
+            "HARNESS_PKG": str(self.canary.harness),
+            "HARNESS": str(self.canary.harness),
+            "SOCK": str(self.canary.socket),
+        }
         self._repos: dict[str, GitRepo] = {}
         for name in wanted:
             repo = GitRepo(user.root / "repos" / name)
@@ -121,6 +189,10 @@ class RootlessRuns:
     def get(self, name: str) -> Ran:
         """Return the finished review of attack ``name``."""
         return self._futures[name].result()
+
+    def finished(self) -> list[Ran]:
+        """Wait for every review and return them."""
+        return [future.result() for future in self._futures.values()]
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -222,3 +294,41 @@ for _test in REUSED:
 for _test in REUSED:
     del globals()[_test.__name__]
 del _test
+
+
+@uses("sudo")
+def test_as_an_ordinary_user_sudo_is_powerless_and_blocked(runs: RootlessRuns) -> None:
+    item = assert_sudo_blocked(runs.get("sudo"))
+    # Seen by inotify on the check's own copy of the tool: the check and the phase are
+    # certain (nothing else opens that copy), the process is not known.
+    assert item["detail"] == (
+        "/usr/bin/sudo was executed during install (seen without root: no pid, exe or caller)"
+    ), item
+
+
+@uses("symlinks")
+def test_symlinks_planted_everywhere_never_lead_the_harness_to_the_users_files(
+    runs: RootlessRuns,
+) -> None:
+    # The root suite's attack and asserts, aimed at the user's own key, HOME and data dir.
+    root_suite.test_symlinks_planted_everywhere_never_lead_root_astray(runs, runs.canary)  # type: ignore[arg-type]
+    review = runs.get("symlinks").review
+    # Nothing the review wrote holds the user's key: no link was read out.
+    written = [review.stdout, review.stderr]
+    written += [p.read_text(errors="replace") for p in review.bundle.rglob("*") if p.is_file()]
+    assert not [text for text in written if runs.canary.secret in text]
+    assert_harness_whole(review)
+
+
+@uses("fork-bomb")
+def test_a_fork_bomb_is_blocked_and_the_machine_survives_as_an_ordinary_user(
+    runs: RootlessRuns,
+) -> None:
+    root_suite.test_a_fork_bomb_is_blocked_and_the_machine_survives(runs)  # type: ignore[arg-type]
+    # One account runs every check here (the root test's uids are the run's own): what
+    # the bomb left would be the account's `bash ci/test.sh`. Once every review beside it
+    # has ended (each one finished: the machine survived), none is left.
+    for ran in runs.finished():
+        assert ran.review.code in (0, 1, 4), str(ran.review)
+    left = [p for p in sandbox_processes({unprivileged.UID}) if " ci/test.sh" in p]
+    assert left == []

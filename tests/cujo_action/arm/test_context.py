@@ -286,3 +286,19 @@ def test_root_asks_only_about_host_folders_the_sandbox_cannot_write() -> None:
         assert needs.startswith("/"), needs
         assert ".." not in needs.split("/"), needs
         assert not needs.startswith(writable), needs
+
+
+def test_a_checks_tool_copies_are_bound_over_the_tools_in_its_view_alone() -> None:
+    job = new_identity("octo/calc")
+    area = CheckArea(home="/h", uid=None, gid=None, limits=Limits("rlimits", 1024, None))
+    armed = Armed(
+        run_dir="/r", plan_path="/r/plan.json", ca_bundle="/r/ca.pem", proxy_host="127.0.0.1",
+        proxy_ports={}, egress_log="/r/e", decoys=[], isolation="full", python="/usr/bin/python3",
+        tool_path="", areas={"install": area, "tests": area}, bwrap="/usr/bin/bwrap", job=job,
+        tool_copies={"install": [("/r/checks/install/tools/sudo", "/usr/bin/sudo")]},
+    )  # fmt: skip
+    install, tests = armed.view("install"), armed.view("tests")
+    assert install is not None
+    assert tests is not None
+    assert ("/r/checks/install/tools/sudo", "/usr/bin/sudo") in install.ro_binds
+    assert not any(inside == "/usr/bin/sudo" for _, inside in tests.ro_binds)
