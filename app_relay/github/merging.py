@@ -117,13 +117,8 @@ class MergeCalls(MergeReads):
         call = f"PUT {path}"
         body = {"sha": sha, "merge_method": method}
         status, data, failure = self._send_once(call, user, timeout_s, "PUT", path, body)
-        if status is None:
-            refused = failure.startswith("not sent")
-            return MergeAnswer("refused" if refused else "unknown", None, failure)
-        if status != 200:
-            # A 5xx may come after GitHub merged (a proxy's timeout): unknown, not refused.
-            outcome: MergeOutcome = "unknown" if status >= 500 else "refused"
-            return MergeAnswer(outcome, status, failure or f"HTTP {status}")
+        if (unanswered := _not_done(status, failure)) is not None:
+            return unanswered
         try:
             a = GitHubAnswer(call, data)
             merged = a.flag("merged")
@@ -149,12 +144,8 @@ class MergeCalls(MergeReads):
         call = f"POST /graphql enqueuePullRequest ({repo})"
         url = self._github.requester.graphql_url
         status, data, failure = self._send_once(call, user, timeout_s, "POST", url, body)
-        if status is None:
-            refused = failure.startswith("not sent")
-            return MergeAnswer("refused" if refused else "unknown", None, failure)
-        if status != 200:
-            outcome: MergeOutcome = "unknown" if status >= 500 else "refused"
-            return MergeAnswer(outcome, status, failure or f"HTTP {status}")
+        if (unanswered := _not_done(status, failure)) is not None:
+            return unanswered
         errors = data.get("errors") if isinstance(data, dict) else None
         if errors:
             # GraphQL answers 200 with its refusals in `errors`: GitHub's words, kept.
@@ -183,3 +174,15 @@ class MergeCalls(MergeReads):
                 None if by is None else by.text("login", pattern=LOGIN),
             )
         return PullSettled("closed" if state == "closed" else "open")
+
+
+def _not_done(status: int | None, failure: str) -> MergeAnswer | None:
+    """Return the answer of a write that got no 200 (None when it did)."""
+    if status is None:
+        refused = failure.startswith("not sent")
+        return MergeAnswer("refused" if refused else "unknown", None, failure)
+    if status != 200:
+        # A 5xx may come after GitHub merged (a proxy's timeout): unknown, not refused.
+        outcome: MergeOutcome = "unknown" if status >= 500 else "refused"
+        return MergeAnswer(outcome, status, failure or f"HTTP {status}")
+    return None

@@ -22,6 +22,16 @@ LOOPBACK = "127.0.0.1"
 DNS_PORT = 53
 # Bounds on what the drop sets remember; past them drops are still counted in total.
 SET_SIZE = 4096
+# The sets refused packets are counted in (parse_drops reads them), in every guard table.
+REFUSED_SETS = (
+    "  set refused4 {",
+    "    type ipv4_addr . inet_proto . inet_service; flags dynamic; counter;",
+    f"    size {SET_SIZE};",
+    "  }",
+    "  set refused4_other {",
+    f"    type ipv4_addr . inet_proto; flags dynamic; counter; size {SET_SIZE};",
+    "  }",
+)
 
 
 @dataclass(frozen=True)
@@ -89,13 +99,7 @@ def ruleset(layout: Layout, redirect: Redirect) -> str:
     accept.insert(0, f"{veth} ct status dnat ip daddr {to} tcp dport {{ {ports} }} accept")
     lines = [
         f"table inet {layout.table} {{",
-        "  set refused4 {",
-        "    type ipv4_addr . inet_proto . inet_service; flags dynamic; counter;",
-        f"    size {SET_SIZE};",
-        "  }",
-        "  set refused4_other {",
-        f"    type ipv4_addr . inet_proto; flags dynamic; counter; size {SET_SIZE};",
-        "  }",
+        *REFUSED_SETS,
         # Before Docker's and other nat chains (dstnat): the first mapping wins.
         "  chain to_harness {",
         "    type nat hook prerouting priority dstnat - 5; policy accept;",

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cujo_action.net.dnsstub import STUB_ADDRESSES
-from cujo_action.net.nftguard import DNS_PORT, SET_SIZE
+from cujo_action.net.nftguard import DNS_PORT, REFUSED_SETS
 
 # One table per namespace: the namespace is the run's and phase's alone, so no run id.
 TABLE = "cujo_guard"
@@ -52,13 +52,7 @@ def guard_ruleset(ports: ForwarderPorts) -> str:
     stubs = ", ".join(STUB_ADDRESSES)
     lines = [
         f"table inet {TABLE} {{",
-        "  set refused4 {",
-        "    type ipv4_addr . inet_proto . inet_service; flags dynamic; counter;",
-        f"    size {SET_SIZE};",
-        "  }",
-        "  set refused4_other {",
-        f"    type ipv4_addr . inet_proto; flags dynamic; counter; size {SET_SIZE};",
-        "  }",
+        *REFUSED_SETS,
         "  chain to_forwarder {",
         "    type nat hook output priority -100; policy accept;",
         *(
