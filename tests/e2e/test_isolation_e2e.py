@@ -439,6 +439,19 @@ def uses(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
     return mark
 
 
+def wanted_attacks(request: pytest.FixtureRequest, module: object) -> list[str]:
+    """Return the attacks the selected tests of ``module`` use (@uses), each once, in order."""
+    return list(
+        dict.fromkeys(
+            item.function.attack  # type: ignore[attr-defined]
+            for item in request.session.items
+            if isinstance(item, pytest.Function)
+            and item.module is module
+            and hasattr(item.function, "attack")
+        )
+    )
+
+
 @pytest.fixture(scope="module")
 def runs(
     request: pytest.FixtureRequest,
@@ -448,16 +461,7 @@ def runs(
     installed_cujo: Path,
     places: Mapping[str, str],
 ) -> Iterator[Runs]:
-    module = sys.modules[__name__]
-    wanted = list(
-        dict.fromkeys(
-            item.function.attack  # type: ignore[attr-defined]
-            for item in request.session.items
-            if isinstance(item, pytest.Function)
-            and item.module is module
-            and hasattr(item.function, "attack")
-        )
-    )
+    wanted = wanted_attacks(request, sys.modules[__name__])
     started = Runs(cujo, pr_repo, tmp_path_factory.mktemp, wanted, installed_cujo, places)
     yield started
     started.close()

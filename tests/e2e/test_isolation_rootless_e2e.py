@@ -55,6 +55,7 @@ from test_isolation_e2e import (
     test_writing_bashrc_is_blocked,
     tree_digest,
     uses,
+    wanted_attacks,
 )
 
 from cujo_action.schema import CHECK_NAMES
@@ -207,16 +208,7 @@ def user() -> Iterator[unprivileged.Account]:
 
 @pytest.fixture(scope="module")
 def runs(request: pytest.FixtureRequest, user: unprivileged.Account) -> Iterator[RootlessRuns]:
-    module = sys.modules[__name__]
-    wanted = list(
-        dict.fromkeys(
-            item.function.attack  # type: ignore[attr-defined]
-            for item in request.session.items
-            if isinstance(item, pytest.Function)
-            and item.module is module
-            and hasattr(item.function, "attack")
-        )
-    )
+    wanted = wanted_attacks(request, sys.modules[__name__])
     started = RootlessRuns(user, wanted)
     yield started
     started.close()
