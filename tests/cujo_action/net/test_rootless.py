@@ -16,6 +16,7 @@ import subprocess
 import sysconfig
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -171,10 +172,24 @@ def test_what_a_phase_leaves_in_its_namespace_is_killed_but_not_the_holder(
     inode = namespace_inode(ns.name)
     assert inode is not None
     assert any_namespace_inode(ns.name) == inode
+    # nsenter joins, then execs sleep: only then is the process the phase's to kill.
+    joined_by = time.monotonic() + 30
+    while not _inside(left.pid, inode) and left.poll() is None:
+        assert time.monotonic() < joined_by, "the command never joined the namespace"
+        time.sleep(0.01)
     kill_all_in(ns.name)
     assert left.wait(timeout=10) != 0
     assert ns.process is not None
     assert ns.process.poll() is None
+
+
+def _inside(pid: int, inode: int) -> bool:
+    """Say whether ``pid`` runs ``sleep`` in the network namespace ``inode``."""
+    try:
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        return comm == "sleep" and os.stat(f"/proc/{pid}/ns/net").st_ino == inode
+    except OSError:
+        return False
 
 
 def test_names_say_which_kind_of_namespace() -> None:
