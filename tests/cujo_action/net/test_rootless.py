@@ -169,18 +169,23 @@ def test_what_a_phase_leaves_in_its_namespace_is_killed_but_not_the_holder(
 ) -> None:
     ns, _, _ = held
     left = subprocess.Popen([*join_argv(ns.name), "sleep", "600"])
-    inode = namespace_inode(ns.name)
-    assert inode is not None
-    assert any_namespace_inode(ns.name) == inode
-    # nsenter joins, then execs sleep: only then is the process the phase's to kill.
-    joined_by = time.monotonic() + 30
-    while not _inside(left.pid, inode) and left.poll() is None:
-        assert time.monotonic() < joined_by, "the command never joined the namespace"
-        time.sleep(0.01)
-    kill_all_in(ns.name)
-    assert left.wait(timeout=10) != 0
-    assert ns.process is not None
-    assert ns.process.poll() is None
+    try:
+        inode = namespace_inode(ns.name)
+        assert inode is not None
+        assert any_namespace_inode(ns.name) == inode
+        # nsenter joins, then execs sleep: only then is the process the phase's to kill.
+        joined_by = time.monotonic() + 30
+        while not _inside(left.pid, inode) and left.poll() is None:
+            assert time.monotonic() < joined_by, "the command never joined the namespace"
+            time.sleep(0.01)
+        kill_all_in(ns.name)
+        assert left.wait(timeout=10) != 0
+        assert ns.process is not None
+        assert ns.process.poll() is None
+    finally:
+        if left.poll() is None:  # a failed assert leaves no process for later tests
+            left.kill()
+            left.wait()
 
 
 def _inside(pid: int, inode: int) -> bool:
