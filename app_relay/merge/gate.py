@@ -12,7 +12,7 @@ anyway". ``reading.py`` makes the reads; this module only judges plain values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, get_args
 
 from app_relay.github.branch_rules import (
@@ -207,15 +207,7 @@ def judge_gate(run: RunFacts, answers: GateAnswers, *, app_id: int) -> GateReadi
 
 
 def _with(reading: GateReading, blockers: list[Blocker]) -> GateReading:
-    return GateReading(
-        blockers=tuple(dict.fromkeys(blockers)),  # the same sentence once
-        head_sha=reading.head_sha,
-        base_ref=reading.base_ref,
-        base_sha=reading.base_sha,
-        methods=reading.methods,
-        queue=reading.queue,
-        pull_node_id=reading.pull_node_id,
-    )
+    return replace(reading, blockers=tuple(dict.fromkeys(blockers)))  # each sentence once
 
 
 def _not_read(what: str) -> Blocker:
