@@ -139,11 +139,14 @@ def post_opened(base: str, delivery: str) -> requests.Response:
 
 
 def test_sigterm_hands_back_a_held_lease_and_exits_0_without_a_fatal_error(relay, fake_github, url):
-    # GitHub holds the first request about the repository: the delivery stays in hand.
-    fake_github.state.delay_next(120, path=rf"^/repos/{REPO}/")
+    # GitHub holds the delivery's own first request (its read of the pull request), so the
+    # delivery stays in hand. Only that request: the catch-up pass lists the repository's
+    # pull requests at start, and a hold it took first would let the delivery finish.
+    own_read = rf"^/repos/{REPO}/pulls/{json.loads(OPENED)['number']}$"
+    fake_github.state.delay_next(120, method="GET", path=own_read)
     served = relay()
     assert post_opened(served.url, "d-held").status_code == 202
-    wait_for(lambda: fake_github.state.calls(path=rf"^/repos/{REPO}/"), "the held request")
+    wait_for(lambda: fake_github.state.calls("GET", own_read), "the held request")
     with Store(url) as store:
         held = store.get_delivery("d-held")
         assert (held.state, held.attempts) == ("working", 1)
