@@ -31,7 +31,7 @@ from cujo_action.checks.install_handoff import (
 from cujo_action.checks.processes import CHECK_MODULES
 from cujo_action.evidence.timing import Timeline
 from cujo_action.sandbox.execguard import ExecGuard
-from cujo_action.sandbox.jail import NPROC_LIMIT, JailError, Outcome, run_confined
+from cujo_action.sandbox.jail import FLOOD_SHARE, NPROC_LIMIT, JailError, Outcome, run_confined
 from cujo_action.sandbox.reaper import become_subreaper, namespace_inode
 from cujo_action.schema import (
     MAX_COMMANDS,
@@ -289,12 +289,7 @@ class CheckRun(EvidenceRecord):
                 if outcome.refused_forks
                 else ""
             )
-            self.observe(
-                PROCESS_FLOOD,
-                f"`{clip(cmd, 200)}` ran {outcome.peak_processes} processes at once, "
-                f"near the sandbox's process limit of {NPROC_LIMIT} (a fork bomb or close "
-                f"to one){refused}",
-            )
+            self.observe(PROCESS_FLOOD, flood_detail(clip(cmd, 200), outcome) + refused)
         if outcome.oom_kills:
             self.observe(
                 MEMORY_LIMIT,
@@ -399,6 +394,21 @@ class CheckRun(EvidenceRecord):
             decoy_readers=self.decoys.readers(self.watcher.readers),
             cuts=self.cuts,
         )
+
+
+def flood_detail(cmd: str, outcome: Outcome) -> str:
+    """Say how ``cmd``'s processes flooded: at once near the limit, or by multiplying on."""
+    if outcome.peak_processes >= FLOOD_SHARE * NPROC_LIMIT or outcome.refused_forks:
+        return (
+            f"`{cmd}` ran {outcome.peak_processes} processes at once, near the sandbox's "
+            f"process limit of {NPROC_LIMIT} (a fork bomb or close to one)"
+        )
+    return (
+        f"`{cmd}` returned and what it left went on multiplying: "
+        f"{outcome.made_after_return} processes made after it returned, up to "
+        f"{outcome.peak_processes} at once, below the sandbox's process limit of "
+        f"{NPROC_LIMIT} (a fork bomb or close to one)"
+    )
 
 
 def status_of(outcome: Outcome) -> Status:

@@ -61,6 +61,15 @@ class Limits:
         except (OSError, ValueError):
             return 0
 
+    def members(self) -> list[int]:
+        """Return the pids of the check's processes (cgroups only; none otherwise)."""
+        path = self._file("cgroup.procs")
+        try:
+            text = path.read_text() if path is not None else ""
+        except OSError:
+            return []
+        return [int(line) for line in text.split() if line.isdigit()]
+
     def refused_forks(self) -> int:
         """Return how many forks the process limit refused so far (cgroups only)."""
         return _event(self._file("pids.events"), "max")

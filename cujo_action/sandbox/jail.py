@@ -44,9 +44,12 @@ from cujo_action.sandbox.cgroups import Limits
 from cujo_action.sandbox.detach import mount_points, to_detach
 from cujo_action.sandbox.detach import prefix as detach_prefix
 from cujo_action.sandbox.reaper import (
+    Census,
+    Growth,
     Reaper,
     become_subreaper,
-    count_in_namespace,
+    census,
+    census_of,
     kill_group,
     namespace_inode,
     watch_growth,
@@ -325,6 +328,7 @@ class Outcome:
     peak_processes: int = 0
     process_flood: bool = False
     refused_forks: int = 0  # forks the check's process limit refused (cgroups only)
+    made_after_return: int = 0  # processes its leftovers made after the command returned
     oom_kills: int = 0  # processes its memory limit killed (cgroups only)
     # Decoys found in what it printed (``output.py``; only when asked to search), and
     # the bytes of output whose decoding ran out of budget (searched only in part).
@@ -357,8 +361,16 @@ def _counted(confinement: Confinement) -> bool:
     return bool(confinement.uid) or rootless
 
 
-def _count_but_holder(inode: int) -> int:
-    return max(0, count_in_namespace(inode) - 1)
+def _look(inode: int | None, holder: int, limits: Limits | None) -> Census:
+    """Return the census of the command's processes: its check's cgroup when it has one
+    (exact), else its network namespace's, without the rootless namespace's holder."""
+    if limits is not None and limits.kind != "rlimits":
+        seen = census_of(limits.members())
+        return Census(limits.current(), seen.busy, seen.newest)
+    if inode is None:
+        return Census()
+    seen = census(inode)
+    return Census(max(0, seen.live - holder), seen.busy, seen.newest)
 
 
 def _read_status(fd: int) -> tuple[bool, int | None]:
@@ -466,16 +478,14 @@ def _follow(
     err = Capture(proc.stderr, flood, searching("stderr"))
     uid = confinement.uid
     reaper = Reaper(uid, proc.pid) if uid is not None and confinement.view is None else None
-    # How many processes the command has: its cgroup knows exactly, else its namespace.
+    # How many processes the command has: its cgroup knows exactly, else its namespace;
+    # the namespace also says which are busy and how many its pid namespace has made.
     limits = confinement.limits
-    count: Callable[[], int] | None = None
-    if limits is not None and limits.kind != "rlimits":
-        count = limits.current
-    elif inode is not None and confinement.netns is not None and is_rootless(confinement.netns):
-        # The namespace's holder lives in it too, and is none of the command's.
-        count = partial(_count_but_holder, inode)
-    elif inode is not None:
-        count = partial(count_in_namespace, inode)
+    grouped = limits is not None and limits.kind != "rlimits"
+    look: Callable[[], Census] | None = None
+    if inode is not None or grouped:
+        holder = 1 if confinement.netns is not None and is_rootless(confinement.netns) else 0
+        look = partial(_look, inode, holder, limits)
     timed_out = False
     ended = False
     status: int | None = None
@@ -501,19 +511,24 @@ def _follow(
                 break
             except subprocess.TimeoutExpired:
                 pass
-        if count is not None:
-            peak = max(peak, count())
+        if grouped and limits is not None:
+            peak = max(peak, limits.current())
+        elif look is not None:
+            peak = max(peak, look().live)
         if flood.is_set():
             break
         if time.monotonic() >= deadline:
             timed_out = True
             break
-    if count is not None and not timed_out and not flood.is_set():
+    growth = Growth(0, 0, still_growing=False)
+    if look is not None and not timed_out and not flood.is_set():
         # A command may return at once and leave its work running: `:(){ :|:& };:` is
         # gone in a millisecond while what it started multiplies. Watch what it left for
-        # as long as that keeps growing, so a fork bomb is seen before it is killed.
+        # as long as that is busy, so a fork bomb is seen before it is killed, however
+        # fast its parent returned and however loaded the machine is.
         flood_at = FLOOD_SHARE * confinement.nproc + own
-        peak = max(peak, watch_growth(count, deadline, flood_at, own=own))
+        growth = watch_growth(look, deadline, flood_at, own=own)
+        peak = max(peak, growth.peak)
     peak = max(0, peak - own)
     # Whatever the command left behind goes too: nothing outlives a phase. Killing the
     # outer bubblewrap kills the sandbox's pid 1, and with it the whole pid namespace.
@@ -553,8 +568,14 @@ def _follow(
         stderr_bytes=err.total,
         peak_processes=peak,
         process_flood=_counted(confinement)
-        and (peak >= FLOOD_SHARE * confinement.nproc or refused > 0),
+        and (
+            peak >= FLOOD_SHARE * confinement.nproc
+            or refused > 0
+            or growth.made >= FLOOD_SHARE * confinement.nproc
+            or growth.still_growing
+        ),
         refused_forks=refused,
+        made_after_return=growth.made,
         oom_kills=ooms,
         printed=tuple(p for s in searches for p in s.printed()),
         output_unsearched=sum(s.unsearched for s in searches) + behind,

@@ -9,7 +9,8 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from cujo_action.net.rootless import is_rootless
 from cujo_action.net.rootless import namespace_inode as rootless_inode
@@ -36,15 +37,62 @@ def namespace_inode(name: str) -> int | None:
 
 def count_in_namespace(inode: int) -> int:
     """Return how many processes live in the network namespace with this inode."""
-    count = 0
+    return census(inode).live
+
+
+@dataclass(frozen=True)
+class Census:
+    """What a network namespace holds at one look, read from the kernel's /proc."""
+
+    live: int = 0  # processes in it
+    busy: int = 0  # of those in a nested pid namespace, the ones not idle (state R or D)
+    # The highest pid handed out so far in the nested pid namespace (the sandbox's: pids
+    # there are given in order from 1), so processes made and gone between two looks
+    # are counted as well.
+    newest: int = 0
+
+
+def _own_pid_depth() -> int:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("NSpid:"):
+                    return len(line.split()) - 1
+    except OSError:
+        pass
+    return 1
+
+
+def census(inode: int) -> Census:
+    """Return what the network namespace with this inode holds (``Census``)."""
+    members = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 if os.stat(f"/proc/{entry}/ns/net").st_ino == inode:
-                    count += 1
+                    members.append(int(entry))
             except OSError:
                 continue
-    return count
+    return census_of(members)
+
+
+def census_of(pids: Iterable[int]) -> Census:
+    """Return the census of these processes (those gone meanwhile are not counted)."""
+    depth = _own_pid_depth()
+    live = busy = newest = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                fields = dict(line.split(":", 1) for line in fh if ":" in line)
+        except (OSError, ValueError):
+            continue
+        live += 1
+        inner = fields.get("NSpid", "").split()
+        if len(inner) > depth and inner[-1].isdigit():
+            newest = max(newest, int(inner[-1]))
+            # Runnable, or inside the kernel (a fork in progress): not idle.
+            busy += fields.get("State", "").split()[:1] in (["R"], ["D"])
+    return Census(live, busy, newest)
 
 
 def kill_group(pgid: int, leader: subprocess.Popen[bytes]) -> None:
@@ -130,23 +178,40 @@ class Reaper:
             time.sleep(0.01)
 
 
-def watch_growth(
-    count: Callable[[], int], deadline: float, flood_at: float, *, own: int = 0
-) -> int:
-    """Return the most processes seen while what the command left behind grew.
+@dataclass(frozen=True)
+class Growth:
+    """What a command left behind did while it was watched."""
 
-    ``own`` processes are the sandbox's own (its pid 1 and what that waits on).
+    peak: int  # the most processes seen at once (the sandbox's own included)
+    made: int  # processes made after the command returned (its pid namespace's count)
+    still_growing: bool  # the watch ended on its time limit with a crowd still multiplying
+
+
+def watch_growth(
+    look: Callable[[], Census], deadline: float, flood_at: float, *, own: int = 0
+) -> Growth:
+    """Watch what the command left behind until it is gone, idle, or a flood.
+
+    ``own`` processes are the sandbox's own (its pid 1 and what that waits on). The watch
+    does not depend on how fast the machine is: it stops early only when nothing is left
+    or when what is left is idle (none of it runnable, no process made since the last
+    look, no more of them than at the last look). A fork bomb starved of the CPU is runnable, so it is watched until it floods,
+    until the watch's time is up, or until the limit holds it; a few leftovers that stay
+    put (a daemon, a stray sleep) are let go at once.
     """
-    # A few leftovers that stay put (a daemon, a stray sleep) are let go at once; a crowd,
-    # or a number that keeps climbing, is watched a little longer: a fork bomb climbs in
-    # steps (bash waits before it retries a fork that hit the process limit).
     end = min(deadline, time.monotonic() + LEFTOVER_WATCH_S)
-    peak = last = count()
-    while last > own and peak < flood_at and time.monotonic() < end:
+    first = last = look()
+    peak, idle = first.live, False
+    while last.live > own and peak < flood_at:
+        if time.monotonic() >= end:
+            # A crowd that was still making processes when time ran out is multiplying.
+            growing = not idle and last.live - own >= LEFTOVER_CROWD
+            return Growth(peak, last.newest - first.newest, still_growing=growing)
         time.sleep(_GROWTH_POLL_S)
-        now = count()
-        peak = max(peak, now)
-        if now <= last and now - own < LEFTOVER_CROWD:
+        now = look()
+        peak = max(peak, now.live)
+        idle = now.busy == 0 and now.newest <= last.newest and now.live <= last.live
+        last = Census(now.live, now.busy, max(now.newest, last.newest))
+        if idle and now.live - own < LEFTOVER_CROWD:
             break
-        last = now
-    return peak
+    return Growth(peak, last.newest - first.newest, still_growing=False)

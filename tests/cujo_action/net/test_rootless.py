@@ -236,16 +236,31 @@ ns = RootlessNamespace(Path(sys.argv[1]) / "ns", proxy_port=9, dns_port=9).creat
 try:
     confinement = Confinement(ns.name, None, None, View(shutil.which("bwrap"), (), (), ()),
                               nproc=40)
-    outcome = run_confined(
-        "for i in $(seq 100); do sleep 30 & done 2>/dev/null; echo started",
-        cwd=Path("/"), env={"PATH": "/usr/bin:/bin"}, timeout=30, confinement=confinement)
+    outcome = run_confined(sys.argv[2], cwd=Path("/"), env={"PATH": "/usr/bin:/bin"},
+                           timeout=30, confinement=confinement)
     print(outcome.process_flood, outcome.peak_processes)
 finally:
     ns.destroy()
 """
+# The command returns at once; what it left computes a while (runnable, making nothing)
+# before it multiplies: a fork bomb slow to start, as on a loaded machine.
+LATE_BOMB = (
+    "( i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; bomb() { bomb | bomb & }; bomb )"
+    " >/dev/null 2>&1 &"
+)
 
 
-def test_a_command_in_a_rootless_namespace_meets_the_process_limit() -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        # 100 sleepers where 40 processes are allowed: the rest refused.
+        pytest.param(
+            "for i in $(seq 100); do sleep 30 & done 2>/dev/null; echo started", id="sleepers"
+        ),
+        pytest.param(LATE_BOMB, id="late-bomb"),
+    ],
+)
+def test_a_command_in_a_rootless_namespace_meets_the_process_limit(command: str) -> None:
     python = unprivileged.system_python()
     if os.geteuid() != 0 or python is None:
         pytest.skip("switches to an ordinary account with the system's Python: root only")
@@ -254,13 +269,14 @@ def test_a_command_in_a_rootless_namespace_meets_the_process_limit() -> None:
     tmp_path.chmod(0o755)
     work = unprivileged.owned(tmp_path / "work")
     paths = [str(TOP), sysconfig.get_paths()["purelib"]]
+    account = unprivileged.Account(tmp_path, work, python)
     done = subprocess.run(
-        [*unprivileged.Account(tmp_path, work, python).argv(python, "-c", AS_USER), str(work)],
+        [*account.argv(python, "-c", AS_USER), str(work), command],
         env={"PATH": "/usr/bin:/bin", "HOME": str(work), "PYTHONPATH": ":".join(paths)},
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
-    # 100 sleepers where 40 processes are allowed: the rest refused, and it is a flood.
     shutil.rmtree(tmp_path, ignore_errors=True)
+    # It is a flood, held at the limit however fast its parent returned.
     flood, peak = done.stdout.split()
     assert flood == "True", done
     assert int(peak) <= 40, done

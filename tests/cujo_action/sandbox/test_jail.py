@@ -359,6 +359,21 @@ def test_a_fork_bomb_meets_the_check_limit_and_is_reported(box: Sandbox) -> None
     assert out.duration_s < 20
 
 
+# The command returns at once; what it left computes a while (runnable, making nothing)
+# before it starts to multiply: a fork bomb slow to start, as on a loaded machine.
+LATE_BOMB = (
+    "( i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; bomb() { bomb | bomb & }; bomb )"
+    " >/dev/null 2>&1 &"
+)
+
+
+@root_only
+def test_a_fork_bomb_that_starts_after_its_command_returned_is_reported(box: Sandbox) -> None:
+    out = run(box, LATE_BOMB, timeout=30)
+    assert out.exit_code == 0
+    assert out.process_flood, out
+
+
 @root_only
 def test_memory_is_limited_by_whatever_this_machine_offers(
     sandboxes: Sandboxes, monkeypatch: pytest.MonkeyPatch

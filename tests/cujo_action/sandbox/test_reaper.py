@@ -1,0 +1,111 @@
+"""Watching what a command leaves behind: the kernel's counts, not the machine's speed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from cujo_action.checks.harness import flood_detail
+from cujo_action.sandbox.jail import Outcome
+from cujo_action.sandbox.reaper import LEFTOVER_CROWD, Census, census, watch_growth
+
+OWN = 3
+OUR_NET = os.stat("/proc/self/ns/net").st_ino
+
+
+def scripted(looks: list[Census]) -> Callable[[], Census]:
+    """Answer each look with the next census, then the last one for ever."""
+    seen: Iterator[Census] = iter(looks)
+    last = looks[-1]
+
+    def look() -> Census:
+        nonlocal last
+        last = next(seen, last)
+        return last
+
+    return look
+
+
+def test_a_starved_bomb_that_has_not_forked_yet_is_watched_until_it_floods() -> None:
+    # Between two looks nothing new was made, but the leftover is runnable: a loaded
+    # machine has not scheduled it yet. Stopping there let a fork bomb through.
+    waiting = [Census(OWN + 1, busy=1, newest=5)] * 4
+    growing = [Census(OWN + n, busy=n, newest=5 + n) for n in (2, 8, 64, 400, 800)]
+    growth = watch_growth(scripted(waiting + growing), time.monotonic() + 60, 768 + OWN, own=OWN)
+    assert growth.peak == OWN + 800
+    assert growth.made == 800
+
+
+def test_idle_leftovers_are_let_go_at_the_next_look() -> None:
+    started = time.monotonic()
+    sleepers = Census(OWN + 2, busy=0, newest=9)
+    growth = watch_growth(scripted([sleepers]), started + 60, 768 + OWN, own=OWN)
+    assert growth.peak == OWN + 2
+    assert (growth.made, growth.still_growing) == (0, False)
+    assert time.monotonic() - started < 1
+
+
+def test_nothing_left_is_not_watched() -> None:
+    growth = watch_growth(scripted([Census(OWN, 0, 4)]), time.monotonic() + 60, 100, own=OWN)
+    assert growth == type(growth)(OWN, 0, still_growing=False)
+
+
+def test_processes_made_and_gone_between_looks_are_counted() -> None:
+    # A chain that forks and exits: never more than two alive, hundreds made.
+    churn = [Census(OWN + 2, busy=2, newest=10 + 300 * n) for n in range(4)]
+    growth = watch_growth(scripted(churn), time.monotonic() + 0.5, 768 + OWN, own=OWN)
+    assert growth.peak == OWN + 2
+    assert growth.made == 900
+    assert not growth.still_growing  # two processes are no crowd
+
+
+def test_a_crowd_still_multiplying_when_the_watch_ends_is_said_to_grow() -> None:
+    crowd = [Census(OWN + LEFTOVER_CROWD + n, busy=10, newest=100 + n) for n in range(1000)]
+    growth = watch_growth(scripted(crowd), time.monotonic() + 0.3, 10_000, own=OWN)
+    assert growth.still_growing
+    assert growth.peak < OWN + LEFTOVER_CROWD + 1000
+
+
+def test_an_idle_crowd_is_watched_to_the_end_but_does_not_grow() -> None:
+    crowd = Census(OWN + LEFTOVER_CROWD + 5, busy=0, newest=200)
+    growth = watch_growth(scripted([crowd]), time.monotonic() + 0.3, 10_000, own=OWN)
+    assert not growth.still_growing
+    assert growth.made == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes namespaces: root only")
+def test_the_census_counts_the_nested_pid_namespace_its_busy_processes_and_pids_made() -> None:
+    # A network namespace holding a pid namespace of its own (as a phase's namespace holds
+    # the pid namespace bubblewrap makes per command): its pid 1 spins, after making and
+    # reaping 20 processes and starting a sleeper.
+    spin = "for i in {1..20}; do /bin/true; done; sleep 60 & while :; do :; done"
+    nested = subprocess.Popen(["unshare", "--net", "--pid", "--fork", "bash", "-c", spin])
+    try:
+        deadline = time.monotonic() + 60
+        while (inode := os.stat(f"/proc/{nested.pid}/ns/net").st_ino) == OUR_NET:
+            assert time.monotonic() < deadline, "unshare made no network namespace"
+            time.sleep(0.01)
+        # Until the sleeper sleeps: then only the spinning shell is busy (unshare waits).
+        while (now := census(inode)).newest < 22 or now.busy != 1:
+            assert time.monotonic() < deadline, now
+            time.sleep(0.01)
+        # unshare itself, pid 1 (bash) and the sleeper live; 22 pids were handed out.
+        assert (now.live, now.newest) == (3, 22)
+        assert census(OUR_NET).live > 3
+    finally:
+        nested.kill()
+        nested.wait()
+
+
+def test_a_flood_says_whether_it_was_seen_at_the_limit_or_multiplying_on() -> None:
+    at_limit = Outcome(0, False, False, 1.0, "", "", 0, 0, peak_processes=1010, process_flood=True)
+    assert flood_detail("bomb", at_limit).startswith("`bomb` ran 1010 processes at once, near")
+    refused = Outcome(0, False, False, 1.0, "", "", 0, 0, peak_processes=40, refused_forks=7)
+    assert "ran 40 processes at once" in flood_detail("bomb", refused)
+    churn = Outcome(0, False, False, 1.0, "", "", 0, 0, peak_processes=3, made_after_return=900)
+    said = flood_detail("bomb", churn)
+    assert "900 processes made after it returned, up to 3 at once" in said
