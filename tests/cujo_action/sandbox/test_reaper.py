@@ -17,17 +17,22 @@ OWN = 3
 OUR_NET = os.stat("/proc/self/ns/net").st_ino
 
 
+class Scripted:
+    """Answer each look with the next census, then the last one for ever; count looks."""
+
+    def __init__(self, looks: list[Census]) -> None:
+        self.looks: Iterator[Census] = iter(looks)
+        self.last = looks[-1]
+        self.calls = 0
+
+    def __call__(self) -> Census:
+        self.calls += 1
+        self.last = next(self.looks, self.last)
+        return self.last
+
+
 def scripted(looks: list[Census]) -> Callable[[], Census]:
-    """Answer each look with the next census, then the last one for ever."""
-    seen: Iterator[Census] = iter(looks)
-    last = looks[-1]
-
-    def look() -> Census:
-        nonlocal last
-        last = next(seen, last)
-        return last
-
-    return look
+    return Scripted(looks)
 
 
 def test_a_starved_bomb_that_has_not_forked_yet_is_watched_until_it_floods() -> None:
@@ -41,12 +46,11 @@ def test_a_starved_bomb_that_has_not_forked_yet_is_watched_until_it_floods() -> 
 
 
 def test_idle_leftovers_are_let_go_at_the_next_look() -> None:
-    started = time.monotonic()
-    sleepers = Census(OWN + 2, busy=0, newest=9)
-    growth = watch_growth(scripted([sleepers]), started + 60, 768 + OWN, own=OWN)
+    sleepers = Scripted([Census(OWN + 2, busy=0, newest=9)])
+    growth = watch_growth(sleepers, time.monotonic() + 60, 768 + OWN, own=OWN)
     assert growth.peak == OWN + 2
     assert (growth.made, growth.still_growing) == (0, False)
-    assert time.monotonic() - started < 1
+    assert sleepers.calls == 2  # the first look, and one that shows them idle
 
 
 def test_nothing_left_is_not_watched() -> None:
@@ -55,12 +59,13 @@ def test_nothing_left_is_not_watched() -> None:
 
 
 def test_processes_made_and_gone_between_looks_are_counted() -> None:
-    # A chain that forks and exits: never more than two alive, hundreds made.
+    # A chain that forks and exits: never more than two alive, hundreds made, then it stops.
     churn = [Census(OWN + 2, busy=2, newest=10 + 300 * n) for n in range(4)]
-    growth = watch_growth(scripted(churn), time.monotonic() + 0.5, 768 + OWN, own=OWN)
+    stopped = Census(OWN + 2, busy=0, newest=910)
+    growth = watch_growth(scripted([*churn, stopped]), time.monotonic() + 60, 768 + OWN, own=OWN)
     assert growth.peak == OWN + 2
     assert growth.made == 900
-    assert not growth.still_growing  # two processes are no crowd
+    assert not growth.still_growing
 
 
 def test_a_crowd_still_multiplying_when_the_watch_ends_is_said_to_grow() -> None:
