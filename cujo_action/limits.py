@@ -36,6 +36,7 @@ LimitId = Literal[
     "output-tail",
     "output-flood",
     "output-search",
+    "file-command-read",
     "persistence-walk",
     "persistence-text",
     "body-size",
@@ -91,6 +92,10 @@ DECOY_READERS: Final = 8192
 # What a command printed: the tail kept in the report, the whole stream searched.
 OUTPUT_TAIL: Final = 8_000
 OUTPUT_FLOOD: Final = 64 * MiB
+# What one file a step leaves for the runner (GITHUB_STEP_SUMMARY, GITHUB_OUTPUT…) is
+# read of, after each command, to search and judge: GitHub shows a summary only up to
+# 1 MiB, so a bigger file is already odd.
+FILE_COMMAND_READ: Final = 8 * MiB
 # The generic walk for new files that run later (the execution points are enumerated
 # directly, without a cap).
 PERSISTENCE_WALK: Final = 50_000
@@ -218,6 +223,14 @@ LIMITS: Final[dict[str, Limit]] = {
             "every byte up to the flood cap; each window within the decode budget",
             "bytes of a window whose decoding ran out of budget (or a stream still being "
             "drained when the command ended) are counted; the check is unproven",
+            hides_danger=True,
+        ),
+        Limit(
+            "file-command-read", FILE_COMMAND_READ, "bytes", "cujo_action/watch/filecommands.py",
+            "one file a step leaves for the runner (summary, outputs, state, env, path), read "
+            "as root after each command",
+            "the file's head, searched for decoys and judged",
+            "the rest is not read, counted and named once per file; the check is unproven",
             hides_danger=True,
         ),
         Limit(
