@@ -284,6 +284,7 @@ git config --global core.hooksPath "$HOME/.hooks"
 echo 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG attacker' >> ~/.ssh/authorized_keys
 echo 'registry=https://npm.persist.test/' >> ~/.npmrc
 echo 'NODE_OPTIONS=--require /home/runner/.x.js' >> "$GITHUB_ENV"
+echo 'GIT_EXTERNAL_DIFF=/tmp/x' >> "$GITHUB_ENV"
 echo "$HOME/.implant/bin" >> "$GITHUB_PATH"
 echo planted
 """
@@ -300,7 +301,9 @@ mkdir -p ~/.config/pip && printf '[global]\nindex-url = https://pypi.org/simple\
   > ~/.config/pip/pip.conf
 echo "VERSION=0.1" >> "$GITHUB_ENV"
 echo "coverage=97" >> "$GITHUB_OUTPUT"
+echo "result=ok" >> "$GITHUB_OUTPUT"
 echo '### 12 passed' >> "$GITHUB_STEP_SUMMARY"
+printf '| suite | passed |\n|---|---|\n| calc | 12 |\n' >> "$GITHUB_STEP_SUMMARY"
 echo ok
 """
 
@@ -751,6 +754,8 @@ def test_every_place_that_runs_later_is_its_own_finding(reviews: Reviews) -> Non
     workflow = [f for f in review.verdict["findings"] if f["rule"] == "workflow-command-write"]
     titles = " ".join(f["title"] for f in workflow)
     assert "NODE_OPTIONS" in titles, workflow
+    # A program no deny-list names: the allow-list of data-only names catches it.
+    assert "$GITHUB_ENV sets GIT_EXTERNAL_DIFF for later steps" in titles, workflow
     assert "/home/runner/.implant/bin" in titles, workflow
     assert_whole(review)
 
