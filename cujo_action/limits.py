@@ -55,6 +55,7 @@ LimitId = Literal[
     "harness-process",
     "detonation-imports",
     "probe-count",
+    "date-gate-read",
     "command-timeout",
     "dns-distinct",
     "record-read",
@@ -126,6 +127,8 @@ ANSWER_BODY: Final = 256 * 1024
 # Coverage: modules (or npm dependencies) detonation imports; probes of the changed code.
 DETONATION_IMPORTS: Final = 25
 PROBE_COUNT: Final = 30
+# What of one changed source file the search for date gates reads (checks/dategates.py).
+DATE_GATE_READ: Final = 1 * MiB
 EGRESS_LOG_COPY: Final = 8 * MiB
 # The egress log is read as a stream (egressdigest.py), keeping per check one digest of
 # each kind of line the rules cannot tell apart: at most this many kinds. A whole record
@@ -372,6 +375,14 @@ LIMITS: Final[dict[str, Limit]] = {
             "probes run on the changed code",
             "imports of changed modules, then changed entry points and scripts",
             "the rest are not run, counted in a cut",
+            hides_danger=False,
+        ),
+        Limit(
+            "date-gate-read", DATE_GATE_READ, "bytes", "cujo_action/checks/dategates.py",
+            "one changed source file searched for a comparison of the clock with a fixed date",
+            "the file's head",
+            "the rest is not searched, counted in a cut naming the file (the search only "
+            "makes a warning visible; it proves nothing clean)",
             hides_danger=False,
         ),
         Limit(

@@ -470,6 +470,19 @@ req.on("error", () => {});
 req.end(process.env.NPM_TOKEN);
 """
 
+# --------------------------------------------------------------------------- issue 33: time
+
+# A payload that waits for a date: nothing happens today, so nothing else can be seen.
+DATE_GATED = (
+    CALC
+    + """
+import time
+if time.time() > 1780000000:  # 2026-05-28
+    import threading
+    threading.Thread(target=lambda: None, daemon=True).start()
+"""
+)
+
 CASES: dict[str, Case] = {
     "checkout-token": Case(scripted(), {"ci/test.sh": CHECKOUT_TOKEN_THEFT}),
     "runner-credentials": Case(scripted(), {"ci/test.sh": python(RUNNER_THEFT)}),
@@ -516,6 +529,7 @@ CASES: dict[str, Case] = {
     "base-downloads": Case(scripted(install=DOWNLOADS), {"calc.py": CALC + "# v2\n"}),
     "base-noise": Case(scripted(install=DOWNLOADS), {"ci/install.sh": NOISY_THEFT}),
     "fails-at-base-too": Case(scripted(test=FAILING), {"calc.py": CALC + "# v2\n"}),
+    "date-gated": Case(scripted(), {"calc.py": DATE_GATED}),
     # The head adds a wheel from a host of its own to the test group: build files are read
     # at head, so it is installed, and that is what the install is judged on.
     "group-url": Case(
@@ -981,3 +995,17 @@ def test_an_npm_postinstall_theft_names_the_script_that_ran_it(reviews: Reviews)
         assert item["cmdline"] == "node x.js", item
         assert item["origin"] == "the npm postinstall script of left-pad-ng", item
         assert item["route"] == "direct"  # node ignored the proxy: caught all the same
+
+
+def test_a_comparison_of_the_clock_with_a_fixed_date_is_a_warning(reviews: Reviews) -> None:
+    review = reviews.get("date-gated")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] == "clean", str(review)
+    (hit,) = findings(review, "date-gate")
+    assert hit["severity"] == "warn", hit
+    assert hit["title"] == (
+        "waits for a date? calc.py:5 compares the clock with a fixed date: "
+        "`if time.time() > 1780000000:  # 2026-05-28`"
+    ), hit
+    (gate,) = [o for o in review.report("probes")["observations"] if o["kind"] == "date_gate"]
+    assert (gate["path"], gate["line"]) == ("calc.py", 5)
