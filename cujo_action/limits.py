@@ -36,6 +36,7 @@ LimitId = Literal[
     "output-tail",
     "output-flood",
     "output-search",
+    "file-command-read",
     "persistence-walk",
     "persistence-text",
     "body-size",
@@ -54,6 +55,7 @@ LimitId = Literal[
     "harness-process",
     "detonation-imports",
     "probe-count",
+    "date-gate-read",
     "command-timeout",
     "dns-distinct",
     "record-read",
@@ -91,6 +93,10 @@ DECOY_READERS: Final = 8192
 # What a command printed: the tail kept in the report, the whole stream searched.
 OUTPUT_TAIL: Final = 8_000
 OUTPUT_FLOOD: Final = 64 * MiB
+# What one file a step leaves for the runner (GITHUB_STEP_SUMMARY, GITHUB_OUTPUT…) is
+# read of, after each command, to search and judge: GitHub shows a summary only up to
+# 1 MiB, so a bigger file is already odd.
+FILE_COMMAND_READ: Final = 8 * MiB
 # The generic walk for new files that run later (the execution points are enumerated
 # directly, without a cap).
 PERSISTENCE_WALK: Final = 50_000
@@ -121,6 +127,8 @@ ANSWER_BODY: Final = 256 * 1024
 # Coverage: modules (or npm dependencies) detonation imports; probes of the changed code.
 DETONATION_IMPORTS: Final = 25
 PROBE_COUNT: Final = 30
+# What of one changed source file the search for date gates reads (checks/dategates.py).
+DATE_GATE_READ: Final = 1 * MiB
 EGRESS_LOG_COPY: Final = 8 * MiB
 # The egress log is read as a stream (egressdigest.py), keeping per check one digest of
 # each kind of line the rules cannot tell apart: at most this many kinds. A whole record
@@ -218,6 +226,14 @@ LIMITS: Final[dict[str, Limit]] = {
             "every byte up to the flood cap; each window within the decode budget",
             "bytes of a window whose decoding ran out of budget (or a stream still being "
             "drained when the command ended) are counted; the check is unproven",
+            hides_danger=True,
+        ),
+        Limit(
+            "file-command-read", FILE_COMMAND_READ, "bytes", "cujo_action/watch/filecommands.py",
+            "one file a step leaves for the runner (summary, outputs, state, env, path), read "
+            "as root after each command",
+            "the file's head, searched for decoys and judged",
+            "the rest is not read, counted and named once per file; the check is unproven",
             hides_danger=True,
         ),
         Limit(
@@ -359,6 +375,14 @@ LIMITS: Final[dict[str, Limit]] = {
             "probes run on the changed code",
             "imports of changed modules, then changed entry points and scripts",
             "the rest are not run, counted in a cut",
+            hides_danger=False,
+        ),
+        Limit(
+            "date-gate-read", DATE_GATE_READ, "bytes", "cujo_action/checks/dategates.py",
+            "one changed source file searched for a comparison of the clock with a fixed date",
+            "the file's head",
+            "the rest is not searched, counted in a cut naming the file (the search only "
+            "makes a warning visible; it proves nothing clean)",
             hides_danger=False,
         ),
         Limit(

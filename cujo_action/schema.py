@@ -70,6 +70,8 @@ MEMORY_LIMIT: Final = "memory_limit"
 TESTS_FAILED: Final = "tests_failed"
 # A decoy (in any encoding the proxy decodes) in what a pull request's command printed.
 DECOY_IN_OUTPUT: Final = "decoy_in_output"
+# An added line comparing the clock with a fixed date (cujo_action/checks/dategates.py).
+DATE_GATE: Final = "date_gate"
 # Writes that make code run later (cujo_action/watch/persistence.py names the places).
 SHELL_PROFILE_WRITE: Final = "shell_profile_write"
 PYTHON_STARTUP_WRITE: Final = "python_startup_write"

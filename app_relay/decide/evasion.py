@@ -183,8 +183,18 @@ def _evidence_flood(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
 
 
 def _decoy_in_output(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    # Without a path it was printed; with one, written to a file the runner reads after
+    # the step (``$GITHUB_STEP_SUMMARY``: cujo_action/watch/filecommands.py).
     return [
-        Hit(check=report.check, title=f"a decoy was printed: {obs.detail}", evidence=(obs.id,))
+        Hit(
+            check=report.check,
+            title=(
+                f"a decoy was written to {obs.path}: {obs.detail}"
+                if obs.path
+                else f"a decoy was printed: {obs.detail}"
+            ),
+            evidence=(obs.id,),
+        )
         for report in in_check_order(reports)
         for obs in report.observations
         if obs.kind == DECOY_IN_OUTPUT
@@ -201,7 +211,8 @@ EVASION_RULES: tuple[Rule, ...] = (
     Rule(
         "decoy-in-output",
         "critical",
-        "A command printed a decoy secret (in any encoding the proxy decodes) to its output.",
+        "A command printed a decoy secret (in any encoding the proxy decodes) to its output, "
+        "or wrote one to a file the runner reads after the step (summary, outputs, state…).",
         _decoy_in_output,
     ),
     Rule(

@@ -81,7 +81,8 @@ PERSISTENCE_RULES: tuple[Rule, ...] = (
     Rule(
         "workflow-command-write",
         "critical",
-        "Code put a folder on later steps' PATH or set a variable that changes what they run.",
+        "Code put a folder on later steps' PATH, set a variable for them whose name is not "
+        "data-only, or swapped a file command for a link.",
         observed(WORKFLOW_COMMAND_WRITE, "later workflow steps changed"),
     ),
 )

@@ -5,7 +5,8 @@ kernel shows and leave no trace (``docs/limits.md``); two kinds are seen, and ea
 warning with its evidence: a decoy opened and not read, or a decoy folder listed
 (``decoy-probe``), and a well-known environment probe run (``sandbox-probe``; the list is
 ``cujo_action/watch/probes.py``). Running ``sudo`` is a probe too, and stays critical
-(``sudo-use``).
+(``sudo-use``). Malware also waits: a comparison of the clock with a fixed date in the
+changed code (``date-gate``, from ``cujo_action/checks/dategates.py``) is a warning too.
 
 Pure, like every rule (``hits.py``).
 """
@@ -24,7 +25,7 @@ from app_relay.decide.hits import (
     ordered,
     tool_reading_its_config,
 )
-from cujo_action.schema import SANDBOX_PROBE, CheckName, Report
+from cujo_action.schema import DATE_GATE, SANDBOX_PROBE, CheckName, Report
 
 
 def _decoy_probe(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
@@ -71,6 +72,15 @@ def _sandbox_probe(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
     ]
 
 
+def _date_gate(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    return [
+        Hit(check=report.check, title=f"waits for a date? {obs.detail}", evidence=(obs.id,))
+        for report in in_check_order(reports)
+        for obs in report.observations
+        if obs.kind == DATE_GATE
+    ]
+
+
 PROBE_RULES: tuple[Rule, ...] = (
     Rule(
         "decoy-probe",
@@ -83,5 +93,12 @@ PROBE_RULES: tuple[Rule, ...] = (
         "warn",
         "Code ran a well-known environment probe (systemd-detect-virt, dmidecode, capsh, …).",
         _sandbox_probe,
+    ),
+    Rule(
+        "date-gate",
+        "warn",
+        "Changed code compares the current date or time with a fixed date, which a review "
+        "run today never reaches.",
+        _date_gate,
     ),
 )

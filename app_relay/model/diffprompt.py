@@ -23,12 +23,14 @@ DIFF_SEVERITIES: Final[tuple[Severity, ...]] = ("info", "warn")
 DIFF_SYSTEM: Final = """You review a pull request's diff for Cujo before it is merged.
 Say what a maintainer should know: risky or surprising changes (new dependencies,
 install or build scripts, CI changes, network calls, credential handling, obfuscated or
-encoded code, code that runs at import or install time), bugs, and departures from the
-project's standards. You cannot block: call post_advisory_review once, with findings of
-severity warn (look at this before merging) or info (worth knowing). Each finding cites
-the ids of the hunks that show it, exactly as given ([diff:hunk:N]); never cite a hunk
-that is not shown. The summary is two or three plain sentences. Parts of the diff may be
-left out to fit; the prompt lists them, and you must not guess what they hold."""
+encoded code, code that runs at import or install time, code that compares the current
+date or time with a fixed date and so may act only after the review), bugs, and
+departures from the project's standards. You cannot block: call post_advisory_review
+once, with findings of severity warn (look at this before merging) or info (worth
+knowing). Each finding cites the ids of the hunks that show it, exactly as given
+([diff:hunk:N]); never cite a hunk that is not shown. The summary is two or three
+plain sentences. Parts of the diff may be left out to fit; the prompt lists them, and
+you must not guess what they hold."""
 DIFF_TOOL_DESCRIPTION: Final = (
     "Post the diff review as an advisory comment (it never holds the merge). Findings are "
     "info or warn and cite the hunk ids that show them."

@@ -49,6 +49,7 @@ from cujo_action.schema import (
     clip,
     utcnow,
 )
+from cujo_action.watch.filecommand_scan import FileCommandScan
 from cujo_action.watch.persistence import Entry, Place, changes, places
 from cujo_action.watch.persistence_scan import ScanCut, scan, venv_places
 from cujo_action.watch.probes import WATCHED_TOOLS, decoy_folders
@@ -79,13 +80,9 @@ class CheckRun(EvidenceRecord):
         self.work = f"{inside}/work"  # as the commands see it
         self.src = armed.workspace(check)  # work/<repo>/<repo>, as a hosted runner has it
         # Every place a write makes code run later (persistence.py), this check's copy of
-        # the head and its step's file commands included.
+        # the head included.
         self._workspace = f"work/{armed.job.repo}/{armed.job.repo}"
-        self._places = places(
-            self._workspace,
-            {var: f"work/_temp/_runner_file_commands/{kind}_{armed.job.file_commands}"
-             for var, kind in FILE_COMMANDS},
-        )  # fmt: skip
+        self._places = places(self._workspace)
         # Under bubblewrap each command gets an empty /tmp; without, a folder staged in HOME.
         self.scratch = "/tmp" if armed.bwrap else f"{inside}/.cache/tmp"  # noqa: S108
         self.started_at = utcnow()
@@ -104,6 +101,14 @@ class CheckRun(EvidenceRecord):
         # What a pull-request command prints is searched for the decoys (``output.py``);
         # the harness's own commands are not the pull request's output and are not.
         self.printed_matcher = DecoyMatcher(armed.decoy_objects())
+        # The files the step leaves for the runner, read after each command as they are
+        # now, before any command ran (``filecommand_scan.py``).
+        self._file_commands = FileCommandScan(
+            self.home,
+            {var: f"work/_temp/_runner_file_commands/{kind}_{armed.job.file_commands}"
+             for var, kind in FILE_COMMANDS},
+            self.printed_matcher,
+        )  # fmt: skip
         # Read before any command of this check's uid ran: nothing else can write it.
         self._venvs: list[Place] = []
         self._scan_cuts: set[tuple[str, str]] = set()
@@ -283,6 +288,7 @@ class CheckRun(EvidenceRecord):
                 search=self.printed_matcher,
             )
         self._observe_printed(outcome, shown, phase)
+        self._observe_file_commands(f"`{clip(shown, 200)}`", phase)
         if outcome.process_flood:
             refused = (
                 f"; {outcome.refused_forks} forks were refused at the limit"
@@ -335,6 +341,15 @@ class CheckRun(EvidenceRecord):
             self.dropped_commands += 1  # cut at the end: report-commands
         return outcome
 
+    def _observe_file_commands(self, after: str, phase: Phase) -> None:
+        """Record what the step's file commands newly hold that counts, and limits reached."""
+        with self.timeline.span("file commands"):
+            look = self._file_commands.look(after)
+        for written in look.written:
+            self.observe(written.kind, written.detail, path=written.path, phase=phase)
+        for c in look.cuts:
+            self.cut(c.limit, dropped=c.dropped, kept=c.kept, detail=c.detail, phase=phase)
+
     def finish(self, status: Status, summary: str) -> Report:
         """Stop watching, collect decoy and persistence evidence, and build the report."""
         with self.timeline.span("finish"):
@@ -359,6 +374,8 @@ class CheckRun(EvidenceRecord):
             self.observe(tool_kind(tool), said, path=tool)
         self._observe_guarded(self.guard)
         self._observe_refused(self.armed, self._labels_used)
+        # What a process left behind wrote after the last command ended.
+        self._observe_file_commands("the last command", self.phase)
         if self.armed.isolation == "partial":
             user = "as a uid of its own" if self.area.uid is not None else "as the harness's user"
             view = "in bubblewrap" if self.armed.bwrap else "seeing the host's files"

@@ -1,4 +1,8 @@
-"""Probe the changed code: import each changed module, run changed entry points with --help."""
+"""Probe the changed code: import each changed module, run changed entry points with --help.
+
+First, without running anything, name each added line that compares the clock with a
+fixed date (``dategates.py``): a payload waiting for a date would not fire here.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,9 @@ import tomllib
 from pathlib import Path, PurePosixPath
 
 from cujo_action import limits
+from cujo_action.checks import dategates
 from cujo_action.checks.harness import CheckRun, check_main
-from cujo_action.schema import Plan, Report
+from cujo_action.schema import DATE_GATE, Plan, Report, clip
 
 MAX_PROBES = limits.PROBE_COUNT
 PROBE_TIMEOUT = 60.0
@@ -80,9 +85,32 @@ def probe_commands(plan: Plan) -> list[tuple[str, str]]:
     return probes
 
 
+def observe_date_gates(run: CheckRun) -> None:
+    """Name each added line that compares the clock with a fixed date (``dategates.py``)."""
+    plan = run.plan
+    found, unread = dategates.scan(Path(plan.head_dir), Path(plan.base_dir), plan.changed_files)
+    for gate in found:
+        run.observe(
+            DATE_GATE,
+            f"{gate.path}:{gate.line} compares the clock with a fixed date: "
+            f"`{clip(gate.text, 200)}`",
+            path=gate.path,
+            line=gate.line,
+        )
+    for part in unread:
+        run.cut(
+            "date-gate-read",
+            dropped=part.size - limits.DATE_GATE_READ,
+            kept=limits.DATE_GATE_READ,
+            detail=f"{part.path} searched for date gates in its first "
+            f"{limits.DATE_GATE_READ} bytes of {part.size}",
+        )
+
+
 def body(run: CheckRun) -> Report:
     """Run each probe with its own timeout inside the check's overall budget."""
     plan = run.plan
+    observe_date_gates(run)
     if plan.ecosystem == "unknown":
         return run.finish("skipped", f"nothing to probe: {plan.unproven_reason}")
     probes = probe_commands(plan)

@@ -11,7 +11,8 @@ The boundary rules (DESIGN section 6), enforced here and nowhere else by hand:
   of its own uid has run and it sits, root's and 0700, in a root-owned 0711 corner no
   other uid can enter (``arm.stage``: the checks that receive the install's tree).
 * **After** pull-request code ran, root reads a sandbox-writable tree only through
-  ``fingerprints``: every component opened relative to a directory descriptor with
+  ``fingerprints`` and the readers beside it (``read_below``, ``read_file_below``, which
+  names what it refused): every component opened relative to a directory descriptor with
   ``O_NOFOLLOW``, files opened ``O_NONBLOCK`` and read only when ``fstat`` says they are
   regular. Root never creates, chowns, copies or walks by name in such a tree: that work
   is done by the check's own uid, confined (``jail.run_confined``).
@@ -29,6 +30,7 @@ import stat
 from collections import deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
@@ -393,6 +395,87 @@ def read_below(base: Path, rel: str, cap: int) -> bytes | None:
             return None
         parent, leaf = opened
         return _read_regular(leaf, parent, cap)
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """A file root read below a sandbox-writable folder, following no link.
+
+    A regular file of one name: ``data`` is its first bytes (up to the cap) and ``size``
+    its whole size. Anything else (a symbolic link, a fifo, a folder, a hard link, a link
+    on the way): ``data`` is empty and ``not_regular`` says what stood there, never read.
+    ``stamp`` tells a file left alone from one written since (device, inode, size, times).
+    """
+
+    data: bytes = b""
+    size: int = 0
+    stamp: tuple[int, ...] = ()
+    not_regular: str = ""
+
+
+def read_file_below(base: Path, rel: str, cap: int) -> FileRead | None:
+    """Return the file ``rel`` below ``base`` as ``FileRead`` says, or None if absent.
+
+    Every component is opened relative to its folder with ``O_NOFOLLOW``; the file with
+    ``O_NONBLOCK`` (a fifo never blocks) and read only when ``fstat`` says it is regular
+    with no other name, at most ``cap`` bytes of it.
+    """
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise ValueError(f"not a plain relative path: {rel!r}")
+    try:
+        fd = os.open(base, _DIR_FLAGS)
+    except OSError as exc:
+        raise BoundaryError(f"{base} is not a folder root made: {exc.strerror}") from exc
+    try:
+        for n, part in enumerate(parts[:-1]):
+            try:
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                return None
+            except OSError:
+                where = "/".join(parts[: n + 1])
+                return FileRead(not_regular=f"{where} is {_what(part, fd)}, not a folder")
+            os.close(fd)
+            fd = nxt
+        try:
+            file = os.open(parts[-1], _FILE_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return FileRead(not_regular=_what(parts[-1], fd))
+        try:
+            st = os.fstat(file)
+            if not stat.S_ISREG(st.st_mode):
+                return FileRead(not_regular=_kind(st.st_mode))
+            if st.st_nlink > 1:
+                return FileRead(not_regular=f"a file with {st.st_nlink - 1} other name(s)")
+            chunks: list[bytes] = []
+            left = cap
+            while left > 0 and (chunk := os.read(file, min(left, _READ_CAP))):
+                chunks.append(chunk)
+                left -= len(chunk)
+            stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            return FileRead(b"".join(chunks), st.st_size, stamp)
+        finally:
+            os.close(file)
+    finally:
+        os.close(fd)
+
+
+def _what(name: str, dfd: int) -> str:
+    """Return what ``name`` in ``dfd`` is, not following it (for a path root refused)."""
+    try:
+        return _kind(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode)
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+
+
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a fifo"),
+             (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"),
+             (stat.S_ISREG, "a regular file"))  # fmt: skip
+    return next((said for test, said in kinds if test(mode)), "a device")
 
 
 def _read_regular(name: str, dfd: int, cap: int) -> bytes | None:

@@ -23,7 +23,8 @@ from typing import Final, Literal, Protocol
 
 from cujo_action.limits import OUTPUT_FLOOD, OUTPUT_TAIL
 
-Stream = Literal["stdout", "stderr"]
+# A command's two streams, or a file it wrote that the runner reads (``filecommands.py``).
+Stream = Literal["stdout", "stderr", "file"]
 
 WINDOW: Final = 1 << 20
 OVERLAP: Final = 64 << 10
@@ -150,6 +151,15 @@ class OutputSearch:
     def printed(self) -> list[Printed]:
         """Return the decoys found so far, in the order first found."""
         return [Printed(name, encoding, self.stream) for name, encoding in list(self.found)]
+
+
+def search_whole(matcher: Matcher, data: bytes) -> tuple[list[tuple[str, str]], int]:
+    """Search ``data`` (a whole file) as output is searched: return (decoy name, encoding)
+    for each decoy found, in order, and how many bytes decoding left unsearched."""
+    search = OutputSearch(matcher, "file", threading.Lock())
+    search.feed(data)
+    search.close()
+    return list(search.found), search.unsearched
 
 
 class Capture:

@@ -21,9 +21,10 @@ git_hook_write              hooks in the checkout and in git templates; git conf
 ssh_access_write            ``authorized_keys``, ``~/.ssh/rc``, ``~/.ssh/config`` commands
 package_index_write         npm, yarn, pip, uv and poetry configs (user's, the venv's)
                             pointing at an index that is not a public registry
-workflow_command_write      the step's ``GITHUB_PATH``, or ``GITHUB_ENV`` setting a
-                            variable that changes what later steps run (``LD_PRELOAD``…)
 ==========================  ==============================================================
+
+The step's own file commands (``GITHUB_ENV``, ``GITHUB_PATH``: ``workflow_command_write``)
+are read after each command, not only at the end (``filecommands.py``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ from cujo_action.schema import (
     SHELL_PROFILE_WRITE,
     SSH_ACCESS_WRITE,
     SYSTEMD_UNIT_WRITE,
-    WORKFLOW_COMMAND_WRITE,
 )
 
 # Executables whose mere run schedules code for later.
@@ -69,15 +69,6 @@ _GIT_EXEC_KEYS = re.compile(
     r"|merge\..+\.driver|uploadpack\.packobjectshook|include\.path|includeif\..+\.path"
     r"|alias\..+|pager\..+|web\.browser|browser\..+\.cmd|interactive\.difffilter)$"
 )
-# Variables that change what a later step runs (GITHUB_ENV): loaders, shells, runtimes.
-_EXEC_VARIABLES = re.compile(
-    r"^(PATH|LD_PRELOAD|LD_LIBRARY_PATH|LD_AUDIT|BASH_ENV|ENV|PROMPT_COMMAND|SHELLOPTS"
-    r"|NODE_OPTIONS|NODE_PATH|PYTHONPATH|PYTHONSTARTUP|PYTHONHOME|PYTHONUSERBASE"
-    r"|PERL5OPT|PERL5LIB|PERLLIB|RUBYOPT|RUBYLIB|JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS"
-    r"|DOTNET_STARTUP_HOOKS|GIT_SSH|GIT_SSH_COMMAND|GIT_EXEC_PATH|GIT_CONFIG_\w+|GIT_ASKPASS"
-    r"|SSH_ASKPASS|EDITOR|VISUAL|PAGER|npm_config_\w+|PIP_\w+|UV_\w*INDEX\w*)$",
-    re.IGNORECASE,
-)
 _SSH_COMMANDS = re.compile(r"^\s*(ProxyCommand|LocalCommand|KnownHostsCommand|Match\s+exec)\b",
                            re.IGNORECASE | re.MULTILINE)  # fmt: skip
 
@@ -98,8 +89,6 @@ class Place:
     # lists (setuptools' distutils-precedence.pth, an editable install's .pth) is that
     # install's, not a write of the code that ran.
     installs: bool = False
-    # How a change here is named, when its path says less (the step's file commands).
-    label: str | None = None
     # Judged by content: (before text or None, after text or None) → why it counts, or
     # None when the change is harmless (a git config gaining only user.name).
     judge: Callable[[str | None, str | None], str | None] | None = None
@@ -179,37 +168,6 @@ def index_redirect(before: str | None, after: str | None) -> str | None:
     return "now points at " + ", ".join(sorted(new)) if new else None
 
 
-def env_commands(before: str | None, after: str | None) -> str | None:
-    """Return the variables a GITHUB_ENV file newly sets that change what later steps run."""
-
-    def names(text: str | None) -> set[str]:
-        found = set()
-        closing = None  # the delimiter that ends a multi-line value being read
-        for line in (text or "").splitlines():
-            if closing is not None:
-                closing = None if line == closing else closing
-                continue
-            # NAME=value, or NAME<<DELIMITER for a multi-line value.
-            match = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)(=|<<)(.*)$", line)
-            if match:
-                found.add(match.group(1))
-                if match.group(2) == "<<":
-                    closing = match.group(3)
-        return found
-
-    risky = sorted(n for n in names(after) - names(before) if _EXEC_VARIABLES.match(n))
-    return "sets " + ", ".join(risky) + " for later steps" if risky else None
-
-
-def path_commands(before: str | None, after: str | None) -> str | None:
-    """Return the folders a GITHUB_PATH file newly puts first on later steps' PATH."""
-    old = set((before or "").splitlines())
-    added = [
-        line.strip() for line in (after or "").splitlines() if line.strip() and line not in old
-    ]
-    return "puts " + ", ".join(added[:5]) + " first on later steps' PATH" if added else None
-
-
 def ssh_commands(before: str | None, after: str | None) -> str | None:
     """Return the command directives an ssh config newly holds, if any."""
     new = {m.group(1).lower() for m in _SSH_COMMANDS.finditer(after or "")}
@@ -223,13 +181,9 @@ def site_place(root: str, *, installs: bool) -> Place:
     return Place(PYTHON_STARTUP_WRITE, (root,), names=names, installs=installs)
 
 
-def places(workspace: str, file_commands: Mapping[str, str] | None = None) -> list[Place]:
-    """Return every persistence place of a check whose checkout is ``workspace`` (HOME-rel).
-
-    ``file_commands`` maps ``GITHUB_ENV``/``GITHUB_PATH`` to their HOME-relative files.
-    """
-    commands = file_commands or {}
-    found = [
+def places(workspace: str) -> list[Place]:
+    """Return every persistence place of a check whose checkout is ``workspace`` (HOME-rel)."""
+    return [
         Place(
             SHELL_PROFILE_WRITE,
             (
@@ -300,11 +254,6 @@ def places(workspace: str, file_commands: Mapping[str, str] | None = None) -> li
             judge=index_redirect,
         ),
     ]
-    for var, judge in (("GITHUB_ENV", env_commands), ("GITHUB_PATH", path_commands)):
-        if var in commands:
-            found.append(Place(WORKFLOW_COMMAND_WRITE, (commands[var],), judge=judge,
-                               label=f"${var}"))  # fmt: skip
-    return found
 
 
 def counts(place: Place, rel: str, root: str) -> bool:
@@ -342,14 +291,13 @@ def changes(
         if place is None:
             continue
         what = "created" if old is None else "deleted" if new is None else "changed"
-        shown = place.label or path
         if place.judge is not None:
             why = place.judge(old.text if old else None, new.text if new else None)
             if why is None:
                 continue
-            out.append(Change(place.kind, shown, f"{shown} was {what}: {why}"))
+            out.append(Change(place.kind, path, f"{path} was {what}: {why}"))
         else:
-            out.append(Change(place.kind, shown, f"{shown} was {what}"))
+            out.append(Change(place.kind, path, f"{path} was {what}"))
     return out
 
 

@@ -4,8 +4,10 @@ In a project's own CI the log is public: tj-actions/changed-files (2025) printed
 runner's secrets, base64 twice, into it, with no network at all. One real `cujo review`
 per case, as in ``test_detection_e2e``: a test that prints a decoy plainly, a
 ``conftest.py`` that prints every secret of the environment base64 twice in pytest's
-terminal summary (after megabytes of other output, far past the report's tail), and a
-benign suite of the same shape that prints megabytes of random base64 and stays clean.
+terminal summary (after megabytes of other output, far past the report's tail), a test
+that writes them base64 twice to the step summary and to ``GITHUB_OUTPUT`` instead
+(issue 33: printing nothing), and a benign suite of the same shape that prints megabytes
+of random base64, writes a summary table and an output, and stays clean.
 
 Reviews run one at a time, each once, and need full isolation (root, as on Actions).
 """
@@ -82,6 +84,25 @@ for _ in range(60000):
 out.write(base64.b64encode(base64.b64encode(os.urandom(200000))).decode() + "\\n")
 print("PATH is", os.environ["PATH"].split(":")[0], file=sys.stderr)
 print("3000 passed")
+with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as summary:
+    summary.write("### Tests\\n\\n| suite | passed |\\n|---|---|\\n| calc | 3000 |\\n")
+    summary.write(base64.b64encode(base64.b64encode(os.urandom(3000))).decode() + "\\n")
+with open(os.environ["GITHUB_OUTPUT"], "a") as output:
+    output.write("result=ok\\n")
+"""
+
+# Printing nothing: every variable of the environment, base64 twice, into the run's page
+# (the step summary) and into an output later jobs read, as the multi-line form GitHub
+# documents.
+WRITTEN = """\
+import base64, json, os
+blob = base64.b64encode(base64.b64encode(json.dumps(dict(os.environ)).encode())).decode()
+with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as summary:
+    summary.write("### Tests\\n\\n| suite | passed |\\n|---|---|\\n| calc | 1 |\\n")
+    summary.write(f"<!-- {blob} -->\\n")
+with open(os.environ["GITHUB_OUTPUT"], "a") as output:
+    output.write(f"result=ok\\nreport<<EOF\\n{blob}\\nEOF\\n")
+print("1 passed")
 """
 
 
@@ -89,6 +110,7 @@ CASES: dict[str, Case] = {
     "printed-plain": Case(BASE, {"ci/test.py": PLAIN}),
     "printed-summary": Case(PYTEST_BASE, {"tests/conftest.py": CONFTEST}),
     "printed-noise": Case(BASE, {"ci/test.py": NOISE}),
+    "written-file-commands": Case(BASE, {"ci/test.py": WRITTEN}),
 }
 
 reviews = case_reviews(CASES, "blind-output")
@@ -147,3 +169,29 @@ def test_megabytes_of_random_base64_in_a_suites_output_stay_clean(reviews: Revie
     (command,) = report["commands"]
     assert command["exit_code"] == 0
     assert command["output_truncated"] is True
+
+
+def test_decoys_written_base64_twice_to_the_summary_and_an_output_block(
+    reviews: Reviews,
+) -> None:
+    review = reviews.get("written-file-commands")
+    assert_blocked_by_output(review)
+    report = review.report("tests")
+    (command,) = report["commands"]
+    assert command["stdout_tail"].strip() == "1 passed", command  # nothing printed
+    seen = printed(review)
+    by_file: dict[str, set[str]] = {}
+    for observation in seen:
+        by_file.setdefault(observation["path"], set()).add(observation["detail"].split(" ")[0])
+        assert "(base64+base64" in observation["detail"], observation
+        assert observation["detail"].endswith("after `python ci/test.py`"), observation
+    assert set(by_file) == {"$GITHUB_STEP_SUMMARY", "$GITHUB_OUTPUT"}, seen
+    for names in by_file.values():
+        assert {"GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "ACTIONS_RUNTIME_TOKEN"} <= names
+    # One finding per file written to, citing every decoy found there.
+    hits = [f for f in review.verdict["findings"] if f["rule"] == "decoy-in-output"]
+    assert sorted(f["title"].split(":")[0] for f in hits) == [
+        "a decoy was written to $GITHUB_OUTPUT",
+        "a decoy was written to $GITHUB_STEP_SUMMARY",
+    ], hits
+    assert report["cuts"] == [], report["cuts"]

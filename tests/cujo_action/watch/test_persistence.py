@@ -16,17 +16,15 @@ from cujo_action.watch.persistence import (
     Entry,
     Place,
     changes,
-    env_commands,
     git_config_runs,
     index_redirect,
     owner,
-    path_commands,
     places,
     ssh_commands,
 )
 from cujo_action.watch.persistence_scan import Scan, scan, venv_places
 
-PLACES = places("work/app/app", {"GITHUB_ENV": "work/_temp/env", "GITHUB_PATH": "work/_temp/path"})
+PLACES = places("work/app/app")
 
 
 def git_written(tmp_path: Path, *settings: tuple[str, str]) -> str:
@@ -91,14 +89,7 @@ def test_package_index_configs_are_read_as_their_tools_read_them() -> None:
     )
 
 
-def test_workflow_commands_that_change_later_steps_count() -> None:
-    assert env_commands("", "VERSION=1\nLD_PRELOAD=/x.so\n") == "sets LD_PRELOAD for later steps"
-    assert env_commands("", "BODY<<EOF\nPATH=/x\nEOF\n") is None  # a value's line, not a name
-    assert env_commands("", "BODY<<EOF\nx\nEOF\nBASH_ENV=/x\n") == "sets BASH_ENV for later steps"
-    assert env_commands("", "VERSION=1\n") is None
-    assert path_commands("", "/home/runner/.x/bin\n") == (
-        "puts /home/runner/.x/bin first on later steps' PATH"
-    )
+def test_an_ssh_config_gaining_a_command_counts() -> None:
     assert ssh_commands("Host *\n", "Host *\n  ProxyCommand nc %h %p\n") == "gained proxycommand"
 
 
