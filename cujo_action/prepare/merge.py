@@ -14,10 +14,13 @@ base GitHub makes no merge: the checks run on head, and the plan says so.
 from __future__ import annotations
 
 import contextlib
+import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from cujo_action.prepare.git import Git
+from cujo_action.prepare.upstream import branches, head_branch, upstream_name
 from cujo_action.schema import (
     MAX_SHORT,
     MAX_TEXT,
@@ -28,7 +31,9 @@ from cujo_action.schema import (
     ZERO_SHA,
     Push,
     PushedCommit,
+    Upstream,
     clip,
+    noreply,
 )
 
 # The files a checkout made by prepare keeps that no actions/checkout leaves: the last
@@ -38,12 +43,57 @@ _FIELDS = 8  # of ``_FORMAT``, the message last
 
 
 @dataclass(frozen=True)
+class Asked:
+    """What prepare was given: the repository (a clone URL, on a forge or not, or the
+    local folder ``source``), the refs as named, the pull request's number, and where it
+    merges when the caller knows."""
+
+    repo: str
+    forge: bool
+    source: Path | None
+    base: str
+    head: str
+    pull_request: int | None = None
+    upstream: str = ""
+    base_branch: str = ""
+
+
+@dataclass(frozen=True)
 class Merged:
     """The commit the checks of the head run on, and why it is not a merge when it is not."""
 
     sha: str
     merged: bool
     note: str = ""
+
+
+def check_out_merge(
+    git: Git, clone: Path, asked: Asked, base_sha: str, head_sha: str
+) -> tuple[Upstream, Merged]:
+    """Merge head into base and check it out on the base branch; return where it merges
+    (the upstream, its branch) and what was checked out.
+
+    The owner merges: the merge names them, and the job's actor is them.
+    """
+    named = upstream_name(git, asked.repo, asked.source, clone, base_sha, asked.upstream)
+    branch, default = branches(
+        git, clone, asked.base, base_sha, given=asked.base_branch, forge=asked.forge
+    )
+    owner, owner_id = named.partition("/")[0], 1_000_000 + secrets.randbelow(150_000_000)
+    number = asked.pull_request or 1 + secrets.randbelow(3000)
+    source = head_branch(git, clone, asked.head, head_sha, branch) or f"patch-{number % 40 + 1}"
+    merged = merge_head(
+        git,
+        clone,
+        base_sha,
+        head_sha,
+        message=merge_message(git, clone, head_sha, number, f"{owner}/{source}"),
+        author=(owner, noreply(owner, owner_id)),
+        when=int(time.time()),
+    )
+    check_out_branch(git, clone, branch, merged.sha)
+    target = Upstream(repository=named, owner_id=owner_id, branch=branch, default_branch=default)
+    return target, merged
 
 
 def merge_message(git: Git, clone: Path, head_sha: str, number: int, source: str) -> str:
@@ -66,28 +116,25 @@ def merge_head(
     when: int,
 ) -> Merged:
     """Merge head into base without fast-forward, as GitHub does; return the commit."""
+
+    def on_head(why: str) -> Merged:
+        return Merged(head_sha, False, clip(f"{why}, so the checks ran on head", MAX_TEXT))
+
     inside = git.run("merge-base", "--is-ancestor", head_sha, base_sha, cwd=clone)
     if inside.code == 0:
-        return Merged(head_sha, False, "head is already in base: there is nothing to merge, "
-                      "so the checks ran on head")  # fmt: skip
+        return on_head("head is already in base: there is nothing to merge")
     made = git.run(
-        "merge-tree", "--write-tree", "--name-only", "--no-messages", base_sha, head_sha,
-        cwd=clone,
-    )  # fmt: skip
+        "merge-tree", "--write-tree", "--name-only", "--no-messages", base_sha, head_sha, cwd=clone
+    )
     lines = made.out.decode("utf-8", "replace").splitlines()
     if made.code == 1 and lines:
         shown = ", ".join(lines[1:4]) + (", …" if len(lines) > 4 else "")
-        return Merged(head_sha, False, clip(
+        return on_head(
             f"head conflicts with base ({shown or 'no file named'}): GitHub cannot merge it "
-            "as it is, so the checks ran on head, not on the merge that would run after it",
-            MAX_TEXT,
-        ))  # fmt: skip
+            "as it is, and there is no merge to run after it"
+        )
     if made.code != 0 or not lines or not SHA.fullmatch(lines[0]):
-        return Merged(head_sha, False, clip(
-            f"head could not be merged into base ({git.why(made)}), so the checks ran on "
-            "head, not on the merge that would run after it",
-            MAX_TEXT,
-        ))  # fmt: skip
+        return on_head(f"head could not be merged into base ({git.why(made)})")
     stamp = f"{when} +0000"
     env = {
         "GIT_AUTHOR_NAME": author[0],
@@ -98,16 +145,11 @@ def merge_head(
         "GIT_COMMITTER_EMAIL": WEB_FLOW[1],
         "GIT_COMMITTER_DATE": stamp,
     }
-    done = git.run(
-        "commit-tree", lines[0], "-p", base_sha, "-p", head_sha, "-m", message,
-        cwd=clone, env=env,
-    )  # fmt: skip
+    parents = ("-p", base_sha, "-p", head_sha)
+    done = git.run("commit-tree", lines[0], *parents, "-m", message, cwd=clone, env=env)
     sha = done.out.decode().strip()
     if done.code != 0 or not SHA.fullmatch(sha):
-        return Merged(head_sha, False, clip(
-            f"the merge of head into base could not be written ({git.why(done)}), so the "
-            "checks ran on head", MAX_TEXT,
-        ))  # fmt: skip
+        return on_head(f"the merge of head into base could not be written ({git.why(done)})")
     return Merged(sha, True)
 
 
@@ -118,14 +160,10 @@ def check_out_branch(git: Git, clone: Path, branch: str, sha: str) -> None:
     left, nor the refs and files prepare's own fetches left (``refs/cujo/…``,
     ``FETCH_HEAD``): a job's checkout has none of them.
     """
-    git.check(
-        "checkout", "--quiet", "--force", "-B", branch, sha, cwd=clone,
-        what=f"check out {sha} on {branch}",
-    )  # fmt: skip
-    git.check(
-        "update-ref", f"refs/remotes/origin/{branch}", sha, cwd=clone,
-        what=f"move origin/{branch} to {sha}",
-    )  # fmt: skip
+    at = f"check out {sha} on {branch}"
+    git.check("checkout", "--quiet", "--force", "-B", branch, sha, cwd=clone, what=at)
+    moved = f"move origin/{branch} to {sha}"
+    git.check("update-ref", f"refs/remotes/origin/{branch}", sha, cwd=clone, what=moved)
     refs = git.run("for-each-ref", "--format=%(refname)", "refs/heads/", "refs/cujo/", cwd=clone)
     for ref in refs.out.decode("utf-8", "replace").splitlines():
         if ref != f"refs/heads/{branch}":
@@ -146,10 +184,8 @@ def pushed(git: Git, clone: Path, after: str, before: str = "", *, merged: bool 
     its own last push). The commits listed are the newest ``PUSH_COMMITS`` of it.
     """
     if before:
-        listed = git.run(
-            "rev-list", "--reverse", f"--max-count={PUSH_COMMITS}", after, f"^{before}",
-            cwd=clone,
-        )  # fmt: skip
+        newest = ("--reverse", f"--max-count={PUSH_COMMITS}")
+        listed = git.run("rev-list", *newest, after, f"^{before}", cwd=clone)
         shas = listed.out.decode().split() if listed.code == 0 else [after]
     else:
         parents = git.run("rev-list", "--parents", "--max-count=1", after, cwd=clone)
@@ -177,9 +213,7 @@ def _commits(git: Git, clone: Path, shas: list[str]) -> list[PushedCommit]:
                 id=sha,
                 tree_id=tree,
                 message=clip(message.rstrip("\n"), MAX_TEXT),
-                # GitHub writes UTC as Z, any other offset as it is.
-                timestamp=clip(when.removesuffix("+00:00") + ("Z" * when.endswith("+00:00")),
-                               MAX_SHORT),
+                timestamp=_github_time(when),
                 author_name=clip(an, MAX_SHORT),
                 author_email=clip(ae, MAX_SHORT),
                 committer_name=clip(cn, MAX_SHORT),
@@ -188,18 +222,24 @@ def _commits(git: Git, clone: Path, shas: list[str]) -> list[PushedCommit]:
                 removed=changed.get("D", [])[:PUSH_PATHS],
                 modified=changed.get("M", [])[:PUSH_PATHS],
             )
-        )  # fmt: skip
+        )
     return found
+
+
+def _github_time(when: str) -> str:
+    """Return git's strict ISO time as GitHub writes it: UTC as Z, any other offset kept."""
+    utc = when.endswith("+00:00")
+    return clip(when.removesuffix("+00:00") + "Z" if utc else when, MAX_SHORT)
 
 
 def _files(git: Git, clone: Path, shas: list[str]) -> dict[str, dict[str, list[str]]]:
     """Return each commit's added (A), removed (D) and modified (M) paths, against its
     first parent (a merge's changes are what it brings to the branch)."""
+    listing = ("-r", "-z", "--no-renames", "--name-status", "--diff-merges=first-parent")
+    asked = "".join(f"{s}\n" for s in shas).encode()
     out = git.run(
-        "diff-tree", "--stdin", "--always", "--root", "-r", "-z", "--no-renames",
-        "--name-status", "--diff-merges=first-parent",
-        cwd=clone, stdin="".join(f"{s}\n" for s in shas).encode(),
-    ).out  # fmt: skip
+        "diff-tree", "--stdin", "--always", "--root", *listing, cwd=clone, stdin=asked
+    ).out
     tokens = out.decode("utf-8", "replace").split("\0")
     found: dict[str, dict[str, list[str]]] = {}
     current: dict[str, list[str]] | None = None

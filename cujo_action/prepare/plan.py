@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import shutil
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -34,14 +32,8 @@ from cujo_action.prepare.git import (
     resolve_local,
     resolve_remote,
 )
-from cujo_action.prepare.merge import (
-    check_out_branch,
-    merge_head,
-    merge_message,
-    pushed,
-)
+from cujo_action.prepare.merge import Asked, check_out_merge, pushed
 from cujo_action.prepare.settle import Which, settle
-from cujo_action.prepare.upstream import branches, head_branch, upstream_name
 from cujo_action.sandbox.boundary import open_no_follow
 from cujo_action.schema import (
     MAX_SHORT,
@@ -49,10 +41,8 @@ from cujo_action.schema import (
     POLICY_FILE,
     Plan,
     PolicyError,
-    Upstream,
     clip,
     load_policy,
-    noreply,
 )
 
 __all__ = ["prepare"]
@@ -246,20 +236,15 @@ def prepare(
 
     # PolicyError propagates: the caller makes the run `error` with file, line and key.
     policy = load_policy(_base_policy_text(git, head_dir, base_sha), POLICY_FILE)
+    # What runs is what runs after the merge: check it out, on the branch it is pushed to.
     forge = _REMOTE.match(repo) is not None and not repo.startswith("file:")
-    named = upstream_name(git, repo, source, head_dir, base_sha, upstream)
-    branch, default = branches(git, head_dir, base, base_sha, given=base_branch, forge=forge)
-    # The owner merges: the merge names them, and the job's actor is them.
-    owner, owner_id = named.partition("/")[0], 1_000_000 + secrets.randbelow(150_000_000)
-    number = pull_request or 1 + secrets.randbelow(3000)
-    from_branch = head_branch(git, head_dir, head, head_sha, branch) or f"patch-{number % 40 + 1}"
-    merged = merge_head(
-        git, head_dir, base_sha, head_sha,
-        message=merge_message(git, head_dir, head_sha, number, f"{owner}/{from_branch}"),
-        author=(owner, noreply(owner, owner_id)),
-        when=int(time.time()),
-    )  # fmt: skip
-    check_out_branch(git, head_dir, branch, merged.sha)
+    target, merged = check_out_merge(
+        git,
+        head_dir,
+        Asked(repo, forge, source, base, head, pull_request, upstream, base_branch),
+        base_sha,
+        head_sha,
+    )
     git.check(
         "worktree",
         "add",
@@ -302,9 +287,7 @@ def prepare(
         changed_files=[clip(p, MAX_TEXT) for p in changed[: _max_items("changed_files")]],
         head_dir=str(head_dir),
         base_dir=str(base_dir),
-        upstream=Upstream(
-            repository=named, owner_id=owner_id, branch=branch, default_branch=default
-        ),
+        upstream=target,
         push=pushed(git, head_dir, merged.sha, base_sha, merged=merged.merged),
         base_push=pushed(git, head_dir, base_sha),
     )

@@ -96,10 +96,8 @@ def upstream_name(
 
 def remote_branches(git: Git, clone: Path) -> dict[str, str]:
     """Return the clone's branches of its origin: name → commit."""
-    out = git.run(
-        "for-each-ref", "--format=%(objectname) %(refname:lstrip=3)", "refs/remotes/origin/",
-        cwd=clone,
-    ).out  # fmt: skip
+    listed = ("--format=%(objectname) %(refname:lstrip=3)", "refs/remotes/origin/")
+    out = git.run("for-each-ref", *listed, cwd=clone).out
     found = {}
     for line in out.decode("utf-8", "replace").splitlines():
         sha, _, name = line.partition(" ")
