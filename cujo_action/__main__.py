@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cujo_action.evidence.stages import Follower, detach
 from cujo_action.run import run_sandbox
-from cujo_action.schema import PULL_NUMBER, REPO_NAME, RUN_ID, SHA, STAGES
+from cujo_action.schema import BRANCH, PULL_NUMBER, REPO_NAME, RUN_ID, SHA, STAGES
 
 # GitHub's tokens are tens of characters; anything near this is not one.
 _TOKEN_MAX = 4096
@@ -38,6 +38,19 @@ def main(argv: list[str] | None = None) -> int:
         "--pull-request",
         type=int,
         help="fetch head as refs/pull/N/head and require it to still be --head (a SHA)",
+    )
+    run.add_argument(
+        "--upstream",
+        default="",
+        metavar="OWNER/NAME",
+        help="the repository the pull request merges into, as GitHub names it (default: "
+        "the clone URL's, or the local repository's origin)",
+    )
+    run.add_argument(
+        "--base-branch",
+        default="",
+        metavar="BRANCH",
+        help="the branch the pull request merges into (default: the branch at --base)",
     )
     run.add_argument(
         "--token-stdin",
@@ -82,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--run-id must be 1-64 letters, digits, '.', '_' or '-'")
     if args.pull_request is not None and args.pull_request < 1:
         parser.error("--pull-request must be a number above 0")
+    if args.upstream and not REPO_NAME.fullmatch(args.upstream):
+        parser.error("--upstream must be owner/name as GitHub spells a repository")
+    if args.base_branch and not BRANCH.fullmatch(args.base_branch):
+        parser.error("--base-branch must be a branch name (letters, digits, . _ / + -)")
     token = None
     if args.token_stdin:
         # Held in this root process for the clone alone: pull-request commands are
@@ -101,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             keep=args.keep,
             pull_request=args.pull_request,
             token=token,
+            upstream=args.upstream,
+            base_branch=args.base_branch,
         )
 
     if args.detach is None:

@@ -129,6 +129,8 @@ def run_sandbox(
     keep: bool = False,
     pull_request: int | None = None,
     token: str | None = None,
+    upstream: str = "",
+    base_branch: str = "",
 ) -> int:
     """Review head against base in the sandbox; write reports to ``out``; return 0 or 3.
 
@@ -152,7 +154,10 @@ def run_sandbox(
     try:
         with _stop_on_signals():
             try:
-                return _run(repo, base, head, run_id, out, work, pull_request, token)
+                return _run(
+                    repo, base, head, run_id, out, work, pull_request, token,
+                    upstream=upstream, base_branch=base_branch,
+                )  # fmt: skip
             except Interrupted as exc:
                 write_failure(
                     out,
@@ -187,6 +192,9 @@ def _run(
     work: Path,
     pull_request: int | None,
     token: str | None,
+    *,
+    upstream: str = "",
+    base_branch: str = "",
 ) -> int:
     started = time.monotonic()
     timeline = Timeline()
@@ -207,8 +215,9 @@ def _run(
     try:
         with timeline.span("prepare"):
             plan = prepare(
-                repo, base, head, run_id, work / "checkout", pull_request=pull_request, token=token
-            )
+                repo, base, head, run_id, work / "checkout", pull_request=pull_request,
+                token=token, upstream=upstream, base_branch=base_branch,
+            )  # fmt: skip
     except PolicyError as exc:
         return _stage_failed(
             out,
@@ -238,6 +247,16 @@ def _run(
             f"plan ({plan.ecosystem}): install `{plan.install or '-'}`, test `{plan.test or '-'}`, "
             f"smoke `{plan.smoke or '-'}`; policy from base {plan.policy_from[:12]}"
         )
+        if plan.push is not None and plan.upstream is not None:
+            ran_on = (
+                f"the merge {plan.push.after[:12]} of head into base"
+                if plan.push.merged
+                else f"head {plan.push.after[:12]} ({plan.notes[0] if plan.notes else 'no merge'})"
+            )
+            _say(
+                f"post-merge: the checks run on {ran_on}, as its push to "
+                f"{plan.upstream.repository} {plan.upstream.branch}"
+            )
         return _armed(plan, out, work, timeline, started, warm)
     finally:
         warm.cancel()  # what arm did not take (it takes all once it is reached)

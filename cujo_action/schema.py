@@ -18,7 +18,14 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal, NamedTuple
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+)
 
 from cujo_action import limits
 from cujo_action.limits import LimitId
@@ -109,10 +116,26 @@ RUN_ID: Final = re.compile(rf"^{RUN_ID_CHARS}$")
 SHA: Final = re.compile(rf"^{SHA_HEX}$")
 PULL_NUMBER: Final = re.compile(rf"^{PULL_NUMBER_DIGITS}$")
 REPO_NAME: Final = re.compile(rf"^{REPO_NAME_CHARS}$")
+# A branch as the sandbox names one (GITHUB_REF, the checkout's HEAD): what git accepts
+# (``git check-ref-format``), in the characters nothing reads as shell, option or path.
+BRANCH_CHARS: Final = (
+    r"(?!-)(?!\.)(?!.*\.\.)(?!.*//)(?!.*/\.)(?!.*\.lock(?:/|$))[A-Za-z0-9._/+-]{1,255}(?<![./])"
+)
+BRANCH: Final = re.compile(rf"^{BRANCH_CHARS}$")
 RunId = Annotated[str, StringConstraints(pattern=RUN_ID.pattern)]
 Sha = Annotated[str, StringConstraints(pattern=SHA.pattern)]
 PullNumber = Annotated[int, Field(ge=1)]
 RepoName = Annotated[str, StringConstraints(pattern=REPO_NAME.pattern)]
+
+
+def _branch(name: str) -> str:
+    # A validator, not a pattern: pydantic's regex engine has no look-around.
+    if not BRANCH.fullmatch(name):
+        raise ValueError("not a branch name the sandbox uses")
+    return name
+
+
+Branch = Annotated[str, AfterValidator(_branch)]
 
 
 _CUT_MARK: Final = "…[cut]…"
@@ -391,6 +414,57 @@ def _known_keys(parent: tuple[int | str, ...]) -> list[str]:
 
 # --------------------------------------------------------------------------- plan
 
+# How many commits a push lists (the newest, ``head_commit`` last) and how many paths a
+# commit lists as added, removed or modified: GitHub lists more, a payload reads the last.
+PUSH_COMMITS: Final = 20
+PUSH_PATHS: Final = 100
+
+
+# The account GitHub commits a merge as: the web-flow user (https://github.com/web-flow),
+# name, address and login.
+WEB_FLOW: Final = ("GitHub", "noreply@github.com", "web-flow")
+NOREPLY_DOMAIN: Final = "users.noreply.github.com"
+ZERO_SHA: Final = "0" * 40  # what a push's ``before`` is when it made the branch
+
+
+def noreply(login: str, account_id: int) -> str:
+    """Return the private address GitHub gives an account's commits (``ID+login@…``)."""
+    return f"{account_id}+{login}@{NOREPLY_DOMAIN}"
+
+
+class Upstream(_Strict):
+    """The repository a pull request merges into, as GitHub names it, and its branches."""
+
+    repository: RepoName  # GITHUB_REPOSITORY: the upstream's, never a path of this machine
+    owner_id: int = Field(ge=1)  # the owner's account id; the owner is who merges
+    branch: Branch  # the base branch, which the merge is pushed to
+    default_branch: Branch
+
+
+class PushedCommit(_Strict):
+    """One commit as a push event lists it (``commits``, ``head_commit``)."""
+
+    id: Sha
+    tree_id: Sha
+    message: Text
+    timestamp: Short  # ISO 8601 with the author's offset, as GitHub writes it
+    author_name: Short
+    author_email: Short
+    committer_name: Short
+    committer_email: Short
+    added: list[Text] = Field(default_factory=list, max_length=PUSH_PATHS)
+    removed: list[Text] = Field(default_factory=list, max_length=PUSH_PATHS)
+    modified: list[Text] = Field(default_factory=list, max_length=PUSH_PATHS)
+
+
+class Push(_Strict):
+    """A push to the base branch: what a check's job reads as (event, ref, SHA, HEAD)."""
+
+    before: Sha  # the branch's commit before the push
+    after: Sha  # the commit pushed, which the check checks out
+    merged: bool = False  # ``after`` is the merge of head into base
+    commits: list[PushedCommit] = Field(default_factory=list, max_length=PUSH_COMMITS)
+
 
 class Plan(_Strict):
     """What the sandbox will run, settled once by ``prepare`` before anything runs."""
@@ -421,6 +495,13 @@ class Plan(_Strict):
     changed_files: list[Text] = Field(default_factory=list, max_length=2_000)
     head_dir: Text
     base_dir: Text
+    # What runs is what runs after the merge: the checks of the head run on the merge of
+    # head into base (``head_dir`` is checked out at it; at head where it conflicts, and a
+    # note says so), the base check on the base, each in a job that reads as the push of
+    # its commit to ``upstream.branch``. None only in a plan made before these existed.
+    upstream: Upstream | None = None
+    push: Push | None = None
+    base_push: Push | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

@@ -153,6 +153,9 @@ def start_review(args: argparse.Namespace) -> LocalReview:
         # The person's tokens and the model key stay out of the sandbox's environment.
         env=sandbox_env(os.environ),
         detail=_quiet_detail(detail_file) if detail_file is not None else None,
+        # The job reads as a push to the pull request's repository and base branch, which
+        # the throwaway clone it was fetched into does not name.
+        **(pull.merge_target() if pull is not None else {}),
     )
     return LocalReview(
         run_id, repo_shown, base_sha, head_sha, folder, out, run, printed, pull, detail,

@@ -61,6 +61,19 @@ class FetchedPull:
         """Remove the throwaway clone."""
         shutil.rmtree(self.clone, ignore_errors=True)
 
+    def merge_target(self) -> dict[str, str]:
+        """Return where the pull request merges, as the sandbox's ``--upstream`` and
+        ``--base-branch`` take it (each left out when it is not a name the sandbox uses)."""
+        from cujo_action.schema import BRANCH, REPO_NAME  # noqa: PLC0415  (pydantic: late)
+
+        named = "/".join(self.target.owner_name) if self.target.owner_name else ""
+        return {
+            "upstream": named if REPO_NAME.fullmatch(named) else "",
+            "base_branch": self.base_ref
+            if BRANCH.fullmatch(self.base_ref) and not _SHA.match(self.base_ref)
+            else "",
+        }
+
     def as_json(self) -> dict[str, object]:
         """Return the ``pull_request`` object of ``cujo review --json``."""
         return {

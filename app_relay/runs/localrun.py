@@ -44,6 +44,8 @@ class LocalRunner:
         record: list[str] | None = None,
         env: Mapping[str, str] | None = None,
         detail: Callable[[str], object] | None = None,
+        upstream: str = "",
+        base_branch: str = "",
     ) -> LocalRun:
         """Start the sandbox and return at once (``LocalRun.wait`` for its end).
 
@@ -52,10 +54,16 @@ class LocalRunner:
         (``cujo_action/schema.py``, ``stage_mark``) go to the ``on_step`` given to ``wait``
         (held until then), rather than shown; everything else goes on to this process's stderr,
         or to ``detail`` when given. ``env``: the sandbox's environment (default: this one's).
+        ``upstream`` (``OWNER/NAME``) and ``base_branch`` name the repository and branch the
+        pull request merges into, where ``repo`` (a throwaway clone) cannot say.
         """
         out.mkdir(parents=True, exist_ok=True)
         argv = [self.python, "-m", "cujo_action", "run", "--repo", repo, "--base", base]
         argv += ["--head", head, "--run-id", run_id, "--out", str(out)]
+        if upstream:
+            argv += ["--upstream", upstream]
+        if base_branch:
+            argv += ["--base-branch", base_branch]
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,

@@ -6,7 +6,9 @@ where a real job keeps secrets. A hosted runner's job has (as of runner 2.321):
 * the variables of a workflow step (``CI``, ``GITHUB_*``, ``RUNNER_*``, ``ImageOS``, and
   for JavaScript actions ``ACTIONS_RUNTIME_TOKEN``/``ACTIONS_ID_TOKEN_REQUEST_*``), with
   the workspace at ``/home/runner/work/<repo>/<repo>`` and the runner's temp folder,
-  event file and file commands under ``/home/runner/work/_temp``;
+  event file and file commands under ``/home/runner/work/_temp``. The job is the one
+  that holds secrets once the pull request is merged: the push of the merge to the base
+  branch (``pushevent.py`` says how it reads);
 * the checkout ``actions/checkout`` leaves, whose ``.git/config`` keeps the job token in
   ``http.https://github.com/.extraheader`` as ``AUTHORIZATION: basic base64(x-access-
   token:TOKEN)`` (https://github.com/actions/checkout, ``persist-credentials``);
@@ -25,19 +27,18 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from cujo_action.arm.decoys import Decoy
+from cujo_action.arm.pushevent import event_context, event_env
 from cujo_action.arm.runnertree import count, literal, runner_tree
 from cujo_action.net.lookalike_github import GitHubFacts
 from cujo_action.sandbox.jail import INSIDE_HOME, INSIDE_UID
-from cujo_action.schema import Plan
+from cujo_action.schema import BASE_CHECK, ZERO_SHA, Plan, Push, Upstream
 
 WORK = f"{INSIDE_HOME}/work"
 TEMP = f"{WORK}/_temp"
@@ -170,9 +171,8 @@ FILE_COMMANDS: tuple[tuple[str, str], ...] = (
 )
 
 # What the job's GITHUB_TOKEN may do: GitHub's permissive default for a workflow run on a
-# pull request from a branch of the same repository (docs: "Permissions for the
-# GITHUB_TOKEN"; id-token only when a workflow asks). The proxy's api.github.com answers
-# by it (``github_facts``).
+# push to the repository (docs: "Permissions for the GITHUB_TOKEN"; id-token only when a
+# workflow asks). The proxy's api.github.com answers by it (``github_facts``).
 TOKEN_PERMISSIONS: tuple[tuple[str, str], ...] = (
     ("actions", "write"), ("attestations", "write"), ("checks", "write"),
     ("contents", "write"), ("deployments", "write"), ("discussions", "write"),
@@ -247,13 +247,13 @@ _GROUPS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     ("mysql", 116, ()), ("postgres", 117, ()), ("docker", 118, ()),
     ("runner", INSIDE_UID, ()),
 )  # fmt: skip
-_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 _WORKER_SOURCE = Path(__file__).with_name("runnerworker.py")
 _CPUS_MODELLED = 16
 
 
 class JobIdentity(BaseModel):
-    """Who the job is: repository, run, runner and the ids its files are named by (per run)."""
+    """Who the job is: repository, run, runner and the ids its files are named by (per run),
+    and the push it runs for (``pushevent.py``): the merge's, and the base's for the base."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -264,9 +264,10 @@ class JobIdentity(BaseModel):
     run_id: int
     run_number: int
     job_id: str  # the check run's id, as GitHub names a job
-    pull_number: int
-    head_ref: str
-    base_ref: str
+    branch: str  # the branch pushed to: the pull request's base
+    default_branch: str
+    push: Push  # what the checks of the head run on: the merge of head into base
+    base_push: Push  # what the base check runs on
     actor: str
     runner_number: int
     plan_id: str
@@ -297,23 +298,23 @@ class JobIdentity(BaseModel):
         """Return the path of one file command (``set_env``, ``add_path``, …) inside."""
         return f"{TEMP}/_runner_file_commands/{kind}_{self.file_commands}"
 
+    def pushed(self, check: str) -> Push:
+        """Return the push ``check``'s job runs for: the base's for the base, else the merge's."""
+        return self.base_push if check == BASE_CHECK else self.push
 
-def github_facts(job: JobIdentity, base_sha: str = "") -> GitHubFacts:
-    """Return the job as GitHub would know it, for the proxy's api.github.com answers."""
+
+def github_facts(job: JobIdentity) -> GitHubFacts:
+    """Return the job as GitHub would know it, for the proxy's api.github.com answers:
+    after the push, the branch is at the merge."""
     return GitHubFacts(
         repository=job.repository,
         repository_id=job.repository_id,
         owner_id=job.owner_id,
-        default_branch=job.base_ref,
-        base_sha=base_sha,
+        default_branch=job.default_branch,
+        base_sha=job.push.after if job.branch == job.default_branch else "",
         permissions=dict(TOKEN_PERMISSIONS),
         seed=secrets.randbits(63),
     )
-
-
-def _plain(text: str, fallback: str, limit: int) -> str:
-    cleaned = _NAME.sub("-", text).strip(".-")[:limit]
-    return cleaned or fallback
 
 
 def _uuid() -> str:
@@ -321,33 +322,42 @@ def _uuid() -> str:
     return f"{raw[:8]}-{raw[8:12]}-4{raw[13:16]}-{raw[16:20]}-{raw[20:]}"
 
 
-def repository_of(repo: str) -> tuple[str, str]:
-    """Return (owner, name) for a clone URL or a local path, as GitHub would spell them."""
-    if "://" in repo or re.match(r"^[\w.-]+@[\w.-]+:", repo):
-        path = urlsplit(repo).path if "://" in repo else repo.partition(":")[2]
-        parts = [p for p in path.split("/") if p]
-    else:
-        parts = [p for p in Path(repo).parts if p not in ("/", "")]
-    name = parts[-1].removesuffix(".git") if parts else ""
-    owner = parts[-2] if len(parts) > 1 else ""
-    return _plain(owner, "octo-org", 39), _plain(name, "project", 100)
+def identity_of(plan: Plan) -> JobIdentity:
+    """Return a fresh, plausible identity for the job of ``plan``: its upstream's push.
+
+    A plan that names no upstream (made before plans did) reads as a push of its head to
+    ``main`` of a made-up repository.
+    """
+    upstream = plan.upstream or Upstream(
+        repository="octo-org/project",
+        owner_id=1_000_000 + secrets.randbelow(150_000_000),
+        branch="main",
+        default_branch="main",
+    )
+    return new_identity(
+        upstream,
+        plan.push or Push(before=plan.base_sha, after=plan.head_sha),
+        plan.base_push or Push(before=ZERO_SHA, after=plan.base_sha),
+    )
 
 
-def new_identity(repository: str) -> JobIdentity:
-    """Return a fresh, plausible identity for a job of ``repository`` (its URL or path)."""
-    owner, repo = repository_of(repository)
+def new_identity(upstream: Upstream, push: Push, base_push: Push) -> JobIdentity:
+    """Return a fresh, plausible identity for a job of ``upstream`` run for ``push`` (the
+    base check's for ``base_push``); the owner is who pushed."""
+    owner, _, repo = upstream.repository.partition("/")
     run_id = 10_000_000_000 + secrets.randbelow(4_000_000_000)
     return JobIdentity(
         owner=owner,
         repo=repo,
         repository_id=100_000_000 + secrets.randbelow(800_000_000),
-        owner_id=1_000_000 + secrets.randbelow(150_000_000),
+        owner_id=upstream.owner_id,
         run_id=run_id,
         run_number=1 + secrets.randbelow(4000),
         job_id=str(30_000_000_000 + secrets.randbelow(5_000_000_000)),
-        pull_number=1 + secrets.randbelow(3000),
-        head_ref=f"patch-{1 + secrets.randbelow(40)}",
-        base_ref="main",
+        branch=upstream.branch,
+        default_branch=upstream.default_branch,
+        push=push,
+        base_push=base_push,
         actor=owner,
         runner_number=1_000_000_000 + secrets.randbelow(900_000_000),
         plan_id=_uuid(),
@@ -368,9 +378,10 @@ def _decoy(decoys: Sequence[Decoy], name: str) -> str:
 
 
 def job_env(
-    job: JobIdentity, plan: Plan, decoys: Sequence[Decoy], *, home: str, temp: str
+    job: JobIdentity, push: Push, decoys: Sequence[Decoy], *, home: str, temp: str
 ) -> dict[str, str]:
-    """Return the variables a workflow step (or a JavaScript action) sees on a hosted runner.
+    """Return the variables a workflow step (or a JavaScript action) sees on a hosted runner,
+    in the job of ``push`` (``JobIdentity.pushed``).
 
     ``home`` and ``temp`` are HOME and the runner's temp folder as commands see them
     (the hosted layout under bubblewrap).
@@ -389,15 +400,10 @@ def job_env(
         "GITHUB_API_URL": "https://api.github.com",
         "GITHUB_GRAPHQL_URL": "https://api.github.com/graphql",
         "GITHUB_SERVER_URL": "https://github.com",
-        "GITHUB_BASE_REF": job.base_ref,
-        "GITHUB_HEAD_REF": job.head_ref,
-        "GITHUB_EVENT_NAME": "pull_request",
+        # The event, ref, SHA and workflow: the push of the commit checked out.
+        **event_env(job, push),
         "GITHUB_EVENT_PATH": f"{temp}/_github_workflow/event.json",
         "GITHUB_JOB": "test",
-        "GITHUB_REF": f"refs/pull/{job.pull_number}/merge",
-        "GITHUB_REF_NAME": f"{job.pull_number}/merge",
-        "GITHUB_REF_PROTECTED": "false",
-        "GITHUB_REF_TYPE": "branch",
         "GITHUB_REPOSITORY": job.repository,
         "GITHUB_REPOSITORY_ID": str(job.repository_id),
         "GITHUB_REPOSITORY_OWNER": job.owner,
@@ -406,11 +412,6 @@ def job_env(
         "GITHUB_RUN_ATTEMPT": "1",
         "GITHUB_RUN_ID": str(job.run_id),
         "GITHUB_RUN_NUMBER": str(job.run_number),
-        "GITHUB_SHA": plan.head_sha,
-        "GITHUB_WORKFLOW": "CI",
-        "GITHUB_WORKFLOW_REF": f"{job.repository}/.github/workflows/ci.yml@refs/pull/"
-        f"{job.pull_number}/merge",
-        "GITHUB_WORKFLOW_SHA": plan.head_sha,
         "GITHUB_WORKSPACE": workspace,
         "RUNNER_ARCH": "X64",
         "RUNNER_ENVIRONMENT": "github-hosted",
@@ -476,42 +477,13 @@ def checkout_config(job: JobIdentity, decoys: Sequence[Decoy]) -> str:
     )
 
 
-def event_payload(job: JobIdentity, plan: Plan) -> str:
-    """Return the ``pull_request`` event file a step reads at ``GITHUB_EVENT_PATH``."""
-    repo = {
-        "id": job.repository_id,
-        "name": job.repo,
-        "full_name": job.repository,
-        "private": False,
-        "owner": {"login": job.owner, "id": job.owner_id, "type": "User"},
-        "html_url": f"https://github.com/{job.repository}",
-        "default_branch": job.base_ref,
-    }
-    pull = {
-        "number": job.pull_number,
-        "state": "open",
-        "draft": False,
-        "user": {"login": job.actor, "id": job.owner_id, "type": "User"},
-        "head": {"ref": job.head_ref, "sha": plan.head_sha, "repo": repo},
-        "base": {"ref": job.base_ref, "sha": plan.base_sha, "repo": repo},
-        "html_url": f"https://github.com/{job.repository}/pull/{job.pull_number}",
-    }
-    event = {
-        "action": "synchronize",
-        "number": job.pull_number,
-        "pull_request": pull,
-        "repository": repo,
-        "sender": {"login": job.actor, "id": job.owner_id, "type": "User"},
-    }
-    return json.dumps(event, indent=2) + "\n"
-
-
 def _secret(value: str) -> dict[str, object]:
     return {"value": value, "isSecret": True}
 
 
-def job_message(job: JobIdentity, decoys: Sequence[Decoy]) -> bytes:
-    """Return the job message the worker keeps, in the runner's own JSON."""
+def job_message(job: JobIdentity, push: Push, decoys: Sequence[Decoy]) -> bytes:
+    """Return the job message the worker keeps, in the runner's own JSON, for the job of
+    ``push``."""
     token = _decoy(decoys, "RUNNER_WORKER_GITHUB_TOKEN")
     message = {
         "messageType": "PipelineAgentJobRequest",
@@ -552,7 +524,7 @@ def job_message(job: JobIdentity, decoys: Sequence[Decoy]) -> bytes:
                 "d": [
                     {"k": "repository", "v": job.repository},
                     {"k": "run_id", "v": str(job.run_id)},
-                    {"k": "event_name", "v": "pull_request"},
+                    *event_context(job, push),
                 ],
             }
         },

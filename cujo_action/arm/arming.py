@@ -28,7 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Protocol
 
-from cujo_action.arm.actionsjob import github_facts, new_identity
+from cujo_action.arm.actionsjob import github_facts, identity_of
 from cujo_action.arm.context import LABELS, Armed, ArmedDecoy, label
 from cujo_action.arm.decoys import make_decoys
 from cujo_action.arm.host import (
@@ -304,7 +304,10 @@ def arm(
         template = None
     evidence = run_dir / "evidence"
     evidence.mkdir(mode=0o700, exist_ok=True)
-    decoys = make_decoys()
+    # Who the job looks like (GitHub's API, answered by the proxy, knows it too): the push
+    # of the merge to the base branch, whose cache its runtime token may write.
+    job = identity_of(plan)
+    decoys = make_decoys(ref=f"refs/heads/{job.branch}")
     allow = [*REGISTRY_HOSTS, *plan.policy.egress_allow]
     labels = [label(c, p) for c, p in LABELS]
     decoy_specs = [{"name": d.name, "value": d.value} for d in decoys]
@@ -313,8 +316,6 @@ def arm(
     # The resolver gives each name an address of its own and writes which here, so the
     # proxy (and the refused-packet counts) can name what a raw connection was aimed at.
     names = resolver_dir / "names.jsonl" if why_partial is None else None
-    # Who the job looks like: GitHub's API, answered by the proxy, knows it too.
-    job = new_identity(plan.repo)
     config = ProxyConfig(
         labels=labels,
         confdir=run_dir / "proxy-ca",
@@ -325,7 +326,7 @@ def arm(
         transparent=why_partial is None,
         relayed=why_partial is None and not _root(),
         names_path=names,
-        github=github_facts(job, plan.base_sha),
+        github=github_facts(job),
     )
     resolver_config = ResolverConfig(
         labels=labels,

@@ -135,7 +135,7 @@ class Armed(BaseModel):
             binds=((self.area(check).home, INSIDE_HOME),),
             ro_binds=tuple(ro),
             hidden=tuple(self.hidden),
-            worker=runner_worker(self.worker_python, self.job, self.decoy_objects())
+            worker=runner_worker(self.worker_python, self.job, self.decoy_objects(), check)
             if self.worker_python
             else None,
         )
@@ -177,8 +177,11 @@ class Armed(BaseModel):
         )
 
 
-def runner_worker(python: str, job: JobIdentity, decoys: tuple[Decoy, ...]) -> Worker:
-    """Return the decoy runner worker each command's sandbox starts as its pid 1.
+def runner_worker(
+    python: str, job: JobIdentity, decoys: tuple[Decoy, ...], check: str = ""
+) -> Worker:
+    """Return the decoy runner worker each command's sandbox starts as its pid 1, holding
+    the message of ``check``'s job (the push it runs for: ``JobIdentity.pushed``).
 
     Its tmpfs covers the runner's ``bin`` only: the runner's root folder above it, with
     the decoy registration files (``decoyfiles.py``), is HOME's.
@@ -189,7 +192,7 @@ def runner_worker(python: str, job: JobIdentity, decoys: tuple[Decoy, ...]) -> W
         argv=WORKER_ARGS,
         mount=RUNNER_BIN,
         env=tuple(worker_env(job).items()),
-        source=worker_source(job_message(job, decoys)),
+        source=worker_source(job_message(job, job.pushed(check), decoys)),
         processes=worker_processes(),
     )
 
@@ -288,7 +291,13 @@ def sandbox_env(
         "LANG": "C.UTF-8",
         # Look like an ordinary Actions job (variables, decoys where a job keeps secrets),
         # so code that hides from sandboxes wakes up and code that steals finds decoys.
-        **job_env(armed.job, plan, armed.decoy_objects(), home=home, temp=f"{home}/work/_temp"),
+        **job_env(
+            armed.job,
+            armed.job.pushed(check),
+            armed.decoy_objects(),
+            home=home,
+            temp=f"{home}/work/_temp",
+        ),
         **armed.tool_homes,
         **trust_env(armed),
         **proxy_env(armed, check, phase),

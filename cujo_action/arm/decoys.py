@@ -159,8 +159,9 @@ def _actions_jwt(issuer: str, claims: dict[str, object]) -> str:
     return ".".join([*(_b64url(p) for p in parts), _b64url(secrets.token_bytes(256))])
 
 
-def _runtime_token() -> str:
-    """Return an ``ACTIONS_RUNTIME_TOKEN``-shaped JWT (cache write, artifact upload)."""
+def _runtime_token(ref: str) -> str:
+    """Return an ``ACTIONS_RUNTIME_TOKEN``-shaped JWT (cache write, artifact upload) of a job
+    run for ``ref``, the one cache scope it may write."""
     plan = _uuid()
     return _actions_jwt(
         "vstoken.actions.githubusercontent.com",
@@ -169,7 +170,7 @@ def _runtime_token() -> str:
             "scp": f"Actions.ExampleScope Actions.Results:{plan}:{_uuid()} "
             f"Actions.UploadArtifacts:00000000-0000-0000-0000-000000000000/1:{plan}",
             "IdentityTypeClaim": "System:ServiceIdentity",
-            "ac": '[{"Scope":"refs/pull/1/merge","Permission":3}]',
+            "ac": json.dumps([{"Scope": ref, "Permission": 3}], separators=(",", ":")),
             "acsl": "10",
             "orchid": f"{plan}.build.__default",
         },
@@ -232,8 +233,9 @@ def rsa_fields(key: str) -> dict[str, str]:
     return fields
 
 
-def make_decoys() -> tuple[Decoy, ...]:
-    """Return a fresh set of decoy secrets in the formats real tools and scanners expect."""
+def make_decoys(ref: str = "refs/heads/main") -> tuple[Decoy, ...]:
+    """Return a fresh set of decoy secrets in the formats real tools and scanners expect,
+    for a job run for ``ref`` (the runtime tokens' cache scope)."""
     return (
         # As a step's env (or aws-actions/configure-aws-credentials) sets them: no file.
         Decoy("AWS_ACCESS_KEY_ID", "AKIA" + _pick(_AWS_KEY_ID, 16), "AWS_ACCESS_KEY_ID", None),
@@ -243,7 +245,7 @@ def make_decoys() -> tuple[Decoy, ...]:
         Decoy("NPM_TOKEN", _checksummed_token("npm_"), "NPM_TOKEN", None),
         Decoy("SSH_PRIVATE_KEY", _openssh_ed25519_body(), None, ".ssh/id_ed25519"),
         Decoy("GH_OAUTH_TOKEN", _checksummed_token("gho_"), None, ".config/gh/hosts.yml"),
-        Decoy("ACTIONS_RUNTIME_TOKEN", _runtime_token(), "ACTIONS_RUNTIME_TOKEN", None),
+        Decoy("ACTIONS_RUNTIME_TOKEN", _runtime_token(ref), "ACTIONS_RUNTIME_TOKEN", None),
         Decoy(
             "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
             _id_token_request_token(),
@@ -257,7 +259,7 @@ def make_decoys() -> tuple[Decoy, ...]:
         Decoy("RUNNER_CLIENT_ID", _uuid(), None, None),
         Decoy("RUNNER_RSA_KEY", _rsa_key(), None, None),
         Decoy("RUNNER_WORKER_GITHUB_TOKEN", _checksummed_token("ghs_"), None, None),
-        Decoy("RUNNER_WORKER_RUNTIME_TOKEN", _runtime_token(), None, None),
+        Decoy("RUNNER_WORKER_RUNTIME_TOKEN", _runtime_token(ref), None, None),
         Decoy("RUNNER_WORKER_NPM_TOKEN", _checksummed_token("npm_"), None, None),
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable, Collection
 from functools import partial
 from pathlib import Path
@@ -19,7 +20,6 @@ from cujo_action.arm.actionsjob import (
     checkout_config,
     etc_group,
     etc_passwd,
-    event_payload,
     file_commands,
 )
 from cujo_action.arm.context import CheckArea
@@ -32,6 +32,7 @@ from cujo_action.arm.decoyfiles import (
     runner_files,
 )
 from cujo_action.arm.decoys import Decoy
+from cujo_action.arm.pushevent import push_event
 from cujo_action.arm.venvs import place_venvs
 from cujo_action.sandbox.boundary import (
     BoundaryError,
@@ -41,7 +42,7 @@ from cujo_action.sandbox.boundary import (
     write_below,
 )
 from cujo_action.sandbox.cgroups import Limits
-from cujo_action.schema import ALL_CHECKS, CheckName, Plan
+from cujo_action.schema import ALL_CHECKS, CheckName, Plan, Push
 
 # The checks that get the run's venv template laid out as their venv: those that install
 # into it, and those that receive the install's (whose venv is then made to match it:
@@ -102,13 +103,13 @@ def stage(
     for check in ALL_CHECKS:
         corner = fresh_dir(corners / check, 0o711)  # root's: the uid cannot swap its HOME
         home = fresh_dir(corner / "home", 0o700)
-        seed_home(home, decoys, job, plan)
+        seed_home(home, decoys, job, job.pushed(check))
         wanted = check != "base" or base_runs()  # nothing staged for a base that will not run
         if check in ("install", "detonation", "base") and wanted:
             checkout = fresh_dir(home / "work" / job.repo, 0o755) / job.repo
             ignore = ("node_modules",) if check == "detonation" else ()
             if check == "base":
-                stage_base(plan, checkout)
+                stage_base(plan, checkout, job.branch)
             else:
                 # The base worktree and the clone's reflog name the harness's own folders.
                 skip = (".git/worktrees", ".git/logs")
@@ -138,13 +139,15 @@ def stage(
     return areas, partial(finish, [c for c in ALL_CHECKS if c in RECEIVERS])
 
 
-def stage_base(plan: Plan, checkout: Path) -> None:
-    """Copy the base as a checkout of its own: its files, the clone's git, HEAD at base.
+def stage_base(plan: Plan, checkout: Path, branch: str) -> None:
+    """Copy the base as a checkout of its own: its files, the clone's git, on ``branch``.
 
     The base worktree's ``.git`` is a file naming the harness's clone; the copy gets the
-    clone's object store and the worktree's own index instead, with HEAD at base, so git
+    clone's object store and the worktree's own index instead, and ``branch`` (with its
+    remote-tracking branch) at base, checked out, as the base's own push leaves it: git
     (and a version taken from git) sees an ordinary checkout of the base commit. All of
-    it is root's pristine checkout, copied before any pull-request code runs.
+    it is root's pristine checkout, copied before any pull-request code runs; the
+    branch's refs are the clone's own loose files (``prepare/merge.py``), rewritten here.
     """
     head, base = Path(plan.head_dir), Path(plan.base_dir)
     copy_pristine(base, checkout, skip=(".git",))
@@ -152,21 +155,24 @@ def stage_base(plan: Plan, checkout: Path) -> None:
     index = head / ".git" / "worktrees" / base.name / "index"
     if index.is_file() and not index.is_symlink():
         shutil.copyfile(index, checkout / ".git" / "index", follow_symlinks=False)
-    write_below(checkout, ".git/HEAD", plan.base_sha + "\n", 0o644)
+    for ref in (f"refs/heads/{branch}", f"refs/remotes/origin/{branch}"):
+        write_below(checkout, f".git/{ref}", plan.base_sha + "\n", 0o644)
+    write_below(checkout, ".git/HEAD", f"ref: refs/heads/{branch}\n", 0o644)
 
 
-def seed_home(home: Path, decoys: tuple[Decoy, ...], job: JobIdentity, plan: Plan) -> list[Path]:
+def seed_home(home: Path, decoys: tuple[Decoy, ...], job: JobIdentity, push: Push) -> list[Path]:
     """Fill a fresh HOME with what a hosted runner's HOME holds for a step; return the
     paths of the files holding a decoy.
 
     The decoys sit where a job leaves credentials (``decoyfiles.py``): the docker login's
     config, the runner's registration beside its worker. Also ``work/_temp`` with the
-    event file and the step's file commands, and the runner's folder, whose ``bin`` the
-    worker's tmpfs is mounted on. ``home`` is root's, made fresh, and no pull-request
-    code has run in it: each file goes through ``write_below``, which follows no link.
+    event file (of ``push``: ``JobIdentity.pushed``) and the step's file commands, and the
+    runner's folder, whose ``bin`` the worker's tmpfs is mounted on. ``home`` is root's,
+    made fresh, and no pull-request code has run in it: each file goes through
+    ``write_below``, which follows no link.
     """
     steps = {
-        "work/_temp/_github_workflow/event.json": event_payload(job, plan),
+        "work/_temp/_github_workflow/event.json": push_event(job, push, time.time()),
         **file_commands(job),
         # An ordinary HOME has shell profiles; their presence is also what a write is
         # compared to.

@@ -569,7 +569,7 @@ class GitHubApi:
         return {
             "login": login,
             "id": account_id,
-            "node_id": prefix + _id_code(account_id),
+            "node_id": prefix + id_code(account_id),
             "avatar_url": f"https://avatars.githubusercontent.com/u/{account_id}?v=4",
             "gravatar_id": "",
             "url": base,
@@ -645,7 +645,7 @@ class GitHubApi:
         stats = dict.fromkeys(self.stats, 0) if new else self.stats
         value: dict[str, Any] = {
             "id": repo_id,
-            "node_id": "R_kgDO" + _id_code(repo_id),
+            "node_id": "R_kgDO" + id_code(repo_id),
             "name": name,
             "full_name": full,
             "private": private,
@@ -656,7 +656,7 @@ class GitHubApi:
             "fork": False,
             "url": base,
         }  # fmt: skip
-        for key, tail in _REPO_LINKS:
+        for key, tail in REPO_LINKS:
             value[key] = base + tail
         value.update(
             {
@@ -944,7 +944,9 @@ class GitHubApi:
         return self._created(asked, kind, now, value, url, "contents=write")
 
 
-_REPO_LINKS: tuple[tuple[str, str], ...] = (
+# A repository's API links, as every repository object has them (also the push event's:
+# ``arm/pushevent.py``).
+REPO_LINKS: tuple[tuple[str, str], ...] = (
     ("forks_url", "/forks"), ("keys_url", "/keys{/key_id}"),
     ("collaborators_url", "/collaborators{/collaborator}"), ("teams_url", "/teams"),
     ("hooks_url", "/hooks"), ("issue_events_url", "/issues/events{/number}"),
@@ -967,7 +969,7 @@ _REPO_LINKS: tuple[tuple[str, str], ...] = (
 )  # fmt: skip
 
 
-def _id_code(number: int) -> str:
+def id_code(number: int) -> str:  # also ``arm/pushevent.py``
     """Return the tail GitHub's newer node ids carry for a database id (a packed form)."""
     packed = number.to_bytes(5, "big").lstrip(b"\0") or b"\0"
     return base64.urlsafe_b64encode(b"\x04" + packed).decode().rstrip("=")

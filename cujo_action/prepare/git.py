@@ -90,8 +90,14 @@ class Git:
         self.env, self.timeout, self.shown, self.raw = env, timeout, shown, raw
         self.deadline = time.monotonic() + timeout
 
-    def run(self, *args: str, cwd: Path, env: Mapping[str, str] | None = None) -> GitResult:
-        """Run one git command in ``cwd`` and return its exit code and output."""
+    def run(
+        self,
+        *args: str,
+        cwd: Path,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+    ) -> GitResult:
+        """Run one git command in ``cwd`` (``stdin`` its input); return its code and output."""
         argv = ["git"]
         for setting in _GIT_CONFIG:
             argv += ["-c", setting]
@@ -104,7 +110,7 @@ class Git:
                 argv,
                 cwd=cwd,
                 env={**self.env, **(env or {})},
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,  # so a timeout kills git's helpers too
@@ -113,7 +119,7 @@ class Git:
             raise PrepareError("git is not on PATH; install git where Cujo runs.") from None
         with proc:
             try:
-                out, err = proc.communicate(timeout=left)
+                out, err = proc.communicate(stdin, timeout=left)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)

@@ -1,9 +1,12 @@
-"""Clone head, add a worktree at base, read base's policy and head's build files → Plan.
+"""Clone head, merge it into base, add a worktree at base, settle the commands → Plan.
 
 The policy (and the CI workflows) are read from the base commit's git objects and never
-from head; the build files are read from the head checkout, through ``_Checkout``, and
-settled into commands by ``settle`` (``settle.py`` says how). The base is settled too,
-from its own build files, so it can be installed and tested beside the head.
+from head. What runs is what runs after the merge: the checkout is the merge of head into
+base on the base branch (``merge.py``; head where it conflicts, and a note says so), and
+its build files, read through ``_Checkout``, are settled into commands by ``settle``
+(``settle.py`` says how). The base is settled too, from its own build files, so it can be
+installed and tested beside the head. Who the upstream is and which branch the merge is
+pushed to are named by ``upstream.py``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from cujo_action.prepare.git import (
     resolve_local,
     resolve_remote,
 )
+from cujo_action.prepare.merge import Asked, check_out_merge, pushed
 from cujo_action.prepare.settle import Which, settle
 from cujo_action.sandbox.boundary import open_no_follow
 from cujo_action.schema import (
@@ -173,13 +177,17 @@ def prepare(
     which: Which = shutil.which,
     pull_request: int | None = None,
     token: str | None = None,
+    upstream: str = "",
+    base_branch: str = "",
 ) -> Plan:
-    """Check out head and base under ``workdir``, settle the commands and write plan.json.
+    """Check out the merge and base under ``workdir``, settle the commands, write plan.json.
 
     With ``pull_request``, head is fetched as ``refs/pull/N/head`` and must still be the
     commit ``head`` names. ``token`` (a clone URL over https only) is sent to that host
     as GitHub's Actions checkout sends it, in the environment of root's git commands
-    alone: never in a URL, a file, the clone's config or the plan.
+    alone: never in a URL, a file, the clone's config or the plan. ``upstream``
+    (``owner/name``) and ``base_branch`` name the repository and the branch the pull
+    request merges into, where the clone cannot tell (``upstream.py``).
     """
     workdir = Path(workdir).resolve()
     head_dir, base_dir = workdir / "head", workdir / "base"
@@ -197,6 +205,7 @@ def prepare(
             f"a pull request's head is checked against the exact commit: give head as a "
             f"40-hex SHA and a pull request number above 0 (got {head!r}, {pull_request!r})."
         )
+    source: Path | None = None
     if _REMOTE.match(repo):
         if token is not None:
             env.update(auth_env(repo, token))
@@ -227,8 +236,14 @@ def prepare(
 
     # PolicyError propagates: the caller makes the run `error` with file, line and key.
     policy = load_policy(_base_policy_text(git, head_dir, base_sha), POLICY_FILE)
-    git.check(
-        "checkout", "--quiet", "--detach", head_sha, cwd=head_dir, what=f"check out {head_sha}"
+    # What runs is what runs after the merge: check it out, on the branch it is pushed to.
+    forge = _REMOTE.match(repo) is not None and not repo.startswith("file:")
+    target, merged = check_out_merge(
+        git,
+        head_dir,
+        Asked(repo, forge, source, base, head, pull_request, upstream, base_branch),
+        base_sha,
+        head_sha,
     )
     git.check(
         "worktree",
@@ -242,7 +257,7 @@ def prepare(
     )
     ci = _base_workflows(git, head_dir, base_sha)
     settled = settle(
-        _Checkout(head_dir, _tracked_files(git, head_dir, head_sha)), policy, which=which, ci=ci
+        _Checkout(head_dir, _tracked_files(git, head_dir, merged.sha)), policy, which=which, ci=ci
     )
     changed = _changed_files(git, head_dir, base_sha, head_sha)
     # The base as it builds and tests itself, under the same policy and CI, from its own
@@ -264,7 +279,7 @@ def prepare(
         test=clip(settled.test, MAX_TEXT),
         smoke=clip(settled.smoke, MAX_TEXT),
         unproven_reason=settled.unproven_reason,
-        notes=list(settled.notes),
+        notes=[*([merged.note] if merged.note else []), *settled.notes][: _max_items("notes")],
         test_sources=list(settled.test_sources[: _max_items("test_sources")]),
         base_ecosystem=at_base.ecosystem,
         base_install=clip(at_base.install, MAX_TEXT),
@@ -272,6 +287,9 @@ def prepare(
         changed_files=[clip(p, MAX_TEXT) for p in changed[: _max_items("changed_files")]],
         head_dir=str(head_dir),
         base_dir=str(base_dir),
+        upstream=target,
+        push=pushed(git, head_dir, merged.sha, base_sha, merged=merged.merged),
+        base_push=pushed(git, head_dir, base_sha),
     )
     (workdir / "plan.json").write_text(plan.model_dump_json(by_alias=True, indent=2) + "\n")
     return plan

@@ -28,10 +28,12 @@ from cujo_action.__main__ import (
     main,
 )
 from cujo_action.schema import (
+    BRANCH,
     PULL_NUMBER,
     REPO_NAME,
     RUN_ID,
     SHA,
+    Branch,
     PullNumber,
     RepoName,
     RunId,
@@ -236,3 +238,53 @@ def test_the_workflow_checks_cujo_s_own_sha_with_schema_s_pattern() -> None:
     for value, good in TABLE["repo"]:
         if good:
             assert bash_accepts(value, patterns["CUJO_REPOSITORY"])
+
+
+BRANCHES = {
+    "main": GOOD,
+    "release/2.x": GOOD,
+    "feature+1_a-b": GOOD,
+    "": BAD,
+    "-main": BAD,
+    ".hidden": BAD,
+    "a/.b": BAD,
+    "a..b": BAD,
+    "a//b": BAD,
+    "a/": BAD,
+    "a.": BAD,
+    "a.lock": BAD,
+    "a.lock/b": BAD,
+    "a b": BAD,
+    "a~1": BAD,
+    "a:b": BAD,
+    "$(curl x.test)": BAD,
+    "é": BAD,  # git takes it; the sandbox names only what no reader mistakes
+    "x" * 256: BAD,
+}
+
+
+@pytest.mark.parametrize(("name", "good"), BRANCHES.items(), ids=lambda v: repr(v)[:14])
+def test_a_branch_the_sandbox_names_is_one_git_accepts(name: str, good: bool) -> None:
+    assert bool(BRANCH.fullmatch(name)) is good
+    try:
+        TypeAdapter(Branch).validate_python(name)
+    except ValidationError:
+        accepted = False
+    else:
+        accepted = True
+    assert accepted is good
+    if good:  # the oracle: git itself
+        done = subprocess.run(["git", "check-ref-format", "--branch", name], check=False)
+        assert done.returncode == 0
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--upstream", "../etc"), ("--base-branch", "a..b")])
+def test_run_refuses_an_upstream_or_branch_it_would_not_name(
+    flag: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", "--repo", str(tmp_path), "--base", "main", "--head", "pr", "--run-id", "r"]
+    with pytest.raises(SystemExit) as stopped:
+        main([*argv, "--out", str(tmp_path / "out"), flag, value])
+    assert stopped.value.code == 2
+    assert flag in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # refused before anything ran

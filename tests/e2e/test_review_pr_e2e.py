@@ -287,6 +287,15 @@ def test_owner_repo_number_reviews_the_pull_request_at_github_s_base(reviews: Re
     assert (record.head_sha, record.base_sha) == (remote.head, remote.release)
     assert "octo/calc#7" in review.stderr
     assert remote.head[:12] in review.stderr
+    # Its job read as the push of the merge to octo/calc's release, not to a repository
+    # named after the throwaway clone it was fetched into.
+    plan = json.loads((review.bundle / "plan.json").read_text())
+    assert (plan["upstream"]["repository"], plan["upstream"]["branch"]) == ("octo/calc", "release")
+    assert plan["push"]["merged"] is True
+    assert (
+        "url = https://github.com/octo/calc\n"
+        in review.report("tests")["commands"][0]["stdout_tail"]
+    )
 
 
 def test_the_local_review_asks_the_model_judge_as_the_relay_does(reviews: Reviews) -> None:

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from cujo_action.arm.actionsjob import new_identity
+from jobs import job_for
+
 from cujo_action.arm.context import runner_worker
 from cujo_action.arm.decoys import make_decoys
 from cujo_action.sandbox.cgroups import Limits, make_limits
@@ -63,7 +64,7 @@ class Sandboxes:
             os.chown(home, uid, uid)
         bwrap = shutil.which("bwrap")
         usable = view and bwrap is not None and bwrap_unavailable(uid, uid) is None
-        pid1 = runner_worker("/usr/bin/python3", new_identity("/src/octo/app"), make_decoys())
+        pid1 = runner_worker("/usr/bin/python3", job_for("octo/app"), make_decoys())
         shown = (
             View(bwrap, ((str(home), INSIDE_HOME),), (), hidden, pid1 if worker else None)
             if usable and bwrap

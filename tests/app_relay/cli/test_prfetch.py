@@ -15,8 +15,15 @@ from githttps import PrivateGitServer
 from gitrepo import GitRepo
 
 from app_relay.cli import local
-from app_relay.cli.prfetch import auth_config, fetch_pull, github_origins, sandbox_env, token_of
-from app_relay.cli.pullname import PullError, parse_target
+from app_relay.cli.prfetch import (
+    FetchedPull,
+    auth_config,
+    fetch_pull,
+    github_origins,
+    sandbox_env,
+    token_of,
+)
+from app_relay.cli.pullname import PullError, PullTarget, parse_target
 from app_relay.runs.localrun import LocalRunner
 
 # --------------------------------------------------------------------------- the token
@@ -133,6 +140,40 @@ def test_the_sandbox_is_started_without_the_tokens_or_the_model_key(
     assert "secret-" not in env
     assert started.detail is not None
     assert started.detail.name == f"{started.run_id}.log"
+
+
+@pytest.mark.parametrize(
+    ("owner_name", "base_ref", "told"),
+    [
+        (("octo", "widgets"), "release/2.x", "--upstream octo/widgets --base-branch release/2.x"),
+        # A base given as a commit names no branch; a remote's path may name no repository.
+        (None, "a" * 40, ""),
+    ],
+)
+def test_the_sandbox_is_told_where_the_pull_request_merges(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    owner_name: tuple[str, str] | None,
+    base_ref: str,
+    told: str,
+) -> None:
+    seen = tmp_path / "sandbox.argv"
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\necho "$@" > {seen}\n')
+    python.chmod(0o755)
+    monkeypatch.setattr(local, "LocalRunner", lambda: LocalRunner(python=str(python)))
+    repo = GitRepo(tmp_path / "cujo-pull-x")
+    sha = repo.write({"a.txt": "a\n"}).commit("base")
+    target = PullTarget(url="https://github.com/octo/widgets", number=7, repo="octo/widgets",
+                        host="github.com", owner_name=owner_name)  # fmt: skip
+    pull = FetchedPull(target, repo.path, base_ref, sha, sha, "github")
+    args = argparse.Namespace(repo=str(repo.path), base=sha, head=sha, pull_request=pull,
+                              data_dir=tmp_path / "data", verbose=False)  # fmt: skip
+    started = local.start_review(args)
+    assert started.run.wait() == 0
+    started.close_detail()
+    argv = seen.read_text()
+    assert argv.strip().endswith(f"--out {started.out} {told}".strip())
 
 
 def test_gh_token_goes_to_no_host_but_github_s(

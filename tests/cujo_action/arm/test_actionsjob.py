@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from gitrepo import GitRepo
+from jobs import job_for
 
 from cujo_action.arm.actionsjob import (
     FILE_COMMANDS,
@@ -22,11 +23,9 @@ from cujo_action.arm.actionsjob import (
     checkout_config,
     etc_group,
     etc_passwd,
-    event_payload,
+    identity_of,
     job_env,
     job_message,
-    new_identity,
-    repository_of,
     worker_env,
     worker_source,
 )
@@ -51,35 +50,22 @@ def plan_for(repo: GitRepo, work: Path) -> Plan:
     return prepare(str(repo.path), "main", "main", "run-1", work)
 
 
-@pytest.mark.parametrize(
-    ("repo", "owner", "name"),
-    [
-        ("https://github.com/pallets/itsdangerous.git", "pallets", "itsdangerous"),
-        ("https://x-access-token:t@github.com/python-attrs/attrs", "python-attrs", "attrs"),
-        ("git@github.com:pytest-dev/pluggy.git", "pytest-dev", "pluggy"),
-        ("/tmp/pytest-of-root/attack-http0/repo", "attack-http0", "repo"),
-        ("/", "octo-org", "project"),
-        ("/srv/we ird/na:me", "we-ird", "na-me"),
-    ],
-)
-def test_the_repository_is_named_as_github_names_it(repo: str, owner: str, name: str) -> None:
-    assert repository_of(repo) == (owner, name)
-
-
 def test_a_step_sees_the_variables_of_a_hosted_runner_and_decoys_where_secrets_are(
     tmp_path: Path,
 ) -> None:
     repo = GitRepo(tmp_path / "octo" / "app")
     repo.write({"a.py": "x = 1\n"}).commit("one")
     plan = plan_for(repo, tmp_path / "work")
-    job = new_identity(plan.repo)
-    env = job_env(job, plan, DECOYS, home="/home/runner", temp="/home/runner/work/_temp")
+    job = identity_of(plan)
+    env = job_env(job, job.push, DECOYS, home="/home/runner", temp="/home/runner/work/_temp")
     assert (env["CI"], env["GITHUB_ACTIONS"], env["RUNNER_OS"]) == ("true", "true", "Linux")
-    assert env["GITHUB_REPOSITORY"] == "octo/app"
+    # Named by its author (author@example.invalid) and its folder, never those above it.
+    assert env["GITHUB_REPOSITORY"] == "author/app"
     assert env["GITHUB_WORKSPACE"] == "/home/runner/work/app/app"
     assert env["RUNNER_TEMP"] == "/home/runner/work/_temp"
+    # The push of what the checks run on to the base branch.
     assert env["GITHUB_SHA"] == plan.head_sha
-    assert env["GITHUB_REF"] == f"refs/pull/{job.pull_number}/merge"
+    assert (env["GITHUB_EVENT_NAME"], env["GITHUB_REF"]) == ("push", "refs/heads/main")
     assert env["GITHUB_EVENT_PATH"] == "/home/runner/work/_temp/_github_workflow/event.json"
     for var, kind in FILE_COMMANDS:
         assert (
@@ -90,15 +76,14 @@ def test_a_step_sees_the_variables_of_a_hosted_runner_and_decoys_where_secrets_a
         assert env[name] == VALUES[name]
     assert env["ACTIONS_ID_TOKEN_REQUEST_URL"].startswith(env["ACTIONS_RUNTIME_URL"])
     # The same for every command of the run: nothing changes between two steps.
-    again = job_env(job, plan, DECOYS, home="/home/runner", temp="/home/runner/work/_temp")
+    again = job_env(job, job.push, DECOYS, home="/home/runner", temp="/home/runner/work/_temp")
     assert again == env
     assert not [text for item in env.items() for text in item if TRACES.search(text)]
 
 
 def test_a_step_has_the_images_documented_variables_and_no_trace_of_cujo() -> None:
-    repo = types.SimpleNamespace(head_sha="a" * 40, base_sha="b" * 40)
-    job = new_identity("https://github.com/octo/app")
-    env = job_env(job, repo, DECOYS, home="/home/runner", temp="/home/runner/work/_temp")  # type: ignore[arg-type]
+    job = job_for("octo/app")
+    env = job_env(job, job.push, DECOYS, home="/home/runner", temp="/home/runner/work/_temp")
     wanted = load_profile()["fields"]["env.names"]["includes"]
     assert not [name for name in wanted if name not in env]
     assert (env["ImageOS"], env["ACCEPT_EULA"]) == ("ubuntu24", "Y")
@@ -149,7 +134,7 @@ def test_the_accounts_are_a_runners_and_the_check_user_keeps_its_ids() -> None:
 
 
 def test_the_checkout_keeps_a_decoy_token_as_actions_checkout_does(tmp_path: Path) -> None:
-    job = new_identity("https://github.com/octo/app")
+    job = job_for("octo/app")
     config = tmp_path / "config"
     config.write_text(checkout_config(job, DECOYS))
 
@@ -168,19 +153,9 @@ def test_the_checkout_keeps_a_decoy_token_as_actions_checkout_does(tmp_path: Pat
     assert base64.b64decode(blob).decode() == f"x-access-token:{VALUES['CHECKOUT_TOKEN']}"
 
 
-def test_the_event_file_is_a_pull_request_event_for_the_head() -> None:
-    repo = types.SimpleNamespace(head_sha="a" * 40, base_sha="b" * 40)
-    job = new_identity("https://github.com/octo/app")
-    event = json.loads(event_payload(job, repo))  # type: ignore[arg-type]
-    assert event["number"] == event["pull_request"]["number"] == job.pull_number
-    assert event["pull_request"]["head"]["sha"] == "a" * 40
-    assert event["pull_request"]["base"]["sha"] == "b" * 40
-    assert event["repository"]["full_name"] == "octo/app"
-
-
 def test_the_worker_keeps_decoys_in_the_runners_own_format() -> None:
-    job = new_identity("https://github.com/octo/app")
-    message = job_message(job, DECOYS)
+    job = job_for("octo/app")
+    message = job_message(job, job.push, DECOYS)
     found = sorted(set(MEMDUMP.findall(message)))
     values = {json.loads(b"{" + hit + b"}").popitem()[1]["value"] for hit in found}
     assert len(found) == 3  # system.github.token, github_token, a repository secret
@@ -210,7 +185,8 @@ def _strings(code: types.CodeType) -> set[str]:
 
 def test_nothing_the_worker_keeps_in_memory_names_what_it_is() -> None:
     # Comments are gone once compiled; names and strings stay in the process's memory.
-    source = worker_source(job_message(new_identity("/src/octo/app"), DECOYS))
+    job = job_for("octo/app")
+    source = worker_source(job_message(job, job.push, DECOYS))
     code = compile(source + b"\nmain({})\n", "spawnclient", "exec")
     assert not [s for s in _strings(code) if TRACES.search(s)]
 
@@ -228,7 +204,9 @@ def test_each_check_gets_a_hosted_runners_layout(tmp_path: Path) -> None:
     repo.branch("pr").checkout("pr")
     repo.write({"app.py": "x = 2\n", "new.py": ""}).commit("two")
     plan = prepare(str(repo.path), "main", "pr", "run-1", tmp_path / "work")
-    job = new_identity(plan.repo)
+    assert plan.push is not None
+    assert plan.push.merged
+    job = identity_of(plan)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     limits = {c: make_limits(f"cujo-test-{c}-{job.plan_id[:8]}", 64) for c in ALL_CHECKS}
@@ -243,8 +221,10 @@ def test_each_check_gets_a_hosted_runners_layout(tmp_path: Path) -> None:
     for check in ALL_CHECKS:
         home = Path(areas[check].home)
         assert (home / "runners").is_dir()
+        # Each job is the push of what it checks out: the base's, or the merge's.
+        pushed = plan.base_sha if check == "base" else plan.push.after
         event = json.loads((home / "work/_temp/_github_workflow/event.json").read_text())
-        assert event["pull_request"]["head"]["sha"] == plan.head_sha
+        assert (event["ref"], event["after"]) == ("refs/heads/main", pushed)
         for _, kind in FILE_COMMANDS:
             assert (home / f"work/_temp/_runner_file_commands/{kind}_{job.file_commands}").exists()
         checkout = home / "work" / "app" / "app"
@@ -259,17 +239,18 @@ def test_each_check_gets_a_hosted_runners_layout(tmp_path: Path) -> None:
             # The origin is on GitHub and the token is where actions/checkout puts it; the
             # harness's own folders (the base worktree, the clone's reflog) are not there.
             config = (checkout / ".git" / "config").read_text()
-            assert "url = https://github.com/octo/app" in config
+            assert f"url = https://github.com/{job.repository}" in config
             assert "extraheader = AUTHORIZATION: basic " in config
             assert not (checkout / ".git" / "worktrees").exists()
             assert not (checkout / ".git" / "logs").exists()
             head = subprocess.run(
-                ["git", "-C", str(checkout), "rev-parse", "HEAD"],
+                ["git", "-C", str(checkout), "rev-parse", "HEAD", "origin/main",
+                 "--abbrev-ref", "HEAD"],
                 capture_output=True, text=True, check=True,
             )  # fmt: skip
-            # The base's own copy is a checkout of the base commit, with its own index.
-            want = plan.base_sha if check == "base" else plan.head_sha
-            assert head.stdout.strip() == want
+            # On the base branch, as a push's checkout is: the base's own copy at the base
+            # commit, with its own index; the others at the merge.
+            assert head.stdout.split() == [pushed, pushed, "main"], check
             status = subprocess.run(
                 ["git", "-C", str(checkout), "status", "--porcelain"],
                 capture_output=True, text=True, check=True,
@@ -286,7 +267,7 @@ def test_the_receivers_areas_are_out_of_reach_until_staged_and_handed_over(
     repo = GitRepo(tmp_path / "octo" / "app")
     repo.write({"app.py": "x = 1\n"}).commit("one")
     plan = prepare(str(repo.path), "main", "main", "run-1", tmp_path / "work")
-    job = new_identity(plan.repo)
+    job = identity_of(plan)
     top = Path(tempfile.mkdtemp(prefix="cujo-areas-", dir="/tmp"))  # others may pass through
     top.chmod(0o711)
     owners = {c: (64300 + i, 64300 + i) for i, c in enumerate(ALL_CHECKS)}

@@ -7,8 +7,9 @@ import types
 from pathlib import Path
 
 import pytest
+from jobs import job_for
 
-from cujo_action.arm.actionsjob import IMAGE_ENV, SERVICE_ENV, TOOL_HOMES, new_identity
+from cujo_action.arm.actionsjob import IMAGE_ENV, SERVICE_ENV, TOOL_HOMES
 from cujo_action.arm.context import (
     BUNDLE_CA_VARIABLES,
     LABELS,
@@ -146,6 +147,18 @@ RUNNER_STEP: dict[str, str] = {
     "XDG_CONFIG_HOME": "/home/runner/.config",
     "XDG_RUNTIME_DIR": "/run/user/1001",
 }
+# The same step in the job of a push to main, which the sandbox reads as (issue 33): a
+# pull request's refs are empty on any other event (docs: "Variables"; github/docs#18485).
+ON_PUSH: dict[str, str] = {
+    **RUNNER_STEP,
+    "GITHUB_BASE_REF": "",
+    "GITHUB_HEAD_REF": "",
+    "GITHUB_EVENT_NAME": "push",
+    "GITHUB_REF": "refs/heads/main",
+    "GITHUB_REF_NAME": "main",
+    "GITHUB_REF_PROTECTED": "true",
+    "GITHUB_WORKFLOW_REF": "octo/app/.github/workflows/test.yml@refs/heads/main",
+}
 # Handed to a step by its workflow or to a JavaScript action by the runner (decoys there).
 WORKFLOW_GIVEN = {d.env for d in DECOYS if d.env} | {
     "ACTIONS_RUNTIME_URL",
@@ -185,7 +198,7 @@ def armed(
             for c, _ in LABELS
         },
         bwrap=bwrap,
-        job=new_identity("https://github.com/octo/app"),
+        job=job_for("octo/app"),
     )
 
 
@@ -243,11 +256,14 @@ def test_the_environment_is_a_subset_of_a_runner_steps_in_names_and_shapes(full:
         assert sorted(set(env) - allowed) == []
     # Every name a runner step has too reads the same way: a path, a number, a flag, text.
     differing = {
-        name: (shape(env[name]), shape(RUNNER_STEP[name]))
+        name: (shape(env[name]), shape(ON_PUSH[name]))
         for name in env
-        if name in RUNNER_STEP and shape(env[name]) != shape(RUNNER_STEP[name])
+        if name in ON_PUSH and shape(env[name]) != shape(ON_PUSH[name])
     }
     assert differing == {}
+    event = ("GITHUB_EVENT_NAME", "GITHUB_REF", "GITHUB_REF_NAME", "GITHUB_BASE_REF",
+             "GITHUB_HEAD_REF", "GITHUB_REF_TYPE")  # fmt: skip
+    assert {name: env[name] for name in event} == {name: ON_PUSH[name] for name in event}
     assert len(env) >= load_profile()["fields"]["env.count"]["at_least"]
     assert not [text for item in env.items() for text in item if "cujo" in text.lower()]
 
@@ -289,7 +305,7 @@ def test_root_asks_only_about_host_folders_the_sandbox_cannot_write() -> None:
 
 
 def test_a_checks_tool_copies_are_bound_over_the_tools_in_its_view_alone() -> None:
-    job = new_identity("octo/calc")
+    job = job_for("octo/calc")
     area = CheckArea(home="/h", uid=None, gid=None, limits=Limits("rlimits", 1024, None))
     armed = Armed(
         run_dir="/r", plan_path="/r/plan.json", ca_bundle="/r/ca.pem", proxy_host="127.0.0.1",

@@ -8,15 +8,15 @@ import os
 import stat
 import subprocess
 import sys
-import types
 from math import gcd
 from pathlib import Path
 
 import pytest
 import yaml
 from gitrepo import GitRepo
+from jobs import job_for
 
-from cujo_action.arm.actionsjob import RUNNER_BIN, WORKER_EXE, job_env, new_identity
+from cujo_action.arm.actionsjob import RUNNER_BIN, WORKER_EXE, identity_of, job_env
 from cujo_action.arm.context import runner_worker
 from cujo_action.arm.decoyfiles import (
     DOCKER_CONFIG,
@@ -39,8 +39,7 @@ from cujo_action.watch.watcher import DecoyWatcher
 
 DECOYS = make_decoys()
 VALUES = {d.name: d.value for d in DECOYS}
-JOB = new_identity("https://github.com/octo/app")
-PLAN = types.SimpleNamespace(head_sha="a" * 40, base_sha="b" * 40)
+JOB = job_for("octo/app")
 # Kept where a job keeps them beyond HOME's files: the checkout, the worker's memory.
 ELSEWHERE = {
     "CHECKOUT_TOKEN",
@@ -126,7 +125,7 @@ def test_the_runners_rsa_key_hangs_together_as_a_key() -> None:
 
 def test_the_runners_settings_agree_with_the_jobs_variables() -> None:
     settings = json.loads(runner_files(JOB)[RUNNER_SETTINGS])
-    env = job_env(JOB, PLAN, DECOYS, home=INSIDE_HOME, temp=f"{INSIDE_HOME}/work/_temp")  # type: ignore[arg-type]
+    env = job_env(JOB, JOB.push, DECOYS, home=INSIDE_HOME, temp=f"{INSIDE_HOME}/work/_temp")
     assert settings["agentName"] == env["RUNNER_NAME"]
     assert settings["serverUrl"] == env["ACTIONS_RUNTIME_URL"]
     assert settings["workFolder"] == f"{INSIDE_HOME}/work"
@@ -165,7 +164,7 @@ def _mode(path: Path) -> int:
 def test_seeding_plants_each_file_with_its_writers_modes(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    paths = seed_home(home, DECOYS, JOB, PLAN)  # type: ignore[arg-type]
+    paths = seed_home(home, DECOYS, JOB, JOB.push)
     assert paths == decoy_paths(home, DECOYS, JOB)
     for rel, text in decoy_files(DECOYS, JOB).items():
         assert (home / rel).read_text() == text, rel
@@ -182,7 +181,7 @@ def test_seeding_plants_each_file_with_its_writers_modes(tmp_path: Path) -> None
 def test_the_watcher_sees_each_planted_decoy_file_read(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    paths = seed_home(home, DECOYS, JOB, PLAN)  # type: ignore[arg-type]
+    paths = seed_home(home, DECOYS, JOB, JOB.push)
     watcher = DecoyWatcher(paths, lambda: "test", backend="inotify")
     watcher.start()
     code = "import sys\nfor p in sys.argv[1:]: open(p).read()"
@@ -205,7 +204,7 @@ def test_seeding_follows_no_link_planted_where_a_decoy_goes(tmp_path: Path, plan
     (home / planted).parent.mkdir(parents=True)
     (home / planted).symlink_to(canary if planted.endswith(".credentials") else outside)
     with pytest.raises(BoundaryError):
-        seed_home(home, DECOYS, JOB, PLAN)  # type: ignore[arg-type]
+        seed_home(home, DECOYS, JOB, JOB.push)
     assert sorted(p.name for p in outside.iterdir()) == ["canary"]
     assert canary.read_text() == "root's\n"
 
@@ -217,7 +216,7 @@ def _plan(tmp_path: Path) -> Plan:
 
 
 def _stage(plan: Plan, run_dir: Path) -> None:
-    job = new_identity(plan.repo)
+    job = identity_of(plan)
     run_dir.mkdir()
     limits = {c: make_limits(f"cujo-test-{c}-{job.plan_id[:8]}", 64) for c in ALL_CHECKS}
     try:

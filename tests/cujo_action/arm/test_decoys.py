@@ -15,8 +15,8 @@ from pathlib import Path
 from urllib.parse import quote, quote_plus
 
 import pytest
+from jobs import job_for
 
-from cujo_action.arm.actionsjob import new_identity
 from cujo_action.arm.decoyfiles import decoy_files, ssh_key
 from cujo_action.arm.decoys import (
     MIN_NEEDLE,
@@ -39,7 +39,7 @@ RSA_FIELDS = (
     ("p", 172),
     ("q", 172),
 )  # fmt: skip  (base64 lengths)
-JOB = new_identity("https://github.com/octo/app")
+JOB = job_for("octo/app")
 FORMATS = {
     "AWS_ACCESS_KEY_ID": r"AKIA[A-Z2-7]{16}",
     "AWS_SECRET_ACCESS_KEY": r"[A-Za-z0-9+/]{40}",
@@ -111,6 +111,14 @@ def test_actions_tokens_are_rs256_jwts_from_the_actions_token_service(name: str)
     assert claims["iss"] == "vstoken.actions.githubusercontent.com"
     assert claims["nbf"] < time.time() < claims["exp"]
     assert len(signature) == 256  # an RSA-2048 signature's length
+
+
+@pytest.mark.parametrize("name", ["ACTIONS_RUNTIME_TOKEN", "RUNNER_WORKER_RUNTIME_TOKEN"])
+def test_the_runtime_tokens_write_the_cache_of_the_branch_pushed_to(name: str) -> None:
+    token = by_name(make_decoys(ref="refs/heads/release/2.x"))[name].value
+    payload = token.split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    assert json.loads(claims["ac"]) == [{"Scope": "refs/heads/release/2.x", "Permission": 3}]
 
 
 def test_each_call_makes_fresh_values() -> None:

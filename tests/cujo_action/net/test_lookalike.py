@@ -7,8 +7,9 @@ import json
 from typing import Any
 
 import pytest
+from jobs import job_for
 
-from cujo_action.arm.actionsjob import TOKEN_PERMISSIONS, github_facts, new_identity
+from cujo_action.arm.actionsjob import TOKEN_PERMISSIONS, github_facts
 from cujo_action.limits import ANSWER_BODY
 from cujo_action.net.lookalike import Lookalike
 from cujo_action.net.lookalike_github import (
@@ -176,8 +177,8 @@ def test_the_jobs_repository_is_the_one_the_job_names_with_the_tokens_permission
 
 
 def test_the_facts_come_from_the_job_cujo_made_up() -> None:
-    job = new_identity("https://github.com/acme/widget.git")
-    facts = github_facts(job, "c" * 40)
+    job = job_for("acme/widget")
+    facts = github_facts(job)
     repo = data(lookalike(facts).answer(ask("GET", f"/repos/{job.repository}"), NOW))
     assert (repo["full_name"], repo["id"], repo["owner"]["id"]) == (
         job.repository,
@@ -186,7 +187,10 @@ def test_the_facts_come_from_the_job_cujo_made_up() -> None:
     )
     assert facts.permissions == dict(TOKEN_PERMISSIONS)
     assert facts.permissions["contents"] == "write"
-    assert facts.base_sha == "c" * 40
+    # After the push the job runs for, the default branch is at what it pushed.
+    assert facts.default_branch == "main"
+    assert facts.base_sha == job.push.after
+    assert github_facts(job_for("acme/widget", branch="dev", default="main")).base_sha == ""
 
 
 @pytest.mark.parametrize(

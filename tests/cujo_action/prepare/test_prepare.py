@@ -96,7 +96,9 @@ def test_python_project_with_pytest(tmp_path: Path) -> None:
     assert plan.changed_files == ["pyproject.toml", "tests/test_demo.py"]
 
 
-def test_checkouts_are_detached_at_head_and_base_and_plan_json_is_written(tmp_path: Path) -> None:
+def test_checkouts_are_the_merge_on_the_base_branch_and_base_and_plan_json_is_written(
+    tmp_path: Path,
+) -> None:
     repo, base, head = pull_request(tmp_path / "src", {"app.py": "v = 1\n"}, {"app.py": "v = 2\n"})
     plan = run(repo, tmp_path)
     head_dir, base_dir = Path(plan.head_dir), Path(plan.base_dir)
@@ -104,10 +106,16 @@ def test_checkouts_are_detached_at_head_and_base_and_plan_json_is_written(tmp_pa
     assert base_dir == (tmp_path / "work" / "base").resolve()
     assert (head_dir / "app.py").read_text() == "v = 2\n"
     assert (base_dir / "app.py").read_text() == "v = 1\n"
-    for folder, sha in ((head_dir, head), (base_dir, base)):
-        checkout = GitRepo(folder)
-        assert checkout.sha() == sha
-        assert checkout.git("rev-parse", "--abbrev-ref", "HEAD") == "HEAD"  # detached
+    # What runs after the merge: head merged into base, checked out on base's branch.
+    merged = GitRepo(head_dir)
+    assert plan.push is not None
+    assert merged.git("rev-parse", "HEAD^1", "HEAD^2") == f"{base}\n{head}"
+    assert (merged.sha(), merged.git("rev-parse", "--abbrev-ref", "HEAD")) == (
+        plan.push.after,
+        "main",
+    )
+    assert GitRepo(base_dir).sha() == base
+    assert GitRepo(base_dir).git("rev-parse", "--abbrev-ref", "HEAD") == "HEAD"  # detached
     written = (tmp_path / "work" / "plan.json").read_text()
     assert '"schema": "cujo.plan/1"' in written
     assert Plan.model_validate_json(written) == plan
