@@ -97,9 +97,16 @@ PR_FIELDS: Final = ("title", "body", "branch")
 # something the text chose (``shell_hazards`` reads them by where the text stands).
 SHELL_METACHARACTERS: Final = ("$(", "`", ";", "|", "&", ">", "<", "\n", "${")
 
-CheckName = Literal["install", "detonation", "tests", "probes", "smoke", "base"]
+CheckName = Literal["install", "detonation", "tests", "probes", "smoke", "workflows", "base"]
 # The checks of the head, each expected to report: what the verdict is on.
-CHECK_NAMES: tuple[CheckName, ...] = ("install", "detonation", "tests", "probes", "smoke")
+CHECK_NAMES: tuple[CheckName, ...] = (
+    "install",
+    "detonation",
+    "tests",
+    "probes",
+    "smoke",
+    "workflows",
+)
 # The base, installed and tested beside the head under the same arming: what it does is
 # what the pull request did not add (app_relay/decide/differential.py).
 BASE_CHECK: Final = "base"
@@ -300,6 +307,7 @@ STAGES: Final = (
     "tests",
     "probes",
     "smoke",
+    "workflows",
     "bundle",
 )
 _STAGE_MARK = re.compile(
