@@ -15,7 +15,14 @@ from githttps import PrivateGitServer
 from gitrepo import GitRepo
 
 from app_relay.cli import local
-from app_relay.cli.prfetch import auth_config, fetch_pull, github_origins, sandbox_env, token_of
+from app_relay.cli.prfetch import (
+    auth_config,
+    fetch_pull,
+    github_origins,
+    sandbox_env,
+    text_of,
+    token_of,
+)
 from app_relay.cli.pullname import PullError, parse_target
 from app_relay.runs.localrun import LocalRunner
 
@@ -210,3 +217,10 @@ def test_ctrl_c_while_fetching_removes_the_throwaway_clone(tmp_path: Path) -> No
     assert review.code == 3, review
     assert "interrupted while fetching; nothing was reviewed" in review.stderr
     assert list(tmp.glob("cujo-pull-*")) == []
+
+
+def test_the_pull_requests_text_is_taken_from_githubs_answer() -> None:
+    answer = {"title": "T", "body": None, "head": {"ref": "$(id)", "sha": "a" * 40}}
+    assert text_of(answer) == {"title": "T", "body": "", "head_ref": "$(id)"}
+    # What the answer does not say stays unknown, never made up.
+    assert text_of({"head": "x"}) == {"title": None, "body": None, "head_ref": None}
