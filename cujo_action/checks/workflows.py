@@ -1,7 +1,7 @@
 """Review what the pull request changes about CI, and what its own text does to the base's CI.
 
-A check process like the others (``check_main``: one report, its own evidence ids),
-though it runs no pull-request code: it reads the CI files of base and head from git objects
+A check process like the others (one report, its own evidence ids), though it runs no
+pull-request code (``static_check``): it reads the CI files of base and head from git objects
 (``ci_files``), and
 
 * **audits** what the pull request changes (when it changes anything under
@@ -31,7 +31,7 @@ from cujo_action.checks.ci_files import (
     scripts_run,
 )
 from cujo_action.checks.evidence_record import EvidenceRecord
-from cujo_action.checks.harness import CheckRun, check_main
+from cujo_action.checks.static_check import static_check_main
 from cujo_action.checks.workflow_audit import Hazard, Sink, hazards, pr_sinks
 from cujo_action.checks.workflow_changes import Change, describe
 from cujo_action.checks.workflow_parse import Workflow, is_action_file, parse
@@ -53,7 +53,6 @@ from cujo_action.schema import (
     WORKFLOW_CHANGE,
     WORKFLOW_INJECTION,
     Plan,
-    Report,
     Status,
     clip,
     pr_sink,
@@ -261,11 +260,5 @@ def review(plan: Plan, record: EvidenceRecord) -> tuple[Status, str]:
             return "error", f"the CI files could not be read from git: {exc}"
 
 
-def body(run: CheckRun) -> Report:
-    """Review the workflows of the run's plan into the check's evidence."""
-    status, summary = review(run.plan, run)
-    return run.finish(status, summary)
-
-
 if __name__ == "__main__":
-    raise SystemExit(check_main("workflows", body))
+    raise SystemExit(static_check_main("workflows", review))

@@ -21,6 +21,7 @@ import sysconfig
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -63,10 +64,24 @@ class AuditFinding:
         )
 
 
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
 def zizmor_binary() -> str | None:
-    """Return the zizmor beside the harness's Python (its wheel's), else on PATH, else None."""
+    """Return the binary of the zizmor wheel the harness imports beside (where its record
+    puts it), else the one beside the harness's Python, else on PATH, else None."""
+    try:
+        dist = metadata.distribution("zizmor")
+    except metadata.PackageNotFoundError:
+        dist = None
+    for entry in (dist.files or []) if dist is not None else []:
+        if entry.name == "zizmor" and "bin" in entry.parts:
+            found = Path(str(dist.locate_file(entry))).resolve()  # type: ignore[union-attr]
+            if _executable(found):
+                return str(found)
     beside = Path(sysconfig.get_path("scripts")) / "zizmor"
-    if beside.is_file() and os.access(beside, os.X_OK):
+    if _executable(beside):
         return str(beside)
     return shutil.which("zizmor")
 
