@@ -63,6 +63,9 @@ LimitId = Literal[
     "sink-head",
     "answer-peek",
     "answer-body",
+    "workflow-files",
+    "workflow-file-size",
+    "workflow-audit",
 ]
 LIMIT_IDS: Final[tuple[str, ...]] = get_args(LimitId)
 
@@ -130,6 +133,11 @@ PROBE_COUNT: Final = 30
 # What of one changed source file the search for date gates reads (checks/dategates.py).
 DATE_GATE_READ: Final = 1 * MiB
 EGRESS_LOG_COPY: Final = 8 * MiB
+# The workflows check: the files that decide what runs in CI read at each commit (from git
+# objects), the bytes read of each, and the time zizmor has to audit one commit's files.
+WORKFLOW_FILES: Final = 300
+WORKFLOW_FILE_SIZE: Final = 1 * MiB
+WORKFLOW_AUDIT_TIME: Final = 120
 # The egress log is read as a stream (egressdigest.py), keeping per check one digest of
 # each kind of line the rules cannot tell apart: at most this many kinds. A whole record
 # with a kind of its own takes at least 180 bytes, so only a log of 11 MiB or more for
@@ -436,6 +444,29 @@ LIMITS: Final[dict[str, Limit]] = {
             "one answer the proxy gives a sunk request (GitHub's JSON, a plain server's page)",
             "the whole answer (echoes are clipped well under it)",
             "the answer is the service's own 500 instead; the request's log line is unchanged",
+            hides_danger=False,
+        ),
+        Limit(
+            "workflow-files", WORKFLOW_FILES, "files", "cujo_action/checks/ci_files.py",
+            "files that decide what runs in CI (under .github/, action.yml anywhere) read at "
+            "one commit",
+            "workflows first, then actions, then the rest, each by path",
+            "the rest are not read (their names are counted in a cut); the check is unproven",
+            hides_danger=True,
+        ),
+        Limit(
+            "workflow-file-size", WORKFLOW_FILE_SIZE, "bytes", "cujo_action/checks/ci_files.py",
+            "one CI file read from git",
+            "nothing: a file past it is not parsed, only named",
+            "the file is named in a cut; the check is unproven",
+            hides_danger=True,
+        ),
+        Limit(
+            "workflow-audit", WORKFLOW_AUDIT_TIME, "seconds", "cujo_action/checks/zizmor_audit.py",
+            "zizmor's audit of one commit's CI files (a failure to run it is cut the same way)",
+            "the workflows check's own reading of the YAML, which every critical workflow rule "
+            "rests on",
+            "zizmor's findings are missing, named in a cut; the verdict stands on the rules",
             hides_danger=False,
         ),
     )

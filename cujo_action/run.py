@@ -37,6 +37,7 @@ from cujo_action.checks.processes import (
     kill_tree,
     placeholder_report,
 )
+from cujo_action.checks.workflows import BUDGET as WORKFLOWS_BUDGET
 from cujo_action.evidence.bundle import (
     attach_egress,
     copy_evidence,
@@ -311,9 +312,13 @@ def _armed(
     tail = EgressTail(run_id, Path(armed.egress_log))
     tail.start()
     try:
-        _say("detonation, install and the base starting")
+        _say("detonation, install, workflows and the base starting")
         detonation = CheckProcess("detonation", context, out, 2 * timeouts.install + 60 * 26)
         started_checks.append(detonation)
+        # What the pull request changes about CI, and what its text does to the base's:
+        # read from git objects, no pull-request code runs.
+        workflows = CheckProcess("workflows", context, out, WORKFLOWS_BUDGET)
+        started_checks.append(workflows)
         # The base, installed and tested beside the head from the start (differential).
         # CUJO_BASE=off leaves it out (to measure what it costs; nothing is then "also at
         # base").
@@ -353,7 +358,7 @@ def _armed(
                     ),
                     report_path(out, name),
                 )
-        waited = [*running, detonation, *([at_base] if at_base is not None else [])]
+        waited = [*running, detonation, workflows, *([at_base] if at_base is not None else [])]
         for check in waited:
             check.wait()
         reports = [installed] + [collect_report(c, plan) for c in waited]

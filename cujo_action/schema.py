@@ -89,10 +89,33 @@ GIT_HOOK_WRITE: Final = "git_hook_write"
 SSH_ACCESS_WRITE: Final = "ssh_access_write"
 PACKAGE_INDEX_WRITE: Final = "package_index_write"
 WORKFLOW_COMMAND_WRITE: Final = "workflow_command_write"
+# What the workflows check finds in what the pull request changes about CI
+# (``cujo_action/checks/workflows.py``), one rule each in ``app_relay/decide/workflow_rules.py``.
+WORKFLOW_UNTRUSTED_CHECKOUT: Final = "workflow_untrusted_checkout"
+WORKFLOW_INJECTION: Final = "workflow_injection"
+WORKFLOW_SECRET_EGRESS: Final = "workflow_secret_egress"  # noqa: S105 (a kind, not a secret)
+WORKFLOW_CHANGE: Final = "workflow_change"
+# A zizmor finding the pull request introduces (its audit id, severity and confidence).
+WORKFLOW_AUDIT: Final = "workflow_audit"
+# Where a base workflow with a privileged trigger puts a field of the pull request's own
+# text (title, body, branch) into a shell, and how the shell reads it there (``pr_sink``):
+# the relay, which reads that text itself, judges what it becomes.
+PR_SINK_PREFIX: Final = "workflow_pr_"
+PR_FIELDS: Final = ("title", "body", "branch")
+# What text a shell reads bare must not hold: each makes it run, expand or redirect
+# something the text chose (``shell_hazards`` reads them by where the text stands).
+SHELL_METACHARACTERS: Final = ("$(", "`", ";", "|", "&", ">", "<", "\n", "${")
 
-CheckName = Literal["install", "detonation", "tests", "probes", "smoke", "base"]
+CheckName = Literal["install", "detonation", "tests", "probes", "smoke", "workflows", "base"]
 # The checks of the head, each expected to report: what the verdict is on.
-CHECK_NAMES: tuple[CheckName, ...] = ("install", "detonation", "tests", "probes", "smoke")
+CHECK_NAMES: tuple[CheckName, ...] = (
+    "install",
+    "detonation",
+    "tests",
+    "probes",
+    "smoke",
+    "workflows",
+)
 # The base, installed and tested beside the head under the same arming: what it does is
 # what the pull request did not add (app_relay/decide/differential.py).
 BASE_CHECK: Final = "base"
@@ -207,6 +230,59 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+# How a shell reads text a workflow interpolates into its script (``${{ }}`` is pasted in
+# before the shell starts): bare, inside double or single quotes, in a here-document whose
+# delimiter is unquoted (``heredoc``) or quoted (``literal``), or in a comment.
+SHELL_CONTEXTS: Final = ("bare", "double", "single", "heredoc", "literal", "comment")
+_EXPANDS: Final = ("$(", "`", "${")
+# A line of a here-document that could be its delimiter (one word alone on its line).
+_DELIMITER_LINE = re.compile(r"^[ \t]*[A-Za-z_][\w-]*[ \t]*$", re.MULTILINE)
+
+
+def _read_bare(rest: str, first: str) -> list[str]:
+    """Return ``first`` and the metacharacters of what is read bare after a break-out."""
+    return [first, *(m for m in SHELL_METACHARACTERS if m in rest and m != first)]
+
+
+def shell_hazards(text: str, context: str) -> list[str]:
+    """Return the ``SHELL_METACHARACTERS`` that let ``text`` run or redirect something
+    where a shell reads it in ``context`` (none: [])."""
+    if context in ("double", "single"):
+        # Inside double quotes expansions still run; either quote, met in the text, ends
+        # the quoting, and what follows is read bare.
+        found = [m for m in _EXPANDS if m in text] if context == "double" else []
+        quote = '"' if context == "double" else "'"
+        rest = text.partition(quote)[2]
+        return found + [m for m in SHELL_METACHARACTERS if m in rest and m not in found]
+    if context in ("heredoc", "literal"):
+        found = [m for m in _EXPANDS if m in text] if context == "heredoc" else []
+        # A line that could be the delimiter ends the document, if anything follows it.
+        for line in _DELIMITER_LINE.finditer(text):
+            rest = text[line.end() + 1 :]
+            if line.start() > 0 and rest.strip():
+                return found + [m for m in _read_bare(rest, "\n") if m not in found]
+        return found
+    if context == "comment":
+        # A line break ends the comment: the next line is read bare.
+        return _read_bare(text.partition("\n")[2], "\n") if "\n" in text else []
+    return [m for m in SHELL_METACHARACTERS if m in text]
+
+
+def pr_sink(field: str, context: str) -> str:
+    """Return the observation kind of a base workflow's shell reading a pull request field."""
+    if field not in PR_FIELDS or context not in SHELL_CONTEXTS:
+        raise ValueError(f"no pull request sink {field!r} in {context!r}")
+    return f"{PR_SINK_PREFIX}{field}_{context}"
+
+
+def read_pr_sink(kind: str) -> tuple[str, str] | None:
+    """Return the (field, context) an observation kind names, or None (``pr_sink``)."""
+    if not kind.startswith(PR_SINK_PREFIX):
+        return None
+    field, _, context = kind.removeprefix(PR_SINK_PREFIX).partition("_")
+    return (field, context) if field in PR_FIELDS and context in SHELL_CONTEXTS else None
+
+
 # --------------------------------------------------------------------------- hostnames
 
 
@@ -256,6 +332,7 @@ STAGES: Final = (
     "tests",
     "probes",
     "smoke",
+    "workflows",
     "bundle",
 )
 _STAGE_MARK = re.compile(

@@ -56,6 +56,11 @@ class FetchedPull:
     head_sha: str
     base_from: str  # "github", "--base" or "default branch"
     notes: list[str] = field(default_factory=list)
+    # The pull request's own text as GitHub answered it (None where it was not asked, or
+    # did not say): the workflow rules judge what the base's workflows make of it.
+    title: str | None = None
+    body: str | None = None
+    head_ref: str | None = None
 
     def remove(self) -> None:
         """Remove the throwaway clone."""
@@ -219,6 +224,19 @@ def base_of(pull: Mapping[str, object]) -> str:
     return ref
 
 
+def text_of(pull: Mapping[str, object]) -> dict[str, str | None]:
+    """Return a pull request answer's title, body and head branch (None: not a string)."""
+    head = pull.get("head")
+    ref = head.get("ref") if isinstance(head, dict) else None
+    title, body = pull.get("title"), pull.get("body")
+    return {
+        "title": title if isinstance(title, str) else None,
+        # null when the pull request has no description.
+        "body": body if isinstance(body, str) else "" if body is None and "body" in pull else None,
+        "head_ref": ref if isinstance(ref, str) else None,
+    }
+
+
 # --------------------------------------------------------------------------- fetching
 
 
@@ -310,6 +328,7 @@ def fetch_pull(
     notes: list[str] = []
     base_ref, base_from = base, "--base"
     github_head: object = None
+    said: dict[str, str | None] = {}
     api = api_base(target, env) if target.owner_name else None
     if api is not None:
         try:
@@ -323,6 +342,7 @@ def fetch_pull(
                 notes.append(f"GitHub names the base {base_ref}; --base {base} was not used")
             said_head = pull.get("head")
             github_head = said_head.get("sha") if isinstance(said_head, dict) else None
+            said = text_of(pull)
     git_env = _git_env(auth_config(target.url, token), env)
     shown = redact(target.url)
     head_ref = f"refs/pull/{target.number}/head"
@@ -382,7 +402,7 @@ def fetch_pull(
             f"GitHub names the head {str(github_head)[:40]}; the remote's {head_ref} is "
             f"{head_sha}, which is what was reviewed"
         )
-    return FetchedPull(target, clone, base_ref, base_sha, head_sha, base_from, notes)
+    return FetchedPull(target, clone, base_ref, base_sha, head_sha, base_from, notes, **said)
 
 
 def _ls_remote(out: str) -> dict[str, str]:

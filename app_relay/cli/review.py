@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import secrets
 import signal
 import sys
@@ -35,6 +36,7 @@ from app_relay.cli.progress import Progress, brief
 from app_relay.cli.say import reason_of, shown_url
 from app_relay.decide.behaviour import evidence_items
 from app_relay.decide.bundle_verdict import verdict_of
+from app_relay.decide.hits import PullText
 from app_relay.decide.judge import Judge, error_verdict, judge_for
 from app_relay.decide.verdict import Verdict
 from app_relay.model.port import ModelPort
@@ -292,7 +294,9 @@ def _sandbox_review(
             bundle = read_bundle(out, run_id=run_id, head_sha=known_head, base_sha=known_base)
             # Locally the sandbox read base's policy from the repository named here: there is
             # no copy of the relay's to hold the plan to.
-            verdict = verdict_of(bundle, local_judge(os.environ), policy=None)
+            verdict = verdict_of(
+                bundle, local_judge(os.environ), policy=None, pull=pull_text(args, started)
+            )
             found = reconcile("\n".join(started.printed), bundle, out)
             store.add_event(run_id, "tamper" if found.lost else "log", found.line())
             verdict, lost = with_tampering(verdict, found), described(found)
@@ -338,6 +342,19 @@ def _sandbox_review(
     boards.extend([board] if board is not None else [])
     # A verdict that is not on the record is Cujo falling over, whatever the verdict says.
     return EXIT[verdict.state] if recorded else 3
+
+
+def pull_text(args: argparse.Namespace, started: LocalReview) -> PullText:
+    """Return the text of what is reviewed, as the workflow rules judge it: the pull
+    request's as GitHub answered (``cujo review OWNER/REPO#N``), else the local branch's
+    name (a branch has no title or body; its commit messages are judged in the sandbox)."""
+    if started.pull is not None:
+        fetched = started.pull
+        return PullText(title=fetched.title, body=fetched.body, branch=fetched.head_ref)
+    head = str(getattr(args, "head", "") or "")
+    if not head or re.fullmatch(r"[0-9a-f]{40}", head):
+        return PullText()
+    return PullText(branch=head.removeprefix("refs/heads/"))
 
 
 def _shown(args: argparse.Namespace, obj: dict[str, Any], detail: str | None) -> str:

@@ -7,20 +7,35 @@ described one line per id by ``reviewbody.evidence_lines``.
 
 from __future__ import annotations
 
-from app_relay.decide.hits import RuleContext
+from app_relay.decide.hits import PullText, RuleContext
 from app_relay.decide.judge import Judge, error_verdict
 from app_relay.decide.verdict import Verdict
 from cujo_action.evidence.reader import Bundle, BundleError
-from cujo_action.schema import CHECK_NAMES, POLICY_FILE, Policy
+from cujo_action.schema import CHECK_NAMES, POLICY_FILE, Policy, read_pr_sink
 
 
-def verdict_of(bundle: Bundle, judge: Judge, *, policy: Policy | None) -> Verdict:
+def pull_fields_read(bundle: Bundle) -> list[str]:
+    """Return the pull request's own texts the base's workflows read (title, body, branch),
+    as the workflows check found them: what the deciding side must read to judge them."""
+    found = {
+        sink[0]
+        for report in bundle.reports
+        for obs in report.observations
+        if (sink := read_pr_sink(obs.kind)) is not None
+    }
+    return sorted(found)
+
+
+def verdict_of(
+    bundle: Bundle, judge: Judge, *, policy: Policy | None, pull: PullText | None = None
+) -> Verdict:
     """Return the verdict on a bundle: its stated failure is ``error``, else ``judge`` decides.
 
     ``policy`` is the one the relay read itself at base (DESIGN invariant 9): a plan run
     under any other is refused with ``BundleError``. None judges under the plan's own
     policy, for the local review, whose sandbox read base's policy from the repository
-    the user named.
+    the user named. ``pull`` is the pull request's own text as the caller read it (never
+    the bundle's word): what ``workflow-injection`` judges where the base's workflows paste it.
     """
     if bundle.failure is not None:
         # The summary ends the reason with its own full stop; the sandbox's often has one.
@@ -45,6 +60,6 @@ def verdict_of(bundle: Bundle, judge: Judge, *, policy: Policy | None) -> Verdic
     return judge.decide(
         bundle.reports,
         expected=CHECK_NAMES,
-        ctx=RuleContext(policy=policy),
+        ctx=RuleContext(policy=policy, pull=pull or PullText()),
         plan_unproven=bundle.plan.unproven_reason,
     )

@@ -3,7 +3,8 @@
 Pure. ``rules.py`` (the rulebook, in the order the rules apply) and the rule families
 beside it build on these: ``decoy_rules.py``, ``egress_rules.py``, ``persistence_rules.py``,
 ``abuse_rules.py`` (the sandbox turned on), ``evasion.py`` (evidence Cujo was kept from
-seeing) and ``probe_rules.py`` (the sandbox looked at).
+seeing), ``probe_rules.py`` (the sandbox looked at) and ``workflow_rules.py`` (what the
+pull request changes about CI, and what its text does there).
 """
 
 from __future__ import annotations
@@ -45,11 +46,28 @@ DOCKER_FAMILY = frozenset(
 
 
 @dataclass(frozen=True)
+class PullText:
+    """The pull request's own text as the deciding side read it (from GitHub, or the local
+    branch), never from the bundle; None where it is not known (a local branch has no
+    title)."""
+
+    title: str | None = None
+    body: str | None = None
+    branch: str | None = None
+
+    def text_of(self, name: str) -> str | None:
+        """Return the text of ``name`` (``schema.PR_FIELDS``), or None."""
+        return {"title": self.title, "body": self.body, "branch": self.branch}.get(name)
+
+
+@dataclass(frozen=True)
 class RuleContext:
-    """What rules may know beyond the reports: the base policy and the registry hosts."""
+    """What rules may know beyond the reports: the base policy, the registry hosts, and
+    the pull request's own text."""
 
     policy: Policy = field(default_factory=Policy)
     registry_hosts: tuple[str, ...] = REGISTRY_HOSTS
+    pull: PullText = field(default_factory=PullText)
 
     def expects(self, host: str) -> bool:
         """Return whether traffic to ``host`` is expected (a registry or in egress_allow)."""

@@ -57,6 +57,11 @@ class PullRequest:
     state: Literal["open", "closed"]
     # GitHub's word for the author's standing here (OWNER, MEMBER, ..., FIRST_TIMER, NONE).
     author_association: str = "NONE"
+    # The pull request's own text, as an attacker writes it (None where the answer has
+    # none): the workflow rules judge what the base's workflows make of it.
+    title: str | None = None
+    body: str | None = None
+    head_ref: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,10 @@ class PullRequestReads(GatewayTransport):
                 a.opt_text("author_association") if "author_association" in a.data else None
             )
             or "NONE",
+            title=a.opt_text("title") if "title" in a.data else None,
+            # null when the pull request has no description.
+            body=(a.opt_text("body") or "") if "body" in a.data else None,
+            head_ref=head.opt_text("ref") if "ref" in head.data else None,
         )
 
     def pull_request_files(self, repo: str, number: int) -> ChangedFiles:

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from app_relay.decide.bundle_verdict import verdict_of
+from app_relay.decide.bundle_verdict import pull_fields_read, verdict_of
+from app_relay.decide.hits import PullText
 from app_relay.decide.judge import Judge, error_verdict
 from app_relay.decide.verdict import Verdict
 from app_relay.github.answers import JobStep
@@ -177,7 +178,7 @@ class ActionsFollower:
                     if bundle.failure is None
                     else f"the sandbox failed at {bundle.failure.stage}",
                 )
-                verdict = verdict_of(bundle, self.judge, policy=self._policy_of(gh, run))
+                verdict = self._verdict(gh, run, bundle)
                 verdict, lost = self._against_the_record(
                     run, run.workflow_run_id, bundle, dest, verdict
                 )
@@ -193,6 +194,35 @@ class ActionsFollower:
                 reports_dir=str(dest) if bundle is not None else None,
                 evidence=lost,
             )
+
+    def _verdict(self, gh: GitHubGateway, run: RunRecord, bundle: Bundle) -> Verdict:
+        """Judge the bundle under the base's policy, with the pull request's own text as
+        GitHub holds it now when the base's workflows read it (an error when unread)."""
+        policy = self._policy_of(gh, run)
+        needed = pull_fields_read(bundle)
+        if not needed:
+            return verdict_of(bundle, self.judge, policy=policy)
+        pull = self._pull_text(gh, run, needed)
+        if isinstance(pull, str):
+            return error_verdict(
+                f"the pull request's {', '.join(needed)}, which the base's workflows paste into "
+                f"a shell, could not be read to judge them: {pull}"
+            )
+        return verdict_of(bundle, self.judge, policy=policy, pull=pull)
+
+    def _pull_text(
+        self, gh: GitHubGateway, run: RunRecord, needed: Sequence[str]
+    ) -> PullText | str:
+        """Return the pull request's title, body and branch from GitHub, or why not."""
+        if run.pr_number is None:
+            return "the run names no pull request"
+        try:
+            pr = gh.pull_request(run.repo, run.pr_number)
+        except FAILURES as exc:
+            return f"GitHub did not answer ({exc})"
+        pull = PullText(title=pr.title, body=pr.body, branch=pr.head_ref)
+        missing = [f for f in needed if pull.text_of(f) is None]
+        return f"GitHub's answer has no {', '.join(missing)}" if missing else pull
 
     def _against_the_record(
         self, run: RunRecord, workflow_run_id: int, bundle: Bundle, folder: Path, verdict: Verdict

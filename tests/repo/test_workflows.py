@@ -269,7 +269,9 @@ def test_each_stage_is_a_step_of_its_own_that_prints_it_as_it_goes(
     """The jobs API shows a job's steps: the board can say where the review is."""
     _, job = reviewed
     names = [s.name for s in job.steps]
-    stages = ["Prepare", "Arm", "Install", "Detonation", "Base", "Tests", "Probes", "Smoke"]
+    stages = [
+        "Prepare", "Arm", "Install", "Detonation", "Base", "Tests", "Probes", "Smoke", "Workflows",
+    ]  # fmt: skip
     assert names[names.index("Prepare") :][: len(stages) + 1] == [*stages, "Bundle"]
     # A stage's step ends only once its stage is over (its end may come earlier, printed
     # by the step before: detonation and the base run beside the install).

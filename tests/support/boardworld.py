@@ -152,13 +152,16 @@ def demo_exfil_run(store: Store, folder: Path, *, repo: str = "octo/tinycalc") -
     """Record the demo's real exfiltration as a pull request's blocked run, with its bundle.
 
     The plan and reports are those in ``tests/samples/demo-exfil`` (recorded from a run
-    of the sandbox); the verdict is the hard rules' on them.
+    of the sandbox, before the workflows check existed); the verdict is the hard rules'
+    on them.
     """
     plan = Plan.model_validate_json((DEMO_EXFIL / "plan.json").read_text())
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy(DEMO_EXFIL / "plan.json", folder / "plan.json")
     reports = []
     for check in CHECK_NAMES:
+        if not (DEMO_EXFIL / f"{check}.json").exists():
+            continue
         raw = (DEMO_EXFIL / f"{check}.json").read_bytes()
         (folder / f"{check}.json").write_bytes(raw)
         reports.append(

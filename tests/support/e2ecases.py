@@ -42,11 +42,12 @@ ISOLATION = [
 
 @dataclass(frozen=True)
 class Case:
-    """A pull request: base files, and the head files written over them."""
+    """A pull request: base files, the head files written over them, and its branch."""
 
     base: Mapping[str, str]
     head: Mapping[str, str]
     env: Mapping[str, str] = field(default_factory=dict)
+    branch: str = "pr"
 
 
 Cases = Mapping[str, Case | tuple[Mapping[str, str], Mapping[str, str]]]
@@ -81,10 +82,10 @@ class CaseReviews:
         case = self._cases[name]
         if not isinstance(case, Case):
             case = Case(*case)
-        repo = self._pr_repo(f"{self._prefix}-{name}", case.base, case.head)
+        repo = self._pr_repo(f"{self._prefix}-{name}", case.base, case.head, branch=case.branch)
         # The harness as action.yml installs it (a wheel in a venv), not this checkout.
         argv = [str(self._installed), "review", "--repo", str(repo.path)]
-        argv += ["--base", "main", "--head", "pr"]
+        argv += ["--base", "main", f"--head={case.branch}"]
         argv += ["--data-dir", str(self._cujo.data_dir), "--json"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("CUJO_")}
         env.update(case.env)

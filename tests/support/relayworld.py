@@ -125,11 +125,13 @@ def synthetic_bundle(
     plan_policy: Policy | None = None,
     install_egress_to: str | None = None,
     unproven: bool = False,
+    workflows: list[dict[str, object]] | None = None,
 ) -> Path:
     """Write a complete, fully isolated bundle (for ``bound_to``'s run id if given).
 
     Clean unless ``install_egress_to`` names a host the install reached; ``plan_policy``
-    is the policy plan.json claims (the defaults unless given).
+    is the policy plan.json claims (the defaults unless given); ``workflows`` are the
+    workflows check's observations.
     """
     rid = bound_to or run_id
     folder.mkdir(parents=True, exist_ok=True)
@@ -149,6 +151,8 @@ def synthetic_bundle(
                     "bytes_out": 512,
                 }
             ]
+        if workflows and check == "workflows":
+            over["observations"] = workflows
         if unproven and check == "smoke":
             # The build could not run: no evidence, so the commit is not proven safe.
             over["status"] = "skipped"
@@ -203,6 +207,7 @@ def synthetic(
     plan_policy: Policy | None = None,
     install_egress_to: str | None = None,
     unproven: bool = False,
+    workflows: list[dict[str, object]] | None = None,
 ) -> Producer:
     """Return a producer of ``synthetic_bundle`` (clean, unless asked otherwise)."""
 
@@ -216,6 +221,7 @@ def synthetic(
             plan_policy=plan_policy,
             install_egress_to=install_egress_to,
             unproven=unproven,
+            workflows=workflows,
         )
         return None  # no harness ran: there is no job log to serve
 

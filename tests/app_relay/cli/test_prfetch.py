@@ -21,6 +21,7 @@ from app_relay.cli.prfetch import (
     fetch_pull,
     github_origins,
     sandbox_env,
+    text_of,
     token_of,
 )
 from app_relay.cli.pullname import PullError, PullTarget, parse_target
@@ -251,3 +252,10 @@ def test_ctrl_c_while_fetching_removes_the_throwaway_clone(tmp_path: Path) -> No
     assert review.code == 3, review
     assert "interrupted while fetching; nothing was reviewed" in review.stderr
     assert list(tmp.glob("cujo-pull-*")) == []
+
+
+def test_the_pull_requests_text_is_taken_from_githubs_answer() -> None:
+    answer = {"title": "T", "body": None, "head": {"ref": "$(id)", "sha": "a" * 40}}
+    assert text_of(answer) == {"title": "T", "body": "", "head_ref": "$(id)"}
+    # What the answer does not say stays unknown, never made up.
+    assert text_of({"head": "x"}) == {"title": None, "body": None, "head_ref": None}

