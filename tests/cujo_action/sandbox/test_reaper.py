@@ -88,7 +88,9 @@ def test_the_census_counts_the_nested_pid_namespace_its_busy_processes_and_pids_
     # the pid namespace bubblewrap makes per command): its pid 1 spins, after making and
     # reaping 20 processes and starting a sleeper.
     spin = "for i in {1..20}; do /bin/true; done; sleep 60 & while :; do :; done"
-    nested = subprocess.Popen(["unshare", "--net", "--pid", "--fork", "bash", "-c", spin])
+    nested = subprocess.Popen(
+        ["unshare", "--net", "--pid", "--fork", "--kill-child", "bash", "-c", spin]
+    )
     try:
         deadline = time.monotonic() + 60
         while (inode := os.stat(f"/proc/{nested.pid}/ns/net").st_ino) == OUR_NET:
