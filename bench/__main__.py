@@ -297,9 +297,10 @@ def main() -> int:
 
         bench_dns(5)
     if args.only in (None, "egresslog"):
-        from bench.egresslog import bench_egresslog
+        from bench.egresslog import bench_egress_flood, bench_egresslog
 
         bench_egresslog(args.rounds + 1)
+        bench_egress_flood(args.rounds)
     if args.only in (None, "fingerprint"):
         from bench.fingerprint import bench_fingerprint
 
