@@ -246,6 +246,7 @@ def main() -> int:
             "bodies",
             "dns",
             "egresslog",
+            "proxymemory",
             "fingerprint",
             "ratelimit",
             "merge",
@@ -297,9 +298,14 @@ def main() -> int:
 
         bench_dns(5)
     if args.only in (None, "egresslog"):
-        from bench.egresslog import bench_egresslog
+        from bench.egresslog import bench_egress_flood, bench_egresslog
 
         bench_egresslog(args.rounds + 1)
+        bench_egress_flood(args.rounds)
+    if args.only in (None, "proxymemory"):
+        from bench.proxymemory import bench_proxy_memory
+
+        bench_proxy_memory(args.rounds)
     if args.only in (None, "fingerprint"):
         from bench.fingerprint import bench_fingerprint
 

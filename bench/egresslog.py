@@ -6,6 +6,11 @@ requests and a few decoy-bearing ones) made into every check's report egress two
 (main before it, copied below as the baseline): ``read_bytes``, a list of every line,
 ``fit_egress`` per check. Wall time best of N, interleaved; peak memory traced once
 each (``tracemalloc``: the Python heap both build); the ratios of the two.
+
+Then a 200 MiB log of long lines to a different host each, a decoy last (the suite reads
+the same flood at a 12th of the size, tests/cujo_action/evidence/test_egress_stream.py):
+the digest against the bare line reader (``read_egress_log`` drained, nothing kept, the
+floor of any reading), its peak against the log's size, and the decoy kept.
 """
 
 from __future__ import annotations
@@ -19,10 +24,19 @@ from pathlib import Path
 from typing import Any
 
 from cujo_action.evidence.egressdigest import read_egress
-from cujo_action.net.egress import egress_from_record, egress_record, order_egress, parse_egress_log
+from cujo_action.limits import EGRESS_DIGEST, MiB
+from cujo_action.net.egress import (
+    egress_from_record,
+    egress_record,
+    order_egress,
+    parse_egress_log,
+    read_egress_log,
+)
 from cujo_action.schema import CHECK_NAMES, MAX_EGRESS, REGISTRY_HOSTS, Egress
 
 LINES = 100_000
+FLOOD = 200 * MiB
+FLOOD_PEAK = 64 * MiB  # the bound the suite held the 200 MiB log to before its twin
 
 # --------------------------------------------------------------------------- the baseline
 # bundle.py's fitting as it was before the stream (git show 2583bf5^:cujo_action/bundle.py).
@@ -163,3 +177,66 @@ def bench_egresslog(rounds: int) -> None:
                 f"    streamed digest      : {t_new:6.2f} s, peak {m_new / 2**20:7.1f} MiB   "
                 f"time ratio {t_new / t_old:.2f}x, memory ratio {m_new / m_old:.3f}x"
             )
+
+
+def _write_flood(path: Path, size: int) -> int:
+    """Write ``size`` bytes of long lines to a different host each, then a decoy; return lines."""
+    template = json.dumps(
+        egress_record(ts=1.0, label="tests/test", host="HOST", port=443, method="GET",
+                      url="https://HOST/" + "q" * 1500, bytes_out=100, action="sunk"),
+        separators=(",", ":"),
+    )  # fmt: skip
+    head, mid, tail = template.split("HOST")
+    decoy = egress_record(ts=99.0, label="tests/test", host="exfil.test", port=443,
+                          method="POST", url="https://exfil.test/", bytes_out=100,
+                          action="sunk", decoy_seen=("AWS_SECRET_ACCESS_KEY",))  # fmt: skip
+    n = 0
+    with path.open("w") as fh:
+        while fh.tell() < size:
+            fh.write("".join(f"{head}h{i}.flood.test{mid}h{i}.flood.test{tail}\n"
+                             for i in range(n, n + 10_000)))  # fmt: skip
+            n += 10_000
+        fh.write(json.dumps(decoy) + "\n")
+    return n + 1
+
+
+def _bare(log: Path) -> None:
+    with log.open("rb") as stream:
+        for _ in read_egress_log(stream):
+            pass
+
+
+def _digest(log: Path) -> None:
+    with log.open("rb") as stream:
+        read_egress(stream, checks=CHECK_NAMES)
+
+
+def bench_egress_flood(rounds: int) -> None:
+    """Print the digest's time and peak memory on a 200 MiB flood, against the bare reader."""
+    with tempfile.TemporaryDirectory(prefix="cujo-bench-egress-") as tmp:
+        log = Path(tmp) / "egress.jsonl"
+        total = _write_flood(log, FLOOD)
+        size = log.stat().st_size
+        with log.open("rb") as stream:
+            digest = read_egress(stream, checks=CHECK_NAMES)
+        entries, dropped = digest.fit("tests")
+        assert entries[0].decoy_seen == ["AWS_SECRET_ACCESS_KEY"], entries[0]
+        assert total > EGRESS_DIGEST, total
+        assert dropped.uncounted_kinds > 0, dropped
+        t_bare = t_digest = float("inf")
+        for _ in range(rounds):  # interleaved, so drift hits both alike
+            start = time.perf_counter()
+            _bare(log)
+            t_bare = min(t_bare, time.perf_counter() - start)
+            start = time.perf_counter()
+            _digest(log)
+            t_digest = min(t_digest, time.perf_counter() - start)
+        m_bare, m_digest = _peak(lambda: _bare(log)), _peak(lambda: _digest(log))
+        print(f"streaming a {size / MiB:.0f} MiB egress log ({total:,} lines, a host each, "
+              f"a decoy last) into every check's digest, best of {rounds}:")  # fmt: skip
+        print(f"  bare line reader (baseline): {t_bare:6.2f} s, peak {m_bare / MiB:7.1f} MiB")
+        print(
+            f"  streamed digest            : {t_digest:6.2f} s, peak {m_digest / MiB:7.1f} MiB   "
+            f"time ratio {t_digest / t_bare:.2f}x, peak {m_digest / size:.3f}x the log's size "
+            f"(target < {FLOOD_PEAK // MiB} MiB), decoy kept"
+        )
