@@ -35,6 +35,14 @@ def static_report(check: CheckName, armed: Armed, plan: Plan, body: StaticBody) 
     except Exception as exc:  # a check that falls over still reports, as an error
         tail = "".join(traceback.format_exception(exc))[-1500:]
         status, summary = "error", f"the {check} check failed inside Cujo: {exc!r}\n{tail}"
+    if armed.isolation == "partial":
+        # As every check's report says, so the verdict's unproven line has its reason here.
+        record.observe(
+            "isolation_partial",
+            "the review ran with proxy variables only (no network namespace); this check "
+            "runs none of the pull request: "
+            + (armed.isolation_reason or "full isolation was not available"),
+        )
     if record.dropped_observations:
         record.cut(
             "report-observations",
