@@ -203,7 +203,10 @@ def watch_growth(
     end = min(deadline, time.monotonic() + LEFTOVER_WATCH_S)
     first = last = look()
     peak, idle = first.live, False
-    while last.live > own and peak < flood_at:
+    # ``own`` is a count, not a list: just after the command returns, one of the sandbox's
+    # own may not be there yet (the shell's idle sleep) while a leftover already is. So a
+    # look at no more than ``own`` ends the watch only when nothing in it is busy.
+    while (last.live > own or last.busy) and peak < flood_at:
         if time.monotonic() >= end:
             # A crowd that was still making processes when time ran out is multiplying.
             growing = not idle and last.live - own >= LEFTOVER_CROWD

@@ -32,7 +32,7 @@ from repo_paths import TOP
 from app_relay.store import Store
 from cujo_action.checks.processes import kill_tree
 from cujo_action.evidence.reader import read_bundle
-from cujo_action.schema import CHECK_NAMES
+from cujo_action.schema import CHECK_NAMES, READING_CHECKS, RUNNING_CHECKS
 
 DEMO = TOP / "examples" / "demo"
 
@@ -345,7 +345,10 @@ def test_nothing_recognisable_is_unproven_saying_why(
     }
     assert verdict["unproven"][0].startswith("plan: No build files were found at head")
     assert "No build files were found" in verdict["summary"]
-    assert {c["status"] for c in verdict["checks"].values()} == {"skipped"}
+    # Nothing of the project ran; what reads CI files needs no plan, and found none changed.
+    statuses = {name: c["status"] for name, c in verdict["checks"].items()}
+    assert {statuses[name] for name in RUNNING_CHECKS} == {"skipped"}, statuses
+    assert {statuses[name] for name in READING_CHECKS} == {"ok"}, statuses
     assert verdict["findings"] == []
     assert_recorded(review, "unproven")
 

@@ -64,6 +64,9 @@ def test_pull_request(gateway: Callable[[], GitHubGateway]) -> None:
         author_type="User",
         draft=False,
         state="open",
+        title="Pull request 1347",
+        body=None,
+        head_ref="fix",
     )
 
 

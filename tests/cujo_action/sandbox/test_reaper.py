@@ -58,6 +58,18 @@ def test_nothing_left_is_not_watched() -> None:
     assert growth == type(growth)(OWN, 0, still_growing=False)
 
 
+def test_a_busy_leftover_is_watched_while_one_of_the_sandbox_s_own_is_not_there_yet() -> None:
+    # Just after the command returned, the shell's idle sleep is not there yet and the
+    # leftover is: the count equals ``own`` while something in it is computing. Taking
+    # that for "nothing left" let a bomb slow to start go unreported.
+    racing = [Census(OWN, busy=1, newest=3)] * 3
+    growing = [Census(OWN + n, busy=n, newest=4 + n) for n in (1, 50, 900)]
+    looks = Scripted(racing + growing)
+    growth = watch_growth(looks, time.monotonic() + 60, 768 + OWN, own=OWN)
+    assert growth.peak == OWN + 900
+    assert looks.calls == 6
+
+
 def test_processes_made_and_gone_between_looks_are_counted() -> None:
     # A chain that forks and exits: never more than two alive, hundreds made, then it stops.
     churn = [Census(OWN + 2, busy=2, newest=10 + 300 * n) for n in range(4)]
