@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+sys.path.insert(0, str(ROOT / "tests" / "fakes"))
 
 from fakegithub import FakeGitHubServer, FakeState, fake_sha, make_key  # noqa: E402
 from fakegithub.fixture import APP_ID, INSTALLATION_ID, FakeGitHub  # noqa: E402
@@ -122,7 +123,6 @@ def bench_replicas(n: int = 40, counts: tuple[int, ...] = (1, 2, 3)) -> dict[int
     round-robin as fast as they are answered, and the clock stops when every one has its
     `cujo/guard` in progress (claimed, read, recorded, check created, sandbox dispatched).
     """
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     import pgcluster
 
     rates: dict[int, float] = {}

@@ -246,7 +246,7 @@ def bench_webhook(
             return f"sqlite:///{work / f'relay-{next(counter)}.db'}"
 
         if postgres:
-            sys.path.insert(0, str(ROOT / "tests"))
+            sys.path.insert(0, str(ROOT / "tests" / "support"))
             import pgcluster
 
             # Its own temp folder: the postgres user must reach it (initdb refuses root).
