@@ -190,3 +190,27 @@ def test_a_webhook_about_the_repository_is_news_for_open_pages(store):
 
     assert store.merge_news("octo/app") == before + 4
     assert store.merge_news("octo/else") == 2
+
+
+def test_workers_noting_a_repositorys_first_news_at_once_all_count(store):
+    # Each of them would make the repository's row: none may fail on the others' insert.
+    count, repos = 4, [f"octo/new-{n}" for n in range(10)]
+    gate = threading.Barrier(count)
+    failed: list[BaseException] = []
+
+    def note() -> None:
+        for repo in repos:
+            gate.wait()
+            try:
+                store.note_merge_news(repo)
+            except BaseException as exc:
+                failed.append(exc)
+
+    threads = [threading.Thread(target=note) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert failed == []
+    assert [store.merge_news(repo) for repo in repos] == [count] * len(repos)
