@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from app_relay.store.base import StoreBase
 from app_relay.store.engine import _delivery
 from app_relay.store.intake import take_into
+from app_relay.store.merges import bump_merge_news
 from app_relay.store.records import Delivery, Finished, NewDelivery, ReviewRequest
 from app_relay.store.tables import (
     DELIVERY_STATES,
@@ -274,9 +275,13 @@ class DeliveriesStore(StoreBase):
         worker_id: str | None = None,
         max_attempts: int = MAX_DELIVERY_ATTEMPTS,
     ) -> list[bool]:
-        """End several claimed deliveries in one transaction; say for each if it was ours."""
+        """End several claimed deliveries in one transaction; say for each if it was ours.
+
+        The merge-gate news of those done is counted in the same commit (``Finished.news``).
+        """
         now = self._clock()
         answers: list[bool] = []
+        news: list[str | None] = []
         with self._write() as session:
             for result in results:
                 row = session.scalar(
@@ -292,6 +297,7 @@ class DeliveriesStore(StoreBase):
                 why = clip(result.detail.strip() or "no reason was given", MAX_DELIVERY_ERROR)
                 if result.ok:
                     row.state, row.error, row.done_at = "done", None, now
+                    news.extend(result.news)
                 elif result.final or row.attempts >= max_attempts:
                     row.state, row.done_at = "failed", now
                     row.error = f"failed after {row.attempts} attempt(s): {why}"
@@ -301,6 +307,8 @@ class DeliveriesStore(StoreBase):
                 row.worker_id = None
                 row.lease_until = None
                 answers.append(True)
+            if news:
+                bump_merge_news(session, news, now)
         return answers
 
     def release_deliveries(self, delivery_ids: Sequence[str], worker_id: str) -> None:

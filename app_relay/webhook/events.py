@@ -254,6 +254,10 @@ class Context:
     runs: RunFollower | None = None
     installations: Installations | None = None
     guard_rules: GuardRules | None = None
+    # Takes the repositories (None: every one) an event brings merge-gate news of. The
+    # worker pool keeps them for the commit that marks the delivery done (one write a
+    # delivery, not two); without it the news goes to the record at once.
+    gate_news: Callable[[str | None], None] | None = None
 
     def runs_for(self, event: Event) -> RunFollower | None:
         """Return the runs to hand ``event`` to; without them, note the event and return None."""
@@ -468,7 +472,10 @@ GATE_NEWS = ("check_run", "check_suite", "status", "repository_ruleset",
 @merges.register(GATE_NEWS[5])
 def note_gate_news(event: Event, context: Context) -> None:
     """Tell open run pages to read the merge gate of the event's repository again."""
-    context.store.note_merge_news(event.repo)
+    if context.gate_news is not None:
+        context.gate_news(event.repo)
+    else:
+        context.store.note_merge_news(event.repo)
 
 
 ROUTER = Router.combine(

@@ -214,3 +214,27 @@ def test_workers_noting_a_repositorys_first_news_at_once_all_count(store):
 
     assert failed == []
     assert [store.merge_news(repo) for repo in repos] == [count] * len(repos)
+
+
+def test_finishing_deliveries_counts_the_news_of_those_done_and_ours(store):
+    from app_relay.store import Finished
+
+    for name in ("d-done", "d-retry", "d-theirs"):
+        assert store.record_delivery(name, "status", None, 1, "octo/app", b"{}")
+    claimed = {d.id for d in store.claim_deliveries("w-1", 60, limit=3)}
+    assert claimed == {"d-done", "d-retry", "d-theirs"}
+    store.release_deliveries(["d-theirs"], "w-1")
+    store.claim_deliveries("w-2", 60, limit=1)  # another worker holds d-theirs now
+
+    ours = store.finish_deliveries(
+        [
+            Finished("d-done", True, news=("octo/app", "octo/app", None)),
+            Finished("d-retry", False, "502", news=("octo/app",)),
+            Finished("d-theirs", True, news=("octo/app",)),
+        ],
+        worker_id="w-1",
+    )
+
+    assert ours == [True, True, False]
+    assert store.merge_news("octo/app") == 3  # two of its own and one for every repository
+    assert store.merge_news("octo/else") == 1
