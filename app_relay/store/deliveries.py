@@ -61,11 +61,16 @@ class DeliveriesStore(StoreBase):
         new = NewDelivery(delivery_id, event, action, installation_id, repo, body)
         return self.record_deliveries([new])[0]
 
-    def record_deliveries(self, deliveries: Sequence[NewDelivery]) -> list[bool]:
+    def record_deliveries(
+        self, deliveries: Sequence[NewDelivery], *, drop_through: int | None = None
+    ) -> list[bool]:
         """Record deliveries in one transaction; say for each whether it was new.
 
         One commit (one sync to disk) for a batch is what lets the webhook keep up with
         a burst: the web app gathers the deliveries that arrive together and calls this.
+        A SQLite record's intake queue drops, in the same commit, the rows the record has
+        finished with: up to ``drop_through`` (what ``intake_finished_through`` said
+        earlier) when given, else up to what the record says now.
         """
         for new in deliveries:
             new.check()
@@ -73,7 +78,9 @@ class DeliveriesStore(StoreBase):
             return []
         now = self._clock()
         if self._intake is not None:
-            inserted = self._queue_deliveries(deliveries, now)
+            if drop_through is None:
+                drop_through = self.intake_finished_through()
+            inserted = self._queue_deliveries(deliveries, now, drop_through)
         else:
             inserted = self._insert_deliveries(deliveries, now)
         answers: list[bool] = []
@@ -104,24 +111,36 @@ class DeliveriesStore(StoreBase):
         with self._write() as session:
             return set(session.scalars(statement, rows))
 
-    def _queue_deliveries(self, deliveries: Sequence[NewDelivery], now: datetime) -> set[str]:
+    def intake_finished_through(self) -> int:
+        """Return up to which number the intake queue's rows are finished with (0: none).
+
+        Those the record has taken and whose deliveries are done or failed: a body goes
+        once its delivery is finished. Never less than an earlier answer, so an old one
+        is still safe to drop by. It scans the unfinished deliveries: the webhook asks
+        after answering, never before (``webhook/app.py``).
+        """
+        if self._intake is None:
+            return 0
+        with self._read() as session:
+            through = session.scalar(select(IntakeCursorRow.taken_seq)) or 0
+            unfinished = session.scalar(
+                select(func.min(DeliveryRow.queue_seq)).where(
+                    DeliveryRow.state.in_(("pending", "working"))
+                )
+            )
+        return through if unfinished is None else min(through, unfinished - 1)
+
+    def _queue_deliveries(
+        self, deliveries: Sequence[NewDelivery], now: datetime, drop_through: int
+    ) -> set[str]:
         # The record is only read here (WAL: no wait on its writers); the queue is written
         # by this process alone, so the commit waits for nobody's lock.
         assert self._intake is not None
         ids = [new.id for new in deliveries]
         with self._read() as session:
             taken = set(session.scalars(select(DeliveryRow.id).where(DeliveryRow.id.in_(ids))))
-            through = session.scalar(select(IntakeCursorRow.taken_seq)) or 0
-            # A queued body goes once the record has finished its delivery.
-            unfinished = session.scalar(
-                select(func.min(DeliveryRow.queue_seq)).where(
-                    DeliveryRow.state.in_(("pending", "working"))
-                )
-            )
-        if unfinished is not None:
-            through = min(through, unfinished - 1)
         fresh = [new for new in deliveries if new.id not in taken]
-        return self._intake.append(fresh, now, drop_through=through)
+        return self._intake.append(fresh, now, drop_through=drop_through)
 
     def _take_queued(self, session: Session) -> None:
         # Inside a claim, under the record's write lock: the queue's new rows join
