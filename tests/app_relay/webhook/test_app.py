@@ -376,6 +376,23 @@ def test_signed_json_at_the_limits_is_recorded(relay):
     assert relay.post(body, event="ping", delivery="d-limits").status_code == 200
 
 
+def test_a_delivery_answered_202_is_committed_on_either_store(database_url):
+    # Another connection (a worker, another relay) reads it as soon as it is answered.
+    with Store(database_url) as store, Store(database_url) as other:
+        app = create_app(settings_for(database_url), store)
+        with Served(app) as served:
+            relay = Relay(store, served.url)
+            body = sample("pull_request.opened")
+            first = relay.post(body, delivery="d-both-1")
+            assert (first.status_code, first.json()["recorded"]) == (202, True)
+            assert other.get_delivery("d-both-1").state == "pending"
+            assert other.get_delivery("d-both-1").body == body
+            again = relay.post(body, delivery="d-both-1")
+            assert (again.status_code, again.json()["recorded"]) == (202, False)
+        app.state.intake.close()
+        assert other.count_deliveries() == 1
+
+
 def queued(delivery_id: str) -> NewDelivery:
     return NewDelivery(delivery_id, "pull_request", "opened", 1, "o/r", b"{}")
 
