@@ -142,15 +142,20 @@ def _no_constant(text: str) -> object:
 
 
 def _check_depth(payload: object) -> None:
-    # Iterative: a deep value must not cost a deep stack here either.
-    stack: list[tuple[object, int]] = [(payload, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict | list):
-            if depth > MAX_JSON_DEPTH:
-                raise MalformedEvent(f"the body is JSON nested deeper than {MAX_JSON_DEPTH}")
-            children = node.values() if isinstance(node, dict) else node
-            stack.extend((child, depth + 1) for child in children)
+    # Level by level, keeping only the containers: a deep value costs no deep stack, and
+    # the scalars most of a payload holds cost one test each (this runs before every 202).
+    level = [payload] if isinstance(payload, dict | list) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > MAX_JSON_DEPTH:
+            raise MalformedEvent(f"the body is JSON nested deeper than {MAX_JSON_DEPTH}")
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, dict | list)
+        ]
 
 
 # --------------------------------------------------------------------------- ports

@@ -371,6 +371,16 @@ def test_signed_json_too_deep_too_long_or_not_json_numbers_is_400_with_why(relay
         assert answer.status_code == 401
 
 
+def test_json_nested_64_deep_is_taken_and_65_deep_is_not() -> None:
+    from app_relay.webhook.events import MalformedEvent, parse_json
+
+    deepest = b'{"a": [' * 32 + b"1" + b"]}" * 32  # objects and arrays, 64 of them nested
+    assert parse_json(deepest) is not None
+    assert parse_json(b'{"wide": [1, {"b": []}], ' + deepest[1:]) is not None
+    with pytest.raises(MalformedEvent, match="nested deeper than 64"):
+        parse_json(b"[" + deepest + b"]")
+
+
 def test_signed_json_at_the_limits_is_recorded(relay):
     body = b'{"action": "x", "a": ' * 63 + b"-" + b"9" * 20 + b"}" * 63
     assert relay.post(body, event="ping", delivery="d-limits").status_code == 200
