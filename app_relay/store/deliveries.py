@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from app_relay.store.base import StoreBase
 from app_relay.store.engine import _delivery
 from app_relay.store.intake import take_into
+from app_relay.store.merges import bump_merge_news
 from app_relay.store.records import Delivery, Finished, NewDelivery, ReviewRequest
 from app_relay.store.tables import (
     DELIVERY_STATES,
@@ -60,11 +61,16 @@ class DeliveriesStore(StoreBase):
         new = NewDelivery(delivery_id, event, action, installation_id, repo, body)
         return self.record_deliveries([new])[0]
 
-    def record_deliveries(self, deliveries: Sequence[NewDelivery]) -> list[bool]:
+    def record_deliveries(
+        self, deliveries: Sequence[NewDelivery], *, drop_through: int | None = None
+    ) -> list[bool]:
         """Record deliveries in one transaction; say for each whether it was new.
 
         One commit (one sync to disk) for a batch is what lets the webhook keep up with
         a burst: the web app gathers the deliveries that arrive together and calls this.
+        A SQLite record's intake queue drops, in the same commit, the rows the record has
+        finished with: up to ``drop_through`` (what ``intake_finished_through`` said
+        earlier) when given, else up to what the record says now.
         """
         for new in deliveries:
             new.check()
@@ -72,7 +78,9 @@ class DeliveriesStore(StoreBase):
             return []
         now = self._clock()
         if self._intake is not None:
-            inserted = self._queue_deliveries(deliveries, now)
+            if drop_through is None:
+                drop_through = self.intake_finished_through()
+            inserted = self._queue_deliveries(deliveries, now, drop_through)
         else:
             inserted = self._insert_deliveries(deliveries, now)
         answers: list[bool] = []
@@ -100,27 +108,46 @@ class DeliveriesStore(StoreBase):
             .on_conflict_do_nothing(index_elements=["id"])
             .returning(DeliveryRow.id)
         )
+        if dialect == "postgresql":
+            # One INSERT of every row, committed by the server as it answers (autocommit):
+            # durable when this returns, without a BEGIN and a COMMIT each waiting on the
+            # server before the webhook's 202 (and without an ORM session around it).
+            autocommit = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            with autocommit as connection:
+                return set(connection.scalars(statement, rows))
         with self._write() as session:
             return set(session.scalars(statement, rows))
 
-    def _queue_deliveries(self, deliveries: Sequence[NewDelivery], now: datetime) -> set[str]:
+    def intake_finished_through(self) -> int:
+        """Return up to which number the intake queue's rows are finished with (0: none).
+
+        Those the record has taken and whose deliveries are done or failed: a body goes
+        once its delivery is finished. Never less than an earlier answer, so an old one
+        is still safe to drop by. It scans the unfinished deliveries: the webhook asks
+        after answering, never before (``webhook/app.py``).
+        """
+        if self._intake is None:
+            return 0
+        with self._read() as session:
+            through = session.scalar(select(IntakeCursorRow.taken_seq)) or 0
+            unfinished = session.scalar(
+                select(func.min(DeliveryRow.queue_seq)).where(
+                    DeliveryRow.state.in_(("pending", "working"))
+                )
+            )
+        return through if unfinished is None else min(through, unfinished - 1)
+
+    def _queue_deliveries(
+        self, deliveries: Sequence[NewDelivery], now: datetime, drop_through: int
+    ) -> set[str]:
         # The record is only read here (WAL: no wait on its writers); the queue is written
         # by this process alone, so the commit waits for nobody's lock.
         assert self._intake is not None
         ids = [new.id for new in deliveries]
         with self._read() as session:
             taken = set(session.scalars(select(DeliveryRow.id).where(DeliveryRow.id.in_(ids))))
-            through = session.scalar(select(IntakeCursorRow.taken_seq)) or 0
-            # A queued body goes once the record has finished its delivery.
-            unfinished = session.scalar(
-                select(func.min(DeliveryRow.queue_seq)).where(
-                    DeliveryRow.state.in_(("pending", "working"))
-                )
-            )
-        if unfinished is not None:
-            through = min(through, unfinished - 1)
         fresh = [new for new in deliveries if new.id not in taken]
-        return self._intake.append(fresh, now, drop_through=through)
+        return self._intake.append(fresh, now, drop_through=drop_through)
 
     def _take_queued(self, session: Session) -> None:
         # Inside a claim, under the record's write lock: the queue's new rows join
@@ -274,9 +301,13 @@ class DeliveriesStore(StoreBase):
         worker_id: str | None = None,
         max_attempts: int = MAX_DELIVERY_ATTEMPTS,
     ) -> list[bool]:
-        """End several claimed deliveries in one transaction; say for each if it was ours."""
+        """End several claimed deliveries in one transaction; say for each if it was ours.
+
+        The merge-gate news of those done is counted in the same commit (``Finished.news``).
+        """
         now = self._clock()
         answers: list[bool] = []
+        news: list[str | None] = []
         with self._write() as session:
             for result in results:
                 row = session.scalar(
@@ -292,6 +323,7 @@ class DeliveriesStore(StoreBase):
                 why = clip(result.detail.strip() or "no reason was given", MAX_DELIVERY_ERROR)
                 if result.ok:
                     row.state, row.error, row.done_at = "done", None, now
+                    news.extend(result.news)
                 elif result.final or row.attempts >= max_attempts:
                     row.state, row.done_at = "failed", now
                     row.error = f"failed after {row.attempts} attempt(s): {why}"
@@ -301,6 +333,8 @@ class DeliveriesStore(StoreBase):
                 row.worker_id = None
                 row.lease_until = None
                 answers.append(True)
+            if news:
+                bump_merge_news(session, news, now)
         return answers
 
     def release_deliveries(self, delivery_ids: Sequence[str], worker_id: str) -> None:

@@ -14,8 +14,10 @@ A body is written once, to the queue: the record's row keeps its number there
 (``queue_seq``) and a claim reads the body back. Copying every body into the record too
 doubled what goes to the disk, and on ext4 the webhook's sync waits for the record's
 data (measured: a relay p99 of 11x the floor with the copy, 1.6x without). The webhook
-drops a queue row once the record has finished its delivery, in the commit of its next
-append; so the record keeps no body of a finished delivery.
+drops a queue row once the record has finished its delivery, in the commit of an append
+(it asks the record how far that is after answering, at most once a second, so a backlog
+of waiting deliveries never slows an answer); so the record keeps no body of a finished
+delivery.
 
 Nothing answered 202 is lost: a row leaves the queue only once the record has finished
 its delivery, and a delivery is marked done only after what its handlers wrote is

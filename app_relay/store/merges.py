@@ -11,13 +11,17 @@ GitHub shows the pull request merged or closed; ``failed`` lets the head go agai
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from app_relay.store.base import StoreBase
 from app_relay.store.merge_tables import (
@@ -269,18 +273,8 @@ class MergesStore(StoreBase):
 
     def note_merge_news(self, repo: str | None) -> None:
         """Say a GitHub event about ``repo`` (None: some repository) may change a reading."""
-        key = clip(repo, 256) if repo else "*"
         with self._write() as session:
-            row = session.scalar(
-                select(MergeNewsRow).where(MergeNewsRow.repo == key).with_for_update()
-            )
-            if row is None:
-                row = MergeNewsRow(repo=key, seq=0, changed_at=self._clock())
-                session.add(row)
-            # Two workers making the first row at once: one fails, and its delivery is
-            # retried (and bumps it then).
-            row.seq += 1
-            row.changed_at = self._clock()
+            bump_merge_news(session, [repo], self._clock())
 
     def merge_news(self, repo: str) -> int:
         """Return how many events may have changed ``repo``'s reading (its own and "*")."""
@@ -313,3 +307,19 @@ class MergesStore(StoreBase):
         if state not in _MOVES.get(row.state, frozenset()):
             raise StoreError(f"merge attempt {row.id} cannot move from {row.state} to {state}")
         row.state = state
+
+
+def bump_merge_news(session: Session, repos: Iterable[str | None], now: datetime) -> None:
+    """Count one piece of news for each of ``repos`` (None: every one) inside ``session``.
+
+    One statement a repository, each an upsert: two workers making a repository's first
+    row at once both count, where a read then an insert had one fail with a duplicate key.
+    The rows are taken in one order, so transactions bumping several never deadlock.
+    """
+    counts = Counter(clip(repo, 256) if repo else "*" for repo in repos)
+    dialect = session.get_bind().dialect.name
+    insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+    for key in sorted(counts):
+        new = insert(MergeNewsRow).values(repo=key, seq=counts[key], changed_at=now)
+        more = {"seq": MergeNewsRow.seq + new.excluded.seq, "changed_at": new.excluded.changed_at}
+        session.execute(new.on_conflict_do_update(index_elements=["repo"], set_=more))

@@ -73,6 +73,9 @@ class Finished:
     detail: str = ""
     final: bool = False
     retry_in_s: float = 0.0
+    # The repositories (None: every one) whose merge gates the delivery's event may have
+    # changed: noted in the commit that marks it done, as ``note_merge_news`` would.
+    news: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,8 @@ _EVENT_NAME = re.compile(r"^[a-z][a-z_]{0,63}$")
 
 # Bodies up to this size are parsed on the event loop; larger ones in a thread.
 _PARSE_INLINE = 256 * 1024
+# How often the delivery writer asks the record how far the intake queue is finished.
+LOOK_BACK_EVERY_S = 1.0
 
 
 class DeliveryIntake:
@@ -55,7 +57,10 @@ class DeliveryIntake:
 
     One writer thread takes every delivery waiting and records them with one commit, so
     a burst costs one sync to disk per batch rather than one per request, and requests
-    never queue on the database's write lock against each other.
+    never queue on the database's write lock against each other. How far the record has
+    finished the queued deliveries (what the next commit may drop from a SQLite intake
+    queue) is asked once the batch is answered, at most once a second: that read scans
+    every delivery still waiting, and a backlog of them must not slow an answer.
     """
 
     def __init__(self, store: Store, max_batch: int = 256) -> None:
@@ -66,6 +71,8 @@ class DeliveryIntake:
         )
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._finished_through = 0
+        self._looked_back_at = float("-inf")
 
     def submit(self, new: NewDelivery) -> Future[bool]:
         """Queue ``new`` for recording; the future says whether it was new, once committed."""
@@ -114,18 +121,34 @@ class DeliveryIntake:
                     stopping = True
                     break
                 batch.append(more)
-            try:
-                answers = self.store.record_deliveries([new for new, _ in batch])
-            except Exception:
-                # One bad delivery must not fail its neighbours: record them one by one.
-                for new, answer in batch:
-                    try:
-                        answer.set_result(self.store.record_deliveries([new])[0])
-                    except Exception as exc:
-                        answer.set_exception(exc)
-                continue
-            for (_, answer), was_new in zip(batch, answers, strict=True):
-                answer.set_result(was_new)
+            self._record(batch)
+            self._look_back()
+
+    def _record(self, batch: list[tuple[NewDelivery, Future[bool]]]) -> None:
+        through = self._finished_through
+        try:
+            answers = self.store.record_deliveries([new for new, _ in batch], drop_through=through)
+        except Exception:
+            # One bad delivery must not fail its neighbours: record them one by one.
+            for new, answer in batch:
+                try:
+                    answer.set_result(self.store.record_deliveries([new], drop_through=through)[0])
+                except Exception as exc:
+                    answer.set_exception(exc)
+            return
+        for (_, answer), was_new in zip(batch, answers, strict=True):
+            answer.set_result(was_new)
+
+    def _look_back(self) -> None:
+        now = time.monotonic()
+        if now - self._looked_back_at < LOOK_BACK_EVERY_S:
+            return
+        self._looked_back_at = now
+        try:
+            self._finished_through = self.store.intake_finished_through()
+        except Exception:
+            # The queue keeps what the record finished until a later look.
+            log.exception("could not read how far the record finished the intake queue")
 
 
 class BodyTooLarge(Exception):

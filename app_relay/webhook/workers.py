@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -209,9 +209,11 @@ class WorkerPool:
 
     def _dispatch(self, worker_id: str, delivery: Delivery) -> Finished:
         ok, final, detail = True, False, ""
+        # The merge-gate news the handlers note is counted when the delivery is finished.
+        news: list[str | None] = []
         try:
             event = Event.parse(delivery.id, delivery.event, delivery.body)
-            ran = self.router.dispatch(event, self.context)
+            ran = self.router.dispatch(event, replace(self.context, gate_news=news.append))
             detail = f"{ran} handler(s) ran"
         except MalformedEvent as exc:
             # The payload is wrong, so trying again gives the same answer.
@@ -224,7 +226,7 @@ class WorkerPool:
         retry_in = min(
             self.config.retry_s * 2 ** max(delivery.attempts - 1, 0), self.config.max_retry_s
         )
-        return Finished(delivery.id, ok, detail, final=final, retry_in_s=retry_in)
+        return Finished(delivery.id, ok, detail, final=final, retry_in_s=retry_in, news=tuple(news))
 
     def _hand_back(self, worker_id: str, delivery_ids: list[str]) -> None:
         if not delivery_ids:

@@ -190,3 +190,51 @@ def test_a_webhook_about_the_repository_is_news_for_open_pages(store):
 
     assert store.merge_news("octo/app") == before + 4
     assert store.merge_news("octo/else") == 2
+
+
+def test_workers_noting_a_repositorys_first_news_at_once_all_count(store):
+    # Each of them would make the repository's row: none may fail on the others' insert.
+    count, repos = 4, [f"octo/new-{n}" for n in range(10)]
+    gate = threading.Barrier(count)
+    failed: list[BaseException] = []
+
+    def note() -> None:
+        for repo in repos:
+            gate.wait()
+            try:
+                store.note_merge_news(repo)
+            except BaseException as exc:
+                failed.append(exc)
+
+    threads = [threading.Thread(target=note) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert failed == []
+    assert [store.merge_news(repo) for repo in repos] == [count] * len(repos)
+
+
+def test_finishing_deliveries_counts_the_news_of_those_done_and_ours(store):
+    from app_relay.store import Finished
+
+    for name in ("d-done", "d-retry", "d-theirs"):
+        assert store.record_delivery(name, "status", None, 1, "octo/app", b"{}")
+    claimed = {d.id for d in store.claim_deliveries("w-1", 60, limit=3)}
+    assert claimed == {"d-done", "d-retry", "d-theirs"}
+    store.release_deliveries(["d-theirs"], "w-1")
+    store.claim_deliveries("w-2", 60, limit=1)  # another worker holds d-theirs now
+
+    ours = store.finish_deliveries(
+        [
+            Finished("d-done", True, news=("octo/app", "octo/app", None)),
+            Finished("d-retry", False, "502", news=("octo/app",)),
+            Finished("d-theirs", True, news=("octo/app",)),
+        ],
+        worker_id="w-1",
+    )
+
+    assert ours == [True, True, False]
+    assert store.merge_news("octo/app") == 3  # two of its own and one for every repository
+    assert store.merge_news("octo/else") == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +18,9 @@ from hooksignature import EXAMPLE_PAYLOAD, EXAMPLE_SECRET, EXAMPLE_SIGNATURE, gi
 from repo_paths import SAMPLES
 
 from app_relay.settings import RelaySettings, Secret
-from app_relay.store import Store
-from app_relay.webhook.app import MAX_BODY, create_app
+from app_relay.store import Finished, NewDelivery, Store, intake_path
+from app_relay.webhook import app as webhook_app
+from app_relay.webhook.app import MAX_BODY, DeliveryIntake, create_app
 from app_relay.webhook.events import signature_matches, signature_of
 
 WEBHOOKS = SAMPLES / "webhooks"
@@ -369,6 +371,80 @@ def test_signed_json_too_deep_too_long_or_not_json_numbers_is_400_with_why(relay
         assert answer.status_code == 401
 
 
+def test_json_nested_64_deep_is_taken_and_65_deep_is_not() -> None:
+    from app_relay.webhook.events import MalformedEvent, parse_json
+
+    deepest = b'{"a": [' * 32 + b"1" + b"]}" * 32  # objects and arrays, 64 of them nested
+    assert parse_json(deepest) is not None
+    assert parse_json(b'{"wide": [1, {"b": []}], ' + deepest[1:]) is not None
+    with pytest.raises(MalformedEvent, match="nested deeper than 64"):
+        parse_json(b"[" + deepest + b"]")
+
+
 def test_signed_json_at_the_limits_is_recorded(relay):
     body = b'{"action": "x", "a": ' * 63 + b"-" + b"9" * 20 + b"}" * 63
     assert relay.post(body, event="ping", delivery="d-limits").status_code == 200
+
+
+def test_a_delivery_answered_202_is_committed_on_either_store(database_url):
+    # Another connection (a worker, another relay) reads it as soon as it is answered.
+    with Store(database_url) as store, Store(database_url) as other:
+        app = create_app(settings_for(database_url), store)
+        with Served(app) as served:
+            relay = Relay(store, served.url)
+            body = sample("pull_request.opened")
+            first = relay.post(body, delivery="d-both-1")
+            assert (first.status_code, first.json()["recorded"]) == (202, True)
+            assert other.get_delivery("d-both-1").state == "pending"
+            assert other.get_delivery("d-both-1").body == body
+            again = relay.post(body, delivery="d-both-1")
+            assert (again.status_code, again.json()["recorded"]) == (202, False)
+        app.state.intake.close()
+        assert other.count_deliveries() == 1
+
+
+def queued(delivery_id: str) -> NewDelivery:
+    return NewDelivery(delivery_id, "pull_request", "opened", 1, "o/r", b"{}")
+
+
+def queued_ids(store: Store) -> list[str]:
+    path = intake_path(store.url)
+    assert path is not None
+    with sqlite3.connect(path) as raw:
+        return [row[0] for row in raw.execute("SELECT id FROM queue ORDER BY seq")]
+
+
+def test_an_answer_never_waits_for_the_look_at_how_far_the_record_has_worked(store, monkeypatch):
+    # That look scans every delivery still waiting: the writer takes it after answering.
+    looking, release = threading.Event(), threading.Event()
+
+    def slow_look() -> int:
+        looking.set()
+        assert release.wait(DEADLINE_S)
+        return 0
+
+    monkeypatch.setattr(store, "intake_finished_through", slow_look)
+    intake = DeliveryIntake(store)
+    try:
+        assert intake.submit(queued("d-1")).result(DEADLINE_S) is True
+        assert looking.wait(DEADLINE_S)
+    finally:
+        release.set()
+        intake.close()
+
+
+def test_the_writer_drops_the_bodies_the_record_finished_once_it_has_looked(store, monkeypatch):
+    monkeypatch.setattr(webhook_app, "LOOK_BACK_EVERY_S", 0.0)  # a look after every batch
+    intake = DeliveryIntake(store)
+    try:
+        assert intake.submit(queued("d-1")).result(DEADLINE_S)
+        [claimed] = store.claim_deliveries("w", 30, limit=8)
+        assert store.finish_deliveries([Finished(claimed.id, True)], worker_id="w") == [True]
+        assert intake.submit(queued("d-2")).result(DEADLINE_S)
+        assert queued_ids(store) == ["d-1", "d-2"]  # appended before the look saw d-1 done
+        assert intake.submit(queued("d-3")).result(DEADLINE_S)
+        assert queued_ids(store) == ["d-2", "d-3"]
+    finally:
+        intake.close()
+    assert store.get_delivery("d-1").state == "done"
+    assert store.count_deliveries("pending") == 2

@@ -164,6 +164,46 @@ def test_a_handler_that_fails_once_is_done_on_the_retry(store):
     assert store.get_delivery("d-flaky").attempts == 2
 
 
+def test_merge_gate_news_is_counted_once_in_the_commit_that_finishes_the_delivery(store):
+    # Open run pages read the gate again on news; a worker counts it with the delivery's
+    # finish (one write a delivery), so a handler that failed after noting it counts once.
+    router = Router()
+    calls: list[str] = []
+
+    @router.register("pull_request")
+    def note_then_fail_once(event: Event, context: Context) -> None:
+        assert context.gate_news is not None
+        context.gate_news(event.repo)
+        calls.append(event.delivery_id)
+        if len(calls) == 1:
+            raise ConnectionError("reset by peer")
+        assert store.merge_news("Codertocat/Hello-World") == 0  # not before the finish
+
+    record(store, "d-news")
+    pool = pool_of(store, router)
+    pool.start()
+    try:
+        wait_for(lambda: store.get_delivery("d-news").state == "done", "d-news to be done")
+    finally:
+        assert pool.stop(DEADLINE_S)
+
+    assert calls == ["d-news", "d-news"]
+    assert store.merge_news("Codertocat/Hello-World") == 1
+
+
+def test_the_routers_gate_news_handler_counts_a_worked_pull_request(store):
+    record(store, "d-1")
+    pool = pool_of(store)
+    pool.start()
+    try:
+        wait_for(lambda: store.get_delivery("d-1").state == "done", "d-1 to be done")
+    finally:
+        assert pool.stop(DEADLINE_S)
+
+    assert store.merge_news("Codertocat/Hello-World") == 1
+    assert store.merge_news("octo/else") == 0
+
+
 def test_two_pools_on_one_file_do_each_delivery_once(url):
     count = 120
     seen: Counter[str] = Counter()
