@@ -254,6 +254,18 @@ def _rootless_namespaces(harness: Harness, labels: Sequence[str], where: Path) -
     return {name: ns.name for name, ns in held.items()}
 
 
+def _worker_program(run_dir: Path, program: bytes) -> str:
+    """Write the worker's compiled program where only root reads it; return its path
+    ('' when there is no worker)."""
+    if not program:
+        return ""
+    path = run_dir / "worker.pyc"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(program)
+    return str(path)
+
+
 def tool_copies(
     corners: Path, tools: Sequence[Path] = WATCHED_TOOLS
 ) -> dict[str, list[tuple[str, str]]]:
@@ -366,10 +378,10 @@ def arm(
         # A worker that starts proves bubblewrap works too: one probe in the usual case.
         bwrap_tool = system_tool("bwrap")
         with timed("arm/bubblewrap probe"):
-            worker_python = (
+            worker_python, worker_program = (
                 worker_interpreter(bwrap_tool, first_uid, first_gid, job, decoys)
                 if Path(bwrap_tool).is_absolute()
-                else ""
+                else ("", b"")
             )
             bwrap_why = None if worker_python else bwrap_unavailable(first_uid, first_gid)
         if bwrap_why is not None and why_partial is None:
@@ -451,6 +463,7 @@ def arm(
             group=str(group),
             job=job,
             worker_python=worker_python,
+            worker_program=_worker_program(run_dir, worker_program),
             tool_copies=copies,
         )
         (run_dir / "plan.json").write_text(plan.model_dump_json(by_alias=True, indent=2))
