@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import marshal
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -12,9 +14,11 @@ from cujo_action.arm.actionsjob import (
     RUNNER_BIN,
     RUNNER_ROOT,
     TEMP,
+    WORKER_ARGS,
     worker_processes,
     worker_source,
 )
+from cujo_action.arm.host import worker_program
 from cujo_action.arm.runnertree import NAME_MAX, Proc, count, literal, runner_tree
 from cujo_action.sandbox.jail import Worker
 
@@ -117,6 +121,21 @@ def test_each_step_brings_its_jobs_message_in_hex() -> None:
         "argv": ["/bin/bash", "-c", "true"], "cwd": "/home/runner/work", "env": {"CI": "true"},
         "status_fd": 3, "message": message.hex(),
     }  # fmt: skip
+
+
+def test_the_program_is_compiled_once_by_the_interpreter_that_runs_it() -> None:
+    source = worker_source(cpus=2)
+    program = worker_program(sys.executable, source)
+    # A .pyc's bytes, which Python runs whatever the file is called: this interpreter's
+    # magic number, then the code as compile() makes it, ending by calling main.
+    assert program[:4] == importlib.util.MAGIC_NUMBER
+    code = marshal.loads(program[16:])
+    assert code == compile(source, f"{RUNNER_BIN}/{WORKER_ARGS[0]}", "exec")
+    assert ast.unparse(ast.parse(source).body[-1]) == "main()"
+    # No program where the interpreter cannot compile it: no worker, rather than a
+    # pid 1 that fails every command.
+    assert worker_program("/nonexistent/python3", source) == b""
+    assert worker_program(sys.executable, b"def (") == b""
 
 
 def test_a_machine_with_many_cpus_costs_no_more_than_a_large_runner(
