@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cujo_action.arm.decoys import Decoy
 from cujo_action.arm.pushevent import event_context, event_env
 from cujo_action.arm.runnertree import count, literal, runner_tree
-from cujo_action.net.lookalike_github import GitHubFacts
+from cujo_action.net.proxyconfig import GitHubFacts
 from cujo_action.sandbox.jail import INSIDE_HOME, INSIDE_UID
 from cujo_action.schema import BASE_CHECK, ZERO_SHA, Plan, Push, Upstream
 
