@@ -39,6 +39,7 @@ from app_relay.decide.bundle_verdict import verdict_of
 from app_relay.decide.hits import PullText
 from app_relay.decide.judge import Judge, error_verdict, judge_for
 from app_relay.decide.verdict import Verdict
+from app_relay.model.fromenv import model_client_from_env
 from app_relay.model.port import ModelPort
 from app_relay.runs.tamper import described, reconcile, record_verdict, with_tampering
 from app_relay.store import Store
@@ -60,8 +61,6 @@ def local_judge(env: Mapping[str, str]) -> Judge:
     laptop. Evidence from a sandbox that could be dodged proves nothing: partial isolation
     can block a pull request, but never call it clean.
     """
-    from app_relay.model.claude import model_client_from_env  # noqa: PLC0415  (the SDK)
-
     return judge_for(model_client_from_env(env), require_full_isolation=True)
 
 
@@ -216,8 +215,6 @@ def review(args: argparse.Namespace, started: LocalReview | None = None) -> int:
     """
     instead = ""
     if args.mode == "diff":
-        from app_relay.model.claude import model_client_from_env  # noqa: PLC0415
-
         client = model_client_from_env(os.environ)
         if client is not None:
             return diff_review(args, client)

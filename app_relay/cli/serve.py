@@ -52,7 +52,7 @@ from app_relay.decide.judge import judge_for
 from app_relay.github.app_auth import GitHubApp
 from app_relay.github.client import GitHubGateway
 from app_relay.merge.attempt import AppMerges, MergeDesk
-from app_relay.model.claude import model_client_from_env
+from app_relay.model.fromenv import model_client_from_env
 from app_relay.observe import logs, metrics
 from app_relay.runs.caps import Caps
 from app_relay.runs.catchup import CatchUp, CatchUpConfig

@@ -9,8 +9,9 @@ timeout is cut to the time that is left, and no attempt starts once it has passe
 one overrun left is a retry's back-off sleep, which the SDK caps at 8 s (or a
 ``retry-after`` the API sends, at most 60 s).
 
-No ``ANTHROPIC_API_KEY``: ``model_client_from_env`` returns None and callers use the
-deterministic judge; nothing else changes (DESIGN section 7).
+No ``ANTHROPIC_API_KEY``: ``fromenv.model_client_from_env`` returns None, without
+importing this module, and callers use the deterministic judge; nothing else changes
+(DESIGN section 7).
 """
 
 from __future__ import annotations
@@ -212,17 +213,3 @@ def _reply(model: str, message: anthropic.types.Message, attempts: int) -> Reply
             outcome="answered",
         ),
     )
-
-
-def model_client_from_env(
-    env: Mapping[str, str], config: ModelConfig | None = None
-) -> ModelClient | None:
-    """Return a client when ``ANTHROPIC_API_KEY`` is set, else None (the deterministic judge).
-
-    ``ANTHROPIC_BASE_URL`` (the SDK's own setting) points it elsewhere, as tests do.
-    """
-    key = env.get("ANTHROPIC_API_KEY", "").strip()
-    if not key:
-        return None
-    base_url = env.get("ANTHROPIC_BASE_URL", "").strip() or None
-    return ModelClient(key, base_url=base_url, config=config)

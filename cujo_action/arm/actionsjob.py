@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cujo_action.arm.decoys import Decoy
 from cujo_action.arm.pushevent import event_context, event_env
 from cujo_action.arm.runnertree import count, literal, runner_tree
-from cujo_action.net.lookalike_github import GitHubFacts
+from cujo_action.net.proxyconfig import GitHubFacts
 from cujo_action.sandbox.jail import INSIDE_HOME, INSIDE_UID
 from cujo_action.schema import BASE_CHECK, ZERO_SHA, Plan, Push, Upstream
 
@@ -554,21 +554,20 @@ def worker_env(job: JobIdentity) -> dict[str, str]:
     }
 
 
-def worker_source(message: bytes, cpus: int | None = None) -> bytes:
-    """Return the worker's program: ``runnerworker.py`` holding this job's message.
+def worker_source(cpus: int | None = None) -> bytes:
+    """Return the worker's program: ``runnerworker.py`` holding the runner's process tree
+    for ``cpus`` CPUs (this machine's by default: the sandbox sees the same) and the folder
+    a step's script is written in, and calling ``main``.
 
-    The message is written in hex: the program's text is freed once compiled, and what
-    is left of it in memory must not read as a secret.
-    It also holds the runner's process tree for ``cpus`` CPUs (this machine's by
-    default: the sandbox sees the same) and the folder a step's script is written in.
+    The job's message is not in it: each command's step brings the message of its check's
+    job (``jail.Worker.step``), so one program, compiled once, serves the whole run.
     """
     tree = literal(runner_tree(cpus or _cpus(), RUNNER_ROOT, RUNNER_BIN))
     return (
         _WORKER_SOURCE.read_bytes()
-        + b"\nMESSAGE = bytes.fromhex(" + repr(message.hex()).encode() + b")"
         + b"\nTREE = " + repr(tree).encode()
         + b"\nSCRIPTS = " + repr(TEMP).encode()
-        + b"\n"
+        + b"\nmain()\n"
     )  # fmt: skip
 
 

@@ -26,11 +26,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
-from cujo_action.arm.actionsjob import github_facts, identity_of
+from cujo_action.arm.actionsjob import JobIdentity, github_facts, identity_of
 from cujo_action.arm.context import LABELS, Armed, ArmedDecoy, label
-from cujo_action.arm.decoys import make_decoys
+from cujo_action.arm.decoys import Decoy, make_decoys
 from cujo_action.arm.host import (
     base_python,
     hidden_harness,
@@ -69,6 +69,8 @@ from cujo_action.sandbox.jail import (
 from cujo_action.sandbox.uids import allocate_uids
 from cujo_action.schema import ALL_CHECKS, REGISTRY_HOSTS, Plan
 from cujo_action.watch.probes import WATCHED_TOOLS
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -148,7 +150,7 @@ class Harness:
         )
 
 
-def _in_background(
+def _staging(
     work: Callable[[], None], template: TemplateStart | KeptTemplate | None
 ) -> Future[None]:
     """Run ``work`` in a thread of its own; then let the run's template go (a template
@@ -161,11 +163,39 @@ def _in_background(
             if template is not None:
                 template.discard()
 
-    pool = ThreadPoolExecutor(1, thread_name_prefix="cujo-staging")
+    return _in_background(run)
+
+
+def _in_background(work: Callable[[], T]) -> Future[T]:
+    """Run ``work`` in a thread of its own."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="cujo-arm")
     try:
-        return pool.submit(run)
+        return pool.submit(work)
     finally:
         pool.shutdown(wait=False)
+
+
+def _sandbox_probe(
+    uid: int | None, gid: int | None, job: JobIdentity, decoys: Sequence[Decoy]
+) -> tuple[str, bytes, str | None]:
+    """Return the runner worker's interpreter and compiled program where bubblewrap starts
+    it (empty where not), and why bubblewrap cannot make a sandbox here (None: it can)."""
+    bwrap = system_tool("bwrap")
+    python, program = (
+        worker_interpreter(bwrap, uid, gid, job, tuple(decoys))
+        if Path(bwrap).is_absolute()
+        else ("", b"")
+    )
+    # A worker that starts proves bubblewrap works too: one probe in the usual case.
+    return python, program, None if python else bwrap_unavailable(uid, gid)
+
+
+def _drop_namespaces(harness: Harness) -> None:
+    """Remove the phase namespaces made so far (the run goes on without them)."""
+    for held in harness.namespaces:
+        with contextlib.suppress(NetnsError, OSError):
+            held.destroy()
+    harness.namespaces = []
 
 
 @dataclass
@@ -252,6 +282,18 @@ def _rootless_namespaces(harness: Harness, labels: Sequence[str], where: Path) -
     for ns in held.values():
         ns.wait()
     return {name: ns.name for name, ns in held.items()}
+
+
+def _worker_program(run_dir: Path, program: bytes) -> str:
+    """Write the worker's compiled program where only root reads it; return its path
+    ('' when there is no worker)."""
+    if not program:
+        return ""
+    path = run_dir / "worker.pyc"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(program)
+    return str(path)
 
 
 def tool_copies(
@@ -345,6 +387,7 @@ def arm(
     )
     with _cancelled_on_error(resolver_start, template), timed("arm/proxy"):
         harness = Harness(start_proxy(config, warm=warm.proxy))
+    probe: Future[tuple[str, bytes, str | None]] | None = None
     try:
         (run_dir / "proxy-ca").chmod(0o700)  # the run CA's key stays the harness's
         bundle = run_dir / "ca-bundle.pem"
@@ -363,17 +406,9 @@ def arm(
             harness.releases.append(block.release)
             owners = {c: (block.uid(i), block.uid(i)) for i, c in enumerate(ALL_CHECKS)}
         first_uid, first_gid = owners[ALL_CHECKS[0]]
-        # A worker that starts proves bubblewrap works too: one probe in the usual case.
-        bwrap_tool = system_tool("bwrap")
-        with timed("arm/bubblewrap probe"):
-            worker_python = (
-                worker_interpreter(bwrap_tool, first_uid, first_gid, job, decoys)
-                if Path(bwrap_tool).is_absolute()
-                else ""
-            )
-            bwrap_why = None if worker_python else bwrap_unavailable(first_uid, first_gid)
-        if bwrap_why is not None and why_partial is None:
-            why_partial = f"bubblewrap is needed for full isolation: {bwrap_why}"
+        # It takes a sandbox of its own: asked while the limits and the namespaces are
+        # made, which it decides only where it fails (then they go).
+        probe = _in_background(partial(_sandbox_probe, first_uid, first_gid, job, decoys))
         limits: dict[str, Limits] = {}
         tag = secrets.token_hex(4)
         with timed("arm/limits"):
@@ -405,10 +440,13 @@ def arm(
                 # its verdict can then be at best unproven.
                 why_partial = f"full isolation could not be set up: {exc}"
                 netns, hosts = {}, {}
-                for held in harness.namespaces:
-                    with contextlib.suppress(NetnsError, OSError):
-                        held.destroy()
-                harness.namespaces = []
+                _drop_namespaces(harness)
+        with timed("arm/bubblewrap probe"):
+            worker_python, worker_program, bwrap_why = probe.result()
+        if bwrap_why is not None and why_partial is None:
+            why_partial = f"bubblewrap is needed for full isolation: {bwrap_why}"
+            netns, hosts = {}, {}
+            _drop_namespaces(harness)
         passwd, group = sandbox_accounts(run_dir)
         python = base_python(for_sandbox_user=first_uid is not None or bwrap_why is None)
         with timed("arm/venv template"):
@@ -427,7 +465,7 @@ def arm(
             with timed("arm/tool copies"):
                 copies = tool_copies(run_dir / "checks")
         # The receivers' areas, while the install runs (stage's docstring says why safely).
-        harness.staging = _in_background(finish_staging, template)
+        harness.staging = _staging(finish_staging, template)
         armed = Armed(
             run_dir=str(run_dir),
             plan_path=str(run_dir / "plan.json"),
@@ -451,6 +489,7 @@ def arm(
             group=str(group),
             job=job,
             worker_python=worker_python,
+            worker_program=_worker_program(run_dir, worker_program),
             tool_copies=copies,
         )
         (run_dir / "plan.json").write_text(plan.model_dump_json(by_alias=True, indent=2))
@@ -458,6 +497,9 @@ def arm(
         context.write_text(armed.model_dump_json(indent=2))
         context.chmod(0o600)
     except BaseException:
+        if probe is not None:  # its sandbox runs as a uid of the block stop releases
+            with contextlib.suppress(Exception):
+                probe.result()
         if resolver_start is not None and harness.resolver is None:
             resolver_start.cancel()
         if template is not None:

@@ -10,6 +10,7 @@ namespace catches every connection) and trusts the run's CA through the system b
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -23,7 +24,6 @@ from cujo_action.arm.actionsjob import (
     job_message,
     worker_env,
     worker_processes,
-    worker_source,
 )
 from cujo_action.arm.decoys import Decoy
 from cujo_action.net.proxyconfig import SYSTEM_CA
@@ -102,10 +102,12 @@ class Armed(BaseModel):
     hidden: list[str] = []
     passwd: str = ""  # the sandbox's /etc/passwd and /etc/group (host paths)
     group: str = ""
-    # Who the job looks like (actionsjob.py), and the interpreter the decoy runner worker
-    # runs with (empty: no worker, where bubblewrap or the interpreter cannot have one).
+    # Who the job looks like (actionsjob.py), the interpreter the decoy runner worker
+    # runs with (empty: no worker, where bubblewrap or the interpreter cannot have one),
+    # and its program as that interpreter compiled it (a host file only root reads).
     job: JobIdentity
     worker_python: str = ""
+    worker_program: str = ""
     # Without root: each check's own copy of each watched tool (host copy, the tool's real
     # path), bound over the tool in its sandbox, so an open of the copy, which inotify
     # sees, is that check's exec and nobody else's (``arming.tool_copies``).
@@ -135,8 +137,14 @@ class Armed(BaseModel):
             binds=((self.area(check).home, INSIDE_HOME),),
             ro_binds=tuple(ro),
             hidden=tuple(self.hidden),
-            worker=runner_worker(self.worker_python, self.job, self.decoy_objects(), check)
-            if self.worker_python
+            worker=runner_worker(
+                self.worker_python,
+                compiled(self.worker_program),
+                self.job,
+                self.decoy_objects(),
+                check,
+            )
+            if self.worker_python and self.worker_program
             else None,
         )
 
@@ -178,13 +186,14 @@ class Armed(BaseModel):
 
 
 def runner_worker(
-    python: str, job: JobIdentity, decoys: tuple[Decoy, ...], check: str = ""
+    python: str, program: bytes, job: JobIdentity, decoys: tuple[Decoy, ...], check: str = ""
 ) -> Worker:
     """Return the decoy runner worker each command's sandbox starts as its pid 1, holding
     the message of ``check``'s job (the push it runs for: ``JobIdentity.pushed``).
 
-    Its tmpfs covers the runner's ``bin`` only: the runner's root folder above it, with
-    the decoy registration files (``decoyfiles.py``), is HOME's.
+    ``program`` is ``actionsjob.worker_source()`` compiled by ``python``
+    (``host.worker_program``). Its tmpfs covers the runner's ``bin`` only: the runner's
+    root folder above it, with the decoy registration files (``decoyfiles.py``), is HOME's.
     """
     return Worker(
         python=python,
@@ -192,9 +201,16 @@ def runner_worker(
         argv=WORKER_ARGS,
         mount=RUNNER_BIN,
         env=tuple(worker_env(job).items()),
-        source=worker_source(job_message(job, job.pushed(check), decoys)),
+        program=program,
         processes=worker_processes(),
+        message=job_message(job, job.pushed(check), decoys),
     )
+
+
+@functools.cache
+def compiled(path: str) -> bytes:
+    """Return the worker's compiled program that ``arm`` wrote at ``path`` (read once)."""
+    return Path(path).read_bytes()
 
 
 # Trust without a variable where a client reads the system bundle, at the path a hosted

@@ -14,7 +14,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cujo_action.arm.actionsjob import IMAGE_PATH, TOOL_HOMES, JobIdentity
+from cujo_action.arm.actionsjob import (
+    IMAGE_PATH,
+    RUNNER_BIN,
+    TOOL_HOMES,
+    WORKER_ARGS,
+    JobIdentity,
+    worker_source,
+)
 from cujo_action.arm.context import runner_worker
 from cujo_action.arm.decoys import Decoy
 from cujo_action.arm.localisolation import (
@@ -32,18 +39,48 @@ from cujo_action.sandbox.jail import (
     system_tool,
 )
 
+# Run by the worker's own interpreter, isolated and without site (nothing of the machine's
+# packages or environment): compile the program read on stdin, write a .pyc's bytes.
+_COMPILE = (
+    "import importlib.util, marshal, sys; "
+    "code = compile(sys.stdin.buffer.read(), sys.argv[1], 'exec'); "
+    "sys.stdout.buffer.write(importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(code))"
+)
+
+
+def worker_program(python: str, source: bytes) -> bytes:
+    """Return the worker's ``source`` compiled by ``python``: a .pyc's bytes (empty if it
+    cannot be).
+
+    Once per run, so that no command's pid 1 compiles it again; by the interpreter that
+    runs it, whose version the bytecode must match.
+    """
+    try:
+        done = subprocess.run(
+            [python, "-I", "-S", "-c", _COMPILE, f"{RUNNER_BIN}/{WORKER_ARGS[0]}"],
+            input=source, capture_output=True, timeout=60, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return b""
+    return done.stdout if done.returncode == 0 else b""
+
 
 def worker_interpreter(
     bwrap: str, uid: int | None, gid: int | None, job: JobIdentity, decoys: tuple[Decoy, ...]
-) -> str:
-    """Return an interpreter the runner worker starts with in bubblewrap ('' if none)."""
+) -> tuple[str, bytes]:
+    """Return an interpreter the runner worker starts with in bubblewrap, and the worker's
+    program compiled for it (``worker_program``); ('', b'') if none."""
+    source = worker_source()
     # The system's own first: an interpreter linked to a libpython beside it (some
     # toolcache builds) cannot start from the worker's path.
     candidates = dict.fromkeys(["/usr/bin/python3", base_python(for_sandbox_user=True)])
     for python in candidates:
         if not _others_can_run(Path(python)):
             continue
-        view = View(bwrap, (), (), (), worker=runner_worker(python, job, decoys))
+        program = worker_program(python, source)
+        if not program:
+            continue
+        view = View(bwrap, (), (), (), worker=runner_worker(python, program, job, decoys))
         try:
             outcome = run_confined(
                 "exit 0", cwd=Path("/"), env={"PATH": "/usr/bin:/bin"}, timeout=30,
@@ -52,8 +89,8 @@ def worker_interpreter(
         except (OSError, JailError):
             continue
         if outcome.exit_code == 0:
-            return python
-    return ""
+            return python, program
+    return "", b""
 
 
 def isolation_unavailable() -> str | None:

@@ -1,10 +1,12 @@
 """Start a runner's processes, run a step's process, report how it ended, keep the job."""
 
 # This file is not imported by the harness. ``actionsjob.worker_source`` appends the
-# job's MESSAGE, the runner's process TREE (``runnertree.py``) and its SCRIPTS folder to
-# it, and ``jail`` a call to ``main`` with the step. The sandbox's pid 1 runs it from a
-# file named ``spawnclient`` (removed at once) with the system Python bound at
-# Runner.Worker's path.
+# runner's process TREE (``runnertree.py``), its SCRIPTS folder and a call to ``main`` to
+# it, and ``arm`` compiles that once per run with the interpreter that runs it
+# (``host.worker_program``). The sandbox's pid 1 runs the compiled program from a file
+# named ``spawnclient`` with the system Python bound at Runner.Worker's path, and reads
+# the step, with the job's message, from a file named by its first handle (``107``),
+# marshalled by ``jail``; both are removed at once.
 #
 # pid 1 names itself ``systemd`` (/sbin/init) and starts the tree below it: kthreadd and
 # the kernel threads it stands in for, the image's services, and the provisioner, the
@@ -24,28 +26,30 @@
 # (UTF-8 from the wire, UTF-16 in .NET strings), readable through /proc/<pid>/mem by the
 # step, as on a runner (PR_SET_PTRACER_ANY lets a sibling read it under Yama's
 # ptrace_scope 1, as sudo does on a hosted runner). The message comes in hex, so the
-# program's text (freed once compiled) holds no copy of it. When the kernel refuses PR_SET_MM_MAP
+# step's text (freed once read) holds no copy of it. When the kernel refuses PR_SET_MM_MAP
 # pid 1 is the worker and nothing else is made, so only the worker's command line ever
 # says Runner.Worker.
 #
 # Everything it needs is in the standard library: it runs outside the harness's
 # environment. Comments are not kept in memory once compiled; names and strings are, so
-# none of them says what this is.
+# none of them says what this is. It starts for every command, so it imports as little
+# as it can: no typing or contextlib, and signal's C module without its enums.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import gc
+import marshal
 import os
-import signal
 import sys
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs start-up
+if TYPE_CHECKING:
+    import signal
     from typing import Any, NoReturn
+else:
+    import _signal as signal
 
-MESSAGE = b""
 # (name, argv, children), nested; pid 1 first. An argv of None is the worker's own.
 TREE: tuple[object, ...] = ()
 SCRIPTS = ""
@@ -134,8 +138,10 @@ def _prctl(option: int, *args: int) -> int:
 
 
 def _let_readers_in() -> None:
-    with contextlib.suppress(OSError, AttributeError):
+    try:
         _prctl(_PR_SET_PTRACER, _PR_SET_PTRACER_ANY)
+    except (OSError, AttributeError):
+        pass
 
 
 def _stack() -> int:
@@ -246,8 +252,10 @@ def _node(shown: _Shown, node: Node, step: dict[str, Any], status_fd: int) -> No
                 # A kernel thread takes no signal; neither do the ones it stands in for.
                 for sig in signal.valid_signals():
                     if sig not in _KEPT:
-                        with contextlib.suppress(OSError, ValueError):
+                        try:
                             signal.signal(sig, signal.SIG_IGN)
+                        except (OSError, ValueError):
+                            pass
             _grow(shown, node, step, status_fd)
             _keep_only()
         except BaseException:
@@ -261,9 +269,11 @@ def _node(shown: _Shown, node: Node, step: dict[str, Any], status_fd: int) -> No
 
 def _stay() -> NoReturn:
     """Reap this process's children, then wait until killed."""
-    with contextlib.suppress(ChildProcessError):
+    try:
         while True:
             os.waitpid(-1, 0)
+    except ChildProcessError:
+        pass
     while True:
         signal.pause()
 
@@ -320,9 +330,10 @@ def _worker(shown: _Shown, step: dict[str, Any], status_fd: int) -> NoReturn:
         signal.signal(sig, signal.SIG_IGN)
     # Copies made in place: a temporary copy, once freed, is left half overwritten in
     # the heap, where a scraper would find a mangled secret beside the real ones.
-    wide = bytearray(2 * len(MESSAGE))
-    wide[::2] = MESSAGE  # UTF-16LE of the ASCII JSON the runner receives
-    _HELD.extend([bytearray(MESSAGE), wide])
+    message = bytes.fromhex(step["message"])
+    wide = bytearray(2 * len(message))
+    wide[::2] = message  # UTF-16LE of the ASCII JSON the runner receives
+    _HELD.extend([message, bytearray(message), wide])
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
     given = [str(arg) for arg in step["argv"]]
     argv, script = _script(given)
@@ -334,8 +345,10 @@ def _worker(shown: _Shown, step: dict[str, Any], status_fd: int) -> NoReturn:
             break
     if script:
         # Gone before the harness hears the step ended (it looks at HOME right after).
-        with contextlib.suppress(OSError):
+        try:
             os.unlink(script)
+        except OSError:
+            pass
     os.write(status_fd, f"{_exit_code(status)}\n".encode())
     os.close(status_fd)
     while True:
@@ -345,11 +358,22 @@ def _worker(shown: _Shown, step: dict[str, Any], status_fd: int) -> NoReturn:
             signal.sigtimedwait([signal.SIGCHLD], 3600)
 
 
-def main(step: dict[str, Any]) -> NoReturn:
+def _step() -> dict[str, Any]:
+    """Read the step from the file named by the first handle; remove it and the program."""
+    with open(sys.argv[1], "rb") as fh:
+        step: dict[str, Any] = marshal.loads(fh.read())  # noqa: S302 (jail's, as root)
+    for name in sys.argv[:2]:
+        try:
+            os.unlink(name)
+        except OSError:
+            pass
+    return step
+
+
+def main() -> NoReturn:
     """Start the runner's tree and the step, say how it ended, then reap until killed."""
+    step = _step()
     status_fd = int(step["status_fd"])
-    with contextlib.suppress(OSError):
-        os.unlink(sys.argv[0])
     os.closerange(3, status_fd)
     os.closerange(status_fd + 1, 1 << 16)
     # Forked copies share this process's memory until written: no collector writes it.

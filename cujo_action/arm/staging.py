@@ -92,7 +92,7 @@ def stage(
     it at (under ``inside_home``, or the host HOME).
 
     Returns the areas, and what is left to stage for the checks that run on the install's
-    tree (``RECEIVERS``: their venvs and the hand-over of their HOMEs), to be finished
+    tree (``RECEIVERS``: their HOMEs' files, venvs and hand-over), to be finished
     while the install runs (``Harness.staged``): their HOMEs sit in root's 0711 corners,
     0700 and root's until handed over, so no uid that runs meanwhile can reach them, and
     their own uids run nothing before the run waits for it.
@@ -103,7 +103,8 @@ def stage(
     for check in ALL_CHECKS:
         corner = fresh_dir(corners / check, 0o711)  # root's: the uid cannot swap its HOME
         home = fresh_dir(corner / "home", 0o700)
-        seed_home(home, decoys, job, job.pushed(check))
+        if check not in RECEIVERS:
+            seed_home(home, decoys, job, job.pushed(check))
         wanted = check != "base" or base_runs()  # nothing staged for a base that will not run
         if check in ("install", "detonation", "base") and wanted:
             checkout = fresh_dir(home / "work" / job.repo, 0o755) / job.repo
@@ -126,6 +127,9 @@ def stage(
         )  # fmt: skip
 
     def finish(checks: Collection[str]) -> None:
+        for receiver in RECEIVERS:
+            if receiver in checks:
+                seed_home(Path(areas[receiver].home), decoys, job, job.pushed(receiver))
         homes = {Path(areas[c].home) for c in checks}
         mine = {dest: inside for dest, inside in venvs.items() if dest.parents[1] in homes}
         if mine:

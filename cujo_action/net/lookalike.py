@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from cujo_action.limits import ANSWER_BODY
-from cujo_action.net.lookalike_github import GitHubApi, GitHubFacts, is_github_api
+from cujo_action.net.lookalike_github import GitHubApi, is_github_api
 from cujo_action.net.lookalike_web import Answer, Asked, web_answer, web_error
+from cujo_action.net.proxyconfig import GitHubFacts
 
 
 class Lookalike:

@@ -42,9 +42,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote, unquote
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from cujo_action.net.lookalike_web import Answer, Asked, http_date, iso_time
+from cujo_action.net.proxyconfig import GitHubFacts
 
 API = "https://api.github.com"
 WEB = "https://github.com"
@@ -52,10 +51,6 @@ DOCS = "https://docs.github.com/rest"
 API_HOST = "api.github.com"
 # The API versions GitHub serves (docs: "API versions"); the first is the default.
 API_VERSIONS = ("2022-11-28", "2026-03-10")
-
-# GitHub's permissive default for a workflow's GITHUB_TOKEN (docs: "Permissions for the
-# GITHUB_TOKEN"); ``actionsjob.TOKEN_PERMISSIONS`` states the decoy job's.
-RESTRICTED: dict[str, str] = {"contents": "read", "metadata": "read", "packages": "read"}
 
 Kind = Literal["anonymous", "installation", "user", "bad"]
 # Primary rate limits an hour (docs: "Rate limits for the REST API"): unauthenticated,
@@ -217,22 +212,6 @@ TREE_ENTRIES = 100
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 _NAME_IN_JSON = re.compile(rb'"name"\s*:\s*"([^"\\]{1,100})"')
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-
-class GitHubFacts(BaseModel):
-    """The decoy job as GitHub would know it: its repository, ids and token's permissions."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    repository: str = "octo-org/project"  # GITHUB_REPOSITORY
-    repository_id: int = 400_000_000  # GITHUB_REPOSITORY_ID
-    owner_id: int = 9_000_000  # GITHUB_REPOSITORY_OWNER_ID
-    owner_type: Literal["User", "Organization"] = "User"
-    default_branch: str = "main"
-    base_sha: str = ""  # the default branch's head ("" : one is made up)
-    # The installation token's permissions, as the job states them.
-    permissions: dict[str, str] = Field(default_factory=lambda: dict(RESTRICTED))
-    seed: int = 0
 
 
 @dataclass

@@ -107,6 +107,7 @@ def _lock(path: Path, *, wait: bool) -> int | None:
 def _kill_namespace_pids(name: str) -> None:
     """Kill every process left in namespace ``name`` and wait until none is."""
     deadline = time.monotonic() + _KILL_WAIT_S
+    pause = 0.002  # a sandbox's PID namespace, killed whole, is gone in a few milliseconds
     while True:
         out = _run(["ip", "netns", "pids", name], check=False)
         pids = [int(p) for p in out.split() if p.isdigit()]
@@ -115,7 +116,8 @@ def _kill_namespace_pids(name: str) -> None:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        time.sleep(0.02)
+        time.sleep(pause)
+        pause = min(2 * pause, 0.02)
 
 
 def kill_all_in(name: str) -> None:

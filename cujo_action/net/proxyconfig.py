@@ -1,13 +1,13 @@
-"""Describe one logging proxy: what it listens on, forwards, looks for and writes."""
+"""Describe one logging proxy: what it listens on, forwards, looks for, writes and answers."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cujo_action.net.helperconfig import DecoySpec, checked_labels
-from cujo_action.net.lookalike_github import GitHubFacts
 from cujo_action.schema import REGISTRY_HOSTS
 
 SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -17,6 +17,25 @@ SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 # system bundle with the CA appended.
 CA_KEY_NAME = "mitmproxy-ca.pem"
 CA_CERT_NAME = "mitmproxy-ca-cert.pem"
+# GitHub's permissive default for a workflow's GITHUB_TOKEN (docs: "Permissions for the
+# GITHUB_TOKEN"); ``actionsjob.TOKEN_PERMISSIONS`` states the decoy job's.
+RESTRICTED: dict[str, str] = {"contents": "read", "metadata": "read", "packages": "read"}
+
+
+class GitHubFacts(BaseModel):
+    """The decoy job as GitHub would know it: its repository, ids and token's permissions."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    repository: str = "octo-org/project"  # GITHUB_REPOSITORY
+    repository_id: int = 400_000_000  # GITHUB_REPOSITORY_ID
+    owner_id: int = 9_000_000  # GITHUB_REPOSITORY_OWNER_ID
+    owner_type: Literal["User", "Organization"] = "User"
+    default_branch: str = "main"
+    base_sha: str = ""  # the default branch's head ("" : one is made up)
+    # The installation token's permissions, as the job states them.
+    permissions: dict[str, str] = Field(default_factory=lambda: dict(RESTRICTED))
+    seed: int = 0
 
 
 class ProxyConfig(BaseModel):

@@ -34,7 +34,6 @@ import threading
 import time
 from pathlib import Path
 
-from cujo_action.net.forwarder import ForwarderConfig
 from cujo_action.net.netlayout import NetnsError
 from cujo_action.net.nftguard import Drops, parse_drops
 from cujo_action.net.rootlessguard import TABLE
@@ -205,6 +204,10 @@ class RootlessNamespace:
 
     def start(self) -> None:
         """Start the holder (call from the run's main thread); ``wait`` for it after."""
+        # Here, not at the top: the forwarder's module loads asyncio, which the jail and
+        # every check that imports this module need not.
+        from cujo_action.net.forwarder import ForwarderConfig  # noqa: PLC0415
+
         self.workdir.mkdir(mode=0o700)
         proxy_sock, dns_sock = self.workdir / "p.sock", self.workdir / "d.sock"
         self.relays = [UnixRelay(proxy_sock, self.proxy_port), UnixRelay(dns_sock, self.dns_port)]

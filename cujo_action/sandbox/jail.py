@@ -25,6 +25,8 @@ with the same environment, limits, deadline and output cap.
 
 from __future__ import annotations
 
+import json
+import marshal
 import os
 import resource
 import select
@@ -98,12 +100,15 @@ class Worker:
     """A program that is the sandbox's pid 1 in place of the shell, and starts the command.
 
     It runs as the sandbox user with ``python`` (a host interpreter, bound read-only at
-    ``exe``) from a file named ``argv[0]`` in ``exe``'s folder on a tmpfs at ``mount``,
-    which it removes once read. ``source`` is its program; the command, its folder, its
-    environment and the status descriptor are appended as ``main(config)``, ``config`` a
-    dict. It tells how the command ended on the status descriptor, as ``INIT`` does, and
-    reaps until killed. It may start processes of its own before the command:
-    ``processes`` in all, pid 1 included, which are not counted as the command's.
+    ``exe``) from a file named ``argv[0]`` in ``exe``'s folder on a tmpfs at ``mount``:
+    ``program``, compiled for that interpreter once per run (the bytes of a ``.pyc``,
+    which Python runs as it is, whatever the file's name). The command, its folder, its
+    environment, the status descriptor and the ``message`` it holds (in hex: what is left
+    of the step's text in memory must not read as a secret) come in a file named
+    ``argv[1]`` beside it (``step``); it removes both once read. It tells how the command
+    ended on the status descriptor, as ``INIT`` does, and reaps until killed. It may start
+    processes of its own before the command: ``processes`` in all, pid 1 included, which
+    are not counted as the command's.
     """
 
     python: str
@@ -111,15 +116,17 @@ class Worker:
     argv: tuple[str, ...]
     mount: str
     env: tuple[tuple[str, str], ...]  # its own environment (not the command's)
-    source: bytes
+    program: bytes
     processes: int = 1
+    message: bytes = b""
 
-    def program(self, cmd: str, cwd: str, env: Mapping[str, str], status_fd: int) -> bytes:
-        """Return the program file that runs ``cmd`` in ``cwd`` with ``env``."""
-        # A Python literal, not JSON: the program need not import a parser.
+    def step(self, cmd: str, cwd: str, env: Mapping[str, str], status_fd: int) -> bytes:
+        """Return the step file that has the program run ``cmd`` in ``cwd`` with ``env``."""
+        # Marshalled, not JSON nor a literal: the program neither imports a parser nor
+        # compiles anything. Format 4 is read by every Python since 3.4.
         config = {"argv": ["/bin/bash", "-c", cmd], "cwd": cwd, "env": dict(env),
-                  "status_fd": status_fd}  # fmt: skip
-        return self.source + b"\nmain(" + repr(config).encode() + b")\n"
+                  "status_fd": status_fd, "message": self.message.hex()}  # fmt: skip
+        return marshal.dumps(config, 4)
 
 
 @dataclass(frozen=True)
@@ -166,13 +173,19 @@ class View:
         program_fd: int = -1,
         empty_fd: int = -1,
         resolv: Sequence[tuple[int, ResolvFile]] = (),
+        info_fd: int = -1,
+        step_fd: int = -1,
     ) -> list[str]:
         """Return bubblewrap's arguments up to (not including) the command.
 
         ``empty_fd`` is read to make docker's socket as an empty file (none when negative).
         ``resolv``: the resolver files and the descriptors holding them (``_resolv_fds``).
+        ``info_fd``: where bubblewrap writes the pid of the sandbox's pid 1 (none when
+        negative). ``program_fd`` and ``step_fd`` hold the worker's files (``Worker``).
         """
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        if info_fd >= 0:
+            args += ["--info-fd", str(info_fd)]
         for path in self.covered():
             args += ["--tmpfs", path]
         args += self.image(empty_fd)[0]
@@ -191,6 +204,7 @@ class View:
             args += ["--tmpfs", self.worker.mount, "--ro-bind", self.worker.python]
             args += [self.worker.exe, "--perms", "0600", "--file", str(program_fd)]
             args.append(f"{folder}/{self.worker.argv[0]}")
+            args += ["--perms", "0600", "--file", str(step_fd), f"{folder}/{self.worker.argv[1]}"]
             cwd = folder
         if user_ns:
             args += [
@@ -236,14 +250,17 @@ class Confinement:
         program_fd: int = -1,
         empty_fd: int = -1,
         resolv: Sequence[tuple[int, ResolvFile]] = (),
+        info_fd: int = -1,
+        step_fd: int = -1,
     ) -> list[str]:
         """Return the argv that runs ``cmd`` (in ``cwd``, as the command sees it) confined.
 
         Under a view, the sandbox's pid 1 writes the command's exit status to
         ``status_fd`` (which the caller passes down) and stays until it is killed. With a
-        worker, pid 1 is the worker, reading the command from ``program_fd``. bubblewrap
-        reads ``empty_fd`` for an empty file, and ``resolv`` are the resolver files the view
-        writes (``View.args``).
+        worker, pid 1 is the worker, its program read from ``program_fd`` and the command
+        from ``step_fd``. bubblewrap reads ``empty_fd`` for an empty file, ``resolv`` are
+        the resolver files the view writes, and ``info_fd`` is where it says which pid its
+        pid 1 has (``View.args``).
         """
         argv: list[str] = []
         if self.netns is not None and is_rootless(self.netns):
@@ -262,10 +279,13 @@ class Confinement:
             ]  # fmt: skip
         if self.view is not None and self.view.worker is not None and program_fd >= 0:
             worker = self.view.worker
-            view = self.view.args(cwd, program_fd=program_fd, empty_fd=empty_fd, resolv=resolv)
+            view = self.view.args(
+                cwd, program_fd=program_fd, empty_fd=empty_fd, resolv=resolv, info_fd=info_fd,
+                step_fd=step_fd,
+            )  # fmt: skip
             return [*argv, *view, "--", worker.exe, *worker.argv]
         if self.view is not None:
-            view = self.view.args(cwd, empty_fd=empty_fd, resolv=resolv)
+            view = self.view.args(cwd, empty_fd=empty_fd, resolv=resolv, info_fd=info_fd)
             argv += [*view, "--", "/bin/bash", "-c", INIT, "bash"]
             argv.append(str(status_fd))
         return [*argv, "/bin/bash", "-c", cmd]
@@ -301,13 +321,71 @@ def bwrap_unavailable(uid: int | None, gid: int | None) -> str | None:
 
 def _resolv_fds(view: View) -> list[tuple[int, ResolvFile]]:
     """Return a descriptor holding each resolver file of the sandbox, for bubblewrap."""
-    made = []
-    for placed in resolv_files((*ALWAYS_HIDDEN, *view.hidden)):
-        fd = os.memfd_create("resolv", os.MFD_CLOEXEC)
-        os.write(fd, placed.content)
-        os.lseek(fd, 0, os.SEEK_SET)
-        made.append((fd, placed))
-    return made
+    return [
+        (_memfd("resolv", placed.content), placed)
+        for placed in resolv_files((*ALWAYS_HIDDEN, *view.hidden))
+    ]
+
+
+def _memfd(name: str, content: bytes) -> int:
+    """Return a descriptor (close-on-exec) that reads ``content``, for bubblewrap to copy."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    os.write(fd, content)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+# The pid, outside, of each sandbox's pid 1 this process adopted and has not reaped.
+# bubblewrap's monitor is killed first, so pid 1 ends adopted here (the subreaper), a zombie
+# until reaped: holding one of the user's processes (the check's limit counts it), and
+# read as a leftover of the next command (the leftover watch would wait on it).
+_ADOPTED: set[int] = set()
+_ADOPTED_WAIT_S = 2.0
+
+
+def _adopt(info_r: int) -> None:
+    """Note the sandbox's pid 1 that bubblewrap named on ``info_r`` (closed here) if this
+    process adopted it, and reap it if it has ended."""
+    try:
+        os.set_blocking(info_r, False)  # written before the sandbox was set up, if at all
+        said = json.loads(os.read(info_r, 4096) or b"{}")
+        pid = said.get("child-pid") if isinstance(said, dict) else None
+    except (OSError, ValueError):
+        pid = None
+    finally:
+        os.close(info_r)
+    if isinstance(pid, int) and _parent_of(pid) == os.getpid():
+        _ADOPTED.add(pid)  # this process's child: nobody else can reap it, nor reuse its pid
+    _reap_adopted()
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        return int(stat[stat.rindex(b")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _reap_adopted(wait_s: float = 0.0) -> None:
+    """Reap each adopted pid 1 (``_ADOPTED``) that has ended, and nothing else, waiting up
+    to ``wait_s`` for those still ending (killed with their monitor, they end at once, but
+    only once the kernel has emptied their PID namespace)."""
+    end = time.monotonic() + wait_s
+    pause = 0.001
+    while True:
+        for pid in list(_ADOPTED):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:  # reaped by another thread's call
+                done = pid
+            if done:
+                _ADOPTED.discard(pid)
+        if not _ADOPTED or time.monotonic() >= end:
+            return
+        time.sleep(pause)
+        pause = min(2 * pause, 0.05)
 
 
 @dataclass(frozen=True)
@@ -413,25 +491,32 @@ def run_confined(
     ooms_before = limits.oom_kills() if limits else 0
     view = confinement.view
     status_r, status_w = os.pipe() if view is not None else (-1, -1)
+    # Where bubblewrap says which pid the sandbox's pid 1 has (``_adopted``).
+    info_r, info_w = os.pipe() if view is not None else (-1, -1)
     # What bubblewrap copies into docker's socket path: nothing.
     empty_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC) if view is not None else -1
     # In its namespace, the sandbox reads a runner's resolv.conf, naming the stub address
     # that leads to its resolver (dnsstub.py); without one, the host's resolver is its.
     resolv = _resolv_fds(view) if view is not None and netns is not None else []
-    program_fd = -1
+    program_fd = step_fd = -1
     outer_env = dict(env)
     if view is not None and view.worker is not None:
         # The worker is pid 1 and gets its own environment; the command's goes in its
-        # program, which bubblewrap copies from this descriptor into the sandbox.
-        program_fd = os.memfd_create("step", os.MFD_CLOEXEC)
-        os.write(program_fd, view.worker.program(cmd, str(cwd), env, status_w))
-        os.lseek(program_fd, 0, os.SEEK_SET)
+        # step, which bubblewrap copies from a descriptor into the sandbox, as its program.
+        program_fd = _memfd("step", view.worker.program)
+        step_fd = _memfd("step", view.worker.step(cmd, str(cwd), env, status_w))
         outer_env = dict(view.worker.env)
+    resolved = [fd for fd, _ in resolv]
     if confinement.uid is not None:
         become_subreaper()
+    # The last command's pid 1 is not counted as this one's (nor held against its limit).
+    _reap_adopted(_ADOPTED_WAIT_S)
     try:
+        argv = confinement.argv(
+            cmd, str(cwd), status_w, program_fd, empty_fd, resolv, info_fd=info_w, step_fd=step_fd
+        )
         proc = subprocess.Popen(
-            confinement.argv(cmd, str(cwd), status_w, program_fd, empty_fd, resolv),
+            argv,
             cwd="/" if view is not None else cwd,
             env=outer_env,
             stdin=stdin_fd if stdin_fd is not None else subprocess.DEVNULL,
@@ -439,14 +524,14 @@ def run_confined(
             stderr=subprocess.PIPE,
             start_new_session=True,
             pass_fds=tuple(
-                fd for fd in (status_w, program_fd, empty_fd, *(f for f, _ in resolv)) if fd >= 0
+                fd for fd in (status_w, info_w, program_fd, step_fd, empty_fd, *resolved) if fd >= 0
             ),
             preexec_fn=_limits(  # noqa: PLW1509
                 confinement.nproc if _counted(confinement) else None, limits, confinement.nice
             ),
         )
     finally:
-        for fd in (status_w, program_fd, empty_fd, *(f for f, _ in resolv)):
+        for fd in (status_w, info_w, program_fd, step_fd, empty_fd, *resolved):
             if fd >= 0:
                 os.close(fd)
     try:
@@ -455,6 +540,8 @@ def run_confined(
     finally:
         if status_r >= 0:
             os.close(status_r)
+        if info_r >= 0:
+            _adopt(info_r)
 
 
 def _follow(

@@ -104,13 +104,15 @@ def kill_group(pgid: int, leader: subprocess.Popen[bytes]) -> None:
         if sig is signal.SIGTERM:
             # Give well-behaved children a moment; a deadline, not a sleep in a loop.
             deadline = time.monotonic() + GRACE_S
+            pause = 0.001  # most groups are gone in a millisecond (bubblewrap's is)
             while time.monotonic() < deadline:
                 leader.poll()  # reap the leader, or the group looks alive while it is a zombie
                 try:
                     os.killpg(pgid, 0)
                 except ProcessLookupError:
                     return
-                time.sleep(0.05)
+                time.sleep(pause)
+                pause = min(2 * pause, 0.05)
 
 
 def become_subreaper() -> None:

@@ -207,6 +207,9 @@ def socket_owner(address: str, port: int, protocol: str = "tcp") -> Proc | None:
             continue
         if namespace not in by_namespace:
             by_namespace[namespace] = _inodes(pid, address, port, protocol)
-        if by_namespace[namespace] & _sockets(pid):
+        # Only a namespace where the socket is bound has its holder: the others' processes
+        # (a runner's tree of a hundred in each sandbox) are not opened one by one.
+        held = by_namespace[namespace]
+        if held and held & _sockets(pid):
             return describe(pid)
     return None

@@ -15,8 +15,10 @@ from pathlib import Path
 
 from jobs import job_for
 
+from cujo_action.arm.actionsjob import worker_source
 from cujo_action.arm.context import runner_worker
 from cujo_action.arm.decoys import make_decoys
+from cujo_action.arm.host import worker_program
 from cujo_action.sandbox.cgroups import Limits, make_limits
 from cujo_action.sandbox.jail import (
     INSIDE_HOME,
@@ -64,7 +66,8 @@ class Sandboxes:
             os.chown(home, uid, uid)
         bwrap = shutil.which("bwrap")
         usable = view and bwrap is not None and bwrap_unavailable(uid, uid) is None
-        pid1 = runner_worker("/usr/bin/python3", job_for("octo/app"), make_decoys())
+        program = worker_program("/usr/bin/python3", worker_source())
+        pid1 = runner_worker("/usr/bin/python3", program, job_for("octo/app"), make_decoys())
         shown = (
             View(bwrap, ((str(home), INSIDE_HOME),), (), hidden, pid1 if worker else None)
             if usable and bwrap

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
 from fakeanthropic import FakeAnthropic, running, text, tool_use
 
-from app_relay.model.claude import ModelClient, ModelConfig, cost_usd, model_client_from_env
+from app_relay.model.claude import ModelClient, ModelConfig, cost_usd
+from app_relay.model.fromenv import model_client_from_env
 from app_relay.model.port import ModelError
 from app_relay.model.tools import ADVISORY, BLOCKING, review_tool
 
@@ -34,6 +38,17 @@ def test_no_key_means_no_model():
     made = model_client_from_env(env)
     assert isinstance(made, ModelClient)
     assert "sk-ant-secret" not in repr(made)
+
+
+def test_a_review_without_a_key_never_imports_the_sdk():
+    # It takes about a second to import: a local review with no key does without it.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from app_relay.cli.review import local_judge; "
+         "local_judge({}); print('anthropic' in sys.modules)"],
+        capture_output=True, text=True, env=env, check=True,
+    )  # fmt: skip
+    assert done.stdout.strip() == "False", done.stderr
 
 
 def test_one_ask_is_one_forced_tool_call_and_its_cost_is_recorded(api):

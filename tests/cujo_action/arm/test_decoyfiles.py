@@ -74,7 +74,7 @@ def test_the_runner_folder_is_the_one_runner_worker_runs_from() -> None:
     # The root is bin's parent (actions/runner's HostContext); the worker's tmpfs covers
     # only bin, so the registration beside it is what a command sees.
     assert f"{INSIDE_HOME}/{RUNNER_DIR}/bin/Runner.Worker" == WORKER_EXE
-    assert runner_worker("/usr/bin/python3", JOB, DECOYS).mount == RUNNER_BIN
+    assert runner_worker("/usr/bin/python3", b"", JOB, DECOYS).mount == RUNNER_BIN
     assert f"{INSIDE_HOME}/{RUNNER_DIR}/bin" == RUNNER_BIN
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
+import marshal
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -11,10 +14,13 @@ from cujo_action.arm.actionsjob import (
     RUNNER_BIN,
     RUNNER_ROOT,
     TEMP,
+    WORKER_ARGS,
     worker_processes,
     worker_source,
 )
+from cujo_action.arm.host import worker_program
 from cujo_action.arm.runnertree import NAME_MAX, Proc, count, literal, runner_tree
+from cujo_action.sandbox.jail import Worker
 
 
 def walk(proc: Proc, parents: tuple[Proc, ...] = ()) -> Iterator[tuple[Proc, tuple[Proc, ...]]]:
@@ -90,25 +96,46 @@ def test_the_count_is_every_process_and_the_literal_keeps_the_shape() -> None:
 
 
 def test_the_workers_program_holds_the_tree_and_the_scripts_folder() -> None:
-    source = worker_source(b'{"value":"x"}', cpus=4)
+    source = worker_source(cpus=4)
     assigned = {
         node.targets[0].id: node.value
         for node in ast.parse(source).body
         if isinstance(node, ast.Assign)
         and isinstance(node.targets[0], ast.Name)
-        and node.targets[0].id in ("TREE", "SCRIPTS", "MESSAGE")
+        and node.targets[0].id in ("TREE", "SCRIPTS")
     }
     tree = runner_tree(4, RUNNER_ROOT, RUNNER_BIN)
     # The last assignment wins: the appended values, not the file's placeholders.
     assert ast.literal_eval(assigned["TREE"]) == literal(tree)
     assert ast.literal_eval(assigned["SCRIPTS"]) == TEMP
     assert worker_processes(4) == count(tree)
-    # The message is in hex: no copy of it in the program's text.
-    assert b'"value"' not in source
-    message = assigned["MESSAGE"]
-    assert isinstance(message, ast.Call)
-    assert ast.unparse(message.func) == "bytes.fromhex"
-    assert bytes.fromhex(ast.literal_eval(message.args[0])) == b'{"value":"x"}'
+
+
+def test_each_step_brings_its_jobs_message_in_hex() -> None:
+    message = b'{"value":"x"}'
+    worker = Worker("/usr/bin/python3", "/w", ("spawnclient", "107"), "/", (), b"", 1, message)
+    step = worker.step("true", "/home/runner/work", {"CI": "true"}, 3)
+    # No copy of the message in the step's text: it is in hex, decoded by the worker.
+    assert b'"value"' not in step
+    assert marshal.loads(step) == {
+        "argv": ["/bin/bash", "-c", "true"], "cwd": "/home/runner/work", "env": {"CI": "true"},
+        "status_fd": 3, "message": message.hex(),
+    }  # fmt: skip
+
+
+def test_the_program_is_compiled_once_by_the_interpreter_that_runs_it() -> None:
+    source = worker_source(cpus=2)
+    program = worker_program(sys.executable, source)
+    # A .pyc's bytes, which Python runs whatever the file is called: this interpreter's
+    # magic number, then the code as compile() makes it, ending by calling main.
+    assert program[:4] == importlib.util.MAGIC_NUMBER
+    code = marshal.loads(program[16:])
+    assert code == compile(source, f"{RUNNER_BIN}/{WORKER_ARGS[0]}", "exec")
+    assert ast.unparse(ast.parse(source).body[-1]) == "main()"
+    # No program where the interpreter cannot compile it: no worker, rather than a
+    # pid 1 that fails every command.
+    assert worker_program("/nonexistent/python3", source) == b""
+    assert worker_program(sys.executable, b"def (") == b""
 
 
 def test_a_machine_with_many_cpus_costs_no_more_than_a_large_runner(

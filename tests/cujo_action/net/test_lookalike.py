@@ -16,10 +16,10 @@ from cujo_action.net.lookalike_github import (
     ACTIONS_BOT,
     ECHO_BUDGET,
     ZEN,
-    GitHubFacts,
     git_blob_sha,
 )
 from cujo_action.net.lookalike_web import JSON_OK, WELCOME, Answer, Asked, bodiless, nginx_page
+from cujo_action.net.proxyconfig import GitHubFacts
 from cujo_action.net.proxysink import response, well_formed
 
 NOW = 1_780_000_000.0

@@ -509,6 +509,34 @@ def test_no_process_of_the_tree_outlives_the_command(sandboxes: Sandboxes) -> No
     assert processes_of(box.uid) == []
 
 
+def zombie_children(uid: int) -> int:
+    """Return how many children of this process are ``uid``'s zombies."""
+    found = 0
+    for proc in Path("/proc").iterdir():
+        try:
+            status = (proc / "status").read_text() if proc.name.isdigit() else ""
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        mine = fields.get("PPid", "").strip() == str(os.getpid())
+        if mine and fields["Uid"].split()[:1] == [str(uid)] and "zombie" in fields["State"]:
+            found += 1
+    return found
+
+
+@root_only
+def test_a_commands_pid_1_is_reaped_before_the_next_one_starts(box: Sandbox) -> None:
+    if box.confinement.view is None:
+        pytest.skip("bubblewrap does not work here")
+    assert box.uid is not None
+    # Each pid 1 is adopted here when bubblewrap's monitor is killed before it; the next
+    # command reaps it before it starts, so none is left but the last one's, and none is
+    # in the check's cgroup when the next command's leftovers are counted.
+    outcomes = [run(box, "true") for _ in range(4)]
+    assert [o.exit_code for o in outcomes] == [0, 0, 0, 0]
+    assert zombie_children(box.uid) <= 1
+
+
 @root_only
 def test_the_step_runs_from_a_script_as_bash_c_would_and_it_is_gone_after(
     sandboxes: Sandboxes,
