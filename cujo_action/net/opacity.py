@@ -11,9 +11,11 @@ every decoding of it) reads as text and at least one layer looks random:
   decodings are judged instead), gzip'd text does once inflated;
 * a layer *looks random* when it has at least ``MIN_BYTES`` bytes and its Shannon
   entropy per byte reaches ``random_entropy(n)``: ``RANDOM_ENTROPY`` (7.2 bits) for a
-  layer of 512 bytes or more, and ``log2(n) - 1`` below that, since n bytes can show at
-  most log2(n) bits each (40 random bytes show about 5.2, threshold 4.3; 40 bytes of
-  structured binary, repeated fields and zeros, show far less).
+  layer of 512 bytes or more, and below that ``log2(n) - 1`` (n bytes can show at most
+  log2(n) bits each) or what n random bytes are expected to show less ``RANDOM_MARGIN``,
+  whichever is lower (40 random bytes show about 5.2, threshold 4.3; 300 show about
+  7.29, threshold 6.99; 40 bytes of structured binary, repeated fields and zeros, show
+  far less).
 
 A maintainer's legitimate binary upload that is itself compressed without a magic we
 know (a zip's members, an image) can be opaque: the rule it feeds is a warning unless
@@ -30,6 +32,9 @@ from collections.abc import Iterable
 
 MIN_BYTES = 32
 RANDOM_ENTROPY = 7.2
+# How far under the entropy random bytes are expected to show (``random_entropy``) a
+# layer may fall and still look random: five spreads and more at every size.
+RANDOM_MARGIN = 0.4
 TEXT_SHARE = 0.85
 ENCODED_SHARE = 0.5
 SAMPLE = 64 * 1024
@@ -57,8 +62,18 @@ def entropy(data: bytes) -> float:
 
 
 def random_entropy(n: int) -> float:
-    """Return the entropy per byte from which ``n`` bytes look random."""
-    return min(RANDOM_ENTROPY, math.log2(max(n, 2)) - 1.0)
+    """Return the entropy per byte from which ``n`` bytes look random.
+
+    Below what ``n`` random bytes show by a margin that holds at every size: for a few
+    hundred bytes, the count's own shortfall (Miller-Madow: ``255 / (2 n ln 2)`` bits
+    under 8) brings random bytes near RANDOM_ENTROPY, and 300 of them fell under it one
+    time in thirty.
+    """
+    n = max(n, 2)
+    below = min(RANDOM_ENTROPY, math.log2(n) - 1.0)
+    if n < 128:  # the shortfall's estimate holds from half the byte alphabet's size on
+        return below
+    return min(below, 8.0 - 255 / (2 * n * math.log(2)) - RANDOM_MARGIN)
 
 
 def looks_random(data: bytes) -> bool:
