@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -23,6 +24,13 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI") or os.environ.get("CUJO_REQUIRE_ISOLATION"):
     settings.load_profile("ci")
+
+# Ctrl-C reaches the commands the tests start as it would in a terminal. A suite started
+# in the background (`.ci/run &`) inherits SIGINT ignored, which Python then leaves
+# ignored in every child: the tests that press Ctrl-C waited on a review for ever.
+# A handler of Python's own is reset to the default at exec, so the children get it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The fake GitHub (a real HTTP server on loopback) for the relay's tests.
 pytest_plugins = ["fakegithub.plugin", "coordinatorworld"]
