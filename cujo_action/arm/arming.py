@@ -56,7 +56,7 @@ from cujo_action.net.nftguard import Redirect
 from cujo_action.net.proxy import ProxyHandle, spawn_proxy, start_proxy, write_ca_bundle
 from cujo_action.net.proxyconfig import ProxyConfig
 from cujo_action.net.rootless import RootlessNamespace
-from cujo_action.sandbox.boundary import fresh_dir
+from cujo_action.sandbox.boundary import fresh_dir, open_no_follow
 from cujo_action.sandbox.cgroups import Limits, make_limits
 from cujo_action.sandbox.helper_processes import HarnessProcess, Spawned
 from cujo_action.sandbox.jail import (
@@ -290,7 +290,7 @@ def _worker_program(run_dir: Path, program: bytes) -> str:
     if not program:
         return ""
     path = run_dir / "worker.pyc"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fd = open_no_follow(path, "create", 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(program)
     return str(path)
