@@ -369,6 +369,10 @@ class CheckRun(EvidenceRecord):
             self.dropped_commands += 1  # cut at the end: report-commands
         return outcome
 
+    def file_command(self, var: str) -> str:
+        """Return what the file command ``var`` (``GITHUB_ENV``…) held at the last look."""
+        return self._file_commands.current.get(var, "")
+
     def _observe_file_commands(self, after: str, phase: Phase) -> None:
         """Record what the step's file commands newly hold that counts, and limits reached."""
         with self.timeline.span("file commands"):

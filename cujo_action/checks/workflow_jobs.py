@@ -36,6 +36,7 @@ from cujo_action.checks.workflow_expr import (
     condition,
     interpolate,
 )
+from cujo_action.watch.filecommands import parse_env
 
 AFTER_MERGE = ("push", "schedule", "workflow_dispatch", "release", *PRIVILEGED_TRIGGERS)
 # Actions emulated: what each does here instead (the job's checkout is already there).
@@ -251,7 +252,9 @@ def choose(
         if not triggers:
             passed.append(Passed(path, "none of its triggers runs it after the merge"))
             continue
-        runs += [JobRun(path, job_id, triggers[0], why, now) for job_id, why in chosen]
+        # The push of the merge itself first: the event the job's context is made from.
+        event = "push" if "push" in triggers else triggers[0]
+        runs += [JobRun(path, job_id, event, why, now) for job_id, why in chosen]
     return runs, passed
 
 
@@ -318,6 +321,18 @@ class JobPlan:
     secrets_read: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     unevaluated: list[str] = field(default_factory=list)
+    # What the job's steps so far set through GITHUB_ENV and GITHUB_PATH, for the later
+    # steps (``carry``): over the job's env, under a step's own.
+    github_env: dict[str, str] = field(default_factory=dict)
+    github_path: list[str] = field(default_factory=list)
+
+    def carry(self, env_before: str, env_now: str, path_before: str, path_now: str) -> None:
+        """Take what GITHUB_ENV and GITHUB_PATH gained since the job began, as the runner
+        sets it for every later step (the file's text at the job's start and now)."""
+        old = len(parse_env(env_before).entries)
+        self.github_env = dict(parse_env(env_now).entries[old:])
+        added = path_now.splitlines()[len(path_before.splitlines()) :]
+        self.github_path = [p.strip() for p in reversed(added) if p.strip()]
 
     @property
     def steps(self) -> list[Any]:
@@ -433,6 +448,7 @@ def plan_job(run: JobRun, ctx: JobContext) -> JobPlan:
         plan.notes.append(f"it runs on `{job['runs-on']}`: its steps run on Linux here")
     evaluator = _Evaluator(plan, ctx, {})
     workflow_env = _env(plan.run.workflow.get("env"), evaluator)
+    evaluator.done()
     evaluator = _Evaluator(plan, ctx, workflow_env)
     plan.env = {**workflow_env, **_env(job.get("env"), evaluator)}
     when = _text(job.get("if"))
@@ -466,8 +482,9 @@ def plan_step(plan: JobPlan, index: int, ctx: JobContext) -> StepPlan:
     """Return step ``index`` of the job as the runner would take it now."""
     step = _dict(plan.steps[index]) if index < len(plan.steps) else {}
     label = _label(step, index)
-    evaluator = _Evaluator(plan, ctx, plan.env)
-    env = {**plan.env, **_env(step.get("env"), evaluator)}
+    evaluator = _Evaluator(plan, ctx, {**plan.env, **plan.github_env})
+    env = {**plan.env, **plan.github_env, **_env(step.get("env"), evaluator)}
+    evaluator.done()
     evaluator = _Evaluator(plan, ctx, env)  # a step's if: reads its own env too
     when = _text(step.get("if"))
     holds = evaluator.holds(when)

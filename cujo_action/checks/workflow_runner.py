@@ -61,6 +61,7 @@ class WorkflowJobs:
         self.started = time.monotonic()
         self.ran_steps = 0
         self.said: list[str] = []
+        self.path = ""  # the steps' PATH before GITHUB_PATH adds to it
 
     # ------------------------------------------------------------------ choosing
 
@@ -87,6 +88,7 @@ class WorkflowJobs:
         """Return what the job's expressions read, from the step's own variables."""
         armed, check = self.run.armed, self.run.check
         env = sandbox_env(armed, self.plan, check=check, phase=PHASE, venv=self.venv)
+        self.path = env.get("PATH", "")
         event = json.loads(push_event(armed.job, armed.job.pushed(check), time.time()))
         decoys = {d.name: d.value for d in armed.decoy_objects()}
         token = decoys.get("GITHUB_TOKEN", "")
@@ -137,6 +139,8 @@ class WorkflowJobs:
             self.run.cut("workflow-steps", dropped=len(steps) - kept, kept=kept,
                          detail=f"{where}: steps after the {kept}th not run")  # fmt: skip
         ran = 0
+        env_at_start = self.run.file_command("GITHUB_ENV")
+        path_at_start = self.run.file_command("GITHUB_PATH")
         for index in range(kept):
             job_left = limits.WORKFLOW_JOB_TIME - (time.monotonic() - started)
             if job_left <= 0 or self.left() <= 0:
@@ -147,6 +151,11 @@ class WorkflowJobs:
             step = plan_step(plan, index, ctx)
             self._step(job, plan, step, min(job_left, self.left()))
             ran += 1
+            # What the step set for the later ones, as the runner sets it.
+            plan.carry(
+                env_at_start, self.run.file_command("GITHUB_ENV"),
+                path_at_start, self.run.file_command("GITHUB_PATH"),
+            )  # fmt: skip
         self._job_notes(plan, where)
         secrets = f"; secrets read (as decoys): {', '.join(plan.secrets_read)}" * bool(
             plan.secrets_read
@@ -190,6 +199,8 @@ class WorkflowJobs:
             plan.status.failed = True
             return
         env = {**step.env, "GITHUB_JOB": job.job_id, "GITHUB_EVENT_NAME": job.event}
+        if plan.github_path:
+            env["PATH"] = ":".join([*plan.github_path, self.path])
         outcome = self.run.run(
             f"{label}\n{command}", phase=PHASE, timeout=timeout, cwd=cwd, venv=self.venv, env=env
         )

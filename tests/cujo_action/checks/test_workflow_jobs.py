@@ -187,6 +187,20 @@ def test_a_run_step_is_evaluated_with_its_shell_env_folder_and_decoys() -> None:
     assert post.unevaluated == []
 
 
+def test_a_secret_read_only_by_a_steps_env_is_recorded() -> None:
+    text = DEPLOY.replace("echo ${{ secrets.DEPLOY_KEY }} | base64", "echo $KEY")
+    plan = plan_job(job_run(text), context())
+    post = plan_step(plan, 2, context())
+    assert "<decoy" not in post.script
+    assert plan.secrets_read == ["DEPLOY_KEY"]
+
+
+def test_the_push_of_the_merge_is_the_event_when_push_is_among_the_triggers() -> None:
+    text = DEPLOY.replace("on:\n  push:", "on:\n  workflow_dispatch:\n  push:")
+    (run,) = choose({}, {".github/workflows/deploy.yml": text}, [], "main")[0]
+    assert run.event == "push"
+
+
 def test_emulated_and_not_run_actions_say_so() -> None:
     plan = plan_job(job_run(), context())
     checkout = plan_step(plan, 0, context())
@@ -291,3 +305,26 @@ def test_the_github_context_is_the_steps_variables_and_the_token() -> None:
     assert ctx.github["repository"] == "octo/proj"
     assert ctx.github["token"] == "ghs_decoy"
     assert "path" not in ctx.github
+
+
+def test_what_a_step_sets_through_github_env_and_path_reaches_the_later_steps() -> None:
+    text = DEPLOY.replace(
+        "        env:\n          KEY:", "        env:\n          TARGET: own\n          KEY:"
+    )
+    plan = plan_job(job_run(text), context())
+    before = "OLD=1\n"  # written before the job began: not the job's
+    plan.carry(
+        before,
+        before + "URL=https://drop.test\nNOTE<<EOF\ntwo\nlines\nEOF\nTARGET=from-env-file\n",
+        "/old/bin\n",
+        "/old/bin\n/opt/a/bin\n/opt/b/bin\n",
+    )
+    assert plan.github_env == {"URL": "https://drop.test", "NOTE": "two\nlines",
+                               "TARGET": "from-env-file"}  # fmt: skip
+    assert plan.github_path == ["/opt/b/bin", "/opt/a/bin"]  # the latest first
+    post = plan_step(plan, 2, context())
+    assert post.env["URL"] == "https://drop.test"
+    assert "OLD" not in post.env
+    assert post.env["TARGET"] == "own"  # a step's own env: over what GITHUB_ENV set
+    checkout = plan_step(plan, 4, context())  # `if: failure()`: the env still carried
+    assert checkout.kind == "skipped"
