@@ -102,7 +102,7 @@ class WorkflowJobs:
             runner=runner,
             secret=lambda name: decoys.get(secret_decoy(name), ""),
             workspace=self.run.src,
-            temp=env.get("RUNNER_TEMP", f"{self.run.home}/work/_temp"),
+            temp=env.get("RUNNER_TEMP", f"{armed.home_inside(check)}/work/_temp"),
         )
 
     def left(self) -> float:
@@ -149,7 +149,7 @@ class WorkflowJobs:
                              detail=f"{where}: steps from #{index + 1} not run")  # fmt: skip
                 break
             step = plan_step(plan, index, ctx)
-            self._step(job, plan, step, min(job_left, self.left()))
+            self._step(job, plan, step, ctx.temp, min(job_left, self.left()))
             ran += 1
             # What the step set for the later ones, as the runner sets it.
             plan.carry(
@@ -176,7 +176,7 @@ class WorkflowJobs:
                 detail=f"{where}: not evaluated, read as '': {'; '.join(plan.unevaluated[:5])}",
             )  # fmt: skip
 
-    def _step(self, job: JobRun, plan: JobPlan, step: StepPlan, left: float) -> None:
+    def _step(self, job: JobRun, plan: JobPlan, step: StepPlan, temp: str, left: float) -> None:
         said = f"{job.path}, job `{job.job_id}`, step {step.index + 1} `{_one_line(step.label)}`"
         if step.kind != "run":
             what = {"emulated": "emulated", "not-run": "not run", "skipped": "skipped"}
@@ -184,7 +184,7 @@ class WorkflowJobs:
             self.run.observe(WORKFLOW_STEP, f"{said}{uses}: {what[step.kind]}: {step.note}",
                              path=job.path)  # fmt: skip
             return
-        path = f"{plan_temp(self.run)}/{uuid.uuid4()}{step.suffix}"
+        path = f"{temp}/{uuid.uuid4()}{step.suffix}"
         label = f"# {job.path} · job {job.job_id} · step {step.index + 1}: {_one_line(step.label)}"
         command = step.shell.replace("{0}", shlex.quote(path))
         cwd = self.run.src
@@ -222,11 +222,6 @@ class WorkflowJobs:
         if step.unevaluated:
             self.run.observe(WORKFLOW_STEP, f"{said}: ran with '' for: "
                              f"{'; '.join(step.unevaluated[:5])}", path=job.path)  # fmt: skip
-
-
-def plan_temp(run: CheckRun) -> str:
-    """Return the runner's temp folder as the check's commands see it."""
-    return f"{run.armed.home_inside(run.check)}/work/_temp"
 
 
 def run_workflow_jobs(run: CheckRun, *, received: bool) -> str:
