@@ -46,8 +46,8 @@ class Status:
 class Scope:
     """What an expression reads: the contexts, the job's status, and what was not followed.
 
-    ``unfollowed``: contexts whose values Cujo does not have (``steps``, ``needs``,
-    ``vars``): reading one is ``null`` and noted in ``notes``, never silently.
+    ``unfollowed``: contexts whose values Cujo does not have (``needs``, ``vars``):
+    reading one is ``null`` and noted in ``notes``, never silently.
     ``secret``: called with each secret's name, returns the decoy it stands for.
     """
 

@@ -334,6 +334,20 @@ class JobPlan:
         added = path_now.splitlines()[len(path_before.splitlines()) :]
         self.github_path = [p.strip() for p in reversed(added) if p.strip()]
 
+    # The ``steps`` context: each step with an ``id`` so far, its outputs (what it wrote
+    # to GITHUB_OUTPUT) and how it ended.
+    steps_ctx: dict[str, Any] = field(default_factory=dict)
+
+    def record(self, index: int, outputs_before: str, outputs_now: str, outcome: str) -> None:
+        """Record step ``index``'s outputs (what GITHUB_OUTPUT gained during it) and its
+        outcome (``success``, ``failure``, ``skipped``) for the later steps' ``steps.*``."""
+        step_id = _text(_dict(self.steps[index]).get("id")) if index < len(self.steps) else ""
+        if not step_id:
+            return
+        old = len(parse_env(outputs_before).entries)
+        outputs = dict(parse_env(outputs_now).entries[old:])
+        self.steps_ctx[step_id] = {"outputs": outputs, "outcome": outcome, "conclusion": outcome}
+
     @property
     def steps(self) -> list[Any]:
         """Return the job's steps as written."""
@@ -393,8 +407,11 @@ class _Evaluator:
             "inputs": _inputs(plan.run.workflow.get("on")),
             "runner": dict(ctx.runner),
             "job": {"status": "failure" if plan.status.failed else "success"},
+            "steps": plan.steps_ctx,
         }
-        self.scope = Scope(contexts, ctx.secret, plan.status)
+        self.scope = Scope(
+            contexts, ctx.secret, plan.status, unfollowed=frozenset({"needs", "vars", "jobs"})
+        )
         self.failed: list[str] = []
 
     def text(self, value: str) -> str:
@@ -437,7 +454,11 @@ def plan_job(run: JobRun, ctx: JobContext) -> JobPlan:
     """Return the job's plan: its matrix, its env, and whether its ``if:`` lets it run."""
     job = run.job
     matrix, note = first_matrix(job.get("strategy"))
-    plan = JobPlan(run, matrix, [note] if note else [])
+    plan = JobPlan(run, matrix)
+    if isinstance(_dict(job.get("strategy")).get("matrix"), str):
+        plan.unevaluated.append(note)  # a gate on matrix.* could hide a step: a cut
+    elif note:
+        plan.notes.append(note)
     if _text(job.get("uses")):
         plan.skipped = f"it calls the reusable workflow `{job['uses']}`: not run"
         return plan

