@@ -150,7 +150,7 @@ class WorkflowJobs:
                 break
             step = plan_step(plan, index, ctx)
             outputs_before = self.run.file_command("GITHUB_OUTPUT")
-            outcome = self._step(job, plan, step, ctx.temp, min(job_left, self.left()))
+            outcome = self._step(job, plan, step, ctx, min(job_left, self.left()))
             plan.record(index, outputs_before, self.run.file_command("GITHUB_OUTPUT"), outcome)
             ran += 1
             # What the step set for the later ones, as the runner sets it.
@@ -178,7 +178,9 @@ class WorkflowJobs:
                 detail=f"{where}: not evaluated, read as '': {'; '.join(plan.unevaluated[:5])}",
             )  # fmt: skip
 
-    def _step(self, job: JobRun, plan: JobPlan, step: StepPlan, temp: str, left: float) -> str:
+    def _step(
+        self, job: JobRun, plan: JobPlan, step: StepPlan, ctx: JobContext, left: float
+    ) -> str:
         """Take one step; return its outcome (``success``, ``failure`` or ``skipped``)."""
         said = f"{job.path}, job `{job.job_id}`, step {step.index + 1} `{_one_line(step.label)}`"
         if step.kind != "run":
@@ -187,7 +189,7 @@ class WorkflowJobs:
             self.run.observe(WORKFLOW_STEP, f"{said}{uses}: {what[step.kind]}: {step.note}",
                              path=job.path)  # fmt: skip
             return "skipped" if step.kind == "skipped" else "success"
-        path = f"{temp}/{uuid.uuid4()}{step.suffix}"
+        path = f"{ctx.temp}/{uuid.uuid4()}{step.suffix}"
         label = f"# {job.path} · job {job.job_id} · step {step.index + 1}: {_one_line(step.label)}"
         command = step.shell.replace("{0}", shlex.quote(path))
         cwd = self.run.src
@@ -201,7 +203,15 @@ class WorkflowJobs:
                              f"written ({clip(str(exc), 300)})", path=job.path)  # fmt: skip
             plan.status.failed = True
             return "failure"
-        env = {**step.env, "GITHUB_JOB": job.job_id, "GITHUB_EVENT_NAME": job.event}
+        # The job's own names, where the check's variables name its usual job.
+        env = {
+            **step.env,
+            "GITHUB_JOB": job.job_id,
+            "GITHUB_EVENT_NAME": job.event,
+            "GITHUB_WORKFLOW": str(ctx.github.get("workflow", "")),
+            "GITHUB_WORKFLOW_REF": f"{ctx.github.get('repository', '')}/{job.path}@"
+            f"{ctx.github.get('ref', '')}",
+        }
         if plan.github_path:
             env["PATH"] = ":".join([*plan.github_path, self.path])
         outcome = self.run.run(
@@ -243,4 +253,6 @@ def run_workflow_jobs(run: CheckRun, *, received: bool) -> str:
     jobs.venv = run.venv if run.plan.ecosystem != "node" else None
     jobs.run_all(chosen)
     shown = ", ".join(f"{j.path}#{j.job_id}" for j in chosen[:5])
-    return f"workflow jobs run after the merge: {shown} ({jobs.ran_steps} run: step(s))"
+    more = f" and {len(chosen) - 5} more" if len(chosen) > 5 else ""
+    said = "".join(f"; {s}" for s in jobs.said)
+    return f"workflow jobs run after the merge: {shown}{more} ({jobs.ran_steps} run: step(s)){said}"

@@ -79,7 +79,12 @@ class Jobs(WorkflowJobs):
 
     def context(self, job: JobRun) -> JobContext:
         return JobContext(
-            github={"ref": "refs/heads/main", "event_name": job.event},
+            github={
+                "ref": "refs/heads/main",
+                "event_name": job.event,
+                "repository": "o/p",
+                "workflow": "W",
+            },
             runner={},
             secret=lambda name: f"<{secret_decoy(name)}>",
             workspace=FakeRun.src,
@@ -118,6 +123,7 @@ def test_each_run_step_is_a_labelled_command_whose_script_holds_the_decoy() -> N
         "<NPM_TOKEN>",
         "push",
     )
+    assert env["GITHUB_WORKFLOW_REF"] == "o/p/.github/workflows/w0.yml@refs/heads/main"
     kinds = [d.split(": ")[1] for k, d in fake.observations if k == "workflow_step"]
     assert kinds[0] == "emulated"
     assert any(d.endswith("an action Cujo does not emulate: not run") for _, d in fake.observations)
