@@ -66,6 +66,12 @@ LimitId = Literal[
     "workflow-files",
     "workflow-file-size",
     "workflow-audit",
+    "workflow-jobs",
+    "workflow-steps",
+    "workflow-step-time",
+    "workflow-job-time",
+    "workflow-run-time",
+    "workflow-expression",
 ]
 LIMIT_IDS: Final[tuple[str, ...]] = get_args(LimitId)
 
@@ -138,6 +144,14 @@ EGRESS_LOG_COPY: Final = 8 * MiB
 WORKFLOW_FILES: Final = 300
 WORKFLOW_FILE_SIZE: Final = 1 * MiB
 WORKFLOW_AUDIT_TIME: Final = 120
+# The changed jobs that run after the merge, run in the smoke check's sandbox
+# (checks/workflow_runner.py): how many jobs per review, steps per job, and the time one
+# step, one job and all of them may take.
+WORKFLOW_JOBS: Final = 8
+WORKFLOW_STEPS: Final = 40
+WORKFLOW_STEP_TIME: Final = 300
+WORKFLOW_JOB_TIME: Final = 600
+WORKFLOW_RUN_TIME: Final = 900
 # The egress log is read as a stream (egressdigest.py), keeping per check one digest of
 # each kind of line the rules cannot tell apart: at most this many kinds. A whole record
 # with a kind of its own takes at least 180 bytes, so only a log of 11 MiB or more for
@@ -468,6 +482,54 @@ LIMITS: Final[dict[str, Limit]] = {
             "rests on",
             "zizmor's findings are missing, named in a cut; the verdict stands on the rules",
             hides_danger=False,
+        ),
+        Limit(
+            "workflow-jobs", WORKFLOW_JOBS, "jobs", "cujo_action/checks/workflow_runner.py",
+            "changed jobs that run after the merge, run in one review",
+            "the jobs in the order of their files' paths and of the jobs in each file",
+            "the rest are not run, each named in the cut; the check is unproven",
+            hides_danger=True,
+        ),
+        Limit(
+            "workflow-steps", WORKFLOW_STEPS, "steps", "cujo_action/checks/workflow_runner.py",
+            "steps of one job run",
+            "the job's first steps, in order",
+            "the later steps are not run (counted in the cut); the check is unproven",
+            hides_danger=True,
+        ),
+        Limit(
+            "workflow-step-time", WORKFLOW_STEP_TIME, "seconds",
+            "cujo_action/checks/workflow_runner.py",
+            "one workflow step's run (less when the job's or the run's time is nearly spent)",
+            "what the step did until then (its egress, output and file commands are searched)",
+            "the step is killed (a `timeout` observation) and the job goes on as a failed step "
+            "would; the check is unproven (a payload may wait past it)",
+            hides_danger=True,
+        ),
+        Limit(
+            "workflow-job-time", WORKFLOW_JOB_TIME, "seconds",
+            "cujo_action/checks/workflow_runner.py",
+            "one job's steps together",
+            "the job's first steps",
+            "the steps left are not run (counted in the cut); the check is unproven",
+            hides_danger=True,
+        ),
+        Limit(
+            "workflow-run-time", WORKFLOW_RUN_TIME, "seconds",
+            "cujo_action/checks/workflow_runner.py",
+            "all the workflow jobs of one review together",
+            "the first jobs",
+            "the jobs left are not run (named in the cut); the check is unproven",
+            hides_danger=True,
+        ),
+        Limit(
+            "workflow-expression", 0, "expressions", "cujo_action/checks/workflow_expr.py",
+            "`${{ }}` expressions of a run step, its env or its `if:` that Cujo does not "
+            "evaluate (a function or context outside its subset)",
+            "every expression it evaluates; the step still runs with '' in the place of each "
+            "one it does not (an `if:` it cannot read counts as `success()`)",
+            "each is named in the cut with why; the check is unproven",
+            hides_danger=True,
         ),
     )
 }  # fmt: skip

@@ -48,6 +48,7 @@ from cujo_action.evidence.bundle import (
 from cujo_action.evidence.egressdigest import read_egress
 from cujo_action.evidence.recorder import EgressTail, emit, record_begin
 from cujo_action.evidence.timing import TIMINGS_NAME, Timeline, split_line, timing_record
+from cujo_action.limits import WORKFLOW_RUN_TIME
 from cujo_action.net.dns import ResolverError
 from cujo_action.net.proxy import ProxyError
 from cujo_action.prepare.git import PrepareError
@@ -335,7 +336,12 @@ def _armed(
         # The areas of the checks that run on the install's tree, staged meanwhile.
         harness.staged()
         later: list[CheckName] = ["tests", "probes", "smoke"]
-        budgets = {"tests": timeouts.test, "probes": timeouts.probes, "smoke": timeouts.smoke}
+        # The smoke check also runs the changed workflow jobs that run after the merge.
+        budgets = {
+            "tests": timeouts.test,
+            "probes": timeouts.probes,
+            "smoke": timeouts.smoke + WORKFLOW_RUN_TIME,
+        }
         running: list[CheckProcess] = []
         if installed.status in ("ok", "skipped"):
             _say(f"install {installed.status}; tests, probes and smoke starting")

@@ -13,7 +13,7 @@ import os
 import shlex
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from cujo_action.arm.actionsjob import FILE_COMMANDS
@@ -264,17 +264,45 @@ class CheckRun(EvidenceRecord):
             # What came with the install (its hooks, say) is the install's to answer for.
             self._before = self._snapshot(discover=True)
 
+    def write_file(self, path: str, data: bytes) -> None:
+        """Write a new file at ``path`` (as the commands see it) as the check's uid,
+        confined, from a descriptor: root opens nothing in the check's tree."""
+        fd = os.memfd_create("file", os.MFD_CLOEXEC)
+        try:
+            os.write(fd, data)
+            os.lseek(fd, 0, os.SEEK_SET)
+            folder = shlex.quote(path.rsplit("/", 1)[0] or "/")
+            # noclobber: a file (or a link) already there is refused, never written through.
+            self._harness_command(
+                f"umask 077 && mkdir -p {folder} && set -C && cat > {shlex.quote(path)}",
+                f"writing {path}",
+                stdin_fd=fd,
+            )
+        finally:
+            os.close(fd)
+
     def run(
-        self, cmd: str, *, phase: Phase, timeout: float, cwd: str, venv: str | None = None
+        self,
+        cmd: str,
+        *,
+        phase: Phase,
+        timeout: float,
+        cwd: str,
+        venv: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> Outcome:
         """Run one pull-request command in ``phase``, confined and watched, and record it.
 
-        ``cwd`` and ``venv`` are paths as the command sees them.
+        ``cwd`` and ``venv`` are paths as the command sees them; ``env`` is set over the
+        step's own variables (a workflow step's ``env:``).
         """
         # Attribute what already happened to the phase it happened in, then switch.
         self.watcher.sync()
         self.phase = phase
-        env = sandbox_env(self.armed, self.plan, check=self.check, phase=phase, venv=venv)
+        env = {
+            **sandbox_env(self.armed, self.plan, check=self.check, phase=phase, venv=venv),
+            **(env or {}),
+        }
         shown = cmd.strip().splitlines()[0] if cmd.strip() else cmd
         self.say(f"{phase}: $ {clip(shown, 160)}")
         self._labels_used.add(label(self.check, phase))
@@ -340,6 +368,10 @@ class CheckRun(EvidenceRecord):
         else:
             self.dropped_commands += 1  # cut at the end: report-commands
         return outcome
+
+    def file_command(self, var: str) -> str:
+        """Return what the file command ``var`` (``GITHUB_ENV``…) held at the last look."""
+        return self._file_commands.current.get(var, "")
 
     def _observe_file_commands(self, after: str, phase: Phase) -> None:
         """Record what the step's file commands newly hold that counts, and limits reached."""

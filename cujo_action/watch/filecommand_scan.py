@@ -50,11 +50,16 @@ class FileCommandScan:
         self._said: set[tuple[str, ...]] = set()
         self._stamps: dict[str, tuple[int, ...]] = {}
         self._before: dict[str, str] = {}
+        # What each file held at the last look (read as above, never again): what a
+        # runner would act on after the step (``workflow_runner`` carries GITHUB_ENV and
+        # GITHUB_PATH on to a workflow job's later steps).
+        self.current: dict[str, str] = {}
         for var, rel in self._files.items():
             read = read_file_below(home, rel, FILE_COMMAND_READ)
             if read is not None and not read.not_regular:
                 self._stamps[var] = read.stamp
                 self._before[var] = read.data.decode("utf-8", "replace")
+                self.current[var] = self._before[var]
 
     def _new(self, *key: str) -> bool:
         """Return whether ``key`` is reported for the first time (and remember it)."""
@@ -68,6 +73,8 @@ class FileCommandScan:
         out = Look()
         for var, rel in self._files.items():
             read = read_file_below(self._home, rel, FILE_COMMAND_READ)
+            if read is None or read.not_regular:
+                self.current.pop(var, None)
             if read is None:
                 continue  # gone: the runner has nothing to read
             if read.not_regular:
@@ -78,6 +85,7 @@ class FileCommandScan:
             if self._stamps.get(var) == read.stamp:
                 continue  # not written since the last look
             self._stamps[var] = read.stamp
+            self.current[var] = read.data.decode("utf-8", "replace")
             if read.size > len(read.data) and self._new("cut", var):
                 out.cuts.append(
                     ScanCut(

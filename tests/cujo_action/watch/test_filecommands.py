@@ -213,3 +213,26 @@ def test_an_oversized_file_is_read_to_the_cap_and_the_rest_is_a_cut(
     assert cut.detail.startswith(f"$GITHUB_STEP_SUMMARY held {1 << 34} bytes after `pytest`")
     # What was read was still searched: the decoy at its head is found.
     assert [w.kind for w in look.written] == [DECOY_IN_OUTPUT]
+
+
+def test_what_is_carried_to_a_workflow_jobs_later_steps_is_never_read_through_a_link(
+    tmp_path: Path,
+) -> None:
+    # The workflow runner carries GITHUB_ENV on to later steps from what the scan read:
+    # a file swapped for a link to a root-only file carries nothing of it.
+    secret = tmp_path / "root-only"
+    secret.write_text("LD_PRELOAD=/root/x.so\n")
+    secret.chmod(0o600)
+    home = staged(tmp_path)
+    scan = FileCommandScan(home, FILES, MATCHER)
+    env = home / FILES["GITHUB_ENV"]
+    env.write_text("URL=https://drop.test\n")
+    scan.look("`step 1`")
+    assert scan.current["GITHUB_ENV"] == "URL=https://drop.test\n"
+    env.unlink()
+    env.symlink_to(secret)
+    scan.look("`step 2`")
+    assert "GITHUB_ENV" not in scan.current
+    env.unlink()
+    scan.look("`step 3`")
+    assert "GITHUB_ENV" not in scan.current
