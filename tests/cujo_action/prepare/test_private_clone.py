@@ -23,6 +23,16 @@ from cujo_action.prepare.plan import prepare
 from cujo_action.schema import Plan
 
 TOKEN = "ghs_" + secrets.token_hex(18)
+# Each refusal's words name its case: the token is random, and never in a test's name.
+REFUSALS = (
+    "only over https",
+    "credentials of its own",
+    "control characters",
+    "empty",
+    "40-hex SHA",
+    "above 0",
+    "local path",
+)
 
 
 @pytest.fixture
@@ -171,6 +181,7 @@ def test_a_pull_request_that_does_not_exist_is_an_error_naming_its_ref(
         ("https://127.0.0.1:9/octo/app", TOKEN, 0, "a" * 40, "above 0"),
         ("/some/local/path", TOKEN, None, "main", "local path"),
     ],
+    ids=REFUSALS,
 )
 def test_a_token_or_pull_request_that_cannot_be_used_safely_is_refused_before_any_git(
     repo: str, token: str, pull_request: int | None, head: str, why: str, tmp_path: Path
