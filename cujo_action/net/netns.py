@@ -175,9 +175,17 @@ def leftovers() -> set[str]:
 
 
 def cleanup_stale(state_dir: Path = STATE_DIR) -> list[str]:
-    """Remove namespaces, veths and tables of runs no longer alive; return their ids."""
+    """Remove namespaces, veths and tables of runs no longer alive; return their ids.
+
+    Only runs of ``state_dir``: each took its lock there before it made anything, and the
+    lock file stays until its run removed what it made. A namespace without a lock file
+    here belongs to runs of another state directory (another install, a test), alive or
+    not, and is never touched.
+    """
     removed = []
     for run_id in sorted(leftovers()):
+        if not (state_dir / f"{run_id}.lock").is_file():
+            continue  # another state directory's run
         fd = _lock(state_dir / f"{run_id}.lock", wait=False)
         if fd is None:
             continue  # a live run holds it

@@ -494,6 +494,9 @@ def test_cleanup_stale_removes_a_killed_runs_leftovers_and_spares_live_ones(tmp_
         assert _present(f"ns-{dead_id}", f"cujo{dead_id}h", f"cujo_{dead_id}") == ALL
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
+        # Another state directory's runs are not this one's to judge, dead or alive.
+        assert dead_id not in cleanup_stale(tmp_path / "elsewhere")
+        assert _present(f"ns-{dead_id}", f"cujo{dead_id}h", f"cujo_{dead_id}") == ALL
         assert cleanup_stale(tmp_path) == [dead_id]
         assert _present(f"ns-{dead_id}", f"cujo{dead_id}h", f"cujo_{dead_id}") == []
         assert live.layout is not None
