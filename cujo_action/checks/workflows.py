@@ -44,7 +44,7 @@ from cujo_action.checks.zizmor_audit import (
     version,
     zizmor_binary,
 )
-from cujo_action.limits import WORKFLOW_AUDIT_TIME
+from cujo_action.limits import WORKFLOW_AUDIT_TIME, WORKFLOW_CHANGE_PHRASES, WORKFLOW_GIT_TIME
 from cujo_action.prepare.git import Git, PrepareError, git_env
 from cujo_action.schema import (
     MAX_TEXT,
@@ -59,9 +59,6 @@ from cujo_action.schema import (
     shell_hazards,
 )
 
-GIT_TIMEOUT = 120.0
-# What the check runs: reading git objects and two audits.
-BUDGET = GIT_TIMEOUT + 2 * WORKFLOW_AUDIT_TIME
 _SHOWN_FIELD = {"title": "title", "body": "body", "branch": "branch name"}
 
 
@@ -133,7 +130,14 @@ class WorkflowsReview:
             change = describe(path, before, after, yaml=yaml)
             if path in scripts:
                 runs = "; ".join(scripts[path][:3])
-                change = Change(path, change.line, f"{change.detail}; run by CI ({runs})")
+                change = Change(
+                    path, change.line, f"{change.detail}; run by CI ({runs})", change.unsaid
+                )
+            if change.unsaid:
+                self.record.cut(
+                    "workflow-change-phrases", dropped=change.unsaid,
+                    kept=WORKFLOW_CHANGE_PHRASES, detail=f"the account of {path}",
+                )  # fmt: skip
             out.append(change)
         return out
 
@@ -175,7 +179,7 @@ class WorkflowsReview:
             before = findings(audit(binary, base.texts, WORKFLOW_AUDIT_TIME), base_flows)
             after = findings(audit(binary, head.texts, WORKFLOW_AUDIT_TIME), head_flows)
         except AuditError as exc:
-            self.record.cut("workflow-audit", dropped=1, detail=str(exc))
+            self.record.cut(exc.limit, dropped=1, detail=str(exc))
             self.notes.append(f"zizmor did not audit: {exc}")
             return []
         self.notes.append(f"audited with {said} (offline, regular persona, no config)")
@@ -253,7 +257,7 @@ class WorkflowsReview:
 def review(plan: Plan, record: EvidenceRecord) -> tuple[Status, str]:
     """Run the workflows check on ``plan`` into ``record``; return its status and summary."""
     with tempfile.TemporaryDirectory(prefix="git-") as home:
-        git = Git(git_env(Path(home)), GIT_TIMEOUT, shown=plan.repo, raw=plan.repo)
+        git = Git(git_env(Path(home)), WORKFLOW_GIT_TIME, shown=plan.repo, raw=plan.repo)
         try:
             return WorkflowsReview(plan, record, git).run()
         except PrepareError as exc:

@@ -153,3 +153,33 @@ def test_the_pull_request_cannot_silence_zizmor(tmp_path: Path) -> None:
     }
     _, found, _ = reviewed(tmp_path, {".github/workflows/ci.yml": CI}, head)
     assert "unpinned-uses" in [o.detail.split("`")[1] for o in found if o.kind == WORKFLOW_AUDIT]
+
+
+def test_an_account_past_its_phrases_says_how_many_more_and_the_cut_counts_them(
+    tmp_path: Path,
+) -> None:
+    steps = "".join(f"      - uses: example/step-{n}@v1\n" for n in range(11))
+    flow = f"on: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n{steps}"
+    bumped = flow.replace("@v1", "@v2")
+    _, found, record = reviewed(
+        tmp_path, {".github/workflows/many.yml": flow}, {".github/workflows/many.yml": bumped}
+    )
+    (change,) = [o for o in found if o.kind == WORKFLOW_CHANGE]
+    assert change.detail.count("action moved:") == 8
+    assert change.detail.endswith("; and 3 more")
+    cuts = [c for c in record.cuts if c.limit == "workflow-change-phrases"]
+    assert [(c.dropped, c.kept, c.hides_danger) for c in cuts] == [(3, 8, False)]
+    assert record.evidence_complete
+
+
+@pytest.mark.skipif(zizmor_binary() is None, reason="zizmor is not installed")
+def test_zizmor_findings_past_their_cap_are_not_read_and_the_cut_names_that_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("cujo_action.checks.zizmor_audit.WORKFLOW_AUDIT_OUTPUT", 1)
+    summary, found, record = reviewed(
+        tmp_path, {".github/workflows/ci.yml": CI}, {".github/workflows/ci.yml": unpinned(CI)}
+    )
+    assert WORKFLOW_AUDIT not in kinds(found)
+    assert [c.limit for c in record.cuts] == ["workflow-audit-output"]
+    assert "zizmor wrote over 1 bytes of findings" in summary
