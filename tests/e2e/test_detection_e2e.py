@@ -753,7 +753,7 @@ def test_a_worm_that_checks_githubs_answers_spends_the_token_and_blocks(reviews:
         item = by_url[f"https://api.github.com{path}"]
         assert (item["host"], item["phase"]) == ("api.github.com", "test")
         assert "GITHUB_TOKEN" in item["decoy_seen"], item
-        assert "header:plain" in item["decoy_where"], item
+        assert "authorization:plain" in item["decoy_where"], item
     assert "body:plain" in by_url["https://api.github.com/gists"]["decoy_where"]
     assert_whole(review)
 
