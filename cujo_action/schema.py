@@ -97,6 +97,9 @@ WORKFLOW_SECRET_EGRESS: Final = "workflow_secret_egress"  # noqa: S105 (a kind, 
 WORKFLOW_CHANGE: Final = "workflow_change"
 # A zizmor finding the pull request introduces (its audit id, severity and confidence).
 WORKFLOW_AUDIT: Final = "workflow_audit"
+# A base workflow with a privileged trigger that already checks out the pull request's
+# head: a fact about the repository, true before any merge of this pull request.
+WORKFLOW_BASE_CHECKOUT: Final = "workflow_base_checkout"
 # Where a base workflow with a privileged trigger puts a field of the pull request's own
 # text (title, body, branch) into a shell, and how the shell reads it there (``pr_sink``):
 # the relay, which reads that text itself, judges what it becomes.

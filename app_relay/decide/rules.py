@@ -26,7 +26,7 @@ from app_relay.decide.persistence_rules import PERSISTENCE_RULES
 from app_relay.decide.probe_rules import PROBE_RULES
 from app_relay.decide.secret_use import WORKFLOW_SECRET_USE
 from app_relay.decide.verdict import MAX_EVIDENCE, SEVERITIES, Finding, Severity
-from app_relay.decide.workflow_rules import WORKFLOW_CHANGE_RULE, WORKFLOW_RULES
+from app_relay.decide.workflow_rules import WORKFLOW_BASE_RULE, WORKFLOW_CHANGE_RULE, WORKFLOW_RULES
 from cujo_action.schema import TESTS_FAILED, Report
 
 
@@ -56,10 +56,11 @@ RULES: tuple[Rule, ...] = (
     *PERSISTENCE_RULES,
     *SANDBOX_ABUSE_RULES,
     *WORKFLOW_RULES,
+    WORKFLOW_SECRET_USE,
     *RUNTIME_EGRESS_RULES,
     *DECOY_FILE_RULES,
     *PROBE_RULES,
-    WORKFLOW_SECRET_USE,
+    WORKFLOW_BASE_RULE,
     WORKFLOW_CHANGE_RULE,
     Rule(
         "tests-fail",

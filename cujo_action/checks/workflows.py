@@ -14,7 +14,11 @@ pull-request code (``static_check``): it reads the CI files of base and head fro
   trigger pastes the pull request's title, body or branch into a shell, and how the shell
   reads it there (an observation per place, judged by the relay against the text it read
   itself), and what the head commit's message becomes there (judged here: the commit is
-  in the clone).
+  in the clone);
+* says where **the base already runs pull-request code**: each base workflow with a
+  privileged trigger that checks out the head (``untrusted_checkouts``), whatever this
+  pull request changes, since such a job meets the head's code with secrets before any
+  merge.
 """
 
 from __future__ import annotations
@@ -32,7 +36,13 @@ from cujo_action.checks.ci_files import (
 )
 from cujo_action.checks.evidence_record import EvidenceRecord
 from cujo_action.checks.static_check import static_check_main
-from cujo_action.checks.workflow_audit import Hazard, Sink, hazards, pr_sinks
+from cujo_action.checks.workflow_audit import (
+    Hazard,
+    Sink,
+    hazards,
+    pr_sinks,
+    untrusted_checkouts,
+)
 from cujo_action.checks.workflow_changes import Change, describe
 from cujo_action.checks.workflow_parse import Workflow, is_action_file, parse
 from cujo_action.checks.zizmor_audit import (
@@ -50,6 +60,7 @@ from cujo_action.schema import (
     MAX_TEXT,
     PR_FIELDS,
     WORKFLOW_AUDIT,
+    WORKFLOW_BASE_CHECKOUT,
     WORKFLOW_CHANGE,
     WORKFLOW_INJECTION,
     Plan,
@@ -94,6 +105,19 @@ class WorkflowsReview:
         self._commit_payload(sinks)
         for sink in sinks:
             self._observe_sink(sink)
+        runs_head = [
+            h for _, wf in sorted(base_flows.items()) if wf.kind == "workflow"
+            for h in untrusted_checkouts(wf)
+        ]  # fmt: skip
+        for hazard in runs_head:
+            self.record.observe(
+                WORKFLOW_BASE_CHECKOUT, hazard.detail, path=hazard.path, line=hazard.line
+            )
+        if runs_head:
+            self.notes.append(
+                f"{len(runs_head)} step(s) of base workflows with a privileged trigger already "
+                "check out the pull request's head"
+            )
         audited = self._audit(base, head, base_flows, head_flows) if changed else []
         for change in changed:
             self.record.observe(WORKFLOW_CHANGE, change.detail, path=change.path, line=change.line)

@@ -15,6 +15,7 @@ from cujo_action.checks.workflows import review
 from cujo_action.checks.zizmor_audit import zizmor_binary
 from cujo_action.schema import (
     WORKFLOW_AUDIT,
+    WORKFLOW_BASE_CHECKOUT,
     WORKFLOW_CHANGE,
     WORKFLOW_INJECTION,
     WORKFLOW_SECRET_EGRESS,
@@ -183,3 +184,23 @@ def test_zizmor_findings_past_their_cap_are_not_read_and_the_cut_names_that_cap(
     assert WORKFLOW_AUDIT not in kinds(found)
     assert [c.limit for c in record.cuts] == ["workflow-audit-output"]
     assert "zizmor wrote over 1 bytes of findings" in summary
+
+
+def test_a_base_that_already_checks_out_the_head_is_said_whatever_the_pull_request_changes(
+    tmp_path: Path,
+) -> None:
+    pwn = (SAMPLE / "pwn-request.yml").read_text()
+    base = {".github/workflows/preview.yml": pwn, "app.py": "x = 1\n"}
+    summary, found, _ = reviewed(tmp_path, base, {"app.py": "x = 2\n"})
+    (said,) = [o for o in found if o.kind == WORKFLOW_BASE_CHECKOUT]
+    assert (said.path, said.line) == (".github/workflows/preview.yml", 16)
+    assert "pull_request_target" in said.detail
+    assert WORKFLOW_UNTRUSTED_CHECKOUT not in kinds(found)  # not this pull request's doing
+    assert "already check out the pull request's head" in summary
+    # A base whose privileged workflow checks out only itself says nothing.
+    safe = pwn.replace("          ref: ${{ github.event.pull_request.head.sha }}\n", "")
+    _, quiet, _ = reviewed(
+        tmp_path / "2", {".github/workflows/preview.yml": safe, "app.py": "x = 1\n"},
+        {"app.py": "x = 2\n"},
+    )  # fmt: skip
+    assert WORKFLOW_BASE_CHECKOUT not in kinds(quiet)
