@@ -251,6 +251,7 @@ def main() -> int:
             "ratelimit",
             "merge",
             "rootless",
+            "workflows",
         ],
     )
     args = parser.parse_args()
@@ -322,6 +323,10 @@ def main() -> int:
         from bench.merge import bench_merge
 
         bench_merge(10)
+    if args.only in (None, "workflows"):
+        from bench.workflows import bench_workflows
+
+        bench_workflows(args.rounds)
     return 0
 
 

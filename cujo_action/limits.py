@@ -66,6 +66,9 @@ LimitId = Literal[
     "workflow-files",
     "workflow-file-size",
     "workflow-audit",
+    "workflow-audit-output",
+    "workflows-check-time",
+    "workflow-change-phrases",
     "workflow-jobs",
     "workflow-steps",
     "workflow-step-time",
@@ -144,6 +147,14 @@ EGRESS_LOG_COPY: Final = 8 * MiB
 WORKFLOW_FILES: Final = 300
 WORKFLOW_FILE_SIZE: Final = 1 * MiB
 WORKFLOW_AUDIT_TIME: Final = 120
+# What zizmor may print as findings on one commit's files (its JSON), read whole.
+WORKFLOW_AUDIT_OUTPUT: Final = 32 * MiB
+# The time one git command of the workflows check may take, and the check's own process:
+# reading git objects and the two audits (base and head).
+WORKFLOW_GIT_TIME: Final = 120
+WORKFLOWS_CHECK_TIME: Final = WORKFLOW_GIT_TIME + 2 * WORKFLOW_AUDIT_TIME
+# The phrases one changed CI file's account (the workflow-change finding) lists.
+WORKFLOW_CHANGE_PHRASES: Final = 8
 # The changed jobs that run after the merge, run in the smoke check's sandbox
 # (checks/workflow_runner.py): how many jobs per review, steps per job, and the time one
 # step, one job and all of them may take.
@@ -481,6 +492,36 @@ LIMITS: Final[dict[str, Limit]] = {
             "the workflows check's own reading of the YAML, which every critical workflow rule "
             "rests on",
             "zizmor's findings are missing, named in a cut; the verdict stands on the rules",
+            hides_danger=False,
+        ),
+        Limit(
+            "workflow-audit-output", WORKFLOW_AUDIT_OUTPUT, "bytes",
+            "cujo_action/checks/zizmor_audit.py",
+            "zizmor's findings on one commit's CI files, as JSON",
+            "the workflows check's own reading of the YAML, which every critical workflow rule "
+            "rests on",
+            "none of that commit's zizmor findings are read, named in a cut; the verdict "
+            "stands on the rules",
+            hides_danger=False,
+        ),
+        Limit(
+            "workflows-check-time", WORKFLOWS_CHECK_TIME, "seconds",
+            "cujo_action/checks/processes.py",
+            "the workflows check's process (reading the CI files from git and auditing them "
+            "at base and at head)",
+            "nothing of the check's own: it is killed with what it started",
+            "an error report stands in its place, saying it wrote none; the workflows check "
+            "is unproven (the changed jobs still run in the smoke check)",
+            hides_danger=True,
+        ),
+        Limit(
+            "workflow-change-phrases", WORKFLOW_CHANGE_PHRASES, "phrases",
+            "cujo_action/checks/workflow_changes.py",
+            "what one changed CI file's `workflow-change` account lists (triggers, "
+            "permissions, jobs, moved actions, steps)",
+            "the first phrases: triggers, permissions and jobs before moved actions and steps",
+            "the account ends with how many more there are, and a cut counts them (the file "
+            "is listed all the same, and the diff shows every change)",
             hides_danger=False,
         ),
         Limit(

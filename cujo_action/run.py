@@ -37,7 +37,6 @@ from cujo_action.checks.processes import (
     kill_tree,
     placeholder_report,
 )
-from cujo_action.checks.workflows import BUDGET as WORKFLOWS_BUDGET
 from cujo_action.evidence.bundle import (
     attach_egress,
     copy_evidence,
@@ -48,7 +47,7 @@ from cujo_action.evidence.bundle import (
 from cujo_action.evidence.egressdigest import read_egress
 from cujo_action.evidence.recorder import EgressTail, emit, record_begin
 from cujo_action.evidence.timing import TIMINGS_NAME, Timeline, split_line, timing_record
-from cujo_action.limits import WORKFLOW_RUN_TIME
+from cujo_action.limits import WORKFLOW_RUN_TIME, WORKFLOWS_CHECK_TIME
 from cujo_action.net.dns import ResolverError
 from cujo_action.net.proxy import ProxyError
 from cujo_action.prepare.git import PrepareError
@@ -318,7 +317,7 @@ def _armed(
         started_checks.append(detonation)
         # What the pull request changes about CI, and what its text does to the base's:
         # read from git objects, no pull-request code runs.
-        workflows = CheckProcess("workflows", context, out, WORKFLOWS_BUDGET)
+        workflows = CheckProcess("workflows", context, out, WORKFLOWS_CHECK_TIME)
         started_checks.append(workflows)
         # The base, installed and tested beside the head from the start (differential).
         # CUJO_BASE=off leaves it out (to measure what it costs; nothing is then "also at

@@ -97,6 +97,9 @@ WORKFLOW_SECRET_EGRESS: Final = "workflow_secret_egress"  # noqa: S105 (a kind, 
 WORKFLOW_CHANGE: Final = "workflow_change"
 # A zizmor finding the pull request introduces (its audit id, severity and confidence).
 WORKFLOW_AUDIT: Final = "workflow_audit"
+# A base workflow with a privileged trigger that already checks out the pull request's
+# head: a fact about the repository, true before any merge of this pull request.
+WORKFLOW_BASE_CHECKOUT: Final = "workflow_base_checkout"
 # Where a base workflow with a privileged trigger puts a field of the pull request's own
 # text (title, body, branch) into a shell, and how the shell reads it there (``pr_sink``):
 # the relay, which reads that text itself, judges what it becomes.
@@ -600,6 +603,13 @@ class CommandResult(_Strict):
     stdout_tail: Tail = ""
     stderr_tail: Tail = ""
     output_truncated: bool = False
+    # A changed workflow's step (``checks/workflow_runner.py``): "<file> · job <id> · step
+    # <n>: <name>", as the harness labelled it (empty for any other command).
+    workflow_step: Short = ""
+    # When it started (seconds since the epoch) and its sandbox's pid 1, from which every
+    # process it ran descends (``Egress.parents`` names it): what ties a request to it.
+    started_ts: float | None = None
+    sandbox_pid: int | None = None
 
 
 class Egress(_Strict):
@@ -638,6 +648,9 @@ class Egress(_Strict):
     opaque: bool = False
     # A DNS query under a parent domain that has seen many distinct high-entropy labels.
     dns_tunnel: bool = False
+    # Caught on its way (route "direct"): the name the run's resolver gave the address it
+    # went to ('' when the client chose the address itself, whatever its SNI or Host say).
+    addressed: Short = ""
 
 
 class DecoyEvent(_Strict):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Sequence
 
+from app_relay.decide.secret_use import WORKFLOW_SECRET_USE
 from app_relay.decide.verdict import MAX_EVIDENCE, Finding
 from cujo_action.schema import Cut, DecoyEvent, Egress, Observation, Report
 
@@ -92,7 +93,14 @@ def _merge(group: Sequence[Finding], index: dict[str, tuple[Report, Item]]) -> F
     many = len(evidence)
     # Each rule cites at most MAX_EVIDENCE ids; a count built from a capped list is a floor.
     floor = "at least " if any(len(f.evidence) >= MAX_EVIDENCE for f in group) else ""
-    title = _decoy_title(evidence, checks, index, floor) or (
+    # A step's own use of its secret (``secret_use.py``) keeps its title, which names the
+    # workflow, job and step: "carried decoy" would say a leak where there is none.
+    decoy_title = (
+        ""
+        if strongest.rule == WORKFLOW_SECRET_USE.id
+        else _decoy_title(evidence, checks, index, floor)
+    )
+    title = decoy_title or (
         f"{strongest.title} ({floor}{many} occurrences in {', '.join(checks) or 'the reports'})"
     )
     return Finding(

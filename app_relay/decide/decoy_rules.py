@@ -1,7 +1,9 @@
 """Find what became of the decoy secrets: carried out, read, written or deleted.
 
 A request carried a decoy out; a decoy file was read (though nothing carried it out),
-written or deleted. A decoy opened and not read is a probe (``probe_rules.py``).
+written or deleted. A decoy opened and not read is a probe (``probe_rules.py``); a changed
+workflow's step handing a secret to its own service as its credential is that secret's
+use, not its leak (``secret_use.py``).
 
 Pure, like every rule (``hits.py``). A decoy carried out is critical and listed first;
 the decoy files read or changed are warnings, listed after the egress rules
@@ -24,13 +26,14 @@ from app_relay.decide.hits import (
     plural,
     tool_reading_its_config,
 )
+from app_relay.decide.secret_use import leaks
 from cujo_action.schema import CheckName, Phase, Report
 
 
 def _decoy_egress(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
     groups: dict[tuple[CheckName, Phase, str], list[tuple[str, list[str], list[str]]]] = {}
     for report in in_check_order(reports):
-        for egress in report.egress:
+        for egress in leaks(report):
             if egress.decoy_seen:
                 key = (report.check, egress.phase, host_name(egress.host))
                 groups.setdefault(key, []).append(
@@ -55,7 +58,7 @@ def _decoy_egress(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
 
 def _decoy_read(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
     in_order = in_check_order(reports)
-    if any(e.decoy_seen for r in in_order for e in r.egress):
+    if any(True for r in in_order for _ in leaks(r)):
         # The value left the sandbox: decoy-egress reports that, as critical.
         return []
     groups: dict[str, tuple[CheckName, list[str], list[str], list[str]]] = {}

@@ -4,8 +4,8 @@ Each rule has a kebab-case id, one severity, a one-line description, a section i
 ``docs/rules.md`` and a test file of its own (``tests/app_relay/decide/test_rule_<id>.py``). A rule
 is a pure function of the reports and the run's context; it does no I/O. The rules live
 by family beside this module: ``decoy_rules.py``, ``egress_rules.py``,
-``persistence_rules.py``, ``abuse_rules.py``, ``evasion.py``, ``probe_rules.py`` and
-``workflow_rules.py``;
+``persistence_rules.py``, ``abuse_rules.py``, ``evasion.py``, ``probe_rules.py``,
+``workflow_rules.py`` and ``secret_use.py``;
 ``RULES`` below is the one order they apply in (the order of ``docs/rules.md``), and
 ``tests-fail``, the one rule about the run's outcome rather than what the code did, lives
 here beside ``apply_rules``, which knows it by name.
@@ -24,8 +24,9 @@ from app_relay.decide.evasion import EVASION_RULES
 from app_relay.decide.hits import Hit, Rule, RuleContext, in_check_order
 from app_relay.decide.persistence_rules import PERSISTENCE_RULES
 from app_relay.decide.probe_rules import PROBE_RULES
+from app_relay.decide.secret_use import WORKFLOW_SECRET_USE
 from app_relay.decide.verdict import MAX_EVIDENCE, SEVERITIES, Finding, Severity
-from app_relay.decide.workflow_rules import WORKFLOW_CHANGE_RULE, WORKFLOW_RULES
+from app_relay.decide.workflow_rules import WORKFLOW_BASE_RULE, WORKFLOW_CHANGE_RULE, WORKFLOW_RULES
 from cujo_action.schema import TESTS_FAILED, Report
 
 
@@ -55,9 +56,11 @@ RULES: tuple[Rule, ...] = (
     *PERSISTENCE_RULES,
     *SANDBOX_ABUSE_RULES,
     *WORKFLOW_RULES,
+    WORKFLOW_SECRET_USE,
     *RUNTIME_EGRESS_RULES,
     *DECOY_FILE_RULES,
     *PROBE_RULES,
+    WORKFLOW_BASE_RULE,
     WORKFLOW_CHANGE_RULE,
     Rule(
         "tests-fail",

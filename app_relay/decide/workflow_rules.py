@@ -12,7 +12,9 @@ rules make each one a finding:
   branch name where a base workflow's shell reads it (``shell_hazards``);
 * ``workflow-secret-egress``: a secret handed to a command that sends it away;
 * ``workflow-change``: any other change to what runs in CI, with the zizmor findings
-  the pull request introduces in that file, for a maintainer to read.
+  the pull request introduces in that file, for a maintainer to read;
+* ``workflow-base-runs-pr-code``: a base workflow with a privileged trigger already
+  checks out the head, said once per review as a warning about the repository.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Sequence
 from app_relay.decide.hits import Hit, Rule, RuleContext, RuleFn, in_check_order
 from cujo_action.schema import (
     WORKFLOW_AUDIT,
+    WORKFLOW_BASE_CHECKOUT,
     WORKFLOW_CHANGE,
     WORKFLOW_INJECTION,
     WORKFLOW_SECRET_EGRESS,
@@ -119,6 +122,25 @@ def _change(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
     return hits
 
 
+def _base_runs_head(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
+    """One hit for the review: every base workflow step that checks out the head."""
+    for report in in_check_order(reports):
+        found = [o for o in report.observations if o.kind == WORKFLOW_BASE_CHECKOUT]
+        if found:
+            places = ", ".join(dict.fromkeys(_where(o) for o in found))
+            return [
+                Hit(
+                    check=report.check,
+                    title=(
+                        "the base already runs pull-request code in a job that holds the "
+                        f"repository's secrets, before any merge: {places}"
+                    ),
+                    evidence=tuple(o.id for o in found),
+                )
+            ]
+    return []
+
+
 WORKFLOW_RULES: tuple[Rule, ...] = (
     Rule(
         "workflow-untrusted-checkout",
@@ -138,6 +160,13 @@ WORKFLOW_RULES: tuple[Rule, ...] = (
         "A workflow hands a secret or the job's token to a command that sends it away.",
         _observed(WORKFLOW_SECRET_EGRESS, "a secret sent off the runner"),
     ),
+)
+
+WORKFLOW_BASE_RULE = Rule(
+    "workflow-base-runs-pr-code",
+    "warn",
+    "A base workflow with a privileged trigger already checks out or runs pull-request code.",
+    _base_runs_head,
 )
 
 WORKFLOW_CHANGE_RULE = Rule(

@@ -20,6 +20,8 @@ RUNNER_WORKER_RUNTIME_TOKEN,   job message format the runner keeps (``actionsjob
 RUNNER_WORKER_NPM_TOKEN
 SSH_PRIVATE_KEY,               files under HOME (``decoyfiles.py``)
 GH_OAUTH_TOKEN
+PYPI_TOKEN                     nowhere but a changed workflow's ``secrets.*PYPI*``
+                               (``workflow_jobs.secret_decoy``)
 =============================  =============================================================
 """
 
@@ -54,6 +56,10 @@ _BASE62 = string.digits + string.ascii_uppercase + string.ascii_lowercase
 _ALNUM = string.ascii_letters + string.digits
 _AWS_KEY_ID = string.ascii_uppercase + "234567"
 _B64 = string.ascii_letters + string.digits + "+/"
+_B64URL = string.ascii_letters + string.digits + "-_"
+# A PyPI API token is "pypi-" and a macaroon in base64url whose head says "pypi.org".
+# https://pypi.org/help/#apitoken
+_PYPI_TOKEN_HEAD = "pypi-AgEIcHlwaS5vcmcCJ"  # noqa: S105 (a format, not a secret)
 _RSA_BYTES = 256  # a 2048-bit key, as the runner makes its own (RSA.Create(2048))
 _RSA_E = 65537
 # The fields of .NET's RSAParameters as the runner writes them (RSAParametersSerializable),
@@ -261,6 +267,9 @@ def make_decoys(ref: str = "refs/heads/main") -> tuple[Decoy, ...]:
         Decoy("RUNNER_WORKER_GITHUB_TOKEN", _checksummed_token("ghs_"), None, None),
         Decoy("RUNNER_WORKER_RUNTIME_TOKEN", _runtime_token(ref), None, None),
         Decoy("RUNNER_WORKER_NPM_TOKEN", _checksummed_token("npm_"), None, None),
+        # What a release workflow's secrets.PYPI_API_TOKEN stands for (twine, the
+        # publish action); no hosted runner has one anywhere else.
+        Decoy("PYPI_TOKEN", _PYPI_TOKEN_HEAD + _pick(_B64URL, 150), None, None),
     )
 
 

@@ -290,11 +290,13 @@ class CheckRun(EvidenceRecord):
         cwd: str,
         venv: str | None = None,
         env: Mapping[str, str] | None = None,
+        workflow_step: str = "",
     ) -> Outcome:
         """Run one pull-request command in ``phase``, confined and watched, and record it.
 
         ``cwd`` and ``venv`` are paths as the command sees them; ``env`` is set over the
-        step's own variables (a workflow step's ``env:``).
+        step's own variables (a workflow step's ``env:``); ``workflow_step`` names the
+        changed workflow's step it is.
         """
         # Attribute what already happened to the phase it happened in, then switch.
         self.watcher.sync()
@@ -306,6 +308,7 @@ class CheckRun(EvidenceRecord):
         shown = cmd.strip().splitlines()[0] if cmd.strip() else cmd
         self.say(f"{phase}: $ {clip(shown, 160)}")
         self._labels_used.add(label(self.check, phase))
+        started_ts = time.time()
         with self.timeline.span(f"{phase} command"):
             outcome = run_confined(
                 cmd,
@@ -363,6 +366,9 @@ class CheckRun(EvidenceRecord):
                     output_truncated=outcome.flooded
                     or outcome.stdout_bytes > len(outcome.stdout_tail.encode())
                     or outcome.stderr_bytes > len(outcome.stderr_tail.encode()),
+                    workflow_step=clip(workflow_step, MAX_SHORT),
+                    started_ts=started_ts,
+                    sandbox_pid=outcome.sandbox_pid,
                 )
             )
         else:

@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cujo_action.checks.workflow_parse import Step, Workflow, parse
-
-MAX_PHRASES = 8
+from cujo_action.limits import WORKFLOW_CHANGE_PHRASES
 
 
 @dataclass(frozen=True)
@@ -22,6 +21,7 @@ class Change:
     path: str
     line: int
     detail: str
+    unsaid: int = 0  # phrases past WORKFLOW_CHANGE_PHRASES, counted in the detail
 
 
 def first_changed_line(before: str, after: str) -> int:
@@ -139,6 +139,7 @@ def describe(path: str, before: str | None, after: str | None, *, yaml: bool) ->
     phrases = _workflow_phrases(old, new) if not old.error else ["it did not read as YAML before"]
     if not phrases:
         phrases = ["other keys, names, comments or layout (read the diff)"]
-    shown = phrases[:MAX_PHRASES]
-    more = f"; and {len(phrases) - MAX_PHRASES} more" if len(phrases) > MAX_PHRASES else ""
-    return Change(path, line, f"{path} changed: {'; '.join(shown)}{more}")
+    shown = phrases[:WORKFLOW_CHANGE_PHRASES]
+    unsaid = len(phrases) - len(shown)
+    more = f"; and {unsaid} more" if unsaid else ""
+    return Change(path, line, f"{path} changed: {'; '.join(shown)}{more}", unsaid)

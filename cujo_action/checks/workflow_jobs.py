@@ -586,6 +586,7 @@ def _uses(
 _SECRET_DECOYS = (
     (("GITHUB_TOKEN", "GH_TOKEN"), "GITHUB_TOKEN"),
     (("NPM",), "NPM_TOKEN"),
+    (("PYPI",), "PYPI_TOKEN"),
     (("AWS_SECRET", "SECRET_ACCESS"), "AWS_SECRET_ACCESS_KEY"),
     (("AWS",), "AWS_ACCESS_KEY_ID"),
     (("SSH", "PRIVATE_KEY", "DEPLOY_KEY"), "SSH_PRIVATE_KEY"),

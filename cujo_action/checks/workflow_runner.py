@@ -190,7 +190,7 @@ class WorkflowJobs:
                              path=job.path)  # fmt: skip
             return "skipped" if step.kind == "skipped" else "success"
         path = f"{ctx.temp}/{uuid.uuid4()}{step.suffix}"
-        label = f"# {job.path} · job {job.job_id} · step {step.index + 1}: {_one_line(step.label)}"
+        named = f"{job.path} · job {job.job_id} · step {step.index + 1}: {_one_line(step.label)}"
         command = step.shell.replace("{0}", shlex.quote(path))
         cwd = self.run.src
         if step.working_directory:
@@ -215,8 +215,9 @@ class WorkflowJobs:
         if plan.github_path:
             env["PATH"] = ":".join([*plan.github_path, self.path])
         outcome = self.run.run(
-            f"{label}\n{command}", phase=PHASE, timeout=timeout, cwd=cwd, venv=self.venv, env=env
-        )
+            f"# {named}\n{command}", phase=PHASE, timeout=timeout, cwd=cwd, venv=self.venv,
+            env=env, workflow_step=named,
+        )  # fmt: skip
         self.ran_steps += 1
         failed = outcome.exit_code != 0
         if failed and not step.continue_on_error:

@@ -14,7 +14,11 @@ pull-request code (``static_check``): it reads the CI files of base and head fro
   trigger pastes the pull request's title, body or branch into a shell, and how the shell
   reads it there (an observation per place, judged by the relay against the text it read
   itself), and what the head commit's message becomes there (judged here: the commit is
-  in the clone).
+  in the clone);
+* says where **the base already runs pull-request code**: each base workflow with a
+  privileged trigger that checks out the head (``untrusted_checkouts``), whatever this
+  pull request changes, since such a job meets the head's code with secrets before any
+  merge.
 """
 
 from __future__ import annotations
@@ -32,7 +36,13 @@ from cujo_action.checks.ci_files import (
 )
 from cujo_action.checks.evidence_record import EvidenceRecord
 from cujo_action.checks.static_check import static_check_main
-from cujo_action.checks.workflow_audit import Hazard, Sink, hazards, pr_sinks
+from cujo_action.checks.workflow_audit import (
+    Hazard,
+    Sink,
+    hazards,
+    pr_sinks,
+    untrusted_checkouts,
+)
 from cujo_action.checks.workflow_changes import Change, describe
 from cujo_action.checks.workflow_parse import Workflow, is_action_file, parse
 from cujo_action.checks.zizmor_audit import (
@@ -44,12 +54,13 @@ from cujo_action.checks.zizmor_audit import (
     version,
     zizmor_binary,
 )
-from cujo_action.limits import WORKFLOW_AUDIT_TIME
+from cujo_action.limits import WORKFLOW_AUDIT_TIME, WORKFLOW_CHANGE_PHRASES, WORKFLOW_GIT_TIME
 from cujo_action.prepare.git import Git, PrepareError, git_env
 from cujo_action.schema import (
     MAX_TEXT,
     PR_FIELDS,
     WORKFLOW_AUDIT,
+    WORKFLOW_BASE_CHECKOUT,
     WORKFLOW_CHANGE,
     WORKFLOW_INJECTION,
     Plan,
@@ -59,9 +70,6 @@ from cujo_action.schema import (
     shell_hazards,
 )
 
-GIT_TIMEOUT = 120.0
-# What the check runs: reading git objects and two audits.
-BUDGET = GIT_TIMEOUT + 2 * WORKFLOW_AUDIT_TIME
 _SHOWN_FIELD = {"title": "title", "body": "body", "branch": "branch name"}
 
 
@@ -97,6 +105,19 @@ class WorkflowsReview:
         self._commit_payload(sinks)
         for sink in sinks:
             self._observe_sink(sink)
+        runs_head = [
+            h for _, wf in sorted(base_flows.items()) if wf.kind == "workflow"
+            for h in untrusted_checkouts(wf)
+        ]  # fmt: skip
+        for hazard in runs_head:
+            self.record.observe(
+                WORKFLOW_BASE_CHECKOUT, hazard.detail, path=hazard.path, line=hazard.line
+            )
+        if runs_head:
+            self.notes.append(
+                f"{len(runs_head)} step(s) of base workflows with a privileged trigger already "
+                "check out the pull request's head"
+            )
         audited = self._audit(base, head, base_flows, head_flows) if changed else []
         for change in changed:
             self.record.observe(WORKFLOW_CHANGE, change.detail, path=change.path, line=change.line)
@@ -133,7 +154,14 @@ class WorkflowsReview:
             change = describe(path, before, after, yaml=yaml)
             if path in scripts:
                 runs = "; ".join(scripts[path][:3])
-                change = Change(path, change.line, f"{change.detail}; run by CI ({runs})")
+                change = Change(
+                    path, change.line, f"{change.detail}; run by CI ({runs})", change.unsaid
+                )
+            if change.unsaid:
+                self.record.cut(
+                    "workflow-change-phrases", dropped=change.unsaid,
+                    kept=WORKFLOW_CHANGE_PHRASES, detail=f"the account of {path}",
+                )  # fmt: skip
             out.append(change)
         return out
 
@@ -175,7 +203,7 @@ class WorkflowsReview:
             before = findings(audit(binary, base.texts, WORKFLOW_AUDIT_TIME), base_flows)
             after = findings(audit(binary, head.texts, WORKFLOW_AUDIT_TIME), head_flows)
         except AuditError as exc:
-            self.record.cut("workflow-audit", dropped=1, detail=str(exc))
+            self.record.cut(exc.limit, dropped=1, detail=str(exc))
             self.notes.append(f"zizmor did not audit: {exc}")
             return []
         self.notes.append(f"audited with {said} (offline, regular persona, no config)")
@@ -253,7 +281,7 @@ class WorkflowsReview:
 def review(plan: Plan, record: EvidenceRecord) -> tuple[Status, str]:
     """Run the workflows check on ``plan`` into ``record``; return its status and summary."""
     with tempfile.TemporaryDirectory(prefix="git-") as home:
-        git = Git(git_env(Path(home)), GIT_TIMEOUT, shown=plan.repo, raw=plan.repo)
+        git = Git(git_env(Path(home)), WORKFLOW_GIT_TIME, shown=plan.repo, raw=plan.repo)
         try:
             return WorkflowsReview(plan, record, git).run()
         except PrepareError as exc:

@@ -26,8 +26,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from cujo_action.checks.workflow_parse import ACTION_JOB, Workflow
+from cujo_action.limits import WORKFLOW_AUDIT_OUTPUT, LimitId
 
-MAX_OUTPUT = 32 * 1024 * 1024
 ARGS = (
     "--offline",
     "--no-config",
@@ -41,7 +41,11 @@ ARGS = (
 
 
 class AuditError(RuntimeError):
-    """zizmor could not audit a commit's files; the message says why."""
+    """zizmor could not audit a commit's files; the message says why, ``limit`` which cap."""
+
+    def __init__(self, message: str, limit: LimitId = "workflow-audit") -> None:
+        super().__init__(message)
+        self.limit: LimitId = limit
 
 
 @dataclass(frozen=True)
@@ -134,8 +138,10 @@ def audit(binary: str, texts: Mapping[str, str], timeout: float) -> list[dict[st
     if done.returncode != 0:
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
         raise AuditError(f"zizmor exited {done.returncode}: {said[0][:300]}")
-    if len(done.stdout) > MAX_OUTPUT:
-        raise AuditError(f"zizmor wrote over {MAX_OUTPUT} bytes of findings")
+    if len(done.stdout) > WORKFLOW_AUDIT_OUTPUT:
+        raise AuditError(
+            f"zizmor wrote over {WORKFLOW_AUDIT_OUTPUT} bytes of findings", "workflow-audit-output"
+        )
     try:
         raw = json.loads(done.stdout or b"[]")
     except ValueError:

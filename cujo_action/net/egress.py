@@ -146,13 +146,17 @@ def egress_record(
     unsearched: str = "",
     opaque: bool = False,
     dns_tunnel: bool = False,
+    addressed: str = "",
 ) -> dict[str, Any]:
     """Return the log line for one request or tunnel.
 
     ``dns_name``: a DoH request's name; ``process``: who held the channel (``pid``,
     ``exe``, ``cmdline``, ``parents``), when the harness could tell; ``unsearched``: why
     part of it was not searched for decoys; ``opaque``: its body read as nothing;
-    ``dns_tunnel``: a query of a tunnel's shape. The last three appear only when set.
+    ``dns_tunnel``: a query of a tunnel's shape; ``addressed``: for a connection caught
+    on its way (route "direct"), the name the run's resolver gave its address for (a
+    client that connected to an address of its own has none, whatever its SNI or Host
+    say). The last four appear only when set.
     """
     check, phase = split_label(label)
     extra: dict[str, Any] = {"dns_name": clip(dns_name, MAX_SHORT)} if dns_name else {}
@@ -164,6 +168,8 @@ def egress_record(
         extra["opaque"] = True
     if dns_tunnel:
         extra["dns_tunnel"] = True
+    if addressed:
+        extra["addressed"] = clip(addressed, MAX_SHORT)
     return {
         "ts": round(ts, 6),
         "label": label,
@@ -266,6 +272,7 @@ def egress_from_record(record: dict[str, Any], evidence_id: str) -> Egress:
         unsearched=clip(str(record.get("unsearched") or ""), MAX_SHORT),
         opaque=record.get("opaque") is True,
         dns_tunnel=record.get("dns_tunnel") is True,
+        addressed=clip(str(record.get("addressed") or ""), MAX_SHORT),
         **_process_fields(record.get("process")),
     )
 

@@ -71,7 +71,8 @@ from cujo_action.schema import clip
 # ``action``: "forwarded" (sent upstream), "sunk" (answered by the proxy), "refused"
 # (closed unanswered: tunnels without a request, raw TCP, requests cut short),
 # "registry-write" (a write to a registry, answered by the proxy with a 403).
-# ``decoy_where`` parts: url, header, body (also with its Content-Encoding undone), sni,
+# ``decoy_where`` parts: url, authorization (the Authorization header: a credential handed
+# to the server), header (any other), body (also with its Content-Encoding undone), sni,
 # tcp (the bytes a tunnel carried when it produced no request); each with the encodings
 # undone to find the decoy (``unwrap.py``: "body:gzip+base64"). ``unsearched`` (only when
 # set) says why part of a request was not searched: its body over the proxy's limit

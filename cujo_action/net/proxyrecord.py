@@ -17,7 +17,7 @@ from cujo_action.net.doh import doh_query
 from cujo_action.net.egress import Action, egress_record
 from cujo_action.net.inflate import decode_content
 from cujo_action.net.proxyrequest import (
-    header_block,
+    header_parts,
     request_size,
     scan,
 )
@@ -116,7 +116,7 @@ def flow_record(
     req = flow.metadata.get("cujo_original") or flow.request
     tunnel = addon.tunnels.get(flow.client_conn.id)
     raw = req.raw_content or b""
-    parts = [("url", req.url.encode()), ("header", header_block(req.headers.fields))]
+    parts = [("url", req.url.encode()), *header_parts(req.headers.fields)]
     judge = ("body",) if req.method in SENDS else ()
     coding = req.headers.get("content-encoding")
     if spool is None:
@@ -179,6 +179,7 @@ def flow_record(
         process=process,
         unsearched=unsearched or body_unsearched,
         opaque=opaque,
+        addressed=(tunnel.name or "") if tunnel is not None and tunnel.transparent else "",
     )
     if doh is not None and doh.labels:
         # A lookup followed across requests, as the resolver follows queries (dnsflow).

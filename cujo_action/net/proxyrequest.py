@@ -78,6 +78,16 @@ def header_block(headers: Iterable[tuple[bytes, bytes]]) -> bytes:
     return b"\r\n".join(k + b": " + v for k, v in headers)
 
 
+def header_parts(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, bytes]]:
+    """Return a request's headers as the parts searched: ``authorization``, the header
+    that hands a credential to the server (a token, or basic auth's ``user:password``),
+    then ``header``, every other one. A rule tells a secret's use from its theft by it."""
+    fields = list(headers)
+    auth = [(k, v) for k, v in fields if k.lower() == b"authorization"]
+    rest = [(k, v) for k, v in fields if k.lower() != b"authorization"]
+    return [("authorization", header_block(auth)), ("header", header_block(rest))]
+
+
 class Scanned(NamedTuple):
     """What the search of a request's parts found, and what it could not do."""
 

@@ -35,7 +35,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -343,9 +343,9 @@ _ADOPTED: set[int] = set()
 _ADOPTED_WAIT_S = 2.0
 
 
-def _adopt(info_r: int) -> None:
+def _adopt(info_r: int) -> int | None:
     """Note the sandbox's pid 1 that bubblewrap named on ``info_r`` (closed here) if this
-    process adopted it, and reap it if it has ended."""
+    process adopted it, and reap it if it has ended; return that pid (None: not said)."""
     try:
         os.set_blocking(info_r, False)  # written before the sandbox was set up, if at all
         said = json.loads(os.read(info_r, 4096) or b"{}")
@@ -357,6 +357,7 @@ def _adopt(info_r: int) -> None:
     if isinstance(pid, int) and _parent_of(pid) == os.getpid():
         _ADOPTED.add(pid)  # this process's child: nobody else can reap it, nor reuse its pid
     _reap_adopted()
+    return pid if isinstance(pid, int) else None
 
 
 def _parent_of(pid: int) -> int | None:
@@ -412,6 +413,9 @@ class Outcome:
     # the bytes of output whose decoding ran out of budget (searched only in part).
     printed: tuple[Printed, ...] = ()
     output_unsearched: int = 0
+    # The sandbox's pid 1 (bubblewrap's --as-pid-1 child, in the host's numbering): every
+    # process of the command descends from it, orphans too (None: no view, or not said).
+    sandbox_pid: int | None = None
 
 
 def _limits(nproc: int | None, limits: Limits | None, nice: int = 0) -> Callable[[], None]:
@@ -535,13 +539,13 @@ def run_confined(
             if fd >= 0:
                 os.close(fd)
     try:
-        return _follow(proc, confinement, inode, status_r, flood, started, timeout,
-                       forks_before, ooms_before, search)  # fmt: skip
+        outcome = _follow(proc, confinement, inode, status_r, flood, started, timeout,
+                          forks_before, ooms_before, search)  # fmt: skip
     finally:
         if status_r >= 0:
             os.close(status_r)
-        if info_r >= 0:
-            _adopt(info_r)
+        sandbox_pid = _adopt(info_r) if info_r >= 0 else None
+    return replace(outcome, sandbox_pid=sandbox_pid)
 
 
 def _follow(

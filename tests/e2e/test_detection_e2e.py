@@ -544,7 +544,8 @@ jobs:
           python3 -c "import os, urllib.request as u
           u.urlopen(os.environ['DOCS_URL'], data=open('.stamp', 'rb').read(), timeout=20)"
 """
-# Its benign twin: only emulated actions, and a step that says ok.
+# Its benign twin: only emulated actions, a step that says ok, and one that tells GitHub's
+# API the docs are up with the job's token, as the token is meant to be used.
 DOCS_OK = """\
 name: Docs
 on: [push, workflow_dispatch]
@@ -558,6 +559,12 @@ jobs:
       - uses: actions/cache@5a3ec84eff668545956fd18022155c47e93e2684 # v4.2.3
         with: {path: ~/.cache/pip, key: "pip-${{ hashFiles('requirements.txt') }}"}
       - run: echo ok
+      - name: Announce
+        env:
+          GH_TOKEN: ${{ secrets.GITHUB_TOKEN }}
+        run: |
+          curl -sS -m 20 -o /dev/null -X POST -H "Authorization: Bearer $GH_TOKEN" \\
+            -d '{"event_type":"docs"}' https://api.github.com/repos/octo/app/dispatches
       - uses: actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02 # v4.6.2
         with: {name: docs, path: site/}
 """
@@ -753,7 +760,7 @@ def test_a_worm_that_checks_githubs_answers_spends_the_token_and_blocks(reviews:
         item = by_url[f"https://api.github.com{path}"]
         assert (item["host"], item["phase"]) == ("api.github.com", "test")
         assert "GITHUB_TOKEN" in item["decoy_seen"], item
-        assert "header:plain" in item["decoy_where"], item
+        assert "authorization:plain" in item["decoy_where"], item
     assert "body:plain" in by_url["https://api.github.com/gists"]["decoy_where"]
     assert_whole(review)
 
@@ -1172,8 +1179,10 @@ def test_a_push_job_that_sends_a_secret_base64_from_a_file_is_run_and_blocks(
     # secrets.DEPLOY_KEY stands for the run's SSH key decoy; it left base64-encoded.
     assert docs["decoy_seen"] == ["SSH_PRIVATE_KEY"], docs
     assert any(w.startswith("body:base64") for w in docs["decoy_where"]), docs
-    # GhostAction's own step ran too: PYPI_API_TOKEN is the OAuth token decoy.
-    assert sent["bold-dhawan.exfil.test"]["decoy_seen"] == ["GH_OAUTH_TOKEN"], sent
+    # GhostAction's own step ran too: PYPI_API_TOKEN is the PyPI token decoy.
+    assert sent["bold-dhawan.exfil.test"]["decoy_seen"] == ["PYPI_TOKEN"], sent
+    # A workflow step's secret sent away is never its use, whatever the place.
+    assert findings(review, "workflow-secret-use") == []
     smoke = review.report("smoke")
     # Each step's command names its workflow, job and step; what was emulated is said.
     labels = [c["cmd"].splitlines()[0] for c in smoke["commands"]]
@@ -1197,8 +1206,24 @@ def test_an_action_pin_bumped_from_an_ordinary_branch_is_listed_not_blocked(
     review = reviews.get("workflow-pin-bump")
     assert review.code == 0, str(review)
     assert review.verdict["state"] == "clean", str(review)
-    by_path = {f["title"].split("changed: ")[0]: f for f in review.verdict["findings"]}
-    assert {(f["rule"], f["severity"]) for f in by_path.values()} == {("workflow-change", "warn")}
+    assert critical_rules(review) == set(), review.verdict["findings"]
+    assert findings(review, "decoy-egress") == []
+    # The docs job's Announce step sent the job's token to GitHub's API as its credential:
+    # listed for the maintainer, naming the step, the secret and the host.
+    (use,) = findings(review, "workflow-secret-use")
+    assert use["severity"] == "warn", use
+    assert use["title"].startswith(
+        ".github/workflows/docs.yml · job build · step 5: Announce: hands GITHUB_TOKEN to "
+        "api.github.com as its credential"
+    ), use
+    # One behaviour with runtime-egress's look-ups of the host, led by the step's use.
+    (sent,) = [e for e in use["evidence"] if e["method"] == "POST"]
+    assert sent["id"].startswith("smoke:egress:"), sent
+    assert (sent["host"], sent["method"], sent["decoy_seen"], sent["decoy_where"]) == (
+        "api.github.com", "POST", ["GITHUB_TOKEN"], ["authorization:plain"],
+    ), sent  # fmt: skip
+    changes = [f for f in review.verdict["findings"] if f["rule"] == "workflow-change"]
+    assert {f["severity"] for f in changes} == {"warn"}, changes
     [change] = [f for f in review.verdict["findings"] if "ci.yml" in f["title"]]
     assert f"`actions/checkout@{OLD_PIN}` → `@{NEW_PIN}`" in change["title"], change
     # The base's greeting reads this branch's name too: read, found harmless.
@@ -1212,11 +1237,12 @@ def test_an_action_pin_bumped_from_an_ordinary_branch_is_listed_not_blocked(
     smoke = review.report("smoke")
     steps = [o["detail"] for o in smoke["observations"] if o["kind"] == "workflow_step"]
     docs = [d for d in steps if d.startswith(".github/workflows/docs.yml, job `build`")]
-    assert [d.split(": ", 1)[1].split(":")[0] for d in docs] == [
-        "emulated", "emulated", "emulated", "ran `echo ok` with `bash -e {0}`", "emulated",
+    assert [d.split(": ", 1)[1].split(":")[0].split(" `")[0] for d in docs] == [
+        "emulated", "emulated", "emulated", "ran", "ran", "emulated",
     ], docs  # fmt: skip
     assert "exit 0" in docs[3], docs
-    assert "`site/`" in docs[4], docs
+    assert "exit 0" in docs[4], docs
+    assert "`site/`" in docs[5], docs
     assert "docs.yml#build" in smoke["summary"], smoke["summary"]
     assert smoke["status"] == "ok", smoke
     assert_whole(review)

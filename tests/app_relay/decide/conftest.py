@@ -156,11 +156,17 @@ class ReportFactory:
 
     @staticmethod
     def command(
-        cmd: str, *, phase: Phase = "test", exit_code: int | None = 0, timed_out: bool = False
+        cmd: str,
+        *,
+        phase: Phase = "test",
+        exit_code: int | None = 0,
+        timed_out: bool = False,
+        **step: Any,
     ) -> CommandResult:
         return CommandResult(
-            cmd=cmd, phase=phase, exit_code=exit_code, timed_out=timed_out, duration_s=900.0
-        )
+            cmd=cmd, phase=phase, exit_code=exit_code, timed_out=timed_out, duration_s=900.0,
+            **step,  # workflow_step, started_ts, sandbox_pid
+        )  # fmt: skip
 
     def persisted(
         self, check: CheckName, files: dict[str, tuple[str | None, str | None]]

@@ -99,3 +99,26 @@ def test_evidence_the_reports_do_not_hold_merges_nothing(make, ctx):
     found = one_per_behaviour([finding, stray], reports)
 
     assert [f.evidence for f in found] == [[one.id], ["install:egress:99"]]
+
+
+def test_a_steps_use_of_its_secret_leads_its_hosts_finding_and_keeps_naming_the_step(make, ctx):
+    # runtime-egress sees the same host (its look-up and the request); the finding is the
+    # step's use, a warning whose title names it, never "carried decoy".
+    step = ".github/workflows/docs.yml · job build · step 5: Announce"
+    command = make.command(
+        f"# {step}\nbash -e x.sh", phase="smoke", workflow_step=step, started_ts=1.0,
+        sandbox_pid=40,
+    )  # fmt: skip
+    lookup = make.egress("smoke", "api.github.com", method="DNS", route="dns")
+    use = make.egress(
+        "smoke", "api.github.com", method="POST", decoys=["GITHUB_TOKEN"],
+        where=["authorization:plain"], ts=2.0, pid=41, parents=["40 /usr/bin/bash"],
+    )  # fmt: skip
+    reports = [make.report("smoke", egress=[lookup, use], commands=[command])]
+
+    [finding] = one_per_behaviour(apply_rules(reports, ctx), reports)
+
+    assert (finding.rule, finding.severity) == ("workflow-secret-use", "warn")
+    assert finding.rules == ["workflow-secret-use", "runtime-egress"]
+    assert finding.title.startswith(f"{step}: hands GITHUB_TOKEN to api.github.com")
+    assert "carried decoy" not in finding.title

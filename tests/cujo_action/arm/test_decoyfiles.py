@@ -46,6 +46,7 @@ ELSEWHERE = {
     "RUNNER_WORKER_GITHUB_TOKEN",
     "RUNNER_WORKER_RUNTIME_TOKEN",
     "RUNNER_WORKER_NPM_TOKEN",
+    "PYPI_TOKEN",  # a changed workflow's secrets only
 }
 # Files no hosted runner's HOME has by default (issue 22): a tell by being there.
 NO_RUNNER_HAS = (".aws", ".npmrc", ".pypirc", ".env")

@@ -54,6 +54,7 @@ FORMATS = {
     "NPM_TOKEN": r"npm_[A-Za-z0-9]{36}",
     "SSH_PRIVATE_KEY": r"b3BlbnNzaC1rZXktdjEA[A-Za-z0-9+/]+={0,2}",
     "GH_OAUTH_TOKEN": r"gho_[A-Za-z0-9]{36}",
+    "PYPI_TOKEN": r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{150,}",
     "DOCKER_LOGIN_TOKEN": r"ghs_[A-Za-z0-9]{36}",
     "RUNNER_CLIENT_ID": UUID,
     # Each field of an RSA key, in base64, joined (decoyfiles.py writes the runner's file).

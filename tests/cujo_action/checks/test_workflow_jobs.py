@@ -292,7 +292,7 @@ jobs:
         ("AWS_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY"),
         ("AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID"),
         ("DEPLOY_KEY", "SSH_PRIVATE_KEY"),
-        ("PYPI_API_TOKEN", "GH_OAUTH_TOKEN"),
+        ("PYPI_API_TOKEN", "PYPI_TOKEN"),
     ],
 )
 def test_each_secret_stands_for_a_decoy_of_its_kind(name: str, decoy: str) -> None:

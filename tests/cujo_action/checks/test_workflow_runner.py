@@ -39,6 +39,7 @@ class FakeRun:
 
     def __init__(self, env_after: list[str], exit_codes: list[int] | None = None) -> None:
         self.commands: list[tuple[str, str, dict[str, str], float]] = []
+        self.steps: list[str] = []
         self.files: dict[str, bytes] = {}
         self.observations: list[tuple[str, str]] = []
         self.cuts: list[tuple[str, int, str]] = []
@@ -64,9 +65,18 @@ class FakeRun:
         return self.github_env if var == "GITHUB_ENV" else ""
 
     def run(
-        self, cmd: str, *, phase: str, timeout: float, cwd: str, venv: Any, env: Any
+        self,
+        cmd: str,
+        *,
+        phase: str,
+        timeout: float,
+        cwd: str,
+        venv: Any,
+        env: Any,
+        workflow_step: str = "",
     ) -> Outcome:
         n = len(self.commands)
+        self.steps.append(workflow_step)
         self.commands.append((cmd, cwd, dict(env), timeout))
         if n < len(self._env_after):
             self.github_env += self._env_after[n]
@@ -111,6 +121,8 @@ def test_each_run_step_is_a_labelled_command_whose_script_holds_the_decoy() -> N
     cmds = [c[0] for c in fake.commands]
     assert cmds[0].splitlines()[0] == "# .github/workflows/w0.yml · job build · step 2: Set"
     assert cmds[1].splitlines()[0] == "# .github/workflows/w0.yml · job build · step 3: Send"
+    # The report's command names the step by itself, apart from its text (``secret_use``).
+    assert fake.steps == [c.splitlines()[0].removeprefix("# ") for c in cmds]
     # The decoy is in the script written by the check's uid, never in the command.
     script = next(v for k, v in fake.files.items() if k.endswith(".sh") and b"curl" in v)
     assert script == b'curl -d "$KEY" "$URL"'

@@ -15,6 +15,7 @@ from cujo_action.checks.workflows import review
 from cujo_action.checks.zizmor_audit import zizmor_binary
 from cujo_action.schema import (
     WORKFLOW_AUDIT,
+    WORKFLOW_BASE_CHECKOUT,
     WORKFLOW_CHANGE,
     WORKFLOW_INJECTION,
     WORKFLOW_SECRET_EGRESS,
@@ -153,3 +154,53 @@ def test_the_pull_request_cannot_silence_zizmor(tmp_path: Path) -> None:
     }
     _, found, _ = reviewed(tmp_path, {".github/workflows/ci.yml": CI}, head)
     assert "unpinned-uses" in [o.detail.split("`")[1] for o in found if o.kind == WORKFLOW_AUDIT]
+
+
+def test_an_account_past_its_phrases_says_how_many_more_and_the_cut_counts_them(
+    tmp_path: Path,
+) -> None:
+    steps = "".join(f"      - uses: example/step-{n}@v1\n" for n in range(11))
+    flow = f"on: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n{steps}"
+    bumped = flow.replace("@v1", "@v2")
+    _, found, record = reviewed(
+        tmp_path, {".github/workflows/many.yml": flow}, {".github/workflows/many.yml": bumped}
+    )
+    (change,) = [o for o in found if o.kind == WORKFLOW_CHANGE]
+    assert change.detail.count("action moved:") == 8
+    assert change.detail.endswith("; and 3 more")
+    cuts = [c for c in record.cuts if c.limit == "workflow-change-phrases"]
+    assert [(c.dropped, c.kept, c.hides_danger) for c in cuts] == [(3, 8, False)]
+    assert record.evidence_complete
+
+
+@pytest.mark.skipif(zizmor_binary() is None, reason="zizmor is not installed")
+def test_zizmor_findings_past_their_cap_are_not_read_and_the_cut_names_that_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("cujo_action.checks.zizmor_audit.WORKFLOW_AUDIT_OUTPUT", 1)
+    summary, found, record = reviewed(
+        tmp_path, {".github/workflows/ci.yml": CI}, {".github/workflows/ci.yml": unpinned(CI)}
+    )
+    assert WORKFLOW_AUDIT not in kinds(found)
+    assert [c.limit for c in record.cuts] == ["workflow-audit-output"]
+    assert "zizmor wrote over 1 bytes of findings" in summary
+
+
+def test_a_base_that_already_checks_out_the_head_is_said_whatever_the_pull_request_changes(
+    tmp_path: Path,
+) -> None:
+    pwn = (SAMPLE / "pwn-request.yml").read_text()
+    base = {".github/workflows/preview.yml": pwn, "app.py": "x = 1\n"}
+    summary, found, _ = reviewed(tmp_path, base, {"app.py": "x = 2\n"})
+    (said,) = [o for o in found if o.kind == WORKFLOW_BASE_CHECKOUT]
+    assert (said.path, said.line) == (".github/workflows/preview.yml", 16)
+    assert "pull_request_target" in said.detail
+    assert WORKFLOW_UNTRUSTED_CHECKOUT not in kinds(found)  # not this pull request's doing
+    assert "already check out the pull request's head" in summary
+    # A base whose privileged workflow checks out only itself says nothing.
+    safe = pwn.replace("          ref: ${{ github.event.pull_request.head.sha }}\n", "")
+    _, quiet, _ = reviewed(
+        tmp_path / "2", {".github/workflows/preview.yml": safe, "app.py": "x = 1\n"},
+        {"app.py": "x = 2\n"},
+    )  # fmt: skip
+    assert WORKFLOW_BASE_CHECKOUT not in kinds(quiet)

@@ -173,6 +173,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
             log_path=log,
             ready_path=tmp / "proxy-ready.json",
             transparent=True,
+            names_path=tmp / "names.jsonl",
         )
     )
     upstream = Upstream()
@@ -183,7 +184,11 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     try:
         resolver = start_resolver(
             ResolverConfig(
-                labels=LABELS, decoys=specs, log_path=log, ready_path=tmp / "dns-ready.json"
+                labels=LABELS,
+                decoys=specs,
+                log_path=log,
+                ready_path=tmp / "dns-ready.json",
+                names_path=tmp / "names.jsonl",
             ),
             tmp / "dns",
         )
@@ -253,6 +258,25 @@ def test_https_ignoring_proxy_variables_is_logged_with_the_host_from_sni(rig: Ri
     assert (record["label"], record["method"], record["host"]) == ("tests/test", "POST", SINK_HOST)
     assert (record["port"], record["url"], record["action"]) == (443, url, "sunk")
     assert record["decoy_seen"] == ["AWS_SECRET_ACCESS_KEY"]
+    # It went to the address the run's resolver gave for that name.
+    assert record["addressed"] == SINK_HOST
+
+
+@root_only
+def test_a_name_sent_to_an_address_of_the_clients_own_is_not_addressed_by_it(rig: Rig) -> None:
+    # SNI and Host say the sink, but the client chose the address: on a runner the request
+    # would reach whoever holds it, so the record never says it went to that name.
+    t = tag()
+    url = f"https://{SINK_HOST}/{t}"
+    done = rig.run(
+        "tests/test",
+        ["curl", "-sS", "--noproxy", "*", "--cacert", str(rig.bundle), "--max-time", "10",
+         "--resolve", f"{SINK_HOST}:443:{NOWHERE}", url],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    record = rig.wait(lambda r: t in r["url"])
+    assert (record["host"], record["route"]) == (SINK_HOST, "direct")
+    assert "addressed" not in record
 
 
 @root_only

@@ -322,7 +322,7 @@ def test_https_request_to_a_sink_host_is_answered_and_logged_with_decoys(proxy: 
     assert rec["action"] == "sunk"
     assert rec["bytes_out"] > len(body) + len(path)
     assert set(rec["decoy_seen"]) == {"GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "SLASHY"}
-    assert {"url:url", "header:base64", "body:hex"} <= set(rec["decoy_where"])
+    assert {"url:url", "authorization:base64", "body:hex"} <= set(rec["decoy_where"])
     assert (rec["label"], rec["check"], rec["phase"]) == ("install/install", "install", "install")
 
 
@@ -431,7 +431,7 @@ def test_a_gist_made_with_the_jobs_token_is_created_and_logged_with_the_decoy(
     assert "x-github-request-id" in resp.headers
     (rec,) = proxy.records(lambda r: r["url"] == "https://api.github.com/gists")
     assert (rec["method"], rec["action"], rec["decoy_seen"]) == ("POST", "sunk", ["GITHUB_TOKEN"])
-    assert {"header:plain", "body:plain"} <= set(rec["decoy_where"])
+    assert {"authorization:plain", "body:plain"} <= set(rec["decoy_where"])
 
 
 def test_the_fingerprint_probe_reads_github_through_the_proxy_as_on_a_runner(

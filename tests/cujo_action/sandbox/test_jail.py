@@ -36,10 +36,12 @@ from cujo_action.sandbox.jail import (
     INSIDE_UID,
     Confinement,
     JailError,
+    Outcome,
     run_confined,
 )
 from cujo_action.sandbox.uids import UID_BASE
 from cujo_action.watch.output import Printed
+from cujo_action.watch.procinfo import parent_pids
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
 ROOT = os.geteuid() == 0
@@ -657,3 +659,40 @@ def test_the_images_folders_are_there_and_what_comes_from_the_host_is_read_only(
     assert seen["systemd"] == []
     assert seen["resolve"] is True
     assert seen["host_writable"] == []
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+@root_only
+def test_every_process_of_a_command_descends_from_the_pid_1_it_names(box: Sandbox) -> None:
+    if box.confinement.view is None:
+        pytest.skip("bubblewrap does not work here")
+    assert box.uid is not None
+    mark = f"{time.time_ns() % 10_000_000}.25"  # a sleep only this command runs
+    # A daemon that left its parent (an orphan) is pid 1's to reap: it descends from it too.
+    got: dict[str, object] = {}
+    worker = threading.Thread(
+        target=lambda: got.update(out=run(box, f"( sleep {mark} & ) ; sleep 1.5")), daemon=True
+    )
+    worker.start()
+    chains: list[tuple[int, ...]] = []
+    deadline = time.monotonic() + 10
+    while not chains and time.monotonic() < deadline:
+        found = [int(line.split(":", 1)[0]) for line in processes_with(f"sleep {mark}")]
+        chains = [parent_pids(pid) for pid in found if _comm(pid) == "sleep"]
+        time.sleep(0.05)
+    worker.join(30)
+    out = got["out"]
+    assert isinstance(out, Outcome)
+    assert out.exit_code == 0, out
+    assert chains, "the orphan was never seen"
+    assert isinstance(out.sandbox_pid, int)
+    assert all(out.sandbox_pid in chain for chain in chains), (out.sandbox_pid, chains)
+    again = run(box, "true")
+    assert isinstance(again, Outcome)
+    assert again.sandbox_pid not in (None, out.sandbox_pid)
