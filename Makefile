@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench lock release pin pin-check clean
+.PHONY: demo test cover lint bench lock release pin pin-check clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/pytest
+
+# The suite with branch coverage (slower: the tracer costs minutes of CPU).
+cover: $(STAMP)
+	$(BIN)/pytest --cov=cujo_action --cov=app_relay --cov-branch --cov-report=term:skip-covered
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
