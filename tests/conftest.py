@@ -174,3 +174,28 @@ def pytest_runtest_makereport(item: pytest.Item) -> Iterator[None]:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"a safety test was skipped under CI, which must run it: {reason}"
+
+
+# The longest files first (summed test time of a fresh run, slowest first), then the rest
+# of the end-to-end folder, then everything else. Two workers each take a whole file in
+# collection order (`-n 2 --dist loadfile`): a long file taken last ran alone at the end,
+# while the many short files now fill both workers' last minutes.
+LONGEST_FILES = (
+    "tests/e2e/test_detection_e2e.py",
+    "tests/e2e/test_isolation_rootless_e2e.py",
+    "tests/e2e/test_review_e2e.py",
+    "tests/e2e/test_isolation_e2e.py",
+    "tests/e2e/test_relay_e2e.py",
+)
+
+
+def _file_rank(item: pytest.Item) -> int:
+    path = item.nodeid.split("::", 1)[0]
+    if path in LONGEST_FILES:
+        return LONGEST_FILES.index(path)
+    return len(LONGEST_FILES) + (0 if path.startswith("tests/e2e/") else 1)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order the files longest first; a file's own tests keep their order (a stable sort)."""
+    items.sort(key=_file_rank)
