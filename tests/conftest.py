@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -174,6 +176,33 @@ def pytest_runtest_makereport(item: pytest.Item) -> Iterator[None]:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"a safety test was skipped under CI, which must run it: {reason}"
+
+
+# `CUJO_TEST_CPU=FILE pytest` appends each test's CPU seconds (its own process and the
+# children it waited for: the reviews it ran) to FILE, one JSON line per test, so where the
+# suite's CPU goes can be summed per file (wall time on two busy cores says little).
+_CPU_LOG = os.environ.get("CUJO_TEST_CPU")
+
+
+def _cpu_now() -> float:
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Record the test's CPU seconds when CUJO_TEST_CPU names a file."""
+    if not _CPU_LOG:
+        yield
+        return
+    before = _cpu_now()
+    yield
+    line = json.dumps({"test": item.nodeid, "cpu": round(_cpu_now() - before, 3)})
+    with open(_CPU_LOG, "a", encoding="utf-8") as log:
+        log.write(line + "\n")
 
 
 # The longest files first (summed test time of a fresh run, slowest first), then the rest
