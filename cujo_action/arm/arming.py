@@ -247,10 +247,18 @@ def warm_up(run_dir: Path) -> Warm:
     run_dir.mkdir(parents=True, exist_ok=True)  # fresh: nothing of the PR has run yet
     run_dir.chmod(0o711)  # the sandbox user may pass through, never list or read
     why_partial = isolation_unavailable()
-    # The one venv the checks share, made while the proxy starts (as root only: where the
-    # harness is not root, each check makes its own as the harness's user). Kept from an
-    # earlier run on this machine where root has one (venvs.template_for).
-    template = template_for(base_python(for_sandbox_user=True), run_dir) if _root() else None
+    # The one venv the checks share, made while the proxy starts. Kept from an earlier run
+    # on this machine where root has one (venvs.template_for). Without root it is made for
+    # this run only, in the run's folder no sandbox sees, and each check gets a copy of
+    # its own (the checks' commands run as the harness's own uid: a shared link would let
+    # one check change another's venv); copying it costs a fraction of a second where
+    # `python -m venv` in each check cost five (issue 32).
+    python = base_python(for_sandbox_user=True)
+    template = (
+        template_for(python, run_dir)
+        if _root()
+        else TemplateStart(python, run_dir / "venv-template")
+    )
     with _cancelled_on_error(template):
         proxy = spawn_proxy(run_dir / "proxy-ca")
         with _cancelled_on_error(proxy):

@@ -6,6 +6,11 @@ starts, in a folder only root writes, and lays it out in each such check's HOME 
 stages them (``place_venvs``: hard links to the template's read-only files, so it costs
 milliseconds), before the HOME is handed to the check's uid and before any pull-request
 code runs: after that root never reads or writes a copy.
+
+A harness without root makes its template the same way, for its run only (in the run's
+folder, which no sandbox mounts), and each check gets a copy rather than links: its
+files are the harness's own uid's, which is also the uid every check's commands run as,
+so a shared file would be one check's to change under another (``_shareable``).
 """
 
 from __future__ import annotations

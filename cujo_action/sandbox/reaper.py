@@ -107,12 +107,34 @@ def kill_group(pgid: int, leader: subprocess.Popen[bytes]) -> None:
             pause = 0.001  # most groups are gone in a millisecond (bubblewrap's is)
             while time.monotonic() < deadline:
                 leader.poll()  # reap the leader, or the group looks alive while it is a zombie
+                _reap_group(pgid, leader.pid)
                 try:
                     os.killpg(pgid, 0)
                 except ProcessLookupError:
                     return
                 time.sleep(pause)
                 pause = min(2 * pause, 0.05)
+
+
+def _reap_group(pgid: int, leader: int) -> None:
+    """Reap the group's members that died as orphans adopted here (the subreaper), so a
+    zombie does not keep the group alive for ``GRACE_S``.
+
+    When the outer bubblewrap dies on SIGTERM before it reaps its own child (the
+    sandbox's pid 1 seen from outside), that child is orphaned to this process, dies with
+    its pid namespace and stays a zombie in the group until someone reaps it: every
+    command run in a network namespace waited two seconds for it. The leader is left to
+    Popen (its exit status is the command's).
+    """
+    while True:
+        try:
+            info = os.waitid(os.P_PGID, pgid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return
+        if info is None or info.si_pid == leader:
+            return
+        with contextlib.suppress(ChildProcessError):
+            os.waitid(os.P_PID, info.si_pid, os.WEXITED | os.WNOHANG)
 
 
 def become_subreaper() -> None:

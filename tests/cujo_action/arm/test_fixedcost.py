@@ -16,6 +16,8 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import traceback
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -360,6 +362,82 @@ def test_a_check_cannot_change_the_template_through_its_links_but_can_change_its
         assert all(p.read_bytes() == data for p, data in before.items() if p.exists())
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+def _as_user(uid: int, work: Callable[[], None]) -> None:
+    """Run ``work`` in a forked child that is ``uid`` and nobody else (no root left)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            work()
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.fixture
+def open_tmp() -> Iterator[Path]:
+    """A fresh folder under /tmp that another uid can pass through (tmp_path's cannot)."""
+    top = Path(tempfile.mkdtemp(prefix="cujo-copies-", dir="/tmp"))
+    top.chmod(0o711)
+    yield top
+    shutil.rmtree(top, ignore_errors=True)
+
+
+@needs_root
+def test_without_root_each_check_gets_a_copy_no_other_check_can_change(open_tmp: Path) -> None:
+    """Attack test (the harness without root): every check's commands run as the harness's
+    own uid, so a venv laid out from a template that uid made must share no file with the
+    template or another check's venv. The install's uid writes, chmods and truncates every
+    file of its venv: the template and the detonation's venv keep every byte."""
+    user = SANDBOX_UID
+    top = open_tmp
+    start = TemplateStart(base_python(for_sandbox_user=True), top / "template")
+    template = Path(start.result())
+    assert str(template)
+    subprocess.run(["chown", "-R", f"{user}:{user}", str(top)], check=True)  # the user's own
+    homes = {name: top / name / "home" for name in ("install", "detonation")}
+
+    def lay_out() -> None:  # as the harness does without root, before any PR code
+        for home in homes.values():
+            fresh_dir(home.parent, 0o700)
+            fresh_dir(home, 0o700)
+            fresh_dir(home / "work", 0o755)
+        copies = {home / "work" / "venv": "/home/runner/work/venv" for home in homes.values()}
+        place_venvs(str(template), copies, made_at=start.made_at)
+
+    _as_user(user, lay_out)
+    mine, theirs = (homes[name] / "work" / "venv" for name in ("install", "detonation"))
+    files = [p for p in mine.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert len(files) > 500  # pip's files, at least
+    inodes = {p.stat().st_ino for p in template.rglob("*") if p.is_file() and not p.is_symlink()}
+    inodes |= {p.stat().st_ino for p in theirs.rglob("*") if p.is_file() and not p.is_symlink()}
+    assert not [p for p in files if p.stat().st_ino in inodes]  # nothing shared
+    before = {p: p.read_bytes() for p in [*template.rglob("*.py"), *theirs.rglob("*.py")]}
+    attack = (  # one process, every file: chmod, append, truncate
+        "import os, sys\n"
+        "for f in sys.argv[1:]:\n"
+        "    os.chmod(f, 0o666)\n"
+        "    with open(f, 'ab') as fh:\n"
+        "        fh.write(b'pwned')\n"
+        "    os.truncate(f, 1)\n"
+    )
+    as_uid = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", "--"]
+    subprocess.run([*as_uid, sys.executable, "-I", "-c", attack, *map(str, files)], check=True)
+    assert all(p.stat().st_size == 1 for p in files)  # the attack did write its own venv
+    assert [p for p, data in before.items() if p.read_bytes() != data] == []
+    # Its scripts name the path the commands see, not the template's.
+    assert "/home/runner/work/venv" in (theirs / "pyvenv.cfg").read_text() or (
+        "/home/runner/work/venv" in (theirs / "bin" / "activate").read_text()
+    )
 
 
 SYSTEM_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 
@@ -128,3 +130,45 @@ def test_a_flood_says_whether_it_was_seen_at_the_limit_or_multiplying_on() -> No
     churn = Outcome(0, False, False, 1.0, "", "", 0, 0, peak_processes=3, made_after_return=900)
     said = flood_detail("bomb", churn)
     assert "900 processes made after it returned, up to 3 at once" in said
+
+
+ORPHAN_SCRIPT = """
+import json, os, subprocess, sys
+from cujo_action.sandbox.reaper import become_subreaper, kill_group
+
+become_subreaper()
+# The leader starts a child and becomes `sleep`: SIGTERM kills both, and the child, whose
+# parent is gone, is adopted here and stays a zombie in the group until it is reaped.
+leader = subprocess.Popen(
+    ["sh", "-c", "sleep 1000 & echo $!; exec sleep 1000"],
+    stdout=subprocess.PIPE, start_new_session=True,
+)
+child = int(leader.stdout.readline())
+kill_group(leader.pid, leader)
+try:
+    os.killpg(leader.pid, 0)
+    group_left = True
+except ProcessLookupError:
+    group_left = False
+try:
+    os.waitid(os.P_PID, child, os.WEXITED | os.WNOHANG)
+    child_unreaped = True
+except ChildProcessError:
+    child_unreaped = False
+print(json.dumps({"group_left": group_left, "child_unreaped": child_unreaped,
+                  "leader": leader.wait()}))
+"""
+
+
+def test_killing_a_group_reaps_the_orphan_it_left_here_and_nothing_of_it_is_left() -> None:
+    # The outer bubblewrap dies on SIGTERM before reaping its own child; that child,
+    # adopted by the harness (the subreaper), was a zombie that kept the group "alive"
+    # for the two seconds of grace: every command run in a network namespace paid them.
+    # Once kill_group returns, the group is gone and the orphan reaped; the leader's own
+    # status is still Popen's to read.
+    done = subprocess.run(
+        [sys.executable, "-c", ORPHAN_SCRIPT], capture_output=True, text=True, timeout=60,
+        check=True,
+    )  # fmt: skip
+    said = json.loads(done.stdout)
+    assert said == {"group_left": False, "child_unreaped": False, "leader": -15}, said
