@@ -453,7 +453,8 @@ class CheckRun(EvidenceRecord):
 
 def flood_detail(cmd: str, outcome: Outcome) -> str:
     """Say how ``cmd``'s processes flooded: at once near the limit, or by multiplying on."""
-    if outcome.peak_processes >= FLOOD_SHARE * NPROC_LIMIT or outcome.refused_forks:
+    near = outcome.near_limit or outcome.peak_processes >= FLOOD_SHARE * NPROC_LIMIT
+    if near or outcome.refused_forks:
         return (
             f"`{cmd}` ran {outcome.peak_processes} processes at once, near the sandbox's "
             f"process limit of {NPROC_LIMIT} (a fork bomb or close to one)"

@@ -64,16 +64,42 @@ def _own_pid_depth() -> int:
 
 
 def census(inode: int) -> Census:
-    """Return what the network namespace with this inode holds (``Census``)."""
-    members = []
+    """Return what the network namespace with this inode holds (``Census``), its members'
+    unreaped children included.
+
+    A zombie has no namespaces left to read, yet holds its process slot until its parent
+    reaps it: a fork bomb at its process limit is up to half zombies (each bash waits in
+    `fork: retry` before reaping), so a count of the living alone swung between half the
+    limit and all of it with the machine's load, and a bomb at the limit could read as a
+    few hundred processes. A zombie whose parent is in the namespace is counted.
+    """
+    members: list[int] = []
+    unreadable: list[int] = []  # gone, or a zombie (ENOENT): another uid's is EACCES
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 if os.stat(f"/proc/{entry}/ns/net").st_ino == inode:
                     members.append(int(entry))
+            except FileNotFoundError:
+                unreadable.append(int(entry))
             except OSError:
                 continue
+    inside = set(members)
+    members += [pid for pid in unreadable if _zombie_parent(pid) in inside]
     return census_of(members)
+
+
+def _zombie_parent(pid: int) -> int | None:
+    """Return the parent of ``pid`` when it is a zombie, else None."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            fields = dict(line.split(":", 1) for line in fh if ":" in line)
+    except (OSError, ValueError):
+        return None
+    if fields.get("State", "").split()[:1] != ["Z"]:
+        return None
+    parent = fields.get("PPid", "").strip()
+    return int(parent) if parent.isdigit() else None
 
 
 def census_of(pids: Iterable[int]) -> Census:

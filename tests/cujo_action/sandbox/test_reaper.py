@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -122,9 +123,67 @@ def test_the_census_counts_the_nested_pid_namespace_its_busy_processes_and_pids_
         nested.wait()
 
 
+def test_the_census_counts_the_unreaped_children_of_the_namespace_s_processes() -> None:
+    # A fork bomb at its limit is half zombies: each bash sleeps in `fork: retry` before
+    # reaping. A zombie has no namespace left to read, yet holds its process slot; here
+    # pid 1 starts five children that exit at once and never reaps them, so the
+    # namespace holds unshare, pid 1 and five zombies.
+    script = (
+        "import os, time\n"
+        "for _ in range(5):\n"
+        "    if os.fork() == 0:\n"
+        "        os._exit(0)\n"
+        "time.sleep(60)\n"
+    )
+    nested = subprocess.Popen(
+        ["unshare", "--net", "--pid", "--fork", "--kill-child", sys.executable, "-c", script]
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while (inode := os.stat(f"/proc/{nested.pid}/ns/net").st_ino) == OUR_NET:
+            assert time.monotonic() < deadline, "unshare made no network namespace"
+            time.sleep(0.01)
+        # Until the five have exited (pids 2..6).
+        while _zombies_in(nested.pid) < 5:
+            assert time.monotonic() < deadline, "pid 1's children did not exit"
+            time.sleep(0.01)
+        now = census(inode)
+        assert now.live == 7, now  # unshare, pid 1, five zombies
+    finally:
+        nested.kill()
+        nested.wait()
+
+
+def _zombies_in(unshare_pid: int) -> int:
+    """Count the zombie grandchildren of ``unshare_pid`` (its pid 1's unreaped children)."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                status = Path(f"/proc/{entry}/status").read_text()
+            except OSError:
+                continue
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            if fields["State"].split()[0] == "Z":
+                parent = Path(f"/proc/{fields['PPid'].strip()}/status")
+                try:
+                    grand = dict(
+                        line.split(":", 1)
+                        for line in parent.read_text().splitlines()
+                        if ":" in line
+                    )
+                except OSError:
+                    continue
+                count += grand["PPid"].strip() == str(unshare_pid)
+    return count
+
+
 def test_a_flood_says_whether_it_was_seen_at_the_limit_or_multiplying_on() -> None:
     at_limit = Outcome(0, False, False, 1.0, "", "", 0, 0, peak_processes=1010, process_flood=True)
     assert flood_detail("bomb", at_limit).startswith("`bomb` ran 1010 processes at once, near")
+    # Near what the limit leaves the command once the runner-shaped tree holds its part.
+    room = Outcome(0, False, False, 1.0, "", "", 0, 0, peak_processes=700, near_limit=True)
+    assert flood_detail("bomb", room).startswith("`bomb` ran 700 processes at once, near")
     refused = Outcome(0, False, False, 1.0, "", "", 0, 0, peak_processes=40, refused_forks=7)
     assert "ran 40 processes at once" in flood_detail("bomb", refused)
     churn = Outcome(0, False, False, 1.0, "", "", 0, 0, peak_processes=3, made_after_return=900)
