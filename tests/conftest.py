@@ -11,6 +11,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -179,8 +180,9 @@ def pytest_runtest_makereport(item: pytest.Item) -> Iterator[None]:
 
 
 # `CUJO_TEST_CPU=FILE pytest` appends each test's CPU seconds (its own process and the
-# children it waited for: the reviews it ran) to FILE, one JSON line per test, so where the
-# suite's CPU goes can be summed per file (wall time on two busy cores says little).
+# children it waited for: the reviews it ran), its start, wall time and worker to FILE,
+# one JSON line per test, so where the suite's CPU goes can be summed per file (wall time
+# on two busy cores says little) and each worker's idle stretches seen.
 _CPU_LOG = os.environ.get("CUJO_TEST_CPU")
 
 
@@ -198,9 +200,17 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     if not _CPU_LOG:
         yield
         return
-    before = _cpu_now()
+    before, start = _cpu_now(), time.time()
     yield
-    line = json.dumps({"test": item.nodeid, "cpu": round(_cpu_now() - before, 3)})
+    line = json.dumps(
+        {
+            "test": item.nodeid,
+            "cpu": round(_cpu_now() - before, 3),
+            "start": round(start, 3),
+            "wall": round(time.time() - start, 3),
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        }
+    )
     with open(_CPU_LOG, "a", encoding="utf-8") as log:
         log.write(line + "\n")
 
