@@ -217,8 +217,10 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
 
 # The longest files first (summed test time of a fresh run, slowest first), then the rest
 # of the end-to-end folder, then everything else. Two workers each take a whole file in
-# collection order (`-n 2 --dist loadfile`): a long file taken last ran alone at the end,
-# while the many short files now fill both workers' last minutes.
+# collection order (`-n 2 --dist loadfile --no-loadscope-reorder`: without that flag
+# xdist hands out the files with the most tests first, which sent the end-to-end files,
+# a few long tests each, to the end of the run): a long file taken last ran alone at the
+# end, while the many short files now fill both workers' last minutes.
 LONGEST_FILES = (
     "tests/e2e/test_detection_e2e.py",
     "tests/e2e/test_isolation_rootless_e2e.py",
