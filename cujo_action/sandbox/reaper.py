@@ -89,14 +89,19 @@ def census(inode: int) -> Census:
     return census_of(members)
 
 
-def _zombie_parent(pid: int) -> int | None:
-    """Return the parent of ``pid`` when it is a zombie, else None."""
+def _status(pid: int) -> dict[str, str] | None:
+    """Return the fields of /proc/PID/status, or None when it is gone or unreadable."""
     try:
         with open(f"/proc/{pid}/status") as fh:
-            fields = dict(line.split(":", 1) for line in fh if ":" in line)
+            return dict(line.split(":", 1) for line in fh if ":" in line)
     except (OSError, ValueError):
         return None
-    if fields.get("State", "").split()[:1] != ["Z"]:
+
+
+def _zombie_parent(pid: int) -> int | None:
+    """Return the parent of ``pid`` when it is a zombie, else None."""
+    fields = _status(pid)
+    if fields is None or fields.get("State", "").split()[:1] != ["Z"]:
         return None
     parent = fields.get("PPid", "").strip()
     return int(parent) if parent.isdigit() else None
@@ -107,10 +112,8 @@ def census_of(pids: Iterable[int]) -> Census:
     depth = _own_pid_depth()
     live = busy = newest = 0
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/status") as fh:
-                fields = dict(line.split(":", 1) for line in fh if ":" in line)
-        except (OSError, ValueError):
+        fields = _status(pid)
+        if fields is None:
             continue
         live += 1
         inner = fields.get("NSpid", "").split()
@@ -193,10 +196,8 @@ def _children_of(uid: int) -> int:
     me, count = os.getpid(), 0
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/status") as fh:
-                    fields = dict(line.split(":", 1) for line in fh if ":" in line)
-            except (OSError, ValueError):
+            fields = _status(int(entry))
+            if fields is None:
                 continue
             if int(fields.get("PPid", 0)) == me and int(fields["Uid"].split()[0]) == uid:
                 count += 1
