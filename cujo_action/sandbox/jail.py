@@ -597,6 +597,11 @@ def _follow(
     if confinement.view is not None:
         worker = confinement.view.worker
         own = 1 + (worker.processes if worker is not None else 2)
+    # The flood bar is a share of what the limit leaves the command: with ~100 of the
+    # sandbox's own holding their slots, a bomb at the wall reads as ~900, and a census of
+    # a thousand churning processes on a loaded machine sees most but not all of them.
+    counted = _counted(confinement)
+    bar = FLOOD_SHARE * _room(confinement.nproc, own)
     deadline = started + timeout
     while True:
         if status_r >= 0:
@@ -627,14 +632,9 @@ def _follow(
         # gone in a millisecond while what it started multiplies. Watch what it left for
         # as long as that is busy, so a fork bomb is seen before it is killed, however
         # fast its parent returned and however loaded the machine is.
-        flood_at = FLOOD_SHARE * _room(confinement.nproc, own) + own
-        growth = watch_growth(look, deadline, flood_at, own=own)
+        growth = watch_growth(look, deadline, bar + own, own=own)
         peak = max(peak, growth.peak)
     peak = max(0, peak - own)
-    # The bar is a share of what the limit leaves the command: with ~100 of the sandbox's
-    # own holding their slots, a bomb at the wall reads as ~900, and a census of a
-    # thousand churning processes on a loaded machine sees most but not all of them.
-    bar = FLOOD_SHARE * _room(confinement.nproc, own)
     # Whatever the command left behind goes too: nothing outlives a phase. Killing the
     # outer bubblewrap kills the sandbox's pid 1, and with it the whole pid namespace.
     kill_group(proc.pid, proc)
@@ -672,10 +672,10 @@ def _follow(
         stdout_bytes=out.total if out is not None else 0,
         stderr_bytes=err.total,
         peak_processes=peak,
-        process_flood=_counted(confinement)
+        process_flood=counted
         and (peak >= bar or refused > 0 or growth.made >= bar or growth.still_growing),
         refused_forks=refused,
-        near_limit=_counted(confinement) and peak >= bar,
+        near_limit=counted and peak >= bar,
         made_after_return=growth.made,
         oom_kills=ooms,
         printed=tuple(p for s in searches for p in s.printed()),

@@ -154,27 +154,23 @@ def test_the_census_counts_the_unreaped_children_of_the_namespace_s_processes() 
         nested.wait()
 
 
+def _fields(pid: str) -> dict[str, str]:
+    """Return /proc/PID/status's fields ({} when the process is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return {}
+    return dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+
+
 def _zombies_in(unshare_pid: int) -> int:
     """Count the zombie grandchildren of ``unshare_pid`` (its pid 1's unreaped children)."""
     count = 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                status = Path(f"/proc/{entry}/status").read_text()
-            except OSError:
-                continue
-            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-            if fields["State"].split()[0] == "Z":
-                parent = Path(f"/proc/{fields['PPid'].strip()}/status")
-                try:
-                    grand = dict(
-                        line.split(":", 1)
-                        for line in parent.read_text().splitlines()
-                        if ":" in line
-                    )
-                except OSError:
-                    continue
-                count += grand["PPid"].strip() == str(unshare_pid)
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        fields = _fields(entry)
+        if fields.get("State", "").split()[:1] == ["Z"]:
+            grand = _fields(fields["PPid"].strip()).get("PPid", "").strip()
+            count += grand == str(unshare_pid)
     return count
 
 
