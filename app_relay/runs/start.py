@@ -332,8 +332,12 @@ class RunStarter:
             if current is None or current.id != queued.id:
                 return 0  # started, or taken over by a newer head, meanwhile
             newest = self.desk.store.newest_run(queued.session_id)
-            if newest and newest.head_sha == queued.head_sha and newest.state in OPEN_STATES:
-                # Started before a crash took the relay before the entry was dropped.
+            started = self.desk.store.run_of_delivery(queued.delivery_id) is not None
+            if started or (
+                newest and newest.head_sha == queued.head_sha and newest.state in OPEN_STATES
+            ):
+                # Started before a crash took the relay before the entry was dropped; the
+                # run may even be decided by now: its outcome stands, never a second run.
                 self.desk.store.drop_queued(queued.id)
                 return 0
             try:

@@ -276,3 +276,22 @@ def test_a_retry_beyond_the_caps_waits_on_its_own_check_and_reviews_on_it(make: 
     w.complete()
     assert guard(w, errored)["conclusion"] == "success"
     assert len(w.checks(errored)) == 1
+
+
+def test_a_head_started_before_a_crash_lost_its_queue_drop_is_never_started_again(
+    make: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The relay started the head and died before it dropped the queue entry; the run
+    # was then decided (by whichever relay took its callback). The entry, still admitted,
+    # must leave the queue without a second run, whatever state the first run is in.
+    w = make(caps=Caps(repo=10, author=3))
+    with monkeypatch.context() as m:
+        m.setattr(w.store, "drop_queued", lambda _id: False)  # the write the crash lost
+        head = held(w, 1)
+    assert [q.head_sha for q in w.store.queued()] == [head]
+    end(w, head)
+    assert guard(w, head)["conclusion"] == "success"
+    assert w.coordinator.pump_queue() == 0
+    assert w.store.queued() == []
+    assert len(w.fake.state.calls("POST", r"/dispatches$")) == 1
+    assert [r.state for r in w.store.list_runs()] == ["clean"]
