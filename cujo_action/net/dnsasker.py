@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from cujo_action.watch.procinfo import Proc, socket_owner
+from cujo_action.watch.procinfo import Proc, sandbox_namespaces, socket_owner
 
 # A socket's own address when the query went to the stub, or when it was never bound.
 _LOOPBACK = "127.0.0.1"
@@ -32,12 +32,13 @@ def holds_address(pid: int, address: str) -> bool:
 
 def asker(address: str, port: int, protocol: str) -> Proc | None:
     """Return the sandbox process whose query came from ``address:port`` (``udp``, ``tcp``)."""
-    found = socket_owner(address, port, protocol)
+    among = sandbox_namespaces()  # one pass over /proc for every address tried
+    found = socket_owner(address, port, protocol, among)
     if found is not None:
         return found
     locals_ = (_LOOPBACK, _UNBOUND) if protocol == "udp" else (_LOOPBACK,)
     for local in locals_:
-        found = socket_owner(local, port, protocol)
+        found = socket_owner(local, port, protocol, among)
         if found is not None and holds_address(found.pid, address):
             return found
     return None

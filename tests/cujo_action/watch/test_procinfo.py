@@ -15,7 +15,7 @@ import pytest
 from sandboxes import sandboxes_for
 
 from cujo_action.sandbox.jail import run_confined
-from cujo_action.watch.procinfo import Proc, describe, socket_owner
+from cujo_action.watch.procinfo import Proc, describe, sandbox_namespaces, socket_owner
 
 ROOT = os.geteuid() == 0
 PYTHON = "/usr/bin/python3"  # one the sandbox's uid may run
@@ -52,10 +52,16 @@ def test_a_sandbox_process_holding_a_connection_is_named() -> None:
     server.settimeout(20)
     port = server.getsockname()[1]
     found: list[Proc | None] = []
+    read: list[dict[int, list[int]]] = []
 
     def accept() -> None:
         conn, peer = server.accept()
         found.append(socket_owner(*peer))  # while the client holds it
+        # One reading of /proc serves every address tried; an empty one names nobody.
+        among = sandbox_namespaces()
+        read.append(among)
+        found.append(socket_owner(*peer, among=among))
+        found.append(socket_owner(*peer, among={}))
         conn.close()
 
     # The sandbox uid must pass through every parent of its home: pytest's are 0700.
@@ -79,8 +85,14 @@ def test_a_sandbox_process_holding_a_connection_is_named() -> None:
         server.close()
         next(made, None)
         shutil.rmtree(top, ignore_errors=True)
-    (proc,) = found
+    proc, shared, unread = found
     assert proc is not None
+    assert shared == proc
+    assert unread is None
+    (among,) = read
+    (namespace,) = [pids for pids in among.values() if proc.pid in pids]
+    assert namespace == sorted(namespace, reverse=True)  # newest first
+    assert int(proc.parents[0].split(" ", 1)[0]) in namespace
     assert proc.cmdline.startswith(PYTHON), proc
     assert proc.parents[0].split(" ", 1)[1].endswith("bash"), proc
 
