@@ -8,6 +8,7 @@ asserted through what the fake GitHub was asked: reviews, checks, reactions.
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -259,7 +260,13 @@ def test_a_relay_killed_mid_run_and_restarted_posts_exactly_one_review(
     (review,) = reviews(fake_github)
     assert (review["state"], review["commit_id"]) == ("COMMENTED", head)
     assert settled_reactions(fake_github, "+1") == {"eyes", "+1"}
-    assert "reconciled 1 run" in relay.log()
+    # The restarted relay settled the run itself: by reconciling it with GitHub, or by
+    # asking GitHub to redeliver the lost completion (its catch-up on start), whichever
+    # came first on this machine; the redelivery above then changed nothing.
+    log = relay.log()
+    assert "reconciled 1 run" in log or re.search(
+        r"asked GitHub to redeliver \S+ \(workflow_run\)", log
+    ), (log[-6000:], _timeline(relay))
     assert_never_approved(fake_github)
 
 
@@ -353,3 +360,9 @@ def test_a_bundle_rewritten_after_the_harness_recorded_it_is_blocked_as_evidence
         kinds = [e.kind for e in store.events(run.run_id)]
     assert "tamper" in kinds
     assert_never_approved(fake_github)
+
+
+def _timeline(relay: RelayProcess) -> list[tuple[str, str]]:
+    """Return every run's events (kind, detail): what decided a run, when a test fails."""
+    with relay.store() as store:
+        return [(e.kind, e.detail) for r in store.list_runs() for e in store.events(r.run_id)]
