@@ -37,6 +37,7 @@ from cujo_action.checks.processes import (
     kill_tree,
     placeholder_report,
 )
+from cujo_action.checks.zygote import Zygote
 from cujo_action.evidence.bundle import (
     attach_egress,
     copy_evidence,
@@ -202,11 +203,15 @@ def _run(
     pr = f", pull request #{pull_request}" if pull_request is not None else ""
     _say(f"run {run_id}: preparing {repo} ({base} → {head}{pr})")
     _stage("prepare", "began")
-    # The proxy and the resolver load, and the venv template is made, while prepare clones.
+    # The proxy and the resolver load, and the venv template is made, while prepare clones;
+    # so does the zygote the checks are forked from, where they become this process's.
+    zygote = Zygote() if Zygote.usable() else None
     try:
         with timeline.span("warm-up"):
             warm = warm_up(work / "run")
     except (ProxyError, ResolverError, BoundaryError, OSError) as exc:
+        if zygote is not None:
+            zygote.close()
         return _stage_failed(
             out,
             "prepare",
@@ -258,9 +263,11 @@ def _run(
                 f"post-merge: the checks run on {ran_on}, as its push to "
                 f"{plan.upstream.repository} {plan.upstream.branch}"
             )
-        return _armed(plan, out, work, timeline, started, warm)
+        return _armed(plan, out, work, timeline, started, warm, zygote)
     finally:
         warm.cancel()  # what arm did not take (it takes all once it is reached)
+        if zygote is not None:
+            zygote.close()
 
 
 def _plan_failure(plan: Plan, stage: Literal["arm", "bundle"], reason: str) -> Failure:
@@ -275,7 +282,13 @@ def _plan_failure(plan: Plan, stage: Literal["arm", "bundle"], reason: str) -> F
 
 
 def _armed(
-    plan: Plan, out: Path, work: Path, timeline: Timeline, started: float, warm: Warm
+    plan: Plan,
+    out: Path,
+    work: Path,
+    timeline: Timeline,
+    started: float,
+    warm: Warm,
+    zygote: Zygote | None,
 ) -> int:
     run_id = plan.run_id
     try:
@@ -313,22 +326,24 @@ def _armed(
     tail.start()
     try:
         _say("detonation, install, workflows and the base starting")
-        detonation = CheckProcess("detonation", context, out, 2 * timeouts.install + 60 * 26)
+        detonation = CheckProcess(
+            "detonation", context, out, 2 * timeouts.install + 60 * 26, zygote
+        )
         started_checks.append(detonation)
         # What the pull request changes about CI, and what its text does to the base's:
         # read from git objects, no pull-request code runs.
-        workflows = CheckProcess("workflows", context, out, WORKFLOWS_CHECK_TIME)
+        workflows = CheckProcess("workflows", context, out, WORKFLOWS_CHECK_TIME, zygote)
         started_checks.append(workflows)
         # The base, installed and tested beside the head from the start (differential).
         # CUJO_BASE=off leaves it out (to measure what it costs; nothing is then "also at
         # base").
         at_base: CheckProcess | None = None
         if base_runs():
-            at_base = CheckProcess("base", context, out, timeouts.install + timeouts.test)
+            at_base = CheckProcess("base", context, out, timeouts.install + timeouts.test, zygote)
             started_checks.append(at_base)
         else:
             _stage("base", "skipped", "CUJO_BASE=off")
-        install = CheckProcess("install", context, out, timeouts.install)
+        install = CheckProcess("install", context, out, timeouts.install, zygote)
         started_checks.append(install)
         install.wait()
         installed = collect_report(install, plan)
@@ -345,7 +360,7 @@ def _armed(
         if installed.status in ("ok", "skipped"):
             _say(f"install {installed.status}; tests, probes and smoke starting")
             for name in later:
-                running.append(CheckProcess(name, context, out, budgets[name]))
+                running.append(CheckProcess(name, context, out, budgets[name], zygote))
                 started_checks.append(running[-1])
         else:
             _say(f"install {installed.status}: {installed.summary}")

@@ -1,6 +1,7 @@
 """Start each check as a process of its own, hold it to its deadline, collect its report.
 
-A check runs as ``python -I -m cujo_action.checks.<name>`` in a session of its own; past
+A check runs as ``python -I -m cujo_action.checks.<name>`` in a session of its own (forked
+from the run's zygote, ``zygote.py``, which imported the harness once); past
 its budget (plus the slack to set up and report) it is killed with every command it
 started (``kill_tree``, which the run also uses to end whatever is left below it). A
 check that wrote no valid report gets an error report in its place.
@@ -15,12 +16,15 @@ import sys
 import time
 from collections.abc import Collection
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from cujo_action.evidence.bundle import report_path
 from cujo_action.evidence.recorder import emit
 from cujo_action.evidence.timing import Timeline
 from cujo_action.schema import CheckName, Plan, Report, stage_mark, utcnow
+
+if TYPE_CHECKING:
+    from cujo_action.checks.zygote import Forked, Zygote
 
 # Beyond a check's own command timeouts, how long its process may take to set up and report.
 PROCESS_SLACK_S = 180.0
@@ -103,32 +107,44 @@ def kill_tree(root: int, *, include_root: bool = True, spare: Collection[int] = 
 class CheckProcess:
     """A check process and its deadline."""
 
-    def __init__(self, name: CheckName, context: Path, out: Path, budget: float) -> None:
+    def __init__(
+        self,
+        name: CheckName,
+        context: Path,
+        out: Path,
+        budget: float,
+        zygote: Zygote | None = None,
+    ) -> None:
+        """Start the check: from the run's ``zygote`` when there is one that answers
+        (``zygote.py``: no interpreter to start, the harness imported once), else as
+        ``python -I -m``; the same process either way, the run's child."""
         self.name = name
         self.out = report_path(out, name)
         self.timings = out / f".{name}.timings"  # the check's own spans, gathered by the run
         self.started = time.monotonic()
         self.ended: float | None = None
         self.deadline = self.started + budget + PROCESS_SLACK_S
-        self.proc = subprocess.Popen(
-            [
-                # -I: the harness imports only itself, never a `cujo_action` from the cwd.
-                sys.executable,
-                "-I",
-                "-m",
-                CHECK_MODULES[name],
-                "--context",
-                str(context),
-                "--out",
-                str(self.out),
-                "--timings",
-                str(self.timings),
-            ],
+        argv = [CHECK_MODULES[name], "--context", str(context), "--out", str(self.out)]
+        argv += ["--timings", str(self.timings)]
+        self.proc: subprocess.Popen[bytes] | Forked = self._start(argv, zygote)
+        emit(stage_mark(name, "began"))  # on stderr, for the workflow step (``stages.py``)
+
+    @staticmethod
+    def _start(argv: list[str], zygote: Zygote | None) -> subprocess.Popen[bytes] | Forked:
+        if zygote is not None:
+            from cujo_action.checks.zygote import ZygoteError  # noqa: PLC0415 (it imports this)
+
+            try:
+                return zygote.start(argv)
+            except ZygoteError as exc:
+                emit(f"cujo: {exc}; the check starts as a fresh interpreter")
+        return subprocess.Popen(
+            # -I: the harness imports only itself, never a `cujo_action` from the cwd.
+            [sys.executable, "-I", "-m", *argv],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             start_new_session=True,
         )
-        emit(stage_mark(name, "began"))  # on stderr, for the workflow step (``stages.py``)
 
     def wait(self) -> None:
         """Wait for the process until its deadline; kill it past the deadline."""
