@@ -28,7 +28,7 @@ from cujo_action.checks.install_handoff import (
     pack_install,
     receive_command,
 )
-from cujo_action.checks.processes import CHECK_MODULES
+from cujo_action.checks.modules import CHECK_MODULES
 from cujo_action.evidence.timing import Timeline
 from cujo_action.sandbox.execguard import ExecGuard
 from cujo_action.sandbox.jail import FLOOD_SHARE, NPROC_LIMIT, JailError, Outcome, run_confined

@@ -16,29 +16,16 @@ import sys
 import time
 from collections.abc import Collection
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
 
+from cujo_action.checks.modules import CHECK_MODULES
+from cujo_action.checks.zygote import Forked, Zygote, ZygoteError
 from cujo_action.evidence.bundle import report_path
 from cujo_action.evidence.recorder import emit
 from cujo_action.evidence.timing import Timeline
 from cujo_action.schema import CheckName, Plan, Report, stage_mark, utcnow
 
-if TYPE_CHECKING:
-    from cujo_action.checks.zygote import Forked, Zygote
-
 # Beyond a check's own command timeouts, how long its process may take to set up and report.
 PROCESS_SLACK_S = 180.0
-# The module each check process runs as (``python -m``): the check's own name, but for the
-# base, whose module is ``base_commit`` (a module named ``base`` reads as a base class).
-CHECK_MODULES: Final[dict[CheckName, str]] = {
-    "install": "cujo_action.checks.install",
-    "detonation": "cujo_action.checks.detonation",
-    "tests": "cujo_action.checks.tests",
-    "probes": "cujo_action.checks.probes",
-    "smoke": "cujo_action.checks.smoke",
-    "workflows": "cujo_action.checks.workflows",
-    "base": "cujo_action.checks.base_commit",
-}
 # Rounds of stop-and-rescan before a tree is killed; each round catches the last forks.
 _SWEEPS = 100
 
@@ -132,8 +119,6 @@ class CheckProcess:
     @staticmethod
     def _start(argv: list[str], zygote: Zygote | None) -> subprocess.Popen[bytes] | Forked:
         if zygote is not None:
-            from cujo_action.checks.zygote import ZygoteError  # noqa: PLC0415 (it imports this)
-
             try:
                 return zygote.start(argv)
             except ZygoteError as exc:

@@ -19,7 +19,7 @@ from pathlib import Path
 from cujo_action.arm.context import Armed
 from cujo_action.checks.evidence_record import EvidenceRecord
 from cujo_action.checks.harness import write_report
-from cujo_action.checks.processes import CHECK_MODULES
+from cujo_action.checks.modules import CHECK_MODULES
 from cujo_action.evidence.timing import Timeline
 from cujo_action.schema import MAX_TEXT, CheckName, Plan, Report, Status, clip, utcnow
 

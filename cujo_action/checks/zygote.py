@@ -35,7 +35,7 @@ import time
 import traceback
 from collections.abc import Sequence
 
-from cujo_action.checks.processes import CHECK_MODULES
+from cujo_action.checks.modules import CHECK_MODULES
 
 _PR_GET_CHILD_SUBREAPER = 37
 _READY = b"ready\n"

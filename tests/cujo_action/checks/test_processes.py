@@ -6,7 +6,7 @@ import ast
 import importlib.util
 from pathlib import Path
 
-from cujo_action.checks.processes import CHECK_MODULES
+from cujo_action.checks.modules import CHECK_MODULES
 from cujo_action.schema import ALL_CHECKS
 
 
