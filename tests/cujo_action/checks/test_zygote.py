@@ -51,6 +51,7 @@ seen["stdout"] = os.readlink(f"/proc/{held.pid}/fd/1")
 seen["stderr_is_runs"] = os.readlink(f"/proc/{held.pid}/fd/2") == os.readlink("/proc/self/fd/2")
 argv = Path(f"/proc/{held.pid}/cmdline").read_bytes().split(b"\0")
 seen["isolated"] = b"-I" in argv
+seen["forked"] = b"cujo_action.checks.zygote" in argv  # the zygote's image, not a new python
 try:
     held.wait(0.2)
     seen["timed_out"] = False
@@ -101,6 +102,7 @@ def test_a_check_from_the_zygote_is_the_runs_child_as_python_m_started_it(
     assert seen["stdin"] == seen["stdout"] == "/dev/null"
     assert seen["stderr_is_runs"] is True
     assert seen["isolated"] is True
+    assert seen["forked"] is True
     assert seen["timed_out"] is True
     assert seen["killed"] == -9
     assert seen["poll_after"] == -9
