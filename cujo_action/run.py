@@ -28,8 +28,9 @@ from types import FrameType
 from typing import Literal
 
 from cujo_action.arm.arming import Harness, Warm, arm, warm_up
-from cujo_action.arm.staging import base_runs
+from cujo_action.arm.staging import base_runs, runs
 from cujo_action.checks.harness import write_report
+from cujo_action.checks.privileged import NOT_RUN
 from cujo_action.checks.processes import (
     CheckProcess,
     collect_report,
@@ -343,6 +344,20 @@ def _armed(
             started_checks.append(at_base)
         else:
             _stage("base", "skipped", "CUJO_BASE=off")
+        # The head again in the job of a base workflow that already runs it, with secrets
+        # before any merge (checks/privileged.py); skipped where the base has none.
+        privileged: CheckProcess | None = None
+        if runs(plan, "privileged"):
+            privileged = CheckProcess(
+                "privileged", context, out, timeouts.install + timeouts.test, zygote
+            )
+            started_checks.append(privileged)
+        else:
+            _stage("privileged", "skipped", NOT_RUN)
+            write_report(
+                placeholder_report(plan, "privileged", "skipped", NOT_RUN, armed.isolation),
+                report_path(out, "privileged"),
+            )
         install = CheckProcess("install", context, out, timeouts.install, zygote)
         started_checks.append(install)
         install.wait()
@@ -378,12 +393,18 @@ def _armed(
                     ),
                     report_path(out, name),
                 )
-        waited = [*running, detonation, workflows, *([at_base] if at_base is not None else [])]
+        waited = [
+            *running, detonation, workflows,
+            *(c for c in (at_base, privileged) if c is not None),
+        ]  # fmt: skip
         for check in waited:
             check.wait()
         reports = [installed] + [collect_report(c, plan) for c in waited]
-        if not running:
-            reports += [Report.model_validate_json(report_path(out, n).read_bytes()) for n in later]
+        placeholders: list[CheckName] = [*([] if running else later)]
+        placeholders += [] if privileged else ["privileged"]
+        reports += [
+            Report.model_validate_json(report_path(out, n).read_bytes()) for n in placeholders
+        ]
     finally:
         # Interrupted (or fallen over) with checks still running: stop them before the
         # proxy, so no request they make goes unlogged.

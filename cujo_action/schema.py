@@ -109,7 +109,9 @@ PR_FIELDS: Final = ("title", "body", "branch")
 # something the text chose (``shell_hazards`` reads them by where the text stands).
 SHELL_METACHARACTERS: Final = ("$(", "`", ";", "|", "&", ">", "<", "\n", "${")
 
-CheckName = Literal["install", "detonation", "tests", "probes", "smoke", "workflows", "base"]
+CheckName = Literal[
+    "install", "detonation", "tests", "probes", "smoke", "workflows", "privileged", "base"
+]
 # The checks of the head, each expected to report: what the verdict is on.
 CHECK_NAMES: tuple[CheckName, ...] = (
     "install",
@@ -118,7 +120,12 @@ CHECK_NAMES: tuple[CheckName, ...] = (
     "probes",
     "smoke",
     "workflows",
+    "privileged",
 )
+# The head installed and tested a second time in the job of a base workflow with a
+# privileged trigger that already runs pull-request code (``Plan.privileged``): where such
+# code meets secrets before any merge. Skipped where the base has no such workflow.
+PRIVILEGED_CHECK: Final = "privileged"
 # The checks of the head that read it without running any of it (checks/static_check.py):
 # no uid, no command, no plan needed.
 READING_CHECKS: tuple[CheckName, ...] = ("workflows",)
@@ -337,6 +344,7 @@ STAGES: Final = (
     "install",
     "detonation",
     "base",
+    "privileged",
     "tests",
     "probes",
     "smoke",
@@ -551,6 +559,31 @@ class Push(_Strict):
     commits: list[PushedCommit] = Field(default_factory=list, max_length=PUSH_COMMITS)
 
 
+class PullTarget(_Strict):
+    """The pull request as a base workflow with a privileged trigger receives it, and that
+    workflow: what the ``privileged`` check's job reads as (``arm/pullevent.py``).
+
+    The job is the base's (its ref the base branch, its SHA the base commit) and checks
+    out the pull request's head, as the workflow that was found does.
+    """
+
+    number: PullNumber
+    branch: Short  # the pull request's branch (GITHUB_HEAD_REF): the author's text
+    head_sha: Sha
+    title: Short
+    body: Text = ""
+    author: Short  # the author's login
+    author_id: int = Field(ge=1)
+    workflow: Short  # the base workflow's path that runs the head
+    workflow_name: Short
+    trigger: Short  # the workflow's privileged trigger, as the report names it
+    # What the pull request's page counts: its commits, lines and files.
+    commits: int = Field(default=1, ge=0)
+    additions: int = Field(default=0, ge=0)
+    deletions: int = Field(default=0, ge=0)
+    changed_files: int = Field(default=0, ge=0)
+
+
 class Plan(_Strict):
     """What the sandbox will run, settled once by ``prepare`` before anything runs."""
 
@@ -587,6 +620,11 @@ class Plan(_Strict):
     upstream: Upstream | None = None
     push: Push | None = None
     base_push: Push | None = None
+    # A base workflow with a privileged trigger that checks out the head: the head is
+    # installed and tested again in that workflow's job, checked out at ``privileged_dir``
+    # (the head commit). None: the base has none, and the ``privileged`` check is skipped.
+    privileged: PullTarget | None = None
+    privileged_dir: Text = ""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

@@ -40,6 +40,7 @@ _CHECK_PHASE: dict[str, Phase] = {
     "probes": "probe",
     "smoke": "smoke",
     "base": "install",
+    "privileged": "install",
 }
 
 

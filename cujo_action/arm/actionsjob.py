@@ -34,11 +34,24 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from cujo_action.arm.decoys import Decoy
-from cujo_action.arm.pushevent import event_context, event_env
+from cujo_action.arm.pullevent import target_context, target_env, target_event
+from cujo_action.arm.pushevent import event_context, event_env, push_event
 from cujo_action.arm.runnertree import count, literal, runner_tree
 from cujo_action.net.proxyconfig import GitHubFacts
 from cujo_action.sandbox.jail import INSIDE_HOME, INSIDE_UID
-from cujo_action.schema import BASE_CHECK, ZERO_SHA, Plan, Push, Upstream
+from cujo_action.schema import (
+    BASE_CHECK,
+    PRIVILEGED_CHECK,
+    ZERO_SHA,
+    Plan,
+    PullTarget,
+    Push,
+    Upstream,
+)
+
+# What a check's job runs for: a push (the merge's, or the base's), or the pull request
+# as a base workflow with a privileged trigger receives it (the ``privileged`` check's).
+JobEvent = Push | PullTarget
 
 WORK = f"{INSIDE_HOME}/work"
 TEMP = f"{WORK}/_temp"
@@ -268,6 +281,8 @@ class JobIdentity(BaseModel):
     default_branch: str
     push: Push  # what the checks of the head run on: the merge of head into base
     base_push: Push  # what the base check runs on
+    # What the ``privileged`` check's job receives (None: the base runs no head code).
+    privileged: PullTarget | None = None
     actor: str
     runner_number: int
     plan_id: str
@@ -298,9 +313,34 @@ class JobIdentity(BaseModel):
         """Return the path of one file command (``set_env``, ``add_path``, …) inside."""
         return f"{TEMP}/_runner_file_commands/{kind}_{self.file_commands}"
 
-    def pushed(self, check: str) -> Push:
-        """Return the push ``check``'s job runs for: the base's for the base, else the merge's."""
-        return self.base_push if check == BASE_CHECK else self.push
+    def event(self, check: str) -> JobEvent:
+        """Return what ``check``'s job runs for: the base's push for the base, the pull
+        request for the ``privileged`` check (when the base runs head code), else the
+        push of the merge."""
+        if check == BASE_CHECK:
+            return self.base_push
+        if check == PRIVILEGED_CHECK and self.privileged is not None:
+            return self.privileged
+        return self.push
+
+
+def event_file(job: JobIdentity, event: JobEvent, now: float) -> str:
+    """Return the event file (``GITHUB_EVENT_PATH``) of a job that runs for ``event``."""
+    if isinstance(event, PullTarget):
+        return target_event(job, event, job.base_push.after, now)
+    return push_event(job, event, now)
+
+
+def _event_env(job: JobIdentity, event: JobEvent) -> dict[str, str]:
+    if isinstance(event, PullTarget):
+        return target_env(job, event, job.base_push.after)
+    return event_env(job, event)
+
+
+def _event_context(job: JobIdentity, event: JobEvent) -> list[dict[str, str]]:
+    if isinstance(event, PullTarget):
+        return target_context(job, event, job.base_push.after)
+    return event_context(job, event)
 
 
 def github_facts(job: JobIdentity) -> GitHubFacts:
@@ -338,12 +378,16 @@ def identity_of(plan: Plan) -> JobIdentity:
         upstream,
         plan.push or Push(before=plan.base_sha, after=plan.head_sha),
         plan.base_push or Push(before=ZERO_SHA, after=plan.base_sha),
+        plan.privileged,
     )
 
 
-def new_identity(upstream: Upstream, push: Push, base_push: Push) -> JobIdentity:
+def new_identity(
+    upstream: Upstream, push: Push, base_push: Push, privileged: PullTarget | None = None
+) -> JobIdentity:
     """Return a fresh, plausible identity for a job of ``upstream`` run for ``push`` (the
-    base check's for ``base_push``); the owner is who pushed."""
+    base check's for ``base_push``, the ``privileged`` check's for ``privileged``); the
+    owner is who pushed."""
     owner, _, repo = upstream.repository.partition("/")
     run_id = 10_000_000_000 + secrets.randbelow(4_000_000_000)
     return JobIdentity(
@@ -358,6 +402,7 @@ def new_identity(upstream: Upstream, push: Push, base_push: Push) -> JobIdentity
         default_branch=upstream.default_branch,
         push=push,
         base_push=base_push,
+        privileged=privileged,
         actor=owner,
         runner_number=1_000_000_000 + secrets.randbelow(900_000_000),
         plan_id=_uuid(),
@@ -378,10 +423,10 @@ def _decoy(decoys: Sequence[Decoy], name: str) -> str:
 
 
 def job_env(
-    job: JobIdentity, push: Push, decoys: Sequence[Decoy], *, home: str, temp: str
+    job: JobIdentity, event: JobEvent, decoys: Sequence[Decoy], *, home: str, temp: str
 ) -> dict[str, str]:
     """Return the variables a workflow step (or a JavaScript action) sees on a hosted runner,
-    in the job of ``push`` (``JobIdentity.pushed``).
+    in the job of ``event`` (``JobIdentity.event``).
 
     ``home`` and ``temp`` are HOME and the runner's temp folder as commands see them
     (the hosted layout under bubblewrap).
@@ -400,8 +445,9 @@ def job_env(
         "GITHUB_API_URL": "https://api.github.com",
         "GITHUB_GRAPHQL_URL": "https://api.github.com/graphql",
         "GITHUB_SERVER_URL": "https://github.com",
-        # The event, ref, SHA and workflow: the push of the commit checked out.
-        **event_env(job, push),
+        # The event, ref, SHA and workflow: the push of the commit checked out, or the
+        # pull request in the base's privileged job.
+        **_event_env(job, event),
         "GITHUB_EVENT_PATH": f"{temp}/_github_workflow/event.json",
         "GITHUB_JOB": "test",
         "GITHUB_REPOSITORY": job.repository,
@@ -481,9 +527,9 @@ def _secret(value: str) -> dict[str, object]:
     return {"value": value, "isSecret": True}
 
 
-def job_message(job: JobIdentity, push: Push, decoys: Sequence[Decoy]) -> bytes:
+def job_message(job: JobIdentity, event: JobEvent, decoys: Sequence[Decoy]) -> bytes:
     """Return the job message the worker keeps, in the runner's own JSON, for the job of
-    ``push``."""
+    ``event``."""
     token = _decoy(decoys, "RUNNER_WORKER_GITHUB_TOKEN")
     message = {
         "messageType": "PipelineAgentJobRequest",
@@ -524,7 +570,7 @@ def job_message(job: JobIdentity, push: Push, decoys: Sequence[Decoy]) -> bytes:
                 "d": [
                     {"k": "repository", "v": job.repository},
                     {"k": "run_id", "v": str(job.run_id)},
-                    *event_context(job, push),
+                    *_event_context(job, event),
                 ],
             }
         },

@@ -39,7 +39,7 @@ from cujo_action.arm.host import (
     tool_path,
     worker_interpreter,
 )
-from cujo_action.arm.staging import sandbox_accounts, stage
+from cujo_action.arm.staging import runs, sandbox_accounts, stage
 from cujo_action.arm.venvs import KeptTemplate, TemplateStart, template_for
 from cujo_action.evidence.seals import EvidenceFaults, Seal, broken_seals, seal
 from cujo_action.evidence.timing import Timeline
@@ -360,6 +360,9 @@ def arm(
     decoys = make_decoys(ref=f"refs/heads/{job.branch}")
     allow = [*REGISTRY_HOSTS, *plan.policy.egress_allow]
     labels = [label(c, p) for c, p in LABELS]
+    # A namespace for each phase of a check that runs (the privileged check runs only
+    # where the base runs head code; the base can be left out).
+    confined = [label(c, p) for c, p in LABELS if runs(plan, c)]
     decoy_specs = [{"name": d.name, "value": d.value} for d in decoys]
     why_partial = warm.why_partial
     resolver_dir = run_dir / "resolver"
@@ -430,7 +433,7 @@ def arm(
                     harness.resolver = resolver_start.result()
                 with timed("arm/namespaces"):
                     if _root():
-                        for name in labels:
+                        for name in confined:
                             ns = NetNamespace(
                                 Redirect(
                                     transparent_port=harness.proxy.transparent_ports[name],
@@ -442,7 +445,7 @@ def arm(
                             ns.create()
                             netns[name], hosts[name] = ns.name, ns.host_ip
                     else:
-                        netns = _rootless_namespaces(harness, labels, run_dir / "ns")
+                        netns = _rootless_namespaces(harness, confined, run_dir / "ns")
             except (JailError, NetnsError, ResolverError, OSError, KeyError) as exc:
                 # Fail closed: the run goes on, but says it could not be isolated, and
                 # its verdict can then be at best unproven.

@@ -41,6 +41,8 @@ LABELS: tuple[tuple[CheckName, Phase], ...] = (
     ("smoke", "smoke"),
     ("base", "install"),
     ("base", "test"),
+    ("privileged", "install"),
+    ("privileged", "test"),
 )
 
 
@@ -180,8 +182,9 @@ class Armed(BaseModel):
             gid=area.gid,
             view=self.view(check),
             limits=area.limits,
-            # The base runs beside the head, off its critical path: it yields the CPU.
-            nice=BASE_NICE if check == "base" else 0,
+            # The base and the privileged job run beside the head, off its critical path:
+            # they yield the CPU.
+            nice=BASE_NICE if check in ("base", "privileged") else 0,
         )
 
 
@@ -189,7 +192,7 @@ def runner_worker(
     python: str, program: bytes, job: JobIdentity, decoys: tuple[Decoy, ...], check: str = ""
 ) -> Worker:
     """Return the decoy runner worker each command's sandbox starts as its pid 1, holding
-    the message of ``check``'s job (the push it runs for: ``JobIdentity.pushed``).
+    the message of ``check``'s job (what it runs for: ``JobIdentity.event``).
 
     ``program`` is ``actionsjob.worker_source()`` compiled by ``python``
     (``host.worker_program``). Its tmpfs covers the runner's ``bin`` only: the runner's
@@ -203,7 +206,7 @@ def runner_worker(
         env=tuple(worker_env(job).items()),
         program=program,
         processes=worker_processes(),
-        message=job_message(job, job.pushed(check), decoys),
+        message=job_message(job, job.event(check), decoys),
     )
 
 
@@ -309,7 +312,7 @@ def sandbox_env(
         # so code that hides from sandboxes wakes up and code that steals finds decoys.
         **job_env(
             armed.job,
-            armed.job.pushed(check),
+            armed.job.event(check),
             armed.decoy_objects(),
             home=home,
             temp=f"{home}/work/_temp",

@@ -83,7 +83,7 @@ def push_event(job: PushJob, push: Push, now: float) -> str:
         "ref": f"refs/heads/{job.branch}",
         "before": push.before,
         "after": push.after,
-        "repository": _repository(job, now),
+        "repository": repository(job, now),
         "pusher": {"name": job.actor, "email": noreply(job.actor, job.owner_id)},
         "sender": account(job.actor, job.owner_id),
         "created": push.before == ZERO_SHA,
@@ -135,7 +135,7 @@ def account(login: str, account_id: int) -> dict[str, Any]:
     }
 
 
-def _repository(job: PushJob, now: float) -> dict[str, Any]:
+def repository(job: PushJob, now: float) -> dict[str, Any]:
     """Return the repository as a push event shows it (its times as epoch seconds)."""
     full = job.repository
     base = f"{API}/repos/{full}"

@@ -16,10 +16,12 @@ from functools import partial
 from pathlib import Path
 
 from cujo_action.arm.actionsjob import (
+    JobEvent,
     JobIdentity,
     checkout_config,
     etc_group,
     etc_passwd,
+    event_file,
     file_commands,
 )
 from cujo_action.arm.context import CheckArea
@@ -32,7 +34,6 @@ from cujo_action.arm.decoyfiles import (
     runner_files,
 )
 from cujo_action.arm.decoys import Decoy
-from cujo_action.arm.pushevent import push_event
 from cujo_action.arm.venvs import place_venvs
 from cujo_action.sandbox.boundary import (
     BoundaryError,
@@ -42,12 +43,20 @@ from cujo_action.sandbox.boundary import (
     write_below,
 )
 from cujo_action.sandbox.cgroups import Limits
-from cujo_action.schema import ALL_CHECKS, CheckName, Plan, Push
+from cujo_action.schema import ALL_CHECKS, BASE_CHECK, PRIVILEGED_CHECK, CheckName, Plan
 
 # The checks that get the run's venv template laid out as their venv: those that install
 # into it, and those that receive the install's (whose venv is then made to match it:
 # ``_receive_install``, so the template's files need not travel through the spool).
-VENV_CHECKS: tuple[CheckName, ...] = ("install", "detonation", "base", "tests", "probes", "smoke")
+VENV_CHECKS: tuple[CheckName, ...] = (
+    "install",
+    "detonation",
+    "base",
+    "privileged",
+    "tests",
+    "probes",
+    "smoke",
+)
 # The checks that run on the install's tree: their areas are finished while it runs.
 RECEIVERS: tuple[CheckName, ...] = ("tests", "probes", "smoke")
 
@@ -56,6 +65,17 @@ def base_runs() -> bool:
     """Return whether the base is installed and tested beside the head (``CUJO_BASE=off``
     leaves it out, to measure what it costs; nothing is then "also at base")."""
     return os.environ.get("CUJO_BASE", "on") != "off"
+
+
+def runs(plan: Plan, check: str) -> bool:
+    """Return whether ``check`` runs anything in this run: the base unless left out, the
+    ``privileged`` check only where a base workflow with a privileged trigger runs the
+    head (``Plan.privileged``), every other check always."""
+    if check == BASE_CHECK:
+        return base_runs()
+    if check == PRIVILEGED_CHECK:
+        return plan.privileged is not None and bool(plan.privileged_dir)
+    return True
 
 
 def sandbox_accounts(run_dir: Path) -> tuple[Path, Path]:
@@ -104,13 +124,16 @@ def stage(
         corner = fresh_dir(corners / check, 0o711)  # root's: the uid cannot swap its HOME
         home = fresh_dir(corner / "home", 0o700)
         if check not in RECEIVERS:
-            seed_home(home, decoys, job, job.pushed(check))
-        wanted = check != "base" or base_runs()  # nothing staged for a base that will not run
-        if check in ("install", "detonation", "base") and wanted:
+            seed_home(home, decoys, job, job.event(check))
+        wanted = runs(plan, check)  # nothing staged for a check that will not run
+        if check in ("install", "detonation", "base", "privileged") and wanted:
             checkout = fresh_dir(home / "work" / job.repo, 0o755) / job.repo
             ignore = ("node_modules",) if check == "detonation" else ()
             if check == "base":
-                stage_base(plan, checkout, job.branch)
+                stage_commit(plan, Path(plan.base_dir), checkout, job.branch, plan.base_sha)
+            elif check == "privileged":
+                # As the privileged job checks the head out: by its SHA, detached.
+                stage_commit(plan, Path(plan.privileged_dir), checkout, "", plan.head_sha)
             else:
                 # The base worktree and the clone's reflog name the harness's own folders.
                 skip = (".git/worktrees", ".git/logs")
@@ -129,7 +152,7 @@ def stage(
     def finish(checks: Collection[str]) -> None:
         for receiver in RECEIVERS:
             if receiver in checks:
-                seed_home(Path(areas[receiver].home), decoys, job, job.pushed(receiver))
+                seed_home(Path(areas[receiver].home), decoys, job, job.event(receiver))
         homes = {Path(areas[c].home) for c in checks}
         mine = {dest: inside for dest, inside in venvs.items() if dest.parents[1] in homes}
         if mine:
@@ -143,40 +166,46 @@ def stage(
     return areas, partial(finish, [c for c in ALL_CHECKS if c in RECEIVERS])
 
 
-def stage_base(plan: Plan, checkout: Path, branch: str) -> None:
-    """Copy the base as a checkout of its own: its files, the clone's git, on ``branch``.
+def stage_commit(plan: Plan, worktree: Path, checkout: Path, branch: str, sha: str) -> None:
+    """Copy a worktree of the clone as a checkout of its own: its files, the clone's git,
+    at ``sha`` on ``branch`` (detached where ``branch`` is empty).
 
-    The base worktree's ``.git`` is a file naming the harness's clone; the copy gets the
+    The worktree's ``.git`` is a file naming the harness's clone; the copy gets the
     clone's object store and the worktree's own index instead, and ``branch`` (with its
-    remote-tracking branch) at base, checked out, as the base's own push leaves it: git
-    (and a version taken from git) sees an ordinary checkout of the base commit. All of
-    it is root's pristine checkout, copied before any pull-request code runs; the
-    branch's refs are the clone's own loose files (``prepare/merge.py``), rewritten here.
+    remote-tracking branch) at ``sha``, checked out, as the base's own push leaves it: git
+    (and a version taken from git) sees an ordinary checkout. All of it is root's
+    pristine checkout, copied before any pull-request code runs; the branch's refs are
+    the clone's own loose files (``prepare/merge.py``), rewritten here.
     """
-    head, base = Path(plan.head_dir), Path(plan.base_dir)
-    copy_pristine(base, checkout, skip=(".git",))
+    head = Path(plan.head_dir)
+    copy_pristine(worktree, checkout, skip=(".git",))
     copy_pristine(head / ".git", checkout / ".git", skip=("worktrees", "logs", "index"))
-    index = head / ".git" / "worktrees" / base.name / "index"
+    index = head / ".git" / "worktrees" / worktree.name / "index"
     if index.is_file() and not index.is_symlink():
         shutil.copyfile(index, checkout / ".git" / "index", follow_symlinks=False)
+    if not branch:
+        write_below(checkout, ".git/HEAD", sha + "\n", 0o644)
+        return
     for ref in (f"refs/heads/{branch}", f"refs/remotes/origin/{branch}"):
-        write_below(checkout, f".git/{ref}", plan.base_sha + "\n", 0o644)
+        write_below(checkout, f".git/{ref}", sha + "\n", 0o644)
     write_below(checkout, ".git/HEAD", f"ref: refs/heads/{branch}\n", 0o644)
 
 
-def seed_home(home: Path, decoys: tuple[Decoy, ...], job: JobIdentity, push: Push) -> list[Path]:
+def seed_home(
+    home: Path, decoys: tuple[Decoy, ...], job: JobIdentity, event: JobEvent
+) -> list[Path]:
     """Fill a fresh HOME with what a hosted runner's HOME holds for a step; return the
     paths of the files holding a decoy.
 
     The decoys sit where a job leaves credentials (``decoyfiles.py``): the docker login's
     config, the runner's registration beside its worker. Also ``work/_temp`` with the
-    event file (of ``push``: ``JobIdentity.pushed``) and the step's file commands, and the
+    event file (of ``event``: ``JobIdentity.event``) and the step's file commands, and the
     runner's folder, whose ``bin`` the worker's tmpfs is mounted on. ``home`` is root's,
     made fresh, and no pull-request code has run in it: each file goes through
     ``write_below``, which follows no link.
     """
     steps = {
-        "work/_temp/_github_workflow/event.json": push_event(job, push, time.time()),
+        "work/_temp/_github_workflow/event.json": event_file(job, event, time.time()),
         **file_commands(job),
         # An ordinary HOME has shell profiles; their presence is also what a write is
         # compared to.

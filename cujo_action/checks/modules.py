@@ -15,5 +15,6 @@ CHECK_MODULES: Final[dict[CheckName, str]] = {
     "probes": "cujo_action.checks.probes",
     "smoke": "cujo_action.checks.smoke",
     "workflows": "cujo_action.checks.workflows",
+    "privileged": "cujo_action.checks.privileged",
     "base": "cujo_action.checks.base_commit",
 }

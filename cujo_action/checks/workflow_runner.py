@@ -21,8 +21,8 @@ import uuid
 from pathlib import Path
 
 from cujo_action import limits
+from cujo_action.arm.actionsjob import event_file
 from cujo_action.arm.context import sandbox_env
-from cujo_action.arm.pushevent import push_event
 from cujo_action.checks.ci_files import read_ci
 from cujo_action.checks.harness import CheckRun
 from cujo_action.checks.workflow_jobs import (
@@ -89,7 +89,7 @@ class WorkflowJobs:
         armed, check = self.run.armed, self.run.check
         env = sandbox_env(armed, self.plan, check=check, phase=PHASE, venv=self.venv)
         self.path = env.get("PATH", "")
-        event = json.loads(push_event(armed.job, armed.job.pushed(check), time.time()))
+        event = json.loads(event_file(armed.job, armed.job.event(check), time.time()))
         decoys = {d.name: d.value for d in armed.decoy_objects()}
         token = decoys.get("GITHUB_TOKEN", "")
         github = github_context(env, event, token, job.event)

@@ -33,6 +33,7 @@ from cujo_action.prepare.git import (
     resolve_remote,
 )
 from cujo_action.prepare.merge import Asked, check_out_merge, pushed
+from cujo_action.prepare.privileged import pull_target, runs_head
 from cujo_action.prepare.settle import Which, settle
 from cujo_action.sandbox.boundary import open_no_follow
 from cujo_action.schema import (
@@ -191,7 +192,8 @@ def prepare(
     """
     workdir = Path(workdir).resolve()
     head_dir, base_dir = workdir / "head", workdir / "base"
-    for path in (head_dir, base_dir):
+    privileged_dir = workdir / "privileged"
+    for path in (head_dir, base_dir, privileged_dir):
         if path.exists():
             raise PrepareError(f"{path} already exists; give prepare an empty work directory.")
     for ref in (base, head):
@@ -256,6 +258,16 @@ def prepare(
         what=f"add a worktree at {base_sha}",
     )
     ci = _base_workflows(git, head_dir, base_sha)
+    # A base workflow with a privileged trigger that checks out the head: the head is
+    # installed and tested again in that job, checked out at the head commit.
+    runs = runs_head(ci)
+    pull = None
+    if runs is not None:
+        pull = pull_target(git, head_dir, base_sha, head_sha, head, pull_request, runs)
+        git.check(
+            "worktree", "add", "--quiet", "--detach", str(privileged_dir), head_sha,
+            cwd=head_dir, what=f"add a worktree at {head_sha}",
+        )  # fmt: skip
     settled = settle(
         _Checkout(head_dir, _tracked_files(git, head_dir, merged.sha)), policy, which=which, ci=ci
     )
@@ -290,6 +302,8 @@ def prepare(
         upstream=target,
         push=pushed(git, head_dir, merged.sha, base_sha, merged=merged.merged),
         base_push=pushed(git, head_dir, base_sha),
+        privileged=pull,
+        privileged_dir=str(privileged_dir) if pull is not None else "",
     )
     (workdir / "plan.json").write_text(plan.model_dump_json(by_alias=True, indent=2) + "\n")
     return plan

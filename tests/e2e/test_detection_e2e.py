@@ -569,6 +569,16 @@ jobs:
         with: {name: docs, path: site/}
 """
 
+# A pwn request already in the base: a pull_request_target workflow that checks out the
+# head and builds it, with the repository's secrets and a token that can write. The head
+# is then installed and tested again in that job (the privileged check), where a theft
+# that waits for that job's event fires.
+PWN_AT_BASE = {".github/workflows/preview.yml": (WORKFLOW_SAMPLES / "pwn-request.yml").read_text()}
+WAITS_FOR_THE_PRIVILEGED_JOB = (
+    '[ "$GITHUB_EVENT_NAME" = pull_request_target ] || { echo "nothing to do"; exit 0; }\n'
+    + CHECKOUT_TOKEN_THEFT
+)
+
 CASES: dict[str, Case] = {
     "checkout-token": Case(scripted(), {"ci/test.sh": CHECKOUT_TOKEN_THEFT}),
     "runner-credentials": Case(scripted(), {"ci/test.sh": python(RUNNER_THEFT)}),
@@ -636,8 +646,11 @@ CASES: dict[str, Case] = {
         },
         branch=HOSTILE_BRANCH,
     ),
+    "privileged-gated": Case(
+        {**scripted(), **PWN_AT_BASE}, {"ci/test.sh": WAITS_FOR_THE_PRIVILEGED_JOB}
+    ),
     "workflow-pin-bump": Case(
-        {**scripted(), **WITH_CI},
+        {**scripted(), **WITH_CI, **PWN_AT_BASE},
         {
             ".github/workflows/ci.yml": CI_YML.replace(OLD_PIN, NEW_PIN),
             ".github/workflows/docs.yml": DOCS_OK,
@@ -1245,4 +1258,30 @@ def test_an_action_pin_bumped_from_an_ordinary_branch_is_listed_not_blocked(
     assert "`site/`" in docs[5], docs
     assert "docs.yml#build" in smoke["summary"], smoke["summary"]
     assert smoke["status"] == "ok", smoke
+    # The base's preview workflow runs the head with secrets: said once, as a warning about
+    # the repository; the head's install and tests ran again in that job, and stayed quiet.
+    (runs_head,) = findings(review, "workflow-base-runs-pr-code")
+    assert runs_head["severity"] == "warn", runs_head
+    assert ".github/workflows/preview.yml" in runs_head["title"], runs_head
+    privileged = review.report("privileged")
+    assert privileged["status"] == "ok", privileged
+    assert "preview.yml's job (pull_request_target" in privileged["summary"], privileged
+    assert_whole(review)
+
+
+def test_a_theft_that_waits_for_a_base_workflows_privileged_job_blocks(reviews: Reviews) -> None:
+    review = reviews.get("privileged-gated")
+    assert_blocked(review, "decoy-egress")
+    # Only the privileged job's run of the tests sent it: the post-merge checks ran the same
+    # script as the push of the merge, and it waited.
+    hits = findings(review, "decoy-egress")
+    assert {h["check"] for h in hits} == {"privileged"}, hits
+    sent = [e for h in hits for e in h["evidence"] if e["id"].startswith("privileged:egress:")]
+    assert {e["host"] for e in sent} == {"collector.exfil.test"}, sent
+    assert review.report("tests")["status"] == "ok"
+    assert "nothing to do" in json.dumps(review.report("tests")["commands"])
+    privileged = review.report("privileged")
+    assert "preview.yml's job (pull_request_target" in privileged["summary"], privileged
+    (runs_head,) = findings(review, "workflow-base-runs-pr-code")
+    assert runs_head["severity"] == "warn", runs_head
     assert_whole(review)

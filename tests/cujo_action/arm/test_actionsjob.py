@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo
 from jobs import job_for
+from repo_paths import SAMPLES
 
 from cujo_action.arm.actionsjob import (
     FILE_COMMANDS,
     IMAGE_ENV,
     IMAGE_PATH,
+    JobIdentity,
     checkout_config,
     etc_group,
     etc_passwd,
@@ -29,6 +31,7 @@ from cujo_action.arm.actionsjob import (
     worker_env,
     worker_source,
 )
+from cujo_action.arm.context import CheckArea
 from cujo_action.arm.decoys import make_decoys
 from cujo_action.arm.fingerprint import load_profile
 from cujo_action.arm.host import tool_path
@@ -193,6 +196,21 @@ def test_nothing_the_worker_keeps_in_memory_names_what_it_is() -> None:
 # --------------------------------------------------------------------------- staging
 
 
+def staged(plan: Plan, job: JobIdentity, run_dir: Path) -> dict[str, CheckArea]:
+    """Stage every check's area for ``plan`` as root's harness does (no uids), whole."""
+    run_dir.mkdir()
+    limits = {c: make_limits(f"cujo-test-{c}-{job.plan_id[:8]}", 64) for c in ALL_CHECKS}
+    try:
+        areas, finish = stage(
+            plan, run_dir, DECOYS, dict.fromkeys(ALL_CHECKS, (None, None)), limits, job
+        )
+        finish()
+    finally:
+        for made in limits.values():
+            made.remove()
+    return areas
+
+
 def test_each_check_gets_a_hosted_runners_layout(tmp_path: Path) -> None:
     repo = GitRepo(tmp_path / "octo" / "app")
     canary = tmp_path / "canary"
@@ -206,17 +224,7 @@ def test_each_check_gets_a_hosted_runners_layout(tmp_path: Path) -> None:
     assert plan.push is not None
     assert plan.push.merged
     job = identity_of(plan)
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    limits = {c: make_limits(f"cujo-test-{c}-{job.plan_id[:8]}", 64) for c in ALL_CHECKS}
-    try:
-        areas, finish = stage(
-            plan, run_dir, DECOYS, dict.fromkeys(ALL_CHECKS, (None, None)), limits, job
-        )
-        finish()
-    finally:
-        for made in limits.values():
-            made.remove()
+    areas = staged(plan, job, tmp_path / "run")
     for check in ALL_CHECKS:
         home = Path(areas[check].home)
         assert (home / "runners").is_dir()
@@ -255,6 +263,57 @@ def test_each_check_gets_a_hosted_runners_layout(tmp_path: Path) -> None:
                 capture_output=True, text=True, check=True,
             )  # fmt: skip
             assert status.stdout == "", (check, status.stdout)
+
+
+# A pull_request_target workflow that checks out the head by its SHA (a pwn request).
+PWN = (SAMPLES / "workflows" / "pwn-request.yml").read_text()
+
+
+def test_the_privileged_job_checks_out_the_head_by_its_sha_and_follows_no_link(
+    tmp_path: Path,
+) -> None:
+    """Attack test: root copies the head's own tree for the privileged check; the head's
+    links (one to a root file, one named like a folder root writes into) stay links."""
+    repo = GitRepo(tmp_path / "octo" / "app")
+    canary = tmp_path / "canary"
+    canary.write_text("root's\n")
+    repo.write({"app.py": "x = 1\n", ".github/workflows/preview.yml": PWN}).commit("one")
+    repo.branch("pr").checkout("pr")
+    (repo.path / "leak").symlink_to(canary)
+    (repo.path / "work").symlink_to(tmp_path)
+    repo.write({"app.py": "x = 2\n"}).commit("two")
+    plan = prepare(str(repo.path), "main", "pr", "run-1", tmp_path / "work")
+    assert plan.privileged is not None
+    job = identity_of(plan)
+    areas = staged(plan, job, tmp_path / "run")
+    home = Path(areas["privileged"].home)
+    event = json.loads((home / "work/_temp/_github_workflow/event.json").read_text())
+    assert (event["action"], event["pull_request"]["head"]["sha"]) == ("opened", plan.head_sha)
+    assert event["pull_request"]["base"]["sha"] == plan.base_sha
+    checkout = home / "work" / "app" / "app"
+    assert os.readlink(checkout / "leak") == str(canary)
+    assert os.readlink(checkout / "work") == str(tmp_path)
+    assert canary.read_text() == "root's\n"
+    assert (checkout / "app.py").read_text() == "x = 2\n"
+    config = (checkout / ".git" / "config").read_text()
+    assert "extraheader = AUTHORIZATION: basic " in config
+    # Detached at the head, as actions/checkout leaves a checkout of a SHA; nothing changed.
+    head = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "HEAD", "--abbrev-ref", "HEAD"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert head.stdout.split() == [plan.head_sha, "HEAD"]
+    status = subprocess.run(
+        ["git", "-C", str(checkout), "status", "--porcelain"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert status.stdout == ""
+    # Every other check's job is still the push of what it checks out.
+    install = json.loads(
+        (Path(areas["install"].home) / "work/_temp/_github_workflow/event.json").read_text()
+    )
+    assert plan.push is not None
+    assert install["after"] == plan.push.after
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="handing areas to uids needs root")

@@ -127,8 +127,11 @@ def test_a_commit_names_the_accounts_github_knows_by_their_address() -> None:
 
 def test_the_base_checks_job_is_the_push_of_the_base() -> None:
     job = job_for("octo/app")
-    base = job.pushed("base")
-    assert (base.after, job.pushed("tests").after, job.pushed("install").after) == (
+    base, tests, install = job.event("base"), job.event("tests"), job.event("install")
+    assert isinstance(base, Push)
+    assert isinstance(tests, Push)
+    assert isinstance(install, Push)
+    assert (base.after, tests.after, install.after) == (
         BASE,
         MERGE,
         MERGE,
