@@ -156,7 +156,8 @@ class CheckProcess:
 def placeholder_report(
     plan: Plan, check: CheckName, status: str, summary: str, isolation: Isolation = "partial"
 ) -> Report:
-    """Return a report in a check's place: one not run (skipped), or one that wrote none.
+    """Return a report in a check's place: one not run (skipped), one with nothing to run
+    here (ok), or one that wrote none (error).
 
     Its isolation is partial (fail closed) unless the caller knows the run's: a check
     that had nothing to run in a fully isolated run does not make the run partial."""
@@ -172,7 +173,7 @@ def placeholder_report(
             "started_at": now,
             "finished_at": now,
             "isolation": isolation,
-            "evidence_complete": status == "skipped",
+            "evidence_complete": status != "error",
         }
     )
 
