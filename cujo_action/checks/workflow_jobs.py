@@ -254,8 +254,37 @@ def choose(
             continue
         # The push of the merge itself first: the event the job's context is made from.
         event = "push" if "push" in triggers else triggers[0]
-        runs += [JobRun(path, job_id, event, why, now) for job_id, why in chosen]
+        runs += [JobRun(path, job_id, event, why, now) for job_id, why in needs_order(jobs, chosen)]
     return runs, passed
+
+
+def needs_order(
+    jobs: Mapping[str, Any], chosen: Sequence[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """Return the chosen jobs in an order their ``needs:`` allow, file order otherwise.
+
+    A job runs after the chosen jobs it needs; a need on a job not chosen (or not there)
+    is no wait. Jobs caught in a cycle of needs, which GitHub refuses to run, keep their
+    file order at the end.
+    """
+    names = [job_id for job_id, _ in chosen]
+    waits = {
+        job_id: {
+            str(need)
+            for need in _list(_dict(jobs.get(job_id)).get("needs"))
+            if str(need) in names and str(need) != job_id
+        }
+        for job_id in names
+    }
+    ordered: list[str] = []
+    while len(ordered) < len(names):
+        ready = next((n for n in names if n not in ordered and waits[n] <= set(ordered)), None)
+        if ready is None:
+            ordered += [n for n in names if n not in ordered]
+            break
+        ordered.append(ready)
+    why = dict(chosen)
+    return [(job_id, why[job_id]) for job_id in ordered]
 
 
 def _names_script(job: dict[str, Any], scripts: Sequence[str]) -> str:

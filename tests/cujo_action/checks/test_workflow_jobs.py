@@ -360,3 +360,37 @@ def test_a_matrix_made_by_an_expression_is_not_evaluated_and_said() -> None:
     )
     plan = plan_job(job_run(text), context())
     assert any("is an expression: not evaluated" in u for u in plan.unevaluated), plan
+
+
+NEEDS = """\
+on: push
+jobs:
+  deploy:
+    needs: [build, test]
+    runs-on: ubuntu-latest
+    steps: [{run: echo deploy}]
+  test:
+    needs: build
+    runs-on: ubuntu-latest
+    steps: [{run: echo test}]
+  build:
+    runs-on: ubuntu-latest
+    steps: [{run: echo build}]
+  lint:
+    needs: [gone]
+    runs-on: ubuntu-latest
+    steps: [{run: echo lint}]
+"""
+
+
+def test_jobs_run_in_the_order_their_needs_give_file_order_otherwise() -> None:
+    runs, _ = choose({}, {".github/workflows/ci.yml": NEEDS}, [], "main")
+    # A need on a job that is not there is no wait (GitHub would refuse the file; the
+    # reading rules list it): lint keeps its place among the jobs that wait for nothing.
+    assert [r.job_id for r in runs] == ["build", "test", "deploy", "lint"]
+
+
+def test_jobs_caught_in_a_cycle_of_needs_keep_their_file_order_at_the_end() -> None:
+    cycle = NEEDS.replace("    needs: build\n", "    needs: deploy\n")
+    runs, _ = choose({}, {".github/workflows/ci.yml": cycle}, [], "main")
+    assert [r.job_id for r in runs] == ["build", "lint", "deploy", "test"]
