@@ -129,8 +129,15 @@ PRIVILEGED_CHECK: Final = "privileged"
 # The checks of the head that read it without running any of it (checks/static_check.py):
 # no uid, no command, no plan needed.
 READING_CHECKS: tuple[CheckName, ...] = ("workflows",)
-# The checks of the head that run it, each as a uid of its own in a sandbox of its own.
-RUNNING_CHECKS: tuple[CheckName, ...] = tuple(c for c in CHECK_NAMES if c not in READING_CHECKS)
+# The checks of the head that run it only where the plan needs them (``privileged``: where
+# a base workflow with a privileged trigger runs the head); elsewhere each reports ok,
+# with nothing run and no uid.
+WHEN_NEEDED_CHECKS: tuple[CheckName, ...] = ("privileged",)
+# The checks of the head that always run it, each as a uid of its own in a sandbox of its
+# own.
+RUNNING_CHECKS: tuple[CheckName, ...] = tuple(
+    c for c in CHECK_NAMES if c not in (*READING_CHECKS, *WHEN_NEEDED_CHECKS)
+)
 # The base, installed and tested beside the head under the same arming: what it does is
 # what the pull request did not add (app_relay/decide/differential.py).
 BASE_CHECK: Final = "base"

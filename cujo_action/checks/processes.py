@@ -22,7 +22,7 @@ from cujo_action.checks.zygote import Forked, Zygote, ZygoteError
 from cujo_action.evidence.bundle import report_path
 from cujo_action.evidence.recorder import emit
 from cujo_action.evidence.timing import Timeline
-from cujo_action.schema import CheckName, Isolation, Plan, Report, stage_mark, utcnow
+from cujo_action.schema import CheckName, Plan, Report, stage_mark, utcnow
 
 # Beyond a check's own command timeouts, how long its process may take to set up and report.
 PROCESS_SLACK_S = 180.0
@@ -153,14 +153,8 @@ class CheckProcess:
             self.proc.wait()
 
 
-def placeholder_report(
-    plan: Plan, check: CheckName, status: str, summary: str, isolation: Isolation = "partial"
-) -> Report:
-    """Return a report in a check's place: one not run (skipped), one with nothing to run
-    here (ok), or one that wrote none (error).
-
-    Its isolation is partial (fail closed) unless the caller knows the run's: a check
-    that had nothing to run in a fully isolated run does not make the run partial."""
+def placeholder_report(plan: Plan, check: CheckName, status: str, summary: str) -> Report:
+    """Return a report in a check's place: one not run (skipped), or one that wrote none."""
     now = utcnow()
     return Report.model_validate(
         {
@@ -172,8 +166,8 @@ def placeholder_report(
             "summary": summary,
             "started_at": now,
             "finished_at": now,
-            "isolation": isolation,
-            "evidence_complete": status != "error",
+            "isolation": "partial",
+            "evidence_complete": status == "skipped",
         }
     )
 

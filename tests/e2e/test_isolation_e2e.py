@@ -36,7 +36,7 @@ from gitrepo import GitRepo
 
 from cujo_action.arm.host import isolation_unavailable
 from cujo_action.sandbox.uids import UID_BASE, UID_BLOCK, UID_SLOTS
-from cujo_action.schema import CHECK_NAMES, READING_CHECKS, RUNNING_CHECKS
+from cujo_action.schema import CHECK_NAMES, READING_CHECKS, RUNNING_CHECKS, WHEN_NEEDED_CHECKS
 from cujo_action.watch.watcher import fanotify_unavailable
 
 
@@ -859,6 +859,9 @@ def test_every_way_out_of_the_sandbox_is_closed(runs: Runs) -> None:
         report = review.report(check)
         assert report["uid"] is None, report
         assert report["commands"] == [], report
+    for check in WHEN_NEEDED_CHECKS:  # the base runs no head code with secrets: not needed
+        report = review.report(check)
+        assert (report["status"], report["uid"], report["commands"]) == ("ok", None, []), report
     assert len(run_uids(review)) == len(RUNNING_CHECKS)  # one uid per check that runs
     assert_harness_whole(review)
 

@@ -33,7 +33,7 @@ from repo_paths import TOP
 from app_relay.store import Store
 from cujo_action.checks.processes import kill_tree
 from cujo_action.evidence.reader import read_bundle
-from cujo_action.schema import CHECK_NAMES, READING_CHECKS, RUNNING_CHECKS
+from cujo_action.schema import CHECK_NAMES, READING_CHECKS, RUNNING_CHECKS, WHEN_NEEDED_CHECKS
 
 DEMO = TOP / "examples" / "demo"
 
@@ -350,6 +350,8 @@ def test_nothing_recognisable_is_unproven_saying_why(
     statuses = {name: c["status"] for name, c in verdict["checks"].items()}
     assert {statuses[name] for name in RUNNING_CHECKS} == {"skipped"}, statuses
     assert {statuses[name] for name in READING_CHECKS} == {"ok"}, statuses
+    # The base runs no head code in a privileged workflow: nothing to run there.
+    assert {statuses[name] for name in WHEN_NEEDED_CHECKS} == {"ok"}, statuses
     assert verdict["findings"] == []
     assert_recorded(review, "unproven")
 
