@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from cujo_action.arm.actionsjob import JobIdentity, github_facts, identity_of
-from cujo_action.arm.context import LABELS, Armed, ArmedDecoy, label
+from cujo_action.arm.context import LABELS, Armed, ArmedDecoy, CheckArea, label
 from cujo_action.arm.decoys import Decoy, make_decoys
 from cujo_action.arm.host import (
     base_python,
@@ -188,6 +188,55 @@ def _sandbox_probe(
     )
     # A worker that starts proves bubblewrap works too: one probe in the usual case.
     return python, program, None if python else bwrap_unavailable(uid, gid)
+
+
+@dataclass(frozen=True)
+class _Staged:
+    """What staging the checks' areas found and made (``_stage_areas``)."""
+
+    worker_python: str
+    worker_program: bytes
+    bwrap_why: str | None
+    python: str
+    passwd: Path
+    group: Path
+    areas: dict[str, CheckArea]
+    finish: Callable[[], None]
+
+
+def _stage_areas(
+    plan: Plan,
+    run_dir: Path,
+    decoys: tuple[Decoy, ...],
+    owners: dict[str, tuple[int | None, int | None]],
+    limits: dict[str, Limits],
+    job: JobIdentity,
+    probe: Future[tuple[str, bytes, str | None]],
+    template: TemplateStart | KeptTemplate | None,
+    timed: Callable[[str], contextlib.AbstractContextManager[None]],
+) -> _Staged:
+    """Stage every check's area once the sandbox probe and the venv template are in.
+
+    Runs in a thread of its own while the proxy starts; nothing of the pull request has
+    run yet, and nothing else writes below ``run_dir/checks``.
+    """
+    with timed("arm/bubblewrap probe"):
+        worker_python, worker_program, bwrap_why = probe.result()
+    passwd, group = sandbox_accounts(run_dir)
+    first_uid = owners[ALL_CHECKS[0]][0]
+    python = base_python(for_sandbox_user=first_uid is not None or bwrap_why is None)
+    with timed("arm/venv template"):
+        venv_template = template.result() if template is not None else ""
+    if venv_template and python != base_python(for_sandbox_user=True):
+        venv_template = ""  # made with another interpreter than the checks use
+    with timed("arm/stage"):
+        areas, finish = stage(
+            plan, run_dir, decoys, owners, limits, job,
+            venv_template=venv_template,
+            venv_made_at=template.made_at if template is not None else "",
+            inside_home=INSIDE_HOME if bwrap_why is None else "",
+        )  # fmt: skip
+    return _Staged(worker_python, worker_program, bwrap_why, python, passwd, group, areas, finish)
 
 
 def _drop_namespaces(harness: Harness) -> None:
@@ -396,16 +445,13 @@ def arm(
         if warm.resolver is not None
         else None
     )
-    with _cancelled_on_error(resolver_start, template), timed("arm/proxy"):
-        harness = Harness(start_proxy(config, warm=warm.proxy))
+    # What needs no proxy comes first: the uids, the limits, and the checks' areas, staged
+    # in a thread of their own (mostly copies and writes) while the proxy, another
+    # process, starts and the namespaces are made.
+    releases: list[Callable[[], object]] = []  # the harness's once it exists
     probe: Future[tuple[str, bytes, str | None]] | None = None
+    staging: Future[_Staged] | None = None
     try:
-        (run_dir / "proxy-ca").chmod(0o700)  # the run CA's key stays the harness's
-        bundle = run_dir / "ca-bundle.pem"
-        write_ca_bundle(harness.proxy.ca_cert, bundle)
-        bundle.chmod(0o644)
-        netns: dict[str, str] = {}
-        hosts: dict[str, str] = {}
         # No pull-request command ever runs as root: as root, each check gets a uid of
         # its own for this run, whatever the isolation.
         owners: dict[str, tuple[int | None, int | None]] = dict.fromkeys(ALL_CHECKS, (None, None))
@@ -414,18 +460,43 @@ def arm(
                 raise JailError("`setpriv` (util-linux) is needed to drop root; install it")
             with timed("arm/uids"):
                 block = allocate_uids()
-            harness.releases.append(block.release)
+            releases.append(block.release)
             owners = {c: (block.uid(i), block.uid(i)) for i, c in enumerate(ALL_CHECKS)}
         first_uid, first_gid = owners[ALL_CHECKS[0]]
-        # It takes a sandbox of its own: asked while the limits and the namespaces are
-        # made, which it decides only where it fails (then they go).
+        # It takes a sandbox of its own: asked while the limits, the areas and the
+        # namespaces are made, which it decides only where it fails (then they go).
         probe = _in_background(partial(_sandbox_probe, first_uid, first_gid, job, decoys))
         limits: dict[str, Limits] = {}
         tag = secrets.token_hex(4)
         with timed("arm/limits"):
             for check in ALL_CHECKS:
                 limits[check] = made = make_limits(f"cujo-{tag}-{check}", NPROC_LIMIT)
-                harness.releases.append(made.remove)
+                releases.append(made.remove)
+        staging = _in_background(
+            partial(
+                _stage_areas, plan, run_dir, decoys, owners, limits, job, probe, template, timed
+            )
+        )
+        with timed("arm/proxy"):
+            harness = Harness(start_proxy(config, warm=warm.proxy), releases=releases)
+    except BaseException:
+        # No harness yet: wait for what runs beside (nothing may write on), then let go.
+        for pending in (staging, probe):
+            if pending is not None:
+                with contextlib.suppress(Exception):
+                    pending.result()
+        _cancel(resolver_start, template)
+        for release in reversed(releases):
+            with contextlib.suppress(Exception):
+                release()
+        raise
+    try:
+        (run_dir / "proxy-ca").chmod(0o700)  # the run CA's key stays the harness's
+        bundle = run_dir / "ca-bundle.pem"
+        write_ca_bundle(harness.proxy.ca_cert, bundle)
+        bundle.chmod(0o644)
+        netns: dict[str, str] = {}
+        hosts: dict[str, str] = {}
         if why_partial is None:
             try:
                 assert resolver_start is not None
@@ -452,25 +523,19 @@ def arm(
                 why_partial = f"full isolation could not be set up: {exc}"
                 netns, hosts = {}, {}
                 _drop_namespaces(harness)
-        with timed("arm/bubblewrap probe"):
-            worker_python, worker_program, bwrap_why = probe.result()
+        with timed("arm/staged"):
+            staged = staging.result()
+        worker_python, worker_program, bwrap_why = (
+            staged.worker_python,
+            staged.worker_program,
+            staged.bwrap_why,
+        )
         if bwrap_why is not None and why_partial is None:
             why_partial = f"bubblewrap is needed for full isolation: {bwrap_why}"
             netns, hosts = {}, {}
             _drop_namespaces(harness)
-        passwd, group = sandbox_accounts(run_dir)
-        python = base_python(for_sandbox_user=first_uid is not None or bwrap_why is None)
-        with timed("arm/venv template"):
-            venv_template = template.result() if template is not None else ""
-        if venv_template and python != base_python(for_sandbox_user=True):
-            venv_template = ""  # made with another interpreter than the checks use
-        with timed("arm/stage"):
-            areas, finish_staging = stage(
-                plan, run_dir, decoys, owners, limits, job,
-                venv_template=venv_template,
-                venv_made_at=template.made_at if template is not None else "",
-                inside_home=INSIDE_HOME if bwrap_why is None else "",
-            )  # fmt: skip
+        passwd, group, python = staged.passwd, staged.group, staged.python
+        areas, finish_staging = staged.areas, staged.finish
         copies: dict[str, list[tuple[str, str]]] = {}
         if not _root() and why_partial is None and bwrap_why is None:
             with timed("arm/tool copies"):
@@ -508,9 +573,10 @@ def arm(
         context.write_text(armed.model_dump_json(indent=2))
         context.chmod(0o600)
     except BaseException:
-        if probe is not None:  # its sandbox runs as a uid of the block stop releases
-            with contextlib.suppress(Exception):
-                probe.result()
+        for pending in (staging, probe):  # its sandbox runs as a uid of the block stop releases
+            if pending is not None:
+                with contextlib.suppress(Exception):
+                    pending.result()
         if resolver_start is not None and harness.resolver is None:
             resolver_start.cancel()
         if template is not None:

@@ -14,7 +14,9 @@ from gitrepo import GitRepo
 
 from cujo_action.arm import arming
 from cujo_action.arm.arming import arm
+from cujo_action.net.proxy import ProxyError
 from cujo_action.prepare.plan import prepare
+from cujo_action.sandbox.helper_processes import Spawned
 from cujo_action.schema import Plan
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: namespaces, uids")
@@ -87,3 +89,55 @@ def test_a_sandbox_that_cannot_be_made_leaves_the_run_partial_and_without_namesp
         harness.stop()
     assert dropped, "the namespaces were made beside the probe"
     assert not [name for name in dropped if Path("/run/netns", name).exists()]
+
+
+@root_only
+def test_a_proxy_that_cannot_start_lets_go_of_the_uids_limits_and_staging_made_beside_it(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The uids, the limits and the checks' areas are made while the proxy starts: when it
+    # cannot, arm waits for the staging thread, then gives back what it took.
+    made: list[arming.Limits] = []
+    make = arming.make_limits
+
+    def spied_limits(name: str, nproc: int) -> arming.Limits:
+        made.append(make(name, nproc))
+        return made[-1]
+
+    staged: list[str] = []
+    stage_areas = arming._stage_areas
+
+    def spied_stage(*args: object) -> object:
+        result = stage_areas(*args)  # type: ignore[arg-type]
+        staged.append("done")
+        return result
+
+    released: list[int] = []
+    allocate = arming.allocate_uids
+
+    def spied_uids() -> object:
+        block = allocate()
+        release = block.release
+
+        def give_back() -> None:
+            released.append(block.first)
+            release()
+
+        block.release = give_back  # type: ignore[method-assign]
+        return block
+
+    def refused(*_: object, warm: Spawned | None = None, **__: object) -> object:
+        if warm is not None:  # as start_proxy does when its process cannot start
+            warm.cancel()
+        raise ProxyError("the proxy could not start: refused here")
+
+    monkeypatch.setattr(arming, "make_limits", spied_limits)
+    monkeypatch.setattr(arming, "_stage_areas", spied_stage)
+    monkeypatch.setattr(arming, "allocate_uids", spied_uids)
+    monkeypatch.setattr(arming, "start_proxy", refused)
+    with pytest.raises(ProxyError, match="refused here"):
+        arm(plan_in(work, monkeypatch), work / "run", hide=[work])
+    assert staged == ["done"], "arm raised while the areas were still being staged"
+    assert len(released) == 1
+    assert made
+    assert all(not Path(d).exists() for limits in made for d in limits.dirs), made
