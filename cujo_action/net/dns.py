@@ -12,7 +12,6 @@ import secrets
 import signal
 import socket
 import struct
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,6 +42,7 @@ from cujo_action.sandbox.helper_processes import (
     NotReady,
     Spawned,
     Starting,
+    exit_now,
     wait_for_go,
 )
 from cujo_action.schema import REGISTRY_HOSTS, normalize_host
@@ -395,4 +395,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())  # its log is closed: no teardown the run would wait for

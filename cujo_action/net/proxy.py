@@ -22,6 +22,7 @@ from cujo_action.sandbox.helper_processes import (
     NotReady,
     Spawned,
     Starting,
+    exit_now,
     wait_for_go,
 )
 from cujo_action.schema import clip
@@ -292,4 +293,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())  # its log is closed: no teardown the run would wait for

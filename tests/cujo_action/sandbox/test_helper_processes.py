@@ -58,3 +58,25 @@ def test_a_process_that_outlives_its_deadline_is_killed(tmp_path: Path) -> None:
     assert caught.value.timed_out
     assert caught.value.code == starting.process.returncode == -9
     assert time.monotonic() - began < 10
+
+
+def test_exit_now_leaves_at_once_with_what_python_buffered_written(tmp_path: Path) -> None:
+    # What logging and print hold in Python's buffers reaches the files; the exit code is
+    # the one asked for; and no teardown runs (an atexit hook would write "torn down").
+    script = (
+        "import atexit, logging, sys\n"
+        "from cujo_action.sandbox.helper_processes import exit_now\n"
+        "logging.basicConfig(stream=open(sys.argv[1], 'w', buffering=1 << 16))\n"
+        "logging.warning('the last line')\n"
+        "print('said on stdout', end='')\n"
+        "atexit.register(lambda: print(' torn down'))\n"
+        "exit_now(3)\n"
+    )
+    log = tmp_path / "log"
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(log)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == "said on stdout"
+    assert "the last line" in log.read_text()
