@@ -21,7 +21,7 @@ import contextlib
 import os
 import secrets
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -354,7 +354,7 @@ def _worker_program(run_dir: Path, program: bytes) -> str:
 
 
 def tool_copies(
-    corners: Path, tools: Sequence[Path] = WATCHED_TOOLS
+    corners: Path, checks: Iterable[str] = ALL_CHECKS, tools: Sequence[Path] = WATCHED_TOOLS
 ) -> dict[str, list[tuple[str, str]]]:
     """Copy each watched tool into each check's corner, for its sandbox to run instead.
 
@@ -370,7 +370,7 @@ def tool_copies(
         if tool.is_file() and os.access(tool, os.R_OK):
             real.setdefault(os.path.realpath(tool), f"{len(real)}-{tool.name}")
     copies: dict[str, list[tuple[str, str]]] = {}
-    for check in ALL_CHECKS:
+    for check in checks:
         folder = fresh_dir(corners / check / "tools", 0o755)
         for path, name in real.items():
             copy = folder / name
@@ -408,10 +408,10 @@ def arm(
     job = identity_of(plan)
     decoys = make_decoys(ref=f"refs/heads/{job.branch}")
     allow = [*REGISTRY_HOSTS, *plan.policy.egress_allow]
-    labels = [label(c, p) for c, p in LABELS]
-    # A namespace for each phase of a check that runs (the privileged check runs only
-    # where the base runs head code; the base can be left out).
-    confined = [label(c, p) for c, p in LABELS if runs(plan, c)]
+    # A port, a resolver port and a namespace for each phase of a check that runs here
+    # (the privileged check runs only where the base runs head code; the base can be
+    # left out).
+    labels = [label(c, p) for c, p in LABELS if runs(plan, c)]
     decoy_specs = [{"name": d.name, "value": d.value} for d in decoys]
     why_partial = warm.why_partial
     resolver_dir = run_dir / "resolver"
@@ -469,7 +469,7 @@ def arm(
         limits: dict[str, Limits] = {}
         tag = secrets.token_hex(4)
         with timed("arm/limits"):
-            for check in ALL_CHECKS:
+            for check in (c for c in ALL_CHECKS if runs(plan, c)):
                 limits[check] = made = make_limits(f"cujo-{tag}-{check}", NPROC_LIMIT)
                 releases.append(made.remove)
         staging = _in_background(
@@ -504,7 +504,7 @@ def arm(
                     harness.resolver = resolver_start.result()
                 with timed("arm/namespaces"):
                     if _root():
-                        for name in confined:
+                        for name in labels:
                             ns = NetNamespace(
                                 Redirect(
                                     transparent_port=harness.proxy.transparent_ports[name],
@@ -516,7 +516,7 @@ def arm(
                             ns.create()
                             netns[name], hosts[name] = ns.name, ns.host_ip
                     else:
-                        netns = _rootless_namespaces(harness, confined, run_dir / "ns")
+                        netns = _rootless_namespaces(harness, labels, run_dir / "ns")
             except (JailError, NetnsError, ResolverError, OSError, KeyError) as exc:
                 # Fail closed: the run goes on, but says it could not be isolated, and
                 # its verdict can then be at best unproven.
@@ -539,7 +539,7 @@ def arm(
         copies: dict[str, list[tuple[str, str]]] = {}
         if not _root() and why_partial is None and bwrap_why is None:
             with timed("arm/tool copies"):
-                copies = tool_copies(run_dir / "checks")
+                copies = tool_copies(run_dir / "checks", areas)
         # The receivers' areas, while the install runs (stage's docstring says why safely).
         harness.staging = _staging(finish_staging, template)
         armed = Armed(

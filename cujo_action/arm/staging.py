@@ -100,7 +100,8 @@ def stage(
     venv_made_at: str = "",
     inside_home: str = "",
 ) -> tuple[dict[str, CheckArea], Callable[[], None]]:
-    """Give each check its own HOME (decoys seeded) and copy of the head, before any PR code.
+    """Give each check that runs here (``runs``) its own HOME (decoys seeded) and copy of
+    the head, before any PR code.
 
     Every folder is made fresh (a name already there stops the run), the copies come
     from the pristine checkout only root has written, laid out as a hosted runner lays
@@ -121,12 +122,13 @@ def stage(
     areas: dict[str, CheckArea] = {}
     venvs: dict[Path, str] = {}  # where the template is copied → the path commands see
     for check in ALL_CHECKS:
+        if not runs(plan, check):
+            continue  # no area for a check that runs nothing here
         corner = fresh_dir(corners / check, 0o711)  # root's: the uid cannot swap its HOME
         home = fresh_dir(corner / "home", 0o700)
         if check not in RECEIVERS:
             seed_home(home, decoys, job, job.event(check))
-        wanted = runs(plan, check)  # nothing staged for a check that will not run
-        if check in ("install", "detonation", "base", "privileged") and wanted:
+        if check in ("install", "detonation", "base", "privileged"):
             checkout = fresh_dir(home / "work" / job.repo, 0o755) / job.repo
             ignore = ("node_modules",) if check == "detonation" else ()
             if check == "base":
@@ -141,7 +143,7 @@ def stage(
             # As actions/checkout leaves it: the origin on GitHub, the token's extraheader.
             write_below(checkout, ".git/config", checkout_config(job, decoys), 0o644)
         ecosystem = plan.base_ecosystem if check == "base" else plan.ecosystem
-        if venv_template and check in VENV_CHECKS and ecosystem != "node" and wanted:
+        if venv_template and check in VENV_CHECKS and ecosystem != "node":
             venvs[home / "work" / "venv"] = f"{inside_home or home}/work/venv"
         uid, gid = owners[check]
         areas[check] = CheckArea(
@@ -162,8 +164,8 @@ def stage(
             if area.uid is not None and area.gid is not None:
                 hand_over(Path(area.home), area.uid, area.gid)
 
-    finish([c for c in ALL_CHECKS if c not in RECEIVERS])
-    return areas, partial(finish, [c for c in ALL_CHECKS if c in RECEIVERS])
+    finish([c for c in areas if c not in RECEIVERS])
+    return areas, partial(finish, [c for c in areas if c in RECEIVERS])
 
 
 def stage_commit(plan: Plan, worktree: Path, checkout: Path, branch: str, sha: str) -> None:

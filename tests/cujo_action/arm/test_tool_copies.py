@@ -35,7 +35,7 @@ def _copies(corners: Path, tools: list[Path]) -> dict[str, list[tuple[str, str]]
     # that leads to a tool already copied (/bin → /usr/bin) is the same copy.
     (bin_dir / "sbin").mkdir()
     os.symlink(tools[0], bin_dir / "sbin" / "sudo")
-    return arming.tool_copies(corners, (*tools, bin_dir / "doas", bin_dir / "sbin" / "sudo"))
+    return arming.tool_copies(corners, tools=(*tools, bin_dir / "doas", bin_dir / "sbin" / "sudo"))
 
 
 def _corners(tmp_path: Path) -> Path:
