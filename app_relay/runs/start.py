@@ -362,8 +362,9 @@ class RunStarter:
                     association=pr.author_association,
                 )
                 self._choose_and_start(
-                    gh, head, queued.action, pr, check_run_id=queued.check_run_id, queued=queued
-                )
+                    gh, head, queued.action, pr, check_run_id=_queue_check(gh, queued),
+                    queued=queued,
+                )  # fmt: skip
             except FAILURES as exc:
                 # Left admitted: when the admission's lease ends it is tried again.
                 where = f"{queued.repo}#{queued.pr_number}"
@@ -405,10 +406,10 @@ class RunStarter:
 
     def _settle_queued(self, gh: GitHubGateway, queued: Queued, why: str) -> None:
         """Close the check of a head that left the queue without a run (skipped, with why)."""
-        if queued.check_run_id is None:
-            return
         view = GuardView("completed", "skipped", "Cujo: not reviewed", why)
         try:
+            if _queue_check(gh, queued) is None:
+                return
             self._show(gh, queued, view)
         except GitHubError as exc:
             log.warning("the queued check of %s#%d: %s", queued.repo, queued.pr_number, exc)
@@ -416,7 +417,8 @@ class RunStarter:
     def _show(self, gh: GitHubGateway, queued: Queued, view: GuardView) -> int:
         """Create or update a queued head's check to ``view``; return its id."""
         output = CheckOutput(title=view.title, summary=view.summary)
-        if queued.check_run_id is None:
+        check_run_id = _queue_check(gh, queued)
+        if check_run_id is None:
             made = gh.create_check_run_answer(
                 queued.repo,
                 queued.head_sha,
@@ -429,13 +431,13 @@ class RunStarter:
             return made.id
         gh.update_check_run(
             queued.repo,
-            queued.check_run_id,
+            check_run_id,
             status=view.status,
             conclusion=view.conclusion,
             output=output,
             actions=[],
         )
-        return queued.check_run_id
+        return check_run_id
 
     def _review_diff(
         self, gh: GitHubGateway, head: Head, policy: Policy, files: ChangedFiles, run_id: str
@@ -540,3 +542,17 @@ class RunStarter:
             )
             # A retry reviews the head as a new push would.
             self._choose_and_start(gh, head, "synchronize", pr, check_run_id=check_id)
+
+
+def _queue_check(gh: GitHubGateway, queued: Queued) -> int | None:
+    """Return the check a queued head shows: the one the record names, else one a relay
+    made (by its ``external_id``) and died before it could record; None if there is none.
+
+    Without this a relay killed between creating the queued check and recording it left
+    that check ``queued`` on the head for ever, beside the run's own.
+    """
+    if queued.check_run_id is not None:
+        return queued.check_run_id
+    return gh.find_check_run(
+        queued.repo, queued.head_sha, name=GUARD, external_id=f"queue-{queued.id}"
+    )

@@ -84,7 +84,11 @@ def test_two_relays_one_killed_mid_work_leave_every_run_final_with_one_review(
                 for h in heads.values()
             )
 
-        wait_for("every pull request's check to complete", settled, 180)
+        try:
+            wait_for("every pull request's check to complete", settled, 180)
+        except AssertionError:
+            print(_stuck(fake_github, heads, b))
+            raise
         fake_github.state.wait_for_actions(timeout_s=60)
         with b.store() as store:
             wait_for(
@@ -121,3 +125,20 @@ def _checks(fake: FakeGitHub) -> dict[str, list[dict[str, Any]]]:
     for check in list(fake.state.repos[REPO].check_runs.values()):
         found.setdefault(check["head_sha"], []).append(check)
     return found
+
+
+def _stuck(fake_github: FakeGitHub, heads: dict[int, str], relay: RelayProcess) -> str:
+    """Say where each pull request stands when the test gives up: its checks, its runs'
+    events in the record, and the surviving relay's last words."""
+    checks = _checks(fake_github)
+    lines = []
+    for n, head in heads.items():
+        said = [(c["status"], c.get("conclusion")) for c in checks.get(head, [])]
+        lines.append(f"pull {n} head {head[:8]}: checks {said}")
+    with relay.store() as store:
+        for run in store.list_runs(limit=100):
+            events = [f"{e.kind}:{e.detail[:80]}" for e in store.events(run.run_id)]
+            lines.append(f"run {run.run_id} {run.head_sha[:8]} {run.state}: {events}")
+        lines.append(f"deliveries pending/working: {store.count_deliveries('pending', 'working')}")
+    lines.append("relay b log tail:\n" + relay.log()[-6000:])
+    return "\n".join(lines)

@@ -295,3 +295,29 @@ def test_a_head_started_before_a_crash_lost_its_queue_drop_is_never_started_agai
     assert w.store.queued() == []
     assert len(w.fake.state.calls("POST", r"/dispatches$")) == 1
     assert [r.state for r in w.store.list_runs()] == ["clean"]
+
+
+def test_a_queued_check_made_before_a_crash_lost_its_record_is_the_one_the_run_takes(
+    make: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The relay made the head's queued check on GitHub and died before it wrote the
+    # check's id down. When the head starts, the run takes that check over (found by its
+    # external_id): the head never shows a second cujo/guard, one of them queued for ever.
+    w = make(caps=Caps(repo=10, author=1))
+    first = held(w, 1)
+    with monkeypatch.context() as m:
+        real = w.store.set_queued_check
+        m.setattr(w.store, "set_queued_check", lambda qid, _cid, why: real(qid, None, why))
+        waiting = held(w, 2)
+    (queued,) = w.store.queued(REPO)
+    assert queued.check_run_id is None  # the write the crash lost
+    (made,) = w.checks(waiting)
+    assert made["status"] == "queued"
+    end(w, first)
+    assert w.coordinator.pump_queue() == 1
+    (check,) = w.checks(waiting)
+    assert check["id"] == made["id"]
+    assert check["status"] == "in_progress"
+    end(w, waiting)
+    (check,) = w.checks(waiting)
+    assert (check["id"], check["conclusion"]) == (made["id"], "success")
