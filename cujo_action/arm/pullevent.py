@@ -70,9 +70,7 @@ def _time(now: float, ago: int) -> str:
     return datetime.fromtimestamp(int(now) - ago, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _side(
-    job: PushJob, owner: dict[str, Any], ref: str, sha: str, repo: dict[str, Any]
-) -> dict[str, Any]:
+def _side(owner: dict[str, Any], ref: str, sha: str, repo: dict[str, Any]) -> dict[str, Any]:
     return {"label": f"{owner['login']}:{ref}", "ref": ref, "sha": sha, "user": owner, "repo": repo}
 
 
@@ -125,8 +123,8 @@ def target_event(job: PushJob, target: PullTarget, base_sha: str, now: float) ->
         "review_comment_url": f"{API}/repos/{full}/pulls/comments{{/number}}",
         "comments_url": f"{issues}/comments",
         "statuses_url": f"{API}/repos/{full}/statuses/{target.head_sha}",
-        "head": _side(job, author, target.branch, target.head_sha, fork),
-        "base": _side(job, upstream["owner"], job.branch, base_sha, upstream),
+        "head": _side(author, target.branch, target.head_sha, fork),
+        "base": _side(upstream["owner"], job.branch, base_sha, upstream),
         "author_association": "CONTRIBUTOR",
         "auto_merge": None,
         "active_lock_reason": None,
