@@ -41,9 +41,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.util import CommandError
 from sqlalchemy import (
     BigInteger,
     Engine,
@@ -70,8 +67,10 @@ from app_relay.store.tables import (
     MIGRATIONS,
     DeliveryRow,
     IntakeCursorRow,
+    MigrationError,
     StoreError,
     UTCDateTime,
+    upgrade_to_head,
 )
 
 log = logging.getLogger(__name__)
@@ -159,11 +158,8 @@ class IntakeQueue:
         self._writer = self._engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
         self._dropped_through = 0
         try:
-            config = Config()
-            config.set_main_option("script_location", str(INTAKE_MIGRATIONS))
             with self._writer.begin() as connection:
-                config.attributes["connection"] = connection
-                command.upgrade(config, "head")
+                upgrade_to_head(connection, INTAKE_MIGRATIONS, version_table=VERSION_TABLE)
             with self._read() as connection:
                 identity = connection.scalar(select(QueueIdentityRow.id))
         except BaseException:
@@ -327,7 +323,7 @@ def open_intake(
             )
         try:
             queue = IntakeQueue(path, sync_every_commit=sync_every_commit)
-        except (DatabaseError, CommandError) as exc:
+        except (DatabaseError, MigrationError) as exc:
             why = str(getattr(exc, "orig", None) or exc).splitlines()[0]
             raise IntakeError(
                 f"the intake queue {path} cannot be read ({why}). Move it aside (sqlite3's "

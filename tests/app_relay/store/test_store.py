@@ -605,3 +605,45 @@ def test_a_record_with_runs_upgrades_from_an_old_revision_keeping_every_row(tmp_
     again = sqlite3.connect(f"{tmp_path}/old.db")
     assert again.execute("SELECT version_num FROM alembic_version").fetchall() == [(head,)]
     again.close()
+
+
+@pytest.mark.parametrize("folder", ["record", "intake"])
+def test_each_migration_is_numbered_as_its_file_and_follows_the_one_before(folder):
+    """``newest_revision`` reads the head from the file names, without Alembic."""
+    from alembic.script import ScriptDirectory
+
+    from app_relay.store import MIGRATIONS
+    from app_relay.store.tables import newest_revision
+
+    where = MIGRATIONS if folder == "record" else MIGRATIONS / "intake"
+    scripts = ScriptDirectory(str(where))
+    revisions = sorted(scripts.walk_revisions(), key=lambda r: r.path or "")
+    for before, revision in zip([None, *revisions], revisions, strict=False):
+        assert revision.path is not None
+        number = revision.path.split("/")[-1].split("_")[0]
+        assert revision.revision.endswith(number), (revision.revision, revision.path)
+        assert revision.down_revision == (before.revision if before else None), revision
+    assert newest_revision(where) == scripts.get_current_head()
+
+
+def test_a_record_at_the_newest_revision_opens_without_loading_alembic(tmp_path):
+    """Every `cujo` command opens the record: at head, Alembic is not even imported."""
+    url = f"sqlite:///{tmp_path}/record.db"
+    Store(url).close()
+    opened = subprocess.run(
+        [sys.executable, "-c", "import sys\nfrom app_relay.store import Store\n"
+         f"Store({url!r}).close()\nprint(sorted(m for m in sys.modules if 'alembic' in m))"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert opened.stdout.strip() == "[]", opened.stdout
+    # An older record still migrates (and then needs Alembic).
+    raw = sqlite3.connect(f"{tmp_path}/record.db")
+    raw.execute("UPDATE alembic_version SET version_num = '0014'")
+    raw.commit()
+    raw.close()
+    opened = subprocess.run(
+        [sys.executable, "-c", "import sys\nfrom app_relay.store import Store\n"
+         f"Store({url!r}).close()\nprint('alembic' in sys.modules)"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert opened.stdout.strip() == "True", opened.stdout
