@@ -161,10 +161,12 @@ def serve(kind: str, database: str) -> None:
 
 def work(database: str) -> None:
     """Work the recorded deliveries (recording reviewer) until stdin closes."""
+    from app_relay.cli.serve import give_way
     from app_relay.store import Store
     from app_relay.webhook.events import Context, RecordingReviewer
     from app_relay.webhook.workers import WorkerPool
 
+    give_way()  # as `cujo relay work` does
     store = Store(database, sync_every_commit=False)  # as `cujo relay work` opens it
     pool = WorkerPool(store, Context(store=store, reviewer=RecordingReviewer(store)))
     pool.start()

@@ -390,7 +390,7 @@ POLICY_FILE: Final = ".cujo.yml"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 # --------------------------------------------------------------------------- policy

@@ -119,8 +119,11 @@ def account() -> Account:
     subprocess.run([python, "-m", "venv", "--without-pip", str(venv)], check=True)
     (wheel,) = wheels.glob("cujo-*.whl")
     purelib = venv / "lib" / VERSION / "site-packages"
+    # Byte-compiled here, as action.yml's pip does: the account cannot write bytecode
+    # beside root's files, so each of the dozen processes a review starts would compile
+    # the harness anew (a third of a second each on a 2-core runner).
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
          "--target", str(purelib), str(wheel)],
         check=True, capture_output=True,
     )  # fmt: skip

@@ -25,6 +25,7 @@ from fakegithub import FakeGitHub
 from hooksignature import github_signature
 from repo_paths import SAMPLES
 
+from app_relay.cli.serve import WORKER_NICENESS
 from app_relay.store import Store
 from app_relay.webhook.events import Context, Event, RecordingReviewer, Router
 from app_relay.webhook.workers import PoolConfig, WorkerPool
@@ -169,9 +170,16 @@ def test_sigterm_hands_back_a_held_lease_and_exits_0_without_a_fatal_error(relay
     assert all(line.startswith("cujo relay: ") for line in plain), plain
 
 
+def _niceness(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
 def test_an_idle_relay_stopped_with_sigterm_exits_0(relay):
     served = relay()
     wait_for(lambda: served.readyz().status_code == 200, "the relay to be ready")
+    # The worker process steps back so the webhook's answers get the cores first.
+    [worker] = served.worker_pids()
+    assert _niceness(worker) == min(19, _niceness(served.proc.pid) + WORKER_NICENESS)
     assert served.terminate_group() == 0, served.said()
     assert "Fatal Python error" not in served.said()
 
