@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pgcluster
 import pytest
+import recordtemplate
 from cujorun import CUJO, Cujo
 from gitrepo import GitRepo
 from hypothesis import settings
@@ -40,6 +41,14 @@ pytest_plugins = ["fakegithub.plugin", "coordinatorworld"]
 
 Files = Mapping[str, str | None]
 TOP = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _records_from_a_template() -> Iterator[None]:
+    """A new SQLite record gets the schema the migrations made once (recordtemplate.py)."""
+    with pytest.MonkeyPatch.context() as patch:
+        recordtemplate.install(patch)
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -35,6 +35,7 @@ from cujorun import Cujo, Pending, Review
 from gitrepo import GitRepo
 
 from cujo_action.arm.host import isolation_unavailable
+from cujo_action.limits import OUTPUT_TAIL
 from cujo_action.sandbox.uids import UID_BASE, UID_BLOCK, UID_SLOTS
 from cujo_action.schema import CHECK_NAMES, READING_CHECKS, RUNNING_CHECKS, WHEN_NEEDED_CHECKS
 from cujo_action.watch.watcher import fanotify_unavailable
@@ -778,10 +779,12 @@ def test_a_gigabyte_of_output_is_cut_off_and_unproven(runs: Runs) -> None:
     assert review.record().state == "unproven"
     tests = review.report("tests")
     assert tests["status"] == "error"
+    assert "flood" in verdict["checks"]["tests"]["summary"], verdict["checks"]["tests"]
     (command,) = tests["commands"]
     assert command["output_truncated"] is True
     assert command["exit_code"] is None
     assert command["duration_s"] < 60
+    assert len(command["stdout_tail"]) <= OUTPUT_TAIL
     assert any(o["kind"] == "output_flood" for o in tests["observations"])
     # A gigabyte was asked for; the bundle holds a tail of it.
     size = sum(p.stat().st_size for p in review.bundle.rglob("*") if p.is_file())

@@ -9,6 +9,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import recordtemplate
 from sqlalchemy.exc import IntegrityError, StatementError
 
 from app_relay.decide.judge import error_verdict
@@ -647,3 +648,36 @@ def test_a_record_at_the_newest_revision_opens_without_loading_alembic(tmp_path)
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert opened.stdout.strip() == "True", opened.stdout
+
+
+def test_a_tests_new_record_is_exactly_what_the_migrations_make(tmp_path):
+    """The suite's template (tests/support/recordtemplate.py) hides no migration's work."""
+    from sqlalchemy import create_engine
+
+    from app_relay.store import MIGRATIONS, tables
+
+    template = tables.upgrade_to_head
+    assert isinstance(getattr(template, "__self__", None), recordtemplate.RecordTemplate)
+
+    def schema(path):
+        raw = sqlite3.connect(path)
+        try:
+            made = raw.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name")
+            # A batch migration lists a copied table's constraints in set order (it varies
+            # from run to run of the migrations themselves): each definition's lines sorted.
+            return [
+                (kind, name, table, sorted((sql or "").replace(", \n", "\n").splitlines()))
+                for kind, name, table, sql in made
+            ], raw.execute("SELECT * FROM alembic_version").fetchall()
+        finally:
+            raw.close()
+
+    engine = create_engine(f"sqlite:///{tmp_path}/migrated.db")
+    with engine.begin() as connection:
+        assert template.__self__._real(connection, MIGRATIONS) is True
+    engine.dispose()
+    Store(f"sqlite:///{tmp_path}/templated.db").close()
+    migrated, templated = schema(tmp_path / "migrated.db"), schema(tmp_path / "templated.db")
+    assert migrated[0], migrated  # tables and indexes
+    assert migrated[1], migrated  # the version row
+    assert templated == migrated
