@@ -37,7 +37,8 @@ def doctor_local() -> int:
     """Ask the sandbox side which isolation this machine gives; print it with the fix."""
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "cujo_action", "isolation"],
+            # -P: a `cujo_action/` in the working folder (a clone) is never the one asked.
+            [sys.executable, "-P", "-m", "cujo_action", "isolation"],
             capture_output=True,
             text=True,
             timeout=_ASK_TIMEOUT_S,

@@ -58,7 +58,10 @@ class LocalRunner:
         pull request merges into, where ``repo`` (a throwaway clone) cannot say.
         """
         out.mkdir(parents=True, exist_ok=True)
-        argv = [self.python, "-m", "cujo_action", "run", "--repo", repo, "--base", base]
+        # -P: the working folder is not searched for modules. `cujo review` is run inside
+        # clones, even of the pull request's branch, whose own `cujo_action/` would
+        # otherwise be the harness that ran, outside every sandbox.
+        argv = [self.python, "-P", "-m", "cujo_action", "run", "--repo", repo, "--base", base]
         argv += ["--head", head, "--run-id", run_id, "--out", str(out)]
         if upstream:
             argv += ["--upstream", upstream]
