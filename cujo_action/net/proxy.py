@@ -18,6 +18,7 @@ from typing import Any
 from cujo_action.net.proxyaddon import EgressAddon
 from cujo_action.net.proxyconfig import CA_CERT_NAME, CA_KEY_NAME, SYSTEM_CA, ProxyConfig
 from cujo_action.sandbox.helper_processes import (
+    HANG_S,
     HarnessProcess,
     NotReady,
     Spawned,
@@ -167,7 +168,8 @@ def start_proxy(
             ready = starting.ready()
         except NotReady as not_ready:
             failure = (
-                f"proxy not ready within {timeout}s:\n{_tail(stderr_path)}"
+                f"proxy not ready after {timeout}s of its own CPU (or {HANG_S:.0f}s in all):\n"
+                f"{_tail(stderr_path)}"
                 if not_ready.timed_out
                 else f"proxy exited with {not_ready.code} before it was ready:\n"
                 f"{_tail(stderr_path)}"

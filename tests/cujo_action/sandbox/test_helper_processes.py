@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cujo_action.sandbox.helper_processes import NotReady, Spawned, Starting
+from cujo_action.sandbox.helper_processes import NotReady, Spawned, Starting, cpu_seconds
 
 
 class Script(Spawned):
@@ -50,14 +50,64 @@ def test_a_ready_file_of_another_pid_is_not_taken(tmp_path: Path) -> None:
     assert (caught.value.code, caught.value.timed_out) == (3, False)
 
 
-def test_a_process_that_outlives_its_deadline_is_killed(tmp_path: Path) -> None:
-    starting = Starting(Script("import time; time.sleep(60)"), tmp_path / "ready.json", 0.3)
+def test_a_process_blocked_past_the_hang_deadline_is_killed(tmp_path: Path) -> None:
+    # It spends no CPU: the clock's deadline (HANG_S, here 0.3 s) is what stops it.
+    starting = Starting(
+        Script("import time; time.sleep(60)"), tmp_path / "ready.json", 10, hang_s=0.3
+    )
     began = time.monotonic()
     with pytest.raises(NotReady) as caught:
         starting.ready()
     assert caught.value.timed_out
     assert caught.value.code == starting.process.returncode == -9
     assert time.monotonic() - began < 10
+
+
+def test_a_process_spinning_past_its_cpu_budget_is_killed(tmp_path: Path) -> None:
+    # Busy and never ready: stopped once it has spent its 0.3 s of CPU, long before the
+    # clock's deadline.
+    spinning = Script("exec('while True: pass')")
+    starting = Starting(spinning, tmp_path / "ready.json", 0.3, hang_s=120)
+    began = time.monotonic()
+    with pytest.raises(NotReady) as caught:
+        starting.ready()
+    assert caught.value.timed_out
+    assert caught.value.code == -9
+    assert time.monotonic() - began < 60
+
+
+def test_a_start_that_waits_for_the_cores_is_not_charged_the_wait(tmp_path: Path) -> None:
+    """On a busy machine a start takes longer by the clock: only its own CPU counts."""
+    ready = tmp_path / "ready.json"
+    # Two seconds of waiting (a stand-in for waiting its turn), then ready at once: by
+    # the clock it took far more than its 0.5 s budget, of its own CPU far less.
+    code = "import time; time.sleep(2); " + writes_ready(ready) + "; time.sleep(30)"
+    starting = Starting(Script(code), ready, 0.5, hang_s=120)
+    try:
+        began = time.monotonic()
+        assert starting.ready()["pid"] == starting.process.pid
+        assert time.monotonic() - began >= 2
+    finally:
+        starting.cancel()
+
+
+def test_the_cpu_a_process_spent_is_read_and_none_once_it_is_gone() -> None:
+    spinner = subprocess.Popen(
+        [sys.executable, "-c", "import time\nend = time.process_time() + 0.5\n"
+         "while time.process_time() < end: pass\ninput()"],
+        stdin=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while (cpu_seconds(spinner.pid) or 0) < 0.5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (cpu_seconds(spinner.pid) or 0) >= 0.5
+    finally:
+        spinner.kill()
+        spinner.wait()
+        assert spinner.stdin is not None
+        spinner.stdin.close()
+    assert cpu_seconds(spinner.pid) is None
 
 
 def test_exit_now_leaves_at_once_with_what_python_buffered_written(tmp_path: Path) -> None:
