@@ -461,7 +461,7 @@ def upgrade_to_head(
     """Run Alembic's ``upgrade head`` from ``folder`` on ``connection``; say if it ran.
 
     A database already at the newest revision is left as it is without importing Alembic
-    (a third of the record's start-up: every ``cujo`` command opens the record).
+    (about a quarter of the record's start-up: every ``cujo`` command opens the record).
     ``version_table`` is the one ``folder``'s ``env.py`` names; ``legacy`` is ``(table,
     revision)``: a database holding that table but no version table was made before
     migrations existed, and holds that revision.
