@@ -347,16 +347,8 @@ class Children:
         self._health = health  # where each reports its pool's health (the metrics folder)
         self._grace_s = grace_s or STOP_TIMEOUT_S
         # -P: the relay's own modules, whatever folder it was started in.
-        command = [
-            sys.executable,
-            "-P",
-            "-m",
-            "app_relay",
-            "relay",
-            "work",
-            "--workers",
-            str(workers),
-        ]
+        module = [sys.executable, "-P", "-m", "app_relay"]
+        command = [*module, "relay", "work", "--workers", str(workers)]
         for _ in range(count):
             # Same process group: a relay killed as a whole takes its workers with it.
             proc = subprocess.Popen(command, stdin=subprocess.PIPE, env=os.environ.copy())

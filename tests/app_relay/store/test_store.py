@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -627,27 +628,29 @@ def test_each_migration_is_numbered_as_its_file_and_follows_the_one_before(folde
     assert newest_revision(where) == scripts.get_current_head()
 
 
+def _alembic_loaded_opening(url: str) -> list[str]:
+    """Open the record at ``url`` in a fresh process; return the Alembic modules it loaded."""
+    opened = subprocess.run(
+        [sys.executable, "-c", "import json, sys\nfrom app_relay.store import Store\n"
+         f"Store({url!r}).close()\n"
+         "print(json.dumps(sorted(m for m in sys.modules if 'alembic' in m)))"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    loaded: list[str] = json.loads(opened.stdout)
+    return loaded
+
+
 def test_a_record_at_the_newest_revision_opens_without_loading_alembic(tmp_path):
     """Every `cujo` command opens the record: at head, Alembic is not even imported."""
     url = f"sqlite:///{tmp_path}/record.db"
     Store(url).close()
-    opened = subprocess.run(
-        [sys.executable, "-c", "import sys\nfrom app_relay.store import Store\n"
-         f"Store({url!r}).close()\nprint(sorted(m for m in sys.modules if 'alembic' in m))"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    assert opened.stdout.strip() == "[]", opened.stdout
+    assert _alembic_loaded_opening(url) == []
     # An older record still migrates (and then needs Alembic).
     raw = sqlite3.connect(f"{tmp_path}/record.db")
     raw.execute("UPDATE alembic_version SET version_num = '0014'")
     raw.commit()
     raw.close()
-    opened = subprocess.run(
-        [sys.executable, "-c", "import sys\nfrom app_relay.store import Store\n"
-         f"Store({url!r}).close()\nprint('alembic' in sys.modules)"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    assert opened.stdout.strip() == "True", opened.stdout
+    assert "alembic" in _alembic_loaded_opening(url)
 
 
 def test_a_tests_new_record_is_exactly_what_the_migrations_make(tmp_path):
