@@ -25,13 +25,14 @@ node      package.json (+ package-lock.json or       install ``npm ci`` with a l
 ========  =========================================  ==========================================
 
 The test environment is what the project declares (``testenv.py``): PEP 735 dependency
-groups, dev/test extras and requirement files; else its tox or nox test environments,
-else the ``pip install`` lines of its CI workflows read at base. pytest runs with the
-arguments tox, nox or CI give it, whole (``toxcommands.py`` fills tox's substitutions):
-the pytest plugins those arguments need are installed where the project names them, as
-tox would from the deps beside its command, else their options leave with their values
-(``pytestargs.py``), said in a note. The plan's ``test_sources`` and a note say which
-sources were used.
+groups, Poetry's groups, PDM's and uv's development dependencies, Hatch's test
+environment (and its ``test`` script), dev/test extras and requirement files; else its
+tox or nox test environments, else the ``pip install`` lines of its CI workflows read at
+base. pytest runs with the arguments Hatch, tox, nox or CI give it, whole
+(``toxcommands.py`` fills tox's substitutions): the pytest plugins those arguments need
+are installed where the project names them, as tox would from the deps beside its
+command, else their options leave with their values (``pytestargs.py``), said in a note.
+The plan's ``test_sources`` and a note say which sources were used.
 
 Buildable means setup.py, or a pyproject.toml with ``[project]`` or ``[build-system]``.
 When both sides are present, the side with tests is run (Python when both or neither
@@ -228,7 +229,7 @@ def _python_side(files: Mapping[str, str], ci: Mapping[str, str]) -> _Side | Non
                 optional = project.get("optional-dependencies")
                 if isinstance(optional, dict):
                     extras.update(_dev_extras(optional))
-            groups = testenv.dependency_groups(data)
+            groups = testenv.declared(data)
             sources += groups.sources
     if "setup.py" in files:
         uses_pytest |= bool(_PYTEST_QUOTED.search(_text(files, "setup.py")))
@@ -253,8 +254,9 @@ def _python_side(files: Mapping[str, str], ci: Mapping[str, str]) -> _Side | Non
         ),
         lambda: testenv.workflows(ci),
     ]
-    how: list[str] | None = None
-    beside = testenv.Found()  # what the source pytest's arguments came from installs
+    how: list[str] | None = groups.pytest_args  # Hatch's test script, when it says
+    beside = groups  # what the source pytest's arguments came from installs
+    uses_pytest |= how is not None
     for read in readers:
         found = read()
         if how is None and found.pytest_args is not None:

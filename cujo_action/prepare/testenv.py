@@ -7,6 +7,10 @@ sources, in the order they are used:
 1. PEP 735 ``[dependency-groups]`` named for tests or development (``test``, ``tests``,
    ``testing``, ``dev``…), ``{include-group = …}`` followed; a group naming the project
    itself (``attrs[tests]``) installs the checkout's extras instead of the index's copy;
+   the same from the project's own tool: Poetry's groups (its constraints read by
+   poetry-core, as Poetry reads them), PDM's and uv's ``dev-dependencies``, Hatch's test
+   environment (``hatch-test``, else one named for tests, else ``default`` with a ``test``
+   script: its dependencies, features and how the script runs pytest);
 2. ``[project.optional-dependencies]`` / ``extras_require`` extras of those names and
    ``requirements*.txt`` files of those names (``prepare`` reads them);
 3. only when neither says anything: ``tox.ini`` test environments (``deps``, ``extras``,
@@ -86,6 +90,186 @@ def dependency_groups(pyproject: Mapping[str, Any]) -> Found:
             elif req not in found.args:
                 found.args.append(req)
         found.sources.append(f"dependency group {name} (pyproject.toml)")
+    return found
+
+
+def declared(pyproject: Mapping[str, Any]) -> Found:
+    """Return what the project's own tools declare for its tests and development: PEP 735
+    groups, Poetry's groups, PDM's and uv's development dependencies, Hatch's test
+    environment, in that order."""
+    found = Found()
+    for part in (
+        dependency_groups(pyproject),
+        poetry_groups(pyproject),
+        pdm_groups(pyproject),
+        uv_dev(pyproject),
+        hatch_env(pyproject),
+    ):
+        found.args += [a for a in part.args if a not in found.args]
+        found.extras += [e for e in part.extras if e not in found.extras]
+        found.sources += part.sources
+        if found.pytest_args is None:
+            found.pytest_args = part.pytest_args
+    return found
+
+
+def _own_name(pyproject: Mapping[str, Any]) -> str:
+    for table in (pyproject.get("project"), _table(pyproject, "tool", "poetry")):
+        if isinstance(table, dict) and isinstance(table.get("name"), str):
+            return normalize(table["name"])
+    return ""
+
+
+def _table(data: object, *keys: str) -> Any:
+    """Return ``data[k1][k2]…``, or None where a level is missing or not a table."""
+    for key in keys:
+        data = data.get(key) if isinstance(data, Mapping) else None
+    return data
+
+
+def _add_requirement(found: Found, req: str, own: str) -> None:
+    """Add a PEP 508 requirement; the project naming itself adds its extras instead."""
+    match = _NAME.match(req)
+    if own and match and normalize(match.group(1)) == own:
+        extras = (match.group(2) or "[]").strip("[]")
+        found.extras += [
+            e for e in (x.strip() for x in extras.split(",")) if e and e not in found.extras
+        ]
+    elif req not in found.args:
+        found.args.append(req)
+
+
+def poetry_groups(pyproject: Mapping[str, Any]) -> Found:
+    """Return Poetry's test and dev groups (``[tool.poetry.group.NAME.dependencies]``, and
+    the older ``[tool.poetry.dev-dependencies]``) as PEP 508 requirements, as Poetry itself
+    reads its constraints (``^1.2``, ``~1.2``, tables with extras, markers, git)."""
+    found = Found()
+    poetry = _table(pyproject, "tool", "poetry")
+    if not isinstance(poetry, dict):
+        return found
+    own = _own_name(pyproject)
+    tables: list[tuple[str, Any]] = []
+    groups = poetry.get("group")
+    if isinstance(groups, dict):
+        tables += [
+            (f"Poetry group {name}", _table(group, "dependencies"))
+            for name, group in sorted(groups.items())
+            if isinstance(name, str) and is_test_name(name) and isinstance(group, dict)
+        ]
+    tables.append(("Poetry dev-dependencies", poetry.get("dev-dependencies")))
+    for source, deps in tables:
+        if not isinstance(deps, dict) or not deps:
+            continue
+        for name, spec in deps.items():
+            for req in _poetry_requirements(str(name), spec):
+                _add_requirement(found, req, own)
+        found.sources.append(f"{source} (pyproject.toml)")
+    return found
+
+
+def _poetry_requirements(name: str, spec: Any) -> list[str]:
+    """Return one Poetry dependency as PEP 508 requirements ([] when pip cannot get it)."""
+    if normalize(name) == "python":
+        return []
+    specs = spec if isinstance(spec, list) else [spec]
+    out: list[str] = []
+    for one in specs:
+        if isinstance(one, dict) and "path" in one:
+            path = str(one["path"])
+            # Only a folder of this checkout is there to install; pip reads it from here.
+            if path.startswith(("/", "~")) or ".." in path.split("/"):
+                continue
+            out.append(path if path.startswith(".") else f"./{path}")
+            continue
+        if not isinstance(one, (str, dict)):
+            continue
+        try:
+            from poetry.core.factory import Factory  # noqa: PLC0415 (only for Poetry projects)
+
+            out.append(Factory.create_dependency(name, one).to_pep_508())
+        except Exception:  # noqa: S112 (a constraint Poetry itself would refuse)
+            continue
+    return out
+
+
+def pdm_groups(pyproject: Mapping[str, Any]) -> Found:
+    """Return PDM's test and dev groups (``[tool.pdm.dev-dependencies]``)."""
+    found = Found()
+    groups = _table(pyproject, "tool", "pdm", "dev-dependencies")
+    if not isinstance(groups, dict):
+        return found
+    own = _own_name(pyproject)
+    for name in sorted(k for k in groups if isinstance(k, str) and is_test_name(k)):
+        reqs = groups[name]
+        for req in reqs if isinstance(reqs, list) else []:
+            # PDM's own editable and path forms (``-e file:///${PROJECT_ROOT}/…``) are not pip's.
+            if isinstance(req, str) and not req.startswith("-") and "${" not in req:
+                _add_requirement(found, req, own)
+        found.sources.append(f"PDM dev-dependencies group {name} (pyproject.toml)")
+    return found
+
+
+def uv_dev(pyproject: Mapping[str, Any]) -> Found:
+    """Return uv's development dependencies (``[tool.uv] dev-dependencies``)."""
+    found = Found()
+    reqs = _table(pyproject, "tool", "uv", "dev-dependencies")
+    if not isinstance(reqs, list) or not reqs:
+        return found
+    own = _own_name(pyproject)
+    for req in reqs:
+        if isinstance(req, str):
+            _add_requirement(found, req, own)
+    found.sources.append("uv dev-dependencies (pyproject.toml)")
+    return found
+
+
+# Hatch's built-in test environment (``hatch test``) installs these unless told otherwise.
+HATCH_TEST_DEFAULTS = ("pytest", "pytest-mock", "pytest-randomly", "pytest-rerunfailures",
+                       "pytest-xdist[psutil]", "coverage[toml]")  # fmt: skip
+
+
+def hatch_env(pyproject: Mapping[str, Any]) -> Found:
+    """Return the dependencies and features of Hatch's test environment, and how its
+    ``test`` script runs pytest: the environment named ``hatch-test``, else one named for
+    tests, else ``default`` when it has a ``test`` script."""
+    found = Found()
+    envs = _table(pyproject, "tool", "hatch", "envs")
+    if not isinstance(envs, dict):
+        return found
+    names = [n for n in envs if isinstance(n, str) and isinstance(envs[n], dict)]
+    default: dict[str, Any] = envs["default"] if isinstance(envs.get("default"), dict) else {}
+    chosen = next((n for n in names if n == "hatch-test"), None) or next(
+        (n for n in names if is_test_name(n) and not _is_side_env(n)), None
+    )
+    if chosen is None and isinstance(_table(default, "scripts", "test"), (str, list)):
+        chosen = "default"
+    if chosen is None:
+        return found
+    env = envs[chosen]
+    own = _own_name(pyproject)
+    # An environment inherits the default one's dependencies unless it says template = "".
+    layers = [env] if env.get("template", "default") != "default" or chosen == "default" else [
+        default, env]  # fmt: skip
+    if chosen == "hatch-test" and env.get("dependencies") is None:
+        found.args += list(HATCH_TEST_DEFAULTS)
+    for layer in layers:
+        for key in ("dependencies", "extra-dependencies"):
+            reqs = layer.get(key)
+            for req in reqs if isinstance(reqs, list) else []:
+                if isinstance(req, str) and "{" not in req:
+                    _add_requirement(found, req, own)
+        features = layer.get("features")
+        for extra in features if isinstance(features, list) else []:
+            if isinstance(extra, str) and extra not in found.extras:
+                found.extras.append(extra)
+    script = _table(env, "scripts", "test") or _table(default, "scripts", "test")
+    lines = [script] if isinstance(script, str) else script if isinstance(script, list) else []
+    for line in lines:
+        words = _split(re.sub(r"\{args(?::([^}]*))?\}", lambda m: m.group(1) or "", str(line)))
+        if (given := pytest_words(words)) is not None:
+            found.pytest_args = given
+            break
+    found.sources.append(f"Hatch environment {chosen} (pyproject.toml)")
     return found
 
 
@@ -221,8 +405,39 @@ def _split(line: str) -> list[str]:
         return []
 
 
+# Tools that run a command in the project's environment: the command is what they run.
+_RUNNERS = (("poetry", "run"), ("pdm", "run"), ("hatch", "run"), ("uv", "run"), ("pipenv", "run"),
+            ("rye", "run"))  # fmt: skip
+# Environments that are not the test suite, whatever else their name says.
+_SIDE_ENV = re.compile(
+    r"docs?|lint|style|format|fmt|type|types|typing|mypy|pyright|flake8|ruff|pylint|black|"
+    r"isort|pre-?commit|notebooks?|nb|nbval|examples?|bench(?:mark)?s?|build|release|"
+    r"publish|changelog|spell(?:ing)?|check-?manifest|readme|security|audit"
+)
+
+
+def _is_side_env(name: str) -> bool:
+    """Return whether an environment or session is for docs, lint, types, notebooks…"""
+    return any(_SIDE_ENV.fullmatch(t) for t in re.split(r"[-_.\s:]+", name.lower()))
+
+
+def unwrap_runner(words: list[str]) -> list[str]:
+    """Return the command a project runner (``poetry run``, ``pdm run -v``, ``hatch run
+    test:``…, ``uv run --frozen``) runs, or ``words`` as they are."""
+    if tuple(words[:2]) not in _RUNNERS:
+        return words
+    rest = words[2:]
+    while rest and rest[0].startswith("-"):
+        # The runner's own options; the few that take a value are given with `=` in CI.
+        rest = rest[1:]
+    if words[0] == "hatch" and rest and ":" in rest[0]:
+        rest = [rest[0].partition(":")[2], *rest[1:]]  # `hatch run ENV:SCRIPT`
+    return rest
+
+
 def pytest_words(words: list[str]) -> list[str] | None:
     """Return pytest's arguments when ``words`` run pytest (as tox, nox or CI write it)."""
+    words = unwrap_runner(words)
     if words[:1] in (["pytest"], ["py.test"]):
         return words[1:]
     if len(words) >= 3 and words[0] in _PYTHONS and words[1:3] in (["-m", "pytest"],

@@ -531,7 +531,7 @@ def test_changed_files_use_the_merge_base_when_base_moved_on(tmp_path: Path) -> 
                 "pyproject.toml": '[build-system]\nrequires = ["poetry-core"]\n'
                 '[tool.poetry.group.dev.dependencies]\npytest = "^8"\n'
             },
-            "python -m pip install -e . pytest",
+            "python -m pip install -e . 'pytest (>=8,<9)'",  # Poetry's caret, read as Poetry does
             PYTEST,
             WHEEL,
             id="poetry-group",

@@ -164,3 +164,118 @@ def test_workflows_are_read_at_base_never_at_head(tmp_path: Path) -> None:
     assert "evil-from-head" not in plan.install
     assert plan.test_sources == ["CI workflow .github/workflows/ci.yml at base"]
     assert json.loads(plan.model_dump_json(by_alias=True))["test_sources"] == plan.test_sources
+
+
+# Shaped like python-poetry/tomlkit: the tests' dependencies only in a Poetry group, in
+# Poetry's own constraint syntax, and CI running pytest through `poetry run`.
+POETRY = """\
+[tool.poetry]
+name = "tomlkit"
+version = "0.15.0"
+[tool.poetry.dependencies]
+python = ">=3.9"
+[tool.poetry.group.dev.dependencies]
+pytest = "^7.2.0"
+pytest-cov = "~4.0"
+PyYAML = {version = "^0.6", extras = ["libyaml"], python = ">=3.9"}
+local-helper = {path = "helpers/local", develop = true}
+outside = {path = "../sibling"}
+tomlkit = {version = "*", extras = ["fast"]}
+[tool.poetry.group.docs.dependencies]
+sphinx = "^4"
+[tool.poetry.dev-dependencies]
+freezegun = "*"
+[build-system]
+requires = ["poetry-core>=1.0.0"]
+build-backend = "poetry.core.masonry.api"
+"""
+POETRY_CI = """\
+on: [pull_request]
+jobs:
+  tests:
+    runs-on: ubuntu-latest
+    steps:
+      - run: poetry install
+      - run: poetry run pytest -q tests
+"""
+
+
+def test_poetry_groups_are_read_with_poetrys_own_constraints() -> None:
+    found = testenv.poetry_groups(tomllib.loads(POETRY))
+    assert found.args == [
+        "pytest (>=7.2.0,<8.0.0)",
+        "pytest-cov (>=4.0,<4.1)",
+        'PyYAML[libyaml] (>=0.6,<0.7) ; python_version >= "3.9"',
+        "./helpers/local",
+        "freezegun",
+    ]
+    assert found.extras == ["fast"]  # the project naming itself: its own extras
+    assert found.sources == [
+        "Poetry group dev (pyproject.toml)",
+        "Poetry dev-dependencies (pyproject.toml)",
+    ]
+    files = {"pyproject.toml": POETRY, "tests/test_a.py": ""}
+    settled = settle(files, Policy(), which=every_tool, ci={"w.yml": POETRY_CI})
+    assert installs(settled.install)[:3] == ["-e", ".[fast]", "pytest (>=7.2.0,<8.0.0)"]
+    assert "sphinx" not in settled.install
+    assert settled.test == f"{PYTEST} -q tests"  # `poetry run` is how, pytest is what
+
+
+def test_pdm_and_uv_development_dependencies_are_the_projects_test_environment() -> None:
+    pdm = """\
+[project]
+name = "marko"
+version = "2"
+[tool.pdm.dev-dependencies]
+dev = ["pytest", "pytest-cov", "-e file:///${PROJECT_ROOT}/sub", "marko[toc]"]
+benchmark = ["commonmark"]
+"""
+    found = testenv.declared(tomllib.loads(pdm))
+    assert found.args == ["pytest", "pytest-cov"]
+    assert found.extras == ["toc"]
+    assert found.sources == ["PDM dev-dependencies group dev (pyproject.toml)"]
+    uv = '[project]\nname = "p"\nversion = "1"\n[tool.uv]\n'
+    uv += 'dev-dependencies = ["pytest>=8", "hypothesis"]\n'
+    found = testenv.declared(tomllib.loads(uv))
+    assert found.args == ["pytest>=8", "hypothesis"]
+    assert found.sources == ["uv dev-dependencies (pyproject.toml)"]
+
+
+def test_hatchs_test_environment_and_its_test_script_say_how_pytest_runs() -> None:
+    hatch = """\
+[project]
+name = "p"
+version = "1"
+[project.optional-dependencies]
+redis = ["redis"]
+[tool.hatch.envs.default]
+dependencies = ["coverage"]
+[tool.hatch.envs.default.scripts]
+test = "pytest {args:tests} -p no:randomly"
+[tool.hatch.envs.docs]
+dependencies = ["sphinx"]
+[tool.hatch.envs.tests]
+features = ["redis"]
+extra-dependencies = ["pytest", "pytest-asyncio"]
+"""
+    found = testenv.hatch_env(tomllib.loads(hatch))
+    assert found.args == ["coverage", "pytest", "pytest-asyncio"]  # default's, then its own
+    assert found.extras == ["redis"]
+    assert found.pytest_args == ["tests", "-p", "no:randomly"]
+    assert found.sources == ["Hatch environment tests (pyproject.toml)"]
+    settled = settle({"pyproject.toml": hatch, "tests/test_a.py": ""}, Policy(), which=every_tool)
+    assert settled.test == f"{PYTEST} tests -p no:randomly"
+    assert "sphinx" not in settled.install
+    # Hatch's built-in `hatch test` environment brings its own pytest and plugins.
+    builtin = testenv.hatch_env({"tool": {"hatch": {"envs": {"hatch-test": {}}}}})
+    assert "pytest-xdist[psutil]" in builtin.args
+    assert testenv.hatch_env({"tool": {"hatch": {"envs": {"docs": {}}}}}) == testenv.Found()
+
+
+def test_project_runners_run_the_command_they_are_given() -> None:
+    assert testenv.pytest_words(["pdm", "run", "-v", "pytest", "tests"]) == ["tests"]
+    assert testenv.pytest_words(["uv", "run", "--frozen", "pytest", "-x"]) == ["-x"]
+    assert testenv.pytest_words(["hatch", "run", "test:pytest", "-q"]) == ["-q"]
+    assert testenv.pytest_words(["poetry", "run", "python", "-m", "pytest"]) == []
+    assert testenv.pytest_words(["poetry", "run", "mypy", "."]) is None
+    assert testenv.pytest_words(["poetry", "install"]) is None
