@@ -126,7 +126,8 @@ def settle(
     ``ci`` holds the repository's CI workflows read at base (path → text): how the
     project runs its own tests, when its build files do not say.
     """
-    sides = [side for side in (_python_side(files, ci or {}), _node_side(files)) if side]
+    ci_found = testenv.workflows(ci or {})
+    sides = [side for side in (_python_side(files, ci_found), _node_side(files)) if side]
     reasons: list[str] = []
     notes: list[str] = []
     if not sides:
@@ -152,6 +153,11 @@ def settle(
     else:
         chosen = _Side("unknown", (), "", "", "")
     install, test, smoke = (_set(policy.install), _set(policy.test), _set(policy.smoke))
+    if ci_found.env and chosen.test and not test:
+        # The CI job that runs the tests sets these for them (colours off, a locale…).
+        exports = " ".join(shlex.quote(f"{k}={v}") for k, v in sorted(ci_found.env.items()))
+        chosen = replace(chosen, test=f"export {exports} && {chosen.test}")
+        notes.append(f"The tests run with their CI job's environment: {exports}.")
     if install and test and smoke:
         reasons = []
     elif reasons:
@@ -190,7 +196,7 @@ def _both_reason(chosen: _Side, other: _Side) -> str:
     )
 
 
-def _python_side(files: Mapping[str, str], ci: Mapping[str, str]) -> _Side | None:
+def _python_side(files: Mapping[str, str], ci: testenv.Found) -> _Side | None:
     paths = list(files)
     requirements = sorted(p for p in paths if _is_requirements(p))
     manifests = [name for name in ("pyproject.toml", "setup.py", "setup.cfg") if name in files]
@@ -252,7 +258,7 @@ def _python_side(files: Mapping[str, str], ci: Mapping[str, str]) -> _Side | Non
         lambda: (
             testenv.nox(_text(files, "noxfile.py")) if "noxfile.py" in files else testenv.Found()
         ),
-        lambda: testenv.workflows(ci),
+        lambda: ci,
     ]
     how: list[str] | None = groups.pytest_args  # Hatch's test script, when it says
     beside = groups  # what the source pytest's arguments came from installs

@@ -61,6 +61,7 @@ class Found:
     extras: list[str] = field(default_factory=list)  # of the project itself
     sources: list[str] = field(default_factory=list)
     pytest_args: list[str] | None = None  # how the project runs pytest, when it says
+    env: dict[str, str] = field(default_factory=dict)  # what the CI job's tests run with
 
     def __bool__(self) -> bool:
         return bool(self.args or self.extras)
@@ -357,24 +358,123 @@ def nox(text: str) -> Found:
 
 
 def workflows(files: Mapping[str, str]) -> Found:
-    """Return the ``pip install`` arguments and pytest run of the CI workflows (at base)."""
+    """Return the ``pip install`` arguments, pytest run and environment of the CI jobs
+    (at base) that test this project.
+
+    A job tests the project when one of its steps runs a test command (pytest, unittest,
+    tox, nox, ``hatch test``) in a workflow that runs on pushes or pull requests; a job
+    that installs from outside the checkout (``pkg @ ../pkg``, ``../other``) tests other
+    packages against this one, and a release job installs what it built: neither is the
+    project's install. The environment is the workflow's, job's and test step's ``env:``
+    (plain values only: an expression's value is GitHub's, unknown here)."""
     found = Found()
     for path in sorted(files):
         try:
             data = yaml.safe_load(files[path])
         except yaml.YAMLError:
             continue
-        jobs = data.get("jobs") if isinstance(data, dict) else None
+        if not isinstance(data, dict) or not _runs_on_changes(data):
+            continue
+        jobs = data.get("jobs")
         used = False
         for job in jobs.values() if isinstance(jobs, dict) else []:
             steps = job.get("steps") if isinstance(job, dict) else None
-            for step in steps if isinstance(steps, list) else []:
-                run = step.get("run") if isinstance(step, dict) else None
-                if isinstance(run, str):
-                    used |= _ci_lines(run, found)
+            runs = [
+                (step["run"], step.get("env"))
+                for step in (steps if isinstance(steps, list) else [])
+                if isinstance(step, dict) and isinstance(step.get("run"), str)
+            ]
+            testing = [env for run, env in runs if _runs_tests(run)]
+            if not testing or any(_installs_outside(run) for run, _ in runs):
+                continue
+            if not found.env and not used:
+                found.env = {**_plain_env(data.get("env")), **_plain_env(job.get("env")),
+                             **_plain_env(testing[0])}  # fmt: skip
+            for run, _ in runs:
+                used |= _ci_lines(run, found)
         if used:
             found.sources.append(f"CI workflow {path} at base")
     return found
+
+
+_CHANGE_EVENTS = ("push", "pull_request", "pull_request_target", "merge_group")
+_TEST_RUNNERS = ("tox", "nox", "trial", "virtue")
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+# What the runner and the harness set: a workflow's value never replaces them.
+_OWN_ENV = re.compile(r"^(?:PATH|HOME|USER|SHELL|PWD|TMPDIR|CI|(?:GITHUB|RUNNER|ACTIONS)_\w*)$")
+
+
+def _runs_on_changes(workflow: Mapping[Any, Any]) -> bool:
+    """Return whether a workflow runs on pushes to branches or on pull requests."""
+    on = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
+    if isinstance(on, str):
+        return on in _CHANGE_EVENTS
+    if isinstance(on, list):
+        return any(event in _CHANGE_EVENTS for event in on)
+    if not isinstance(on, dict):
+        return False
+    for event in _CHANGE_EVENTS:
+        if event not in on:
+            continue
+        given = on[event]
+        # `push: {tags: [...]}` alone is a release, not a change being tested.
+        if (
+            event == "push"
+            and isinstance(given, dict)
+            and "tags" in given
+            and not ("branches" in given or "branches-ignore" in given or "paths" in given)
+        ):
+            continue
+        return True
+    return False
+
+
+def _script_words(script: str) -> list[list[str]]:
+    words = []
+    for raw in script.replace("\\\n", " ").splitlines():
+        for part in re.split(r"&&|\|\||;", raw):
+            line = part.strip()
+            if line and _PLAIN.match(line) and (split := _split(line)):
+                words.append(unwrap_runner(split))
+    return words
+
+
+def _runs_tests(script: str) -> bool:
+    """Return whether a step's script runs the project's tests."""
+    for words in _script_words(script):
+        if pytest_words(words) is not None or words[:1] in ([r] for r in _TEST_RUNNERS):
+            return True
+        if words[:2] in (["hatch", "test"], ["npm", "test"], ["npm", "t"], ["yarn", "test"]):
+            return True
+        if words[:2] == ["npm", "run"] and words[2:3] and words[2].startswith("test"):
+            return True
+        if len(words) >= 3 and words[0] in _PYTHONS and words[1:3] == ["-m", "unittest"]:
+            return True
+    return False
+
+
+def _installs_outside(script: str) -> bool:
+    """Return whether a step installs from a path outside the checkout."""
+    for words in _script_words(script):
+        if "install" in words[:4] and any(re.search(r"(?:^|[@=\s])\.\./", w) for w in words):
+            return True
+    return False
+
+
+def _plain_env(env: object) -> dict[str, str]:
+    """Return an ``env:`` mapping's plain entries (no expressions, none of the runner's)."""
+    if not isinstance(env, dict):
+        return {}
+    return {
+        str(k): str(v).lower() if isinstance(v, bool) else str(v)
+        for k, v in env.items()
+        if isinstance(k, str)
+        and _ENV_NAME.match(k)
+        and not _OWN_ENV.match(k)
+        and isinstance(v, (str, int, float, bool))
+        and "${{" not in str(v)
+        and "\n" not in str(v)
+    }
 
 
 def _ci_lines(script: str, found: Found) -> bool:
@@ -390,6 +490,8 @@ def _ci_lines(script: str, found: Found) -> bool:
                 if words[: len(prefix)] == prefix:
                     args = [w for w in words[len(prefix) :] if w not in ("-U", "--upgrade")]
                     args = [w for w in args if normalize(w) not in ("pip", "setuptools", "wheel")]
+                    # A glob or a built wheel is what a release job made, not a requirement.
+                    args = [w for w in args if not re.search(r"[*?]|^dist/", w)]
                     found.args += [a for a in args if a not in (".", "-e")]
                     used = used or bool(args)
             if found.pytest_args is None and (given := pytest_words(words)) is not None:

@@ -279,3 +279,69 @@ def test_project_runners_run_the_command_they_are_given() -> None:
     assert testenv.pytest_words(["poetry", "run", "python", "-m", "pytest"]) == []
     assert testenv.pytest_words(["poetry", "run", "mypy", "."]) is None
     assert testenv.pytest_words(["poetry", "install"]) is None
+
+
+# A workflow with three jobs: the project's tests (with the environment its suite needs),
+# a job testing other packages against sibling checkouts, and (below) a release.
+JOBS_CI = """\
+name: CI
+on:
+  pull_request:
+  push:
+    branches: [main]
+env:
+  NO_COLOR: "1"
+  GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }}
+jobs:
+  tests:
+    runs-on: ubuntu-latest
+    env:
+      FORCE_COLOR: 0
+      PATH: /evil
+    steps:
+      - run: pip install -e . freezegun
+      - run: pytest -q tests
+        env:
+          LANG: C.UTF-8
+          MULTI: "a\\nb"
+  downstream:
+    runs-on: ubuntu-latest
+    steps:
+      - run: pip install 'plugin-a @ ../plugin-a-latest' pytest-timeout
+      - run: pytest ../plugin-a-latest
+"""
+RELEASE = """\
+on:
+  push:
+    tags: ["*"]
+jobs:
+  release:
+    steps:
+      - run: pip install dist/*.whl twine
+      - run: python -m pytest --smoke
+"""
+BUILD_CHECK = """\
+on: [pull_request]
+jobs:
+  wheel:
+    steps:
+      - run: pip install build check-wheel-contents
+      - run: python -m build
+"""
+
+
+def test_only_ci_jobs_that_test_this_project_feed_its_install_with_their_environment() -> None:
+    found = testenv.workflows({"a.yml": JOBS_CI, "b.yml": RELEASE, "c.yml": BUILD_CHECK})
+    assert found.args == ["freezegun"]
+    assert found.pytest_args == ["-q", "tests"]
+    assert found.env == {"NO_COLOR": "1", "FORCE_COLOR": "0", "LANG": "C.UTF-8"}
+    assert found.sources == ["CI workflow a.yml at base"]
+    files = {"setup.py": "from setuptools import setup\nsetup()\n", "tests/test_a.py": ""}
+    settled = settle(files, Policy(), which=every_tool, ci={"a.yml": JOBS_CI, "b.yml": RELEASE})
+    assert settled.test == f"export FORCE_COLOR=0 LANG=C.UTF-8 NO_COLOR=1 && {PYTEST} -q tests"
+    assert "twine" not in settled.install
+    assert "plugin-a" not in settled.install
+    assert any("CI job's environment" in note for note in settled.notes)
+    # The policy's own test command is taken as it is written.
+    own = settle(files, Policy(test="make check"), which=every_tool, ci={"a.yml": JOBS_CI})
+    assert own.test == "make check"
