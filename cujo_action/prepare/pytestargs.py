@@ -54,6 +54,18 @@ PLUGINS: dict[str, dict[str, Takes]] = {
         "--randomly-seed": "value", "--randomly-dont-reset-seed": "flag",
         "--randomly-dont-reorganize": "flag",
     },
+    "pytest-asyncio": {"--asyncio-mode": "value", "--asyncio-debug": "flag"},
+    "nbval": {
+        "--nbval": "flag", "--nbval-lax": "flag", "--nbval-current-env": "flag",
+        "--nbval-kernel-name": "value", "--nbval-cell-timeout": "value",
+        "--nbval-sanitize-with": "value", "--sanitize-with": "value",
+    },
+    "pytest-django": {"--ds": "value", "--reuse-db": "flag", "--create-db": "flag",
+                      "--nomigrations": "flag", "--migrations": "flag"},
+    "pytest-socket": {"--disable-socket": "flag", "--allow-hosts": "value",
+                      "--allow-unix-socket": "flag"},
+    "pytest-mypy": {"--mypy": "flag", "--mypy-ignore-missing-imports": "flag"},
+    "pytest-memray": {"--memray": "flag", "--most-allocations": "value"},
 }  # fmt: skip
 _OPTIONS = {opt: (dist, takes) for dist, opts in PLUGINS.items() for opt, takes in opts.items()}
 

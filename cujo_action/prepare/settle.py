@@ -213,6 +213,7 @@ def _python_side(files: Mapping[str, str], ci: testenv.Found) -> _Side | None:
     sources: list[str] = []
     notes: list[str] = []
     groups = testenv.Found()
+    legacy_tox = ""  # pyproject.toml's [tool.tox] legacy_tox_ini
 
     if "pyproject.toml" in files:
         text = _text(files, "pyproject.toml")
@@ -236,6 +237,8 @@ def _python_side(files: Mapping[str, str], ci: testenv.Found) -> _Side | None:
                 if isinstance(optional, dict):
                     extras.update(_dev_extras(optional))
             groups = testenv.declared(data)
+            legacy = testenv.nested(data, "tool", "tox", "legacy_tox_ini")
+            legacy_tox = legacy if isinstance(legacy, str) else ""
             sources += groups.sources
     if "setup.py" in files:
         uses_pytest |= bool(_PYTEST_QUOTED.search(_text(files, "setup.py")))
@@ -250,11 +253,12 @@ def _python_side(files: Mapping[str, str], ci: testenv.Found) -> _Side | None:
     chosen_requirements = _requirements_to_install(requirements, buildable=buildable)
     sources += [f"{r}" for r in chosen_requirements if r != "requirements.txt"]
 
+    tox_ini = _text(files, "tox.ini") if "tox.ini" in files else legacy_tox
     # What tox, nox or the CI workflow install is used only when the project's own
     # metadata says nothing of its tests: theirs is how, not what.
     fallback = testenv.Found()
     readers: list[Callable[[], testenv.Found]] = [
-        lambda: testenv.tox(_text(files, "tox.ini")) if "tox.ini" in files else testenv.Found(),
+        lambda: testenv.tox(tox_ini, ci.tox_envs) if tox_ini else testenv.Found(),
         lambda: (
             testenv.nox(_text(files, "noxfile.py")) if "noxfile.py" in files else testenv.Found()
         ),

@@ -28,13 +28,13 @@ import ast
 import configparser
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from cujo_action.prepare import toxcommands
+from cujo_action.prepare import toxcommands, toxenvs
 
 MAX_GROUP_DEPTH = 10
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?")
@@ -62,6 +62,7 @@ class Found:
     sources: list[str] = field(default_factory=list)
     pytest_args: list[str] | None = None  # how the project runs pytest, when it says
     env: dict[str, str] = field(default_factory=dict)  # what the CI job's tests run with
+    tox_envs: list[str] = field(default_factory=list)  # what the CI jobs run with `tox -e`
 
     def __bool__(self) -> bool:
         return bool(self.args or self.extras)
@@ -115,13 +116,13 @@ def declared(pyproject: Mapping[str, Any]) -> Found:
 
 
 def _own_name(pyproject: Mapping[str, Any]) -> str:
-    for table in (pyproject.get("project"), _table(pyproject, "tool", "poetry")):
+    for table in (pyproject.get("project"), nested(pyproject, "tool", "poetry")):
         if isinstance(table, dict) and isinstance(table.get("name"), str):
             return normalize(table["name"])
     return ""
 
 
-def _table(data: object, *keys: str) -> Any:
+def nested(data: object, *keys: str) -> Any:
     """Return ``data[k1][k2]…``, or None where a level is missing or not a table."""
     for key in keys:
         data = data.get(key) if isinstance(data, Mapping) else None
@@ -145,7 +146,7 @@ def poetry_groups(pyproject: Mapping[str, Any]) -> Found:
     the older ``[tool.poetry.dev-dependencies]``) as PEP 508 requirements, as Poetry itself
     reads its constraints (``^1.2``, ``~1.2``, tables with extras, markers, git)."""
     found = Found()
-    poetry = _table(pyproject, "tool", "poetry")
+    poetry = nested(pyproject, "tool", "poetry")
     if not isinstance(poetry, dict):
         return found
     own = _own_name(pyproject)
@@ -153,7 +154,7 @@ def poetry_groups(pyproject: Mapping[str, Any]) -> Found:
     groups = poetry.get("group")
     if isinstance(groups, dict):
         tables += [
-            (f"Poetry group {name}", _table(group, "dependencies"))
+            (f"Poetry group {name}", nested(group, "dependencies"))
             for name, group in sorted(groups.items())
             if isinstance(name, str) and is_test_name(name) and isinstance(group, dict)
         ]
@@ -196,7 +197,7 @@ def _poetry_requirements(name: str, spec: Any) -> list[str]:
 def pdm_groups(pyproject: Mapping[str, Any]) -> Found:
     """Return PDM's test and dev groups (``[tool.pdm.dev-dependencies]``)."""
     found = Found()
-    groups = _table(pyproject, "tool", "pdm", "dev-dependencies")
+    groups = nested(pyproject, "tool", "pdm", "dev-dependencies")
     if not isinstance(groups, dict):
         return found
     own = _own_name(pyproject)
@@ -213,7 +214,7 @@ def pdm_groups(pyproject: Mapping[str, Any]) -> Found:
 def uv_dev(pyproject: Mapping[str, Any]) -> Found:
     """Return uv's development dependencies (``[tool.uv] dev-dependencies``)."""
     found = Found()
-    reqs = _table(pyproject, "tool", "uv", "dev-dependencies")
+    reqs = nested(pyproject, "tool", "uv", "dev-dependencies")
     if not isinstance(reqs, list) or not reqs:
         return found
     own = _own_name(pyproject)
@@ -234,15 +235,15 @@ def hatch_env(pyproject: Mapping[str, Any]) -> Found:
     ``test`` script runs pytest: the environment named ``hatch-test``, else one named for
     tests, else ``default`` when it has a ``test`` script."""
     found = Found()
-    envs = _table(pyproject, "tool", "hatch", "envs")
+    envs = nested(pyproject, "tool", "hatch", "envs")
     if not isinstance(envs, dict):
         return found
     names = [n for n in envs if isinstance(n, str) and isinstance(envs[n], dict)]
     default: dict[str, Any] = envs["default"] if isinstance(envs.get("default"), dict) else {}
     chosen = next((n for n in names if n == "hatch-test"), None) or next(
-        (n for n in names if is_test_name(n) and not _is_side_env(n)), None
+        (n for n in names if is_test_name(n) and not is_side_env(n)), None
     )
-    if chosen is None and isinstance(_table(default, "scripts", "test"), (str, list)):
+    if chosen is None and isinstance(nested(default, "scripts", "test"), (str, list)):
         chosen = "default"
     if chosen is None:
         return found
@@ -263,7 +264,7 @@ def hatch_env(pyproject: Mapping[str, Any]) -> Found:
         for extra in features if isinstance(features, list) else []:
             if isinstance(extra, str) and extra not in found.extras:
                 found.extras.append(extra)
-    script = _table(env, "scripts", "test") or _table(default, "scripts", "test")
+    script = nested(env, "scripts", "test") or nested(default, "scripts", "test")
     lines = [script] if isinstance(script, str) else script if isinstance(script, list) else []
     for line in lines:
         words = _split(re.sub(r"\{args(?::([^}]*))?\}", lambda m: m.group(1) or "", str(line)))
@@ -291,36 +292,36 @@ def _expand(name: str, groups: Mapping[str, Any], depth: int) -> list[str]:
 # --------------------------------------------------------------------------- tox, nox
 
 
-def _is_test_env(section: str) -> bool:
-    if section == "testenv":
-        return True
-    name = section.removeprefix("testenv:")
-    return name != section and (is_test_name(name) or re.fullmatch(r"py\d*", name) is not None)
-
-
-def tox(text: str) -> Found:
-    """Return what tox's test environments install, and how they run pytest."""
+def tox(text: str, ci_envs: Sequence[str] = ()) -> Found:
+    """Return what tox's test environment installs, and how it runs pytest: the one
+    environment that runs the tests (``toxenvs.choose``: the one CI runs, else the first
+    that is not docs, lint, types or notebooks), read as tox 4 reads it."""
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     found = Found()
     try:
         parser.read_string(text)
     except configparser.Error:
         return found
-    sections = [s for s in parser.sections() if _is_test_env(s)]
-    for section in sections:
-        env = parser[section]
-        for raw in env.get("deps", "").splitlines():
-            line = raw.strip().replace("{toxinidir}/", "").replace("{toxinidir}", ".")
-            if not line or line.startswith("#") or "{" in line:
-                continue
-            for arg in _split(line):
-                if arg not in found.args or arg.startswith("-"):
-                    found.args.append(arg)
-        found.extras += [n for n in re.split(r"[\s,]+", env.get("extras", "")) if n]
-        for words in toxcommands.commands(parser, section):
-            if found.pytest_args is None and words is not None:
-                found.pytest_args = pytest_words(words)
-        found.sources.append(f"tox environment [{section}] (tox.ini)")
+    name = toxenvs.choose(parser, ci_envs, is_side=is_side_env, runs_tests=_runs_tests)
+    if name is None:
+        return found
+    section = toxenvs.section_of(parser, name) or "testenv"
+    if not parser.has_section(section):
+        return found
+    for raw in toxenvs.setting(parser, name, "deps").splitlines():
+        line = raw.strip().replace("{toxinidir}/", "").replace("{toxinidir}", ".")
+        if not line or line.startswith("#") or "{" in line:
+            continue
+        for arg in _split(line):
+            if arg not in found.args or arg.startswith("-"):
+                found.args.append(arg)
+    extras = toxenvs.setting(parser, name, "extras")
+    found.extras += [n for n in re.split(r"[\s,]+", extras) if n]
+    listed = toxenvs.setting(parser, name, "commands")
+    for words in toxcommands.commands(parser, section, listed):
+        if found.pytest_args is None and words is not None:
+            found.pytest_args = pytest_words(words)
+    found.sources.append(f"tox environment {name} (tox.ini)")
     return found
 
 
@@ -497,7 +498,26 @@ def _ci_lines(script: str, found: Found) -> bool:
             if found.pytest_args is None and (given := pytest_words(words)) is not None:
                 found.pytest_args = given
                 used = True
+            found.tox_envs += [e for e in tox_envs(words) if e not in found.tox_envs]
     return used
+
+
+def tox_envs(words: list[str]) -> list[str]:
+    """Return the environments a ``tox -e A,B`` (``tox run -e``, ``python -m tox``) runs."""
+    words = unwrap_runner(words)
+    if len(words) >= 3 and words[0] in _PYTHONS and words[1:3] == ["-m", "tox"]:
+        words = words[2:]
+    if words[:1] != ["tox"]:
+        return []
+    out: list[str] = []
+    for prev, word in zip(["", *words], words, strict=False):
+        if prev in ("-e", "--env"):
+            out += word.split(",")
+        elif word.startswith("-e") and len(word) > 2 and not word.startswith("--"):
+            out += word[2:].split(",")
+        elif word.startswith("--env="):
+            out += word.removeprefix("--env=").split(",")
+    return [e.strip() for e in out if e.strip()]
 
 
 def _split(line: str) -> list[str]:
@@ -509,7 +529,12 @@ def _split(line: str) -> list[str]:
 
 # Tools that run a command in the project's environment: the command is what they run.
 _RUNNERS = (("poetry", "run"), ("pdm", "run"), ("hatch", "run"), ("uv", "run"), ("pipenv", "run"),
-            ("rye", "run"))  # fmt: skip
+            ("rye", "run"), ("pipx", "run"))  # fmt: skip
+# The runners' options that take the next word as their value (uv, uvx, pdm, poetry).
+_RUNNER_VALUE_OPTIONS = frozenset(("--with", "-w", "--from", "--python", "-p", "--group",
+    "--extra", "--directory", "--project", "--env-file", "--index", "--index-url",
+    "--extra-index-url", "--only-group", "--no-group", "-C", "-G", "-E", "--extras",
+    "--with-editable", "--with-requirements", "--venv", "-e", "--env"))  # fmt: skip
 # Environments that are not the test suite, whatever else their name says.
 _SIDE_ENV = re.compile(
     r"docs?|lint|style|format|fmt|type|types|typing|mypy|pyright|flake8|ruff|pylint|black|"
@@ -518,7 +543,7 @@ _SIDE_ENV = re.compile(
 )
 
 
-def _is_side_env(name: str) -> bool:
+def is_side_env(name: str) -> bool:
     """Return whether an environment or session is for docs, lint, types, notebooks…"""
     return any(_SIDE_ENV.fullmatch(t) for t in re.split(r"[-_.\s:]+", name.lower()))
 
@@ -526,12 +551,15 @@ def _is_side_env(name: str) -> bool:
 def unwrap_runner(words: list[str]) -> list[str]:
     """Return the command a project runner (``poetry run``, ``pdm run -v``, ``hatch run
     test:``…, ``uv run --frozen``) runs, or ``words`` as they are."""
-    if tuple(words[:2]) not in _RUNNERS:
+    if words[:1] == ["uvx"]:
+        rest = words[1:]
+    elif tuple(words[:2]) in _RUNNERS:
+        rest = words[2:]
+    else:
         return words
-    rest = words[2:]
     while rest and rest[0].startswith("-"):
-        # The runner's own options; the few that take a value are given with `=` in CI.
-        rest = rest[1:]
+        # The runner's own options, with their value when it is the next word.
+        rest = rest[2:] if rest[0] in _RUNNER_VALUE_OPTIONS else rest[1:]
     if words[0] == "hatch" and rest and ":" in rest[0]:
         rest = [rest[0].partition(":")[2], *rest[1:]]  # `hatch run ENV:SCRIPT`
     return rest

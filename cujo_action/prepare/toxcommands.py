@@ -47,11 +47,15 @@ class _Unfilled(Exception):
     """A substitution tox would fill from something this reading does not have."""
 
 
-def commands(parser: configparser.ConfigParser, section: str) -> list[list[str] | None]:
-    """Return each command of ``section`` as words (None for a line that cannot be read)."""
+def commands(
+    parser: configparser.ConfigParser, section: str, text: str | None = None
+) -> list[list[str] | None]:
+    """Return each command of ``section`` (or ``text``, its commands as one environment
+    reads them: ``toxenvs.setting``) as words (None for a line that cannot be read)."""
     out: list[list[str] | None] = []
     pending = ""
-    for raw in parser[section].get("commands", "").splitlines():
+    given = parser[section].get("commands", "") if text is None else text
+    for raw in given.splitlines():
         line = pending + raw.strip()
         if line.endswith("\\"):
             pending = line[:-1] + " "

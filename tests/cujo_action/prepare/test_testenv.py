@@ -95,7 +95,7 @@ def test_tox_says_what_to_install_when_the_metadata_does_not() -> None:
     ]  # fmt: skip
     # pytest as tox runs it, without the plugins' own arguments (coverage, xdist).
     assert settled.test == f"{PYTEST} -v tests"
-    assert settled.test_sources == ("tox environment [testenv] (tox.ini)",)
+    assert settled.test_sources == ("tox environment py311 (tox.ini)",)
 
 
 NOX = """
