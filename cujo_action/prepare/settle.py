@@ -402,9 +402,10 @@ def _requirements_to_install(requirements: list[str], *, buildable: bool) -> lis
 
 
 def _dev_extras(extras: Iterable[object]) -> set[str]:
-    return {
-        e for e in extras if isinstance(e, str) and _EXTRA_NAME.fullmatch(e) and _is_dev_name(e)
-    }
+    """Return the extras for the tests (``testenv.test_groups``: test ones before dev)."""
+    return set(
+        testenv.test_groups(e for e in extras if isinstance(e, str) and _EXTRA_NAME.fullmatch(e))
+    )
 
 
 def _toml_mentions_pytest(data: dict[str, object]) -> bool:

@@ -28,7 +28,7 @@ import ast
 import configparser
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,17 @@ _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?")
 # A plain command line: no shell operators, no workflow expressions, no variables.
 _PLAIN = re.compile(r"^[\w@%+=:,./\[\]<>!~*'\" -]+$")
 _PYTHONS = ("python", "python3")
+
+
+def test_groups(names: Iterable[object]) -> list[str]:
+    """Return the groups (or extras) to install for the tests, sorted: those named for
+    tests (``test``, ``tests``, ``testing``…) when there are any, else those named for
+    development. A ``dev`` group beside a ``tests`` one holds the docs, lint and release
+    tools, which need not install where the tests run (nor on the runner's Python)."""
+    named = sorted(n for n in names if isinstance(n, str) and is_test_name(n))
+    tests = [n for n in named if any(
+        t.startswith("test") for t in re.split(r"[-_.\s:]+", n.lower()))]  # fmt: skip
+    return tests or named
 
 
 def is_test_name(name: str) -> bool:
@@ -80,7 +91,7 @@ def dependency_groups(pyproject: Mapping[str, Any]) -> Found:
     project = pyproject.get("project")
     own = normalize(str(project.get("name", ""))) if isinstance(project, dict) else ""
     by_name = {normalize(str(k)): v for k, v in groups.items()}
-    for name in sorted(k for k in groups if isinstance(k, str) and is_test_name(k)):
+    for name in test_groups(groups):
         for req in _expand(normalize(name), by_name, 0):
             match = _NAME.match(req)
             if own and match and normalize(match.group(1)) == own:
@@ -154,9 +165,8 @@ def poetry_groups(pyproject: Mapping[str, Any]) -> Found:
     groups = poetry.get("group")
     if isinstance(groups, dict):
         tables += [
-            (f"Poetry group {name}", nested(group, "dependencies"))
-            for name, group in sorted(groups.items())
-            if isinstance(name, str) and is_test_name(name) and isinstance(group, dict)
+            (f"Poetry group {name}", nested(groups[name], "dependencies"))
+            for name in test_groups(groups)
         ]
     tables.append(("Poetry dev-dependencies", poetry.get("dev-dependencies")))
     for source, deps in tables:
@@ -201,7 +211,7 @@ def pdm_groups(pyproject: Mapping[str, Any]) -> Found:
     if not isinstance(groups, dict):
         return found
     own = _own_name(pyproject)
-    for name in sorted(k for k in groups if isinstance(k, str) and is_test_name(k)):
+    for name in test_groups(groups):
         reqs = groups[name]
         for req in reqs if isinstance(reqs, list) else []:
             # PDM's own editable and path forms (``-e file:///${PROJECT_ROOT}/…``) are not pip's.

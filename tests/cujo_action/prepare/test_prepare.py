@@ -86,7 +86,7 @@ def test_python_project_with_pytest(tmp_path: Path) -> None:
     plan = run(repo, tmp_path)
     assert commands(plan) == (
         "python",
-        "python -m pip install -e '.[dev,test]' pytest",
+        "python -m pip install -e '.[test]' pytest",  # the test extra, not dev beside it
         PYTEST,
         WHEEL,
     )
@@ -241,7 +241,7 @@ def test_policy_overrides_what_was_settled(tmp_path: Path) -> None:
     )
     plan = run(repo, tmp_path)
     assert plan.test == "make check"
-    assert plan.install == "python -m pip install -e '.[dev,test]' pytest"  # still settled
+    assert plan.install == "python -m pip install -e '.[test]' pytest"  # still settled
     assert plan.policy.timeouts.test == 60
 
 

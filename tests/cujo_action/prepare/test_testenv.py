@@ -45,13 +45,16 @@ testpaths = ["tests"]
 
 
 def test_dependency_groups_are_resolved_as_pep_735_says() -> None:
+    # The tests group, not dev beside it (its linters, type checkers, docs tools).
     found = testenv.dependency_groups(tomllib.loads(PALLETS))
-    assert found.args == ["ruff", "pytest", "freezegun", "mypy"]
+    assert found.args == ["pytest", "freezegun"]
     assert found.extras == ["crypto"]
-    assert found.sources == [
-        "dependency group dev (pyproject.toml)",
-        "dependency group tests (pyproject.toml)",
-    ]
+    assert found.sources == ["dependency group tests (pyproject.toml)"]
+    # With no group named for tests, the development group is the test environment.
+    alone = PALLETS.replace("tests = [", "unit = [").replace('"tests"}', '"unit"}')
+    found = testenv.dependency_groups(tomllib.loads(alone))
+    assert found.args == ["ruff", "pytest", "freezegun", "mypy"]
+    assert found.sources == ["dependency group dev (pyproject.toml)"]
 
 
 def test_a_cycle_of_included_groups_ends() -> None:
@@ -63,12 +66,9 @@ def test_a_cycle_of_included_groups_ends() -> None:
 
 def test_a_pallets_project_installs_its_groups_and_itself_with_the_extras_they_name() -> None:
     settled = settle({"pyproject.toml": PALLETS, "tests/test_x.py": ""}, Policy(), which=every_tool)
-    assert installs(settled.install) == ["-e", ".[crypto]", "ruff", "pytest", "freezegun", "mypy"]
+    assert installs(settled.install) == ["-e", ".[crypto]", "pytest", "freezegun"]
     assert settled.test == PYTEST
-    assert settled.test_sources == (
-        "dependency group dev (pyproject.toml)",
-        "dependency group tests (pyproject.toml)",
-    )
+    assert settled.test_sources == ("dependency group tests (pyproject.toml)",)
     assert any("dependency group tests" in note for note in settled.notes)
 
 
