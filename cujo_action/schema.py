@@ -75,6 +75,8 @@ REFUSED_PACKETS: Final = "refused_packets"
 PROCESS_FLOOD: Final = "process_flood"
 MEMORY_LIMIT: Final = "memory_limit"
 TESTS_FAILED: Final = "tests_failed"
+# One failing test the runner named (its id in ``path``), at head or at base.
+FAILING_TEST: Final = "failing_test"
 # A decoy (in any encoding the proxy decodes) in what a pull request's command printed.
 DECOY_IN_OUTPUT: Final = "decoy_in_output"
 # An added line comparing the clock with a fixed date (cujo_action/checks/dategates.py).

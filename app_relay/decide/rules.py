@@ -13,12 +13,12 @@ here beside ``apply_rules``, which knows it by name.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from app_relay.decide.abuse_rules import SANDBOX_ABUSE_RULES
 from app_relay.decide.behaviour import evidence_items
 from app_relay.decide.decoy_rules import DECOY_EGRESS, DECOY_FILE_RULES
-from app_relay.decide.differential import at_base, behaviours, split, title_at_base
+from app_relay.decide.differential import Key, at_base, behaviours, key_of, split, title_at_base
 from app_relay.decide.egress_rules import EARLY_EGRESS_RULES, RUNTIME_EGRESS_RULES
 from app_relay.decide.evasion import EVASION_RULES
 from app_relay.decide.hits import Hit, Rule, RuleContext, in_check_order
@@ -27,7 +27,7 @@ from app_relay.decide.probe_rules import PROBE_RULES
 from app_relay.decide.secret_use import WORKFLOW_SECRET_USE
 from app_relay.decide.verdict import MAX_EVIDENCE, SEVERITIES, Finding, Severity
 from app_relay.decide.workflow_rules import WORKFLOW_BASE_RULE, WORKFLOW_CHANGE_RULE, WORKFLOW_RULES
-from cujo_action.schema import TESTS_FAILED, Report
+from cujo_action.schema import FAILING_TEST, TESTS_FAILED, Observation, Report
 
 
 def _tests_fail(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
@@ -39,14 +39,39 @@ def _tests_fail(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
         # observation; without one there is nothing to cite, and no finding.
         failed = [o for o in report.observations if o.kind == TESTS_FAILED]
         if failed:
+            # Each failing test it named is evidence too: the base is compared test by test.
+            named = [o for o in report.observations if o.kind == FAILING_TEST]
             hits.append(
                 Hit(
                     check="tests",
                     title=f"the test suite failed: {failed[0].detail or 'no detail given'}",
-                    evidence=tuple(o.id for o in failed),
+                    evidence=tuple(o.id for o in [*failed, *named]),
                 )
             )
     return hits
+
+
+MAX_NEW_NAMED = 5
+
+
+def _new_at_head(hit: Hit, index: Mapping[str, object], base: Mapping[Key, list[str]]) -> str:
+    """Return the title of a failing suite that fails at base too, but not the same way:
+    the tests that fail at head and not at base, named."""
+    if ("obs", TESTS_FAILED) not in base:
+        return hit.title
+    new = [
+        item.path or item.detail
+        for eid in hit.evidence
+        if isinstance(item := index.get(eid), Observation)
+        and item.kind == FAILING_TEST
+        and key_of(item) not in base
+    ]
+    if not new:
+        return hit.title
+    shown = ", ".join(new[:MAX_NEW_NAMED]) + (
+        f" and {len(new) - MAX_NEW_NAMED} more" if len(new) > MAX_NEW_NAMED else ""
+    )
+    return f"the suite fails at base too, but these fail only at head: {shown}; {hit.title}"
 
 
 RULES: tuple[Rule, ...] = (
@@ -89,6 +114,8 @@ def apply_rules(reports: Sequence[Report], ctx: RuleContext) -> list[Finding]:
                 severity = "info"
                 title = title_at_base(hit.title, suite_fails=rule.id == "tests-fail")
                 hit = Hit(hit.check, title, (*hit.evidence, *shown))  # noqa: PLW2901
+            elif rule.id == "tests-fail" and seen_at_base:
+                hit = Hit(hit.check, _new_at_head(hit, index, seen_at_base), hit.evidence)  # noqa: PLW2901
             rank = -SEVERITIES.index(severity)
             ranked.append((rank, rule_index, hit_index, rule, hit, severity))
     ranked.sort(key=lambda item: item[:3])

@@ -9,9 +9,10 @@ finding of the base's own.
 
 from __future__ import annotations
 
+from cujo_action.checks import failures
 from cujo_action.checks.harness import CheckRun, check_main, status_of
-from cujo_action.checks.tests import no_test_ran
-from cujo_action.schema import TESTS_FAILED, Report
+from cujo_action.checks.tests import no_test_ran, observe_failures
+from cujo_action.schema import Report
 
 
 def body(run: CheckRun) -> Report:
@@ -32,7 +33,12 @@ def body(run: CheckRun) -> Report:
     if not plan.base_test:
         return run.finish("ok", "installed the base; it has no tests to run")
     tested = run.run(
-        plan.base_test, phase="test", timeout=plan.policy.timeouts.test, cwd=run.src, venv=venv
+        plan.base_test,
+        phase="test",
+        timeout=plan.policy.timeouts.test,
+        cwd=run.src,
+        venv=venv,
+        keep=failures.LINES,
     )
     if none := no_test_ran(plan.base_test, tested):
         # Not a failing suite: the tests say nothing (tests.py reads the head the same way).
@@ -41,12 +47,8 @@ def body(run: CheckRun) -> Report:
             f"installed the base; the settled test command did not run any test at base: {none}",
         )
     if status_of(tested) == "failed" or tested.timed_out:
-        tail = (tested.stdout_tail or tested.stderr_tail).strip().splitlines()[-3:]
-        run.observe(
-            TESTS_FAILED,
-            f"`{plan.base_test}` exited {tested.exit_code} at base: " + " | ".join(tail),
-        )
-        return run.finish("failed", f"the test suite fails at base (exit {tested.exit_code})")
+        said = observe_failures(run, plan.base_test, tested, " at base")
+        return run.finish("failed", f"the test suite fails at base (exit {tested.exit_code}){said}")
     return run.finish(status_of(tested), f"installed and tested the base (`{plan.base_test}`)")
 
 

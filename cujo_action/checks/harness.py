@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import time
 import traceback
@@ -225,11 +226,13 @@ class CheckRun(EvidenceRecord):
         self.make_venv(self.venv)
         return self.venv
 
-    def run_on_install(self, cmd: str, *, phase: Phase, timeout: float) -> Outcome:
+    def run_on_install(
+        self, cmd: str, *, phase: Phase, timeout: float, keep: re.Pattern[bytes] | None = None
+    ) -> Outcome:
         """Receive the install's tree, then run ``cmd`` in the head checkout, watched."""
         self.receive_install()
         venv = self.venv if self.plan.ecosystem != "node" else None
-        return self.run(cmd, phase=phase, timeout=timeout, cwd=self.src, venv=venv)
+        return self.run(cmd, phase=phase, timeout=timeout, cwd=self.src, venv=venv, keep=keep)
 
     def pack_install(self) -> None:
         """Pack the install's results (the head as installed, and its venv) for the checks
@@ -291,12 +294,14 @@ class CheckRun(EvidenceRecord):
         venv: str | None = None,
         env: Mapping[str, str] | None = None,
         workflow_step: str = "",
+        keep: re.Pattern[bytes] | None = None,
     ) -> Outcome:
         """Run one pull-request command in ``phase``, confined and watched, and record it.
 
         ``cwd`` and ``venv`` are paths as the command sees them; ``env`` is set over the
         step's own variables (a workflow step's ``env:``); ``workflow_step`` names the
-        changed workflow's step it is.
+        changed workflow's step it is; ``keep`` asks for the lines of its output that
+        match (``Outcome.kept_lines``: a test runner's failing tests).
         """
         # Attribute what already happened to the phase it happened in, then switch.
         self.watcher.sync()
@@ -317,6 +322,7 @@ class CheckRun(EvidenceRecord):
                 timeout=timeout,
                 confinement=self.armed.confinement(self.check, phase),
                 search=self.printed_matcher,
+                keep=keep,
             )
         self._observe_printed(outcome, shown, phase)
         self._observe_file_commands(f"`{clip(shown, 200)}`", phase)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 
+from cujo_action.checks import failures
 from cujo_action.checks.harness import CheckRun, check_main, status_of
 from cujo_action.sandbox.jail import Outcome
-from cujo_action.schema import TESTS_FAILED, Report
+from cujo_action.schema import FAILING_TEST, TESTS_FAILED, Report
 
 MAX_REASON = 300
 _PYTEST = re.compile(r"(?:^|[\s/])py\.?test(?:\s|$)")
@@ -43,13 +44,36 @@ def no_test_ran(cmd: str, outcome: Outcome) -> str:
     return f"{why}: {said}"[:MAX_REASON] if said else why
 
 
+def observe_failures(run: CheckRun, cmd: str, outcome: Outcome, where: str) -> str:
+    """Observe a failed suite (``TESTS_FAILED``) and each failing test it names
+    (``FAILING_TEST``, the test's id as path), so the relay compares head and base test
+    by test; return ``": N failed: a, b…"`` for the check's summary ('' when unnamed)."""
+    output = f"{outcome.stdout_tail}\n{outcome.stderr_tail}"
+    found = failures.read(outcome.kept_lines, output, outcome.kept_dropped)
+    tail = (outcome.stdout_tail or outcome.stderr_tail).strip().splitlines()[-3:]
+    described = found.describe()
+    detail = f"`{cmd}` exited {outcome.exit_code}{where}: " + (
+        f"{described}; first error: {found.first_error or '-'} | " if described else ""
+    )
+    run.observe(TESTS_FAILED, detail + " | ".join(tail))
+    for name in found.names:
+        run.observe(FAILING_TEST, f"fails{where}: {name}", path=name)
+    if found.names and found.unnamed:
+        # Past the cap or out of the output: counted, so the comparison is not fooled.
+        unnamed = f"({found.unnamed} more failing tests, not named)"
+        run.observe(FAILING_TEST, f"{unnamed}{where}", path=unnamed)
+    return f": {described}" if described else ""
+
+
 def body(run: CheckRun) -> Report:
     """Run the settled test command in the head checkout."""
     plan = run.plan
     if not plan.test:
         why = plan.unproven_reason or "no test command was found at head or set in .cujo.yml"
         return run.finish("skipped", f"no tests ran: {why}")
-    outcome = run.run_on_install(plan.test, phase="test", timeout=plan.policy.timeouts.test)
+    outcome = run.run_on_install(
+        plan.test, phase="test", timeout=plan.policy.timeouts.test, keep=failures.LINES
+    )
     status = status_of(outcome)
     if outcome.timed_out:
         return run.finish(
@@ -60,9 +84,10 @@ def body(run: CheckRun) -> Report:
             "skipped", f"the settled test command did not run any test at head: {none}"
         )
     if status == "failed":
-        tail = (outcome.stdout_tail or outcome.stderr_tail).strip().splitlines()[-3:]
-        run.observe(TESTS_FAILED, f"`{plan.test}` exited {outcome.exit_code}: " + " | ".join(tail))
-        return run.finish("failed", f"the test suite fails at head (exit {outcome.exit_code})")
+        said = observe_failures(run, plan.test, outcome, "")
+        return run.finish(
+            "failed", f"the test suite fails at head (exit {outcome.exit_code}){said}"
+        )
     if status == "error":
         return run.finish("error", "the test output flooded and was cut off")
     return run.finish("ok", f"the test suite passes at head (`{plan.test}`)")

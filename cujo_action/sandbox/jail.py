@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import marshal
 import os
+import re
 import resource
 import select
 import shutil
@@ -57,7 +58,14 @@ from cujo_action.sandbox.reaper import (
     watch_growth,
 )
 from cujo_action.sandbox.tree import covered, image_args, neutral_cover
-from cujo_action.watch.output import Capture, Matcher, OutputSearch, Printed, Stream
+from cujo_action.watch.output import (
+    Capture,
+    LineKeeper,
+    Matcher,
+    OutputSearch,
+    Printed,
+    Stream,
+)
 
 FILE_SIZE_LIMIT = 2 * 1024 * 1024 * 1024
 # Processes the sandbox user may have at once, across the run's concurrent phases. A test
@@ -418,6 +426,10 @@ class Outcome:
     # the bytes of output whose decoding ran out of budget (searched only in part).
     printed: tuple[Printed, ...] = ()
     output_unsearched: int = 0
+    # The lines a ``keep`` pattern asked for, from the whole of stdout then stderr (a test
+    # runner's failing tests), and how many more matched than were kept.
+    kept_lines: tuple[str, ...] = ()
+    kept_dropped: int = 0
     # The sandbox's pid 1 (bubblewrap's --as-pid-1 child, in the host's numbering): every
     # process of the command descends from it, orphans too (None: no view, or not said).
     sandbox_pid: int | None = None
@@ -485,12 +497,14 @@ def run_confined(
     stdin_fd: int | None = None,
     stdout_fd: int | None = None,
     search: Matcher | None = None,
+    keep: re.Pattern[bytes] | None = None,
 ) -> Outcome:
     """Run ``cmd`` with bash in ``cwd``; kill all it started on timeout, flood or exit.
 
     ``cwd`` is the folder as the command sees it (inside the view, if there is one).
     ``stdin_fd`` / ``stdout_fd`` replace /dev/null and the captured stdout. With
-    ``search``, everything the command prints is searched for decoys (``output.py``).
+    ``search``, everything the command prints is searched for decoys (``output.py``);
+    with ``keep``, the lines of its output that match are kept (``Outcome.kept_lines``).
     """
     if os.geteuid() == 0 and not confinement.uid:
         raise JailError("refusing to run a pull-request command as root")
@@ -550,7 +564,7 @@ def run_confined(
                 os.close(fd)
     try:
         outcome = _follow(proc, confinement, inode, status_r, flood, started, timeout,
-                          forks_before, ooms_before, search)  # fmt: skip
+                          forks_before, ooms_before, search, keep)  # fmt: skip
     finally:
         if status_r >= 0:
             os.close(status_r)
@@ -569,14 +583,22 @@ def _follow(
     forks_before: int,
     ooms_before: int,
     search: Matcher | None,
+    keep: re.Pattern[bytes] | None = None,
 ) -> Outcome:
     lock = threading.Lock()
 
     def searching(stream: Stream) -> OutputSearch | None:
         return OutputSearch(search, stream, lock) if search is not None else None
 
-    out = Capture(proc.stdout, flood, searching("stdout")) if proc.stdout is not None else None
-    err = Capture(proc.stderr, flood, searching("stderr"))
+    def keeping() -> LineKeeper | None:
+        return LineKeeper(keep) if keep is not None else None
+
+    out = (
+        Capture(proc.stdout, flood, searching("stdout"), keeping())
+        if proc.stdout is not None
+        else None
+    )
+    err = Capture(proc.stderr, flood, searching("stderr"), keeping())
     uid = confinement.uid
     reaper = Reaper(uid, proc.pid) if uid is not None and confinement.view is None else None
     # How many processes the command has: its cgroup knows exactly, else its namespace;
@@ -680,4 +702,6 @@ def _follow(
         oom_kills=ooms,
         printed=tuple(p for s in searches for p in s.printed()),
         output_unsearched=sum(s.unsearched for s in searches) + behind,
+        kept_lines=tuple(line for c in captures if c.keep for line in c.keep.lines),
+        kept_dropped=sum(c.keep.dropped for c in captures if c.keep),
     )

@@ -17,6 +17,7 @@ window. Each byte is searched at most twice: the search is linear in the output.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
@@ -162,16 +163,61 @@ def search_whole(matcher: Matcher, data: bytes) -> tuple[list[tuple[str, str]], 
     return list(search.found), search.unsearched
 
 
+_ANSI: Final = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
+
+
+class LineKeeper:
+    """Keep the lines of a stream that match ``pattern``, from all of it as it arrives
+    (not only the tail): a test runner names each failing test on a line of its own, and
+    a thousand failures outrun any tail. At most ``limit`` lines of at most ``width``
+    bytes are kept; ``dropped`` counts the matching lines past the limit."""
+
+    def __init__(self, pattern: re.Pattern[bytes], limit: int = 400, width: int = 400) -> None:
+        self._pattern = pattern
+        self._limit = limit
+        self._width = width
+        self._carry = b""
+        self.lines: list[str] = []
+        self.dropped = 0
+
+    def feed(self, chunk: bytes) -> None:
+        data = self._carry + chunk
+        cut = data.rfind(b"\n") + 1
+        # A line longer than the width keeps its start: the runners' marks are there.
+        self._carry = data[cut:][: self._width]
+        self._take(data[:cut])
+
+    def close(self) -> None:
+        self._take(self._carry)
+        self._carry = b""
+
+    def _take(self, whole: bytes) -> None:
+        if not whole:
+            return
+        for match in self._pattern.finditer(_ANSI.sub(b"", whole)):
+            if len(self.lines) >= self._limit:
+                self.dropped += 1
+                continue
+            line = match.group(0)[: self._width].decode("utf-8", "replace").rstrip()
+            self.lines.append(line)
+
+
 class Capture:
-    """Drain a pipe in a thread: keep its tail, count it, search it (when asked)."""
+    """Drain a pipe in a thread: keep its tail, count it, search it (when asked), keep
+    the lines a ``LineKeeper`` asks for."""
 
     def __init__(
-        self, pipe: object, on_flood: threading.Event, search: OutputSearch | None = None
+        self,
+        pipe: object,
+        on_flood: threading.Event,
+        search: OutputSearch | None = None,
+        keep: LineKeeper | None = None,
     ) -> None:
         """Start draining ``pipe``; set ``on_flood`` past ``limits.OUTPUT_FLOOD`` bytes."""
         self._pipe = pipe
         self._on_flood = on_flood
         self.search = search
+        self.keep = keep
         self.tail = bytearray()
         self.total = 0
         self.thread = threading.Thread(target=self._drain, daemon=True)
@@ -187,6 +233,8 @@ class Capture:
                     del self.tail[: len(self.tail) - OUTPUT_TAIL]
                 if self.search is not None:
                     self.search.feed(chunk)
+                if self.keep is not None:
+                    self.keep.feed(chunk)
                 if self.total > OUTPUT_FLOOD:
                     # Stop reading: the writer blocks (or dies of SIGPIPE) until it is killed.
                     self._on_flood.set()
@@ -195,6 +243,8 @@ class Capture:
             self._pipe.close()  # type: ignore[attr-defined]
             if self.search is not None:
                 self.search.close()
+            if self.keep is not None:
+                self.keep.close()
 
     def text(self) -> str:
         """Return the tail, as text."""

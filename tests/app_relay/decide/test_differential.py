@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app_relay.decide.hits import RuleContext
 from app_relay.decide.judge import decide
-from cujo_action.schema import CHECK_NAMES, SHELL_PROFILE_WRITE, TESTS_FAILED
+from cujo_action.schema import CHECK_NAMES, FAILING_TEST, SHELL_PROFILE_WRITE, TESTS_FAILED
 
 
 def test_a_download_the_base_install_makes_too_is_a_note(make, run_rule):
@@ -79,6 +79,37 @@ def test_a_suite_failing_at_base_too_is_not_a_finding_on_the_change(make, run_ru
     verdict = decide(reports, expected=["tests"], ctx=RuleContext())
     assert verdict.state == "clean"  # and the base's failure is no gap in the evidence
     assert verdict.unproven == []
+
+
+def _failing(make, check, names):
+    where = " at base" if check == "base" else ""
+    suite = make.observation(check, TESTS_FAILED, f"`pytest` exited 1{where}: many failed")
+    named = [make.observation(check, FAILING_TEST, f"fails: {n}", path=n) for n in names]
+    return make.report(check, status="failed", observations=[suite, *named])
+
+
+def test_the_suites_failures_are_compared_test_by_test(make, run_rule):
+    old = [f"tests/test_env.py::test_colour_{n}" for n in range(40)]
+    # The head breaks one test among forty old failures: that one is named, and counts.
+    reports = [_failing(make, "tests", [*old, "tests/test_core.py::test_new"]),
+               _failing(make, "base", old)]  # fmt: skip
+    (finding,) = run_rule("tests-fail", reports)
+    assert finding.severity == "warn"
+    assert finding.title.startswith(
+        "the suite fails at base too, but these fail only at head: tests/test_core.py::test_new;"
+    )
+    # The same old failures at both ends (the base failing more is no news either).
+    reports = [_failing(make, "tests", old[:39]), _failing(make, "base", old)]
+    (finding,) = run_rule("tests-fail", reports)
+    assert finding.severity == "info"
+    assert finding.title.startswith("the suite fails at base too: the test suite failed")
+    # Past what was named, the unnamed count is compared too: more unnamed at head is news.
+    more = "(12 more failing tests, not named)"
+    reports = [_failing(make, "tests", [*old, more]),
+               _failing(make, "base", [*old, "(3 more failing tests, not named)"])]  # fmt: skip
+    (finding,) = run_rule("tests-fail", reports)
+    assert finding.severity == "warn"
+    assert more in finding.title
 
 
 def test_persistence_the_base_writes_too_is_a_note(make, run_rule):

@@ -1,0 +1,142 @@
+"""Which tests failed, as the runner said it (pure).
+
+A suite of 1,416 tests with one failing at base and head alike says nothing of the
+change; one that the change broke among a thousand old failures says a lot. Both end
+"exit 1", so the tests and base checks name the failing tests, and the relay compares
+them name by name (``app_relay/decide/differential.py``).
+
+``LINES`` picks, from all a command prints (``watch/output.LineKeeper``, not only its
+tail), the lines where a runner names a failing test; ``read`` turns those lines and the
+output's tail (where the runners put their totals) into names:
+
+=========  ==================================================  =======================
+runner     a failing test's line                               total, from the tail
+=========  ==================================================  =======================
+pytest     ``FAILED tests/a.py::test_x - AssertionError``      ``3 failed, 1 error``
+           ``ERROR tests/b.py`` (short test summary, -rfE)
+unittest   ``FAIL: test_x (pkg.tests.Case.test_x)``            ``FAILED (failures=3)``
+TAP        ``not ok 3 - name`` (tap, node --test; not TODO)     ``# fail 3``
+jest       a bullet (U+25CF), ``Suite`` U+203A ``test``          ``Tests: 3 failed``
+mocha      ``  1) suite`` (the failures' list)                  ``3 failing``
+ava        a cross (U+2718, U+2716), ``[fail]: name``          ``3 tests failed``
+vitest     ``FAIL  a.test.ts > suite > name``, U+00D7 ``name``  ``Tests  3 failed``
+=========  ==================================================  =======================
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["LINES", "MAX_NAMED", "Failures", "read"]
+
+MAX_NAMED: Final = 100
+MAX_NAME: Final = 300
+
+LINES: Final = re.compile(
+    rb"(?m)^[ \t]*(?:(?:FAILED|ERROR|FAIL:|ERROR:|FAIL) |not ok \d|\xe2\x97\x8f |"  # U+25CF
+    rb"\xe2\x9c\x98 |\xe2\x9c\x96 |\xc3\x97 |\d+\) ).*$"  # U+2718, U+2716, U+00D7
+)
+
+_PYTEST = re.compile(r"^(?:FAILED|ERROR) (\S+)(?: - .*)?$")
+_UNITTEST = re.compile(r"^(?:FAIL|ERROR): (\S+) \(([^)]+)\)")
+_TAP = re.compile(r"^\s*not ok \d+(?: -)? ?(.*?)(\s+#\s*(TODO|SKIP)\b.*)?$", re.IGNORECASE)
+_JEST = re.compile("^\\s*\u25cf (.+ \u203a .+)$")
+_MOCHA = re.compile(r"^\s+\d+\) (.+?):?$")
+_AVA = re.compile("^\\s*[\u2718\u2716] (?:\\[fail\\]: )?(.+)$")
+# vitest's `FAIL  file > suite > test` (jest's `FAIL file` names a file, not a test).
+_VITEST = re.compile(
+    "^\\s*(?:FAIL\\s+(?=\\S+ > )|\u00d7\\s+)(.+?)(?:\\s+\\d+(?:\\.\\d+)?\\s*m?s)?$"
+)
+_NAMERS = (_PYTEST, _UNITTEST, _TAP, _JEST, _AVA, _VITEST, _MOCHA)
+
+_TOTALS = (
+    # pytest's last line, with `=` around it or bare (-q).
+    re.compile(
+        r"^=*\s*(\d+ (?:failed|passed|errors?|skipped|deselected|xfailed|xpassed|"
+        r"warnings?|rerun)\b.*?) in [\d.]+s\b",
+        re.MULTILINE,
+    ),
+    re.compile(r"^FAILED \((.*)\)\s*$", re.MULTILINE),  # unittest
+    re.compile(r"^#\s*fail(?:ed)?\s+(\d+)", re.MULTILINE),  # TAP
+    re.compile(r"^Tests:\s+(\d+) failed", re.MULTILINE),  # jest
+    re.compile(r"^\s*(\d+) failing\b", re.MULTILINE),  # mocha
+    re.compile(r"^\s*(\d+) tests? failed\b", re.MULTILINE),  # ava
+    re.compile(r"^\s*Tests\s+(\d+) failed", re.MULTILINE),  # vitest
+)
+_COUNTS = re.compile(r"(\d+) (?:failed|errors?)|(?:failures|errors)=(\d+)")
+_ERROR_LINE = re.compile(r"^E\s+(.+)$|^(\w*(?:Error|Exception)\b.*)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Failures:
+    """The failing tests a runner named, how many it said failed, and its first error."""
+
+    names: tuple[str, ...] = ()
+    total: int | None = None  # None: the runner's total was not found
+    first_error: str = ""
+    unread: int = 0  # failing lines past what the output's watcher kept
+
+    @property
+    def unnamed(self) -> int:
+        """Return how many failures are not named (past a cap, or out of the output)."""
+        counted = max(self.total or 0, len(self.names) + self.unread)
+        return counted - len(self.names)
+
+    def describe(self) -> str:
+        """Return one line: how many fail, and which (the first few)."""
+        if not self.names:
+            return f"{self.total} failed (not named)" if self.total else ""
+        count = len(self.names) + self.unnamed
+        shown = ", ".join(self.names[:3])
+        more = f" and {count - 3} more" if count > 3 else ""
+        return f"{count} failed: {shown}{more}"
+
+
+def _name(line: str) -> str:
+    for pattern in _NAMERS:
+        match = pattern.match(line)
+        if match is None:
+            continue
+        if pattern is _TAP and match.group(3):
+            return ""  # a TODO or SKIP directive: not a failure
+        if pattern is _UNITTEST:
+            test, where = match.group(1), match.group(2)
+            return where if where.endswith(test) else f"{where}.{test}"
+        if pattern is _JEST and match.group(1).startswith("Console"):
+            return ""
+        return match.group(1).strip()[:MAX_NAME]
+    return ""
+
+
+def total(tail: str) -> int | None:
+    """Return how many tests the runner's totals say failed (errors included)."""
+    for pattern in _TOTALS:
+        found = pattern.findall(tail)
+        if not found:
+            continue
+        last = found[-1]
+        if last.isdigit():
+            return int(last)
+        counts = [int(a or b) for a, b in _COUNTS.findall(last)]
+        return sum(counts) if counts else None
+    return None
+
+
+def read(lines: tuple[str, ...] | list[str], tail: str, dropped: int = 0) -> Failures:
+    """Return the failing tests ``lines`` name (in order, once each, at most
+    ``MAX_NAMED``), with the total and first error the output's ``tail`` gives."""
+    names: list[str] = []
+    past = dropped
+    for line in lines:
+        name = _name(line)
+        if not name or name in names:
+            continue
+        if len(names) >= MAX_NAMED:
+            past += 1
+            continue
+        names.append(name)
+    errors = _ERROR_LINE.search(tail)
+    first = next((g for g in errors.groups() if g), "") if errors else ""
+    return Failures(tuple(names), total(tail), first.strip()[:MAX_NAME], past)
