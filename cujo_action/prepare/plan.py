@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import annotated_types
@@ -91,17 +91,38 @@ def _base_workflows(git: Git, clone: Path, base_sha: str) -> dict[str, str]:
     return found
 
 
-def _tracked_files(git: Git, clone: Path, head_sha: str) -> list[str]:
-    """Return head's regular files; links and submodules are never read as build files."""
+def _tracked_files(git: Git, clone: Path, head_sha: str, modes: Iterable[bytes] = (
+        b"100644", b"100755")) -> list[str]:  # fmt: skip
+    """Return head's regular files (or the entries of ``modes``); links and submodules
+    are never read as build files."""
     out = git.check(
         "ls-tree", "-r", "-z", "--full-tree", head_sha, cwd=clone, what="list the head commit"
     )
+    wanted = set(modes)
     paths = []
     for entry in out.split(b"\0"):
         meta, _, path = entry.partition(b"\t")
-        if meta.split(b" ", 1)[0] in (b"100644", b"100755"):
+        if meta.split(b" ", 1)[0] in wanted:
             paths.append(path.decode("utf-8", "replace"))
     return paths
+
+
+MAX_SUBMODULES_NAMED = 5
+GITLINK = b"160000"  # a submodule's entry in a tree
+
+
+def submodules_note(paths: Sequence[str]) -> str:
+    """Say which git submodules the review leaves out (its checkout never fetches them)."""
+    if not paths:
+        return ""
+    shown = ", ".join(paths[:MAX_SUBMODULES_NAMED])
+    extra = len(paths) - MAX_SUBMODULES_NAMED
+    more = f" and {extra} more" if extra > 0 else ""
+    return (
+        f"The repository has git submodules ({shown}{more}), which the review does not "
+        "fetch: tests that read them fail at base and head alike, and say nothing of the "
+        "change."
+    )
 
 
 class _Checkout(Mapping[str, str]):
@@ -291,7 +312,11 @@ def prepare(
         test=clip(settled.test, MAX_TEXT),
         smoke=clip(settled.smoke, MAX_TEXT),
         unproven_reason=settled.unproven_reason,
-        notes=[*([merged.note] if merged.note else []), *settled.notes][: _max_items("notes")],
+        notes=[
+            *([merged.note] if merged.note else []),
+            *settled.notes,
+            *filter(None, [submodules_note(_tracked_files(git, head_dir, merged.sha, [GITLINK]))]),
+        ][: _max_items("notes")],
         test_sources=list(settled.test_sources[: _max_items("test_sources")]),
         base_ecosystem=at_base.ecosystem,
         base_install=clip(at_base.install, MAX_TEXT),
