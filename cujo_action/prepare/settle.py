@@ -12,7 +12,10 @@ python    pyproject.toml, setup.py, setup.cfg,       install ``python -m pip ins
                                                      dev/test requirement files, ``pytest``
                                                      when the project uses pytest.
                                                      test ``python -m pytest -q -p
-                                                     no:cacheprovider`` (pytest), else
+                                                     no:cacheprovider`` (pytest), else the
+                                                     project's own runner as its tox, nox or
+                                                     CI runs it (trial, virtue, unittest,
+                                                     nose2…: ``python -m MODULE``), else
                                                      ``python -m unittest discover -v [-s D]``
                                                      when there are ``test*.py`` files.
                                                      smoke ``python -m pip wheel`` when
@@ -53,7 +56,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from cujo_action.prepare import pytestargs, testenv
+from cujo_action.prepare import pytestargs, testenv, toxcommands
 from cujo_action.schema import MAX_SHORT, MAX_TEXT, Policy, clip
 
 __all__ = ["Settled", "Which", "settle"]
@@ -267,11 +270,13 @@ def _python_side(files: Mapping[str, str], ci: testenv.Found) -> _Side | None:
     how: list[str] | None = groups.pytest_args  # Hatch's test script, when it says
     beside = groups  # what the source pytest's arguments came from installs
     uses_pytest |= how is not None
+    runner: list[str] | None = None  # the project's own runner (trial, virtue…), if not pytest
     for read in readers:
         found = read()
         if how is None and found.pytest_args is not None:
             how, beside = found.pytest_args, found
             uses_pytest = True
+        runner = runner or found.runner
         if not fallback and found and not sources:
             fallback = found
             sources += found.sources
@@ -289,6 +294,13 @@ def _python_side(files: Mapping[str, str], ci: testenv.Found) -> _Side | None:
             wanted.append(given[0])
             plugins.append(plugin)
 
+    if how is None and runner is not None:
+        # How the project's own tox, nox or CI runs its tests, with the runner it names.
+        module = runner[2]
+        dist = testenv.RUNNERS.get(module)
+        uses_pytest = False
+        if dist and not _names(named, dist) and dist not in wanted:
+            wanted.append(dist)
     install_args: list[str] = []
     if buildable:
         install_args += ["-e", f".[{','.join(sorted(extras))}]" if extras else "."]
@@ -307,6 +319,8 @@ def _python_side(files: Mapping[str, str], ci: testenv.Found) -> _Side | None:
                 "pytest's arguments of plugins the project does not install were left out: "
                 + shlex.join(pytest.dropped)
             )
+    elif how is None and runner is not None:
+        test = " ".join(toxcommands.render(word) for word in runner)
     else:
         test = _unittest_command(paths)
     return _Side(

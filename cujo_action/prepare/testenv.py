@@ -74,6 +74,7 @@ class Found:
     pytest_args: list[str] | None = None  # how the project runs pytest, when it says
     env: dict[str, str] = field(default_factory=dict)  # what the CI job's tests run with
     tox_envs: list[str] = field(default_factory=list)  # what the CI jobs run with `tox -e`
+    runner: list[str] | None = None  # the project's own test runner, when not pytest
 
     def __bool__(self) -> bool:
         return bool(self.args or self.extras)
@@ -331,6 +332,8 @@ def tox(text: str, ci_envs: Sequence[str] = ()) -> Found:
     for words in toxcommands.commands(parser, section, listed):
         if found.pytest_args is None and words is not None:
             found.pytest_args = pytest_words(words)
+            if found.runner is None:
+                found.runner = runner_words(words)
     found.sources.append(f"tox environment {name} (tox.ini)")
     return found
 
@@ -359,10 +362,45 @@ def nox(text: str) -> Found:
                 continue
             if call.func.attr == "install":
                 found.args += [a for a in args if a not in (".", "-e")]
-            elif call.func.attr == "run" and args[:1] == ["pytest"] and found.pytest_args is None:
-                found.pytest_args = [str(a) for a in args[1:]]
+            elif call.func.attr == "run" and found.pytest_args is None:
+                found.pytest_args = pytest_words(args)
+                if found.runner is None:
+                    found.runner = runner_words(args)
         found.sources.append(f"nox session {node.name} (noxfile.py)")
     return found
+
+
+# A test runner other than pytest → the distribution that brings it (None: the stdlib's).
+RUNNERS: dict[str, str | None] = {
+    "twisted.trial": "twisted",
+    "virtue": "virtue",
+    "unittest": None,
+    "nose2": "nose2",
+    "green": "green",
+    "stestr": "stestr",
+    "zope.testrunner": "zope.testrunner",
+}
+_RUNNER_SCRIPTS = {
+    "trial": "twisted.trial",
+    "virtue": "virtue",
+    "nose2": "nose2",
+    "green": "green",
+    "stestr": "stestr",
+    "zope-testrunner": "zope.testrunner",
+}
+
+
+def runner_words(words: list[str]) -> list[str] | None:
+    """Return the project's own test runner's command (trial, virtue, unittest, nose2…) as
+    ``python -m MODULE ARGS``, when ``words`` run one (None for pytest or anything else)."""
+    words = unwrap_runner(words)
+    if words[:2] == ["coverage", "run"] and "-m" in words:
+        words = ["python", *words[words.index("-m") :]]  # coverage's own options dropped
+    if words[:1] and words[0] in _RUNNER_SCRIPTS:
+        return ["python", "-m", _RUNNER_SCRIPTS[words[0]], *words[1:]]
+    if len(words) >= 3 and words[0] in _PYTHONS and words[1] == "-m" and words[2] in RUNNERS:
+        return ["python", *words[1:]]
+    return None
 
 
 # --------------------------------------------------------------------------- CI
@@ -453,7 +491,9 @@ def _script_words(script: str) -> list[list[str]]:
 def _runs_tests(script: str) -> bool:
     """Return whether a step's script runs the project's tests."""
     for words in _script_words(script):
-        if pytest_words(words) is not None or words[:1] in ([r] for r in _TEST_RUNNERS):
+        if pytest_words(words) is not None or runner_words(words) is not None:
+            return True
+        if words[:1] in ([r] for r in _TEST_RUNNERS):
             return True
         if words[:2] in (["hatch", "test"], ["npm", "test"], ["npm", "t"], ["yarn", "test"]):
             return True
@@ -507,6 +547,9 @@ def _ci_lines(script: str, found: Found) -> bool:
                     used = used or bool(args)
             if found.pytest_args is None and (given := pytest_words(words)) is not None:
                 found.pytest_args = given
+                used = True
+            if found.runner is None and (own := runner_words(words)) is not None:
+                found.runner = own
                 used = True
             found.tox_envs += [e for e in tox_envs(words) if e not in found.tox_envs]
     return used

@@ -7,6 +7,7 @@ import shlex
 import tomllib
 from pathlib import Path
 
+import pytest
 from gitrepo import GitRepo
 
 from cujo_action.prepare import testenv
@@ -368,3 +369,51 @@ def _no_submodule_note(tmp_path: Path) -> bool:
     repo.write({"a.py": ""}).commit("pr")
     plan = prepare(str(repo.path), "main", "pr", "run-2", tmp_path / "work2")
     return not any("submodules" in n for n in plan.notes)
+
+
+SETUP = {"setup.py": "from setuptools import setup\nsetup()\n", "tests/test_a.py": ""}
+
+
+def test_the_projects_own_runner_runs_its_tests_as_its_ci_runs_them() -> None:
+    trial_ci = """\
+on: [push]
+jobs:
+  tests:
+    steps:
+      - run: pip install -e .
+      - run: coverage run -m twisted.trial --jobs 2 incremental
+"""
+    settled = settle(SETUP, Policy(), which=every_tool, ci={"ci.yml": trial_ci})
+    assert settled.test == "python -m twisted.trial --jobs 2 incremental"
+    assert installs(settled.install) == ["-e", ".", "twisted"]  # the runner's distribution
+    virtue_nox = """\
+import nox
+
+@nox.session
+def tests(session):
+    session.install("-r", "test-requirements.txt")
+    session.run("virtue", "jsonschema")
+"""
+    settled = settle({**SETUP, "noxfile.py": virtue_nox}, Policy(), which=every_tool)
+    assert settled.test == "python -m virtue jsonschema"
+    assert "virtue" in installs(settled.install)
+    tox = "[tox]\nenvlist = py\n[testenv]\ncommands = {envpython} -m unittest discover -s tests\n"
+    settled = settle({**SETUP, "tox.ini": tox}, Policy(), which=every_tool)
+    assert settled.test == "python -m unittest discover -s tests"
+    # pytest, when the project runs it, stays pytest.
+    tox = "[tox]\nenvlist = py\n[testenv]\ncommands = pytest -x\n"
+    assert settle({**SETUP, "tox.ini": tox}, Policy(), which=every_tool).test == f"{PYTEST} -x"
+
+
+@pytest.mark.parametrize(
+    ("words", "command"),
+    [
+        (["trial", "pkg"], ["python", "-m", "twisted.trial", "pkg"]),
+        (["python3", "-m", "unittest", "-v"], ["python", "-m", "unittest", "-v"]),
+        (["poetry", "run", "nose2"], ["python", "-m", "nose2"]),
+        (["pytest"], None),
+        (["python", "-m", "http.server"], None),
+    ],
+)
+def test_runner_words(words: list[str], command: list[str] | None) -> None:
+    assert testenv.runner_words(words) == command
