@@ -94,6 +94,10 @@ class Failures:
         return f"{count} failed: {shown}{more}"
 
 
+# A linter's message (xo, eslint: `✖  12:5  message`) starts with a line and column.
+_LINT = re.compile(r"^\d+:\d+\b")
+
+
 def _name(line: str) -> str:
     for pattern in _NAMERS:
         match = pattern.match(line)
@@ -106,7 +110,8 @@ def _name(line: str) -> str:
             return where if where.endswith(test) else f"{where}.{test}"
         if pattern is _JEST and match.group(1).startswith("Console"):
             return ""
-        return match.group(1).strip()[:MAX_NAME]
+        name = match.group(1).strip()
+        return "" if _LINT.match(name) else name[:MAX_NAME]
     return ""
 
 

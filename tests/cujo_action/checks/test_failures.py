@@ -63,10 +63,11 @@ MOCHA = """\
        handles undefined:
 """
 AVA = """\
+  \u2716  952:8    Required type parameters may not follow optional type parameters.
   \u2718 [fail]: preserves characters Expected values to be equal
   \u2714 plain
   1 test failed
-"""
+"""  # a linter's message first (xo, before ava): not a test
 VITEST = """\
  \u00d7 ufo > joins paths 4ms
  FAIL  test/url.test.ts > parseURL > keeps the port
