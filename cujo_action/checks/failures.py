@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["LINES", "MAX_NAMED", "Failures", "read"]
+__all__ = ["LINES", "MAX_NAMED", "Failures", "needs", "read"]
 
 MAX_NAMED: Final = 100
 MAX_NAME: Final = 300
@@ -145,3 +145,31 @@ def read(lines: tuple[str, ...] | list[str], tail: str, dropped: int = 0) -> Fai
     errors = _ERROR_LINE.search(tail)
     first = next((g for g in errors.groups() if g), "") if errors else ""
     return Failures(tuple(names), total(tail), first.strip()[:MAX_NAME], past)
+
+
+# The services suites most often expect on the machine, by their usual port.
+SERVICE_PORTS: Final = {
+    5432: "PostgreSQL", 3306: "MySQL", 6379: "Redis", 27017: "MongoDB",
+    9200: "Elasticsearch", 5672: "RabbitMQ", 11211: "memcached", 9092: "Kafka",
+    2181: "ZooKeeper", 1433: "SQL Server", 4566: "LocalStack",
+}  # fmt: skip
+_REFUSED = re.compile(r"Connection refused|ECONNREFUSED|ConnectionRefusedError")
+_LOCAL_PORT = re.compile(r"(?:localhost|127\.0\.0\.1|::1)\]?[:,'\"\s]{1,3}(?:port\s*)?(\d{2,5})\b")
+_NO_NETWORK = re.compile(
+    r"Temporary failure in name resolution|Name or service not known|getaddrinfo "
+    r"(?:ENOTFOUND|EAI_AGAIN)|Could not resolve host|Network is unreachable|"
+    r"Failed to establish a new connection"
+)
+
+
+def needs(output: str) -> str:
+    """Return what a failing suite's output says it needed and the sandbox has not: a
+    service on the machine, or the network ('' when it says neither)."""
+    if _REFUSED.search(output):
+        ports = sorted({int(p) for p in _LOCAL_PORT.findall(output) if int(p) < 65536})
+        named = [f"{p} ({SERVICE_PORTS[p]})" if p in SERVICE_PORTS else str(p) for p in ports]
+        where = f" on port {', '.join(named[:3])}" if named else ""
+        return f"a service running on the machine{where} (connections refused)"
+    if _NO_NETWORK.search(output):
+        return "the network (names did not resolve or hosts were unreachable)"
+    return ""

@@ -47,7 +47,8 @@ def no_test_ran(cmd: str, outcome: Outcome) -> str:
 def observe_failures(run: CheckRun, cmd: str, outcome: Outcome, where: str) -> str:
     """Observe a failed suite (``TESTS_FAILED``) and each failing test it names
     (``FAILING_TEST``, the test's id as path), so the relay compares head and base test
-    by test; return ``": N failed: a, b…"`` for the check's summary ('' when unnamed)."""
+    by test; return ``": N failed: a, b…"`` for the check's summary ('' when unnamed),
+    and what the failures say the suite needed (a local service, the network)."""
     output = f"{outcome.stdout_tail}\n{outcome.stderr_tail}"
     found = failures.read(outcome.kept_lines, output, outcome.kept_dropped)
     tail = (outcome.stdout_tail or outcome.stderr_tail).strip().splitlines()[-3:]
@@ -58,11 +59,16 @@ def observe_failures(run: CheckRun, cmd: str, outcome: Outcome, where: str) -> s
     run.observe(TESTS_FAILED, detail + " | ".join(tail))
     for name in found.names:
         run.observe(FAILING_TEST, f"fails{where}: {name}", path=name)
+    needed = failures.needs(f"{output}\n" + "\n".join(outcome.kept_lines))
     if found.names and found.unnamed:
         # Past the cap or out of the output: counted, so the comparison is not fooled.
         unnamed = f"({found.unnamed} more failing tests, not named)"
         run.observe(FAILING_TEST, f"{unnamed}{where}", path=unnamed)
-    return f": {described}" if described else ""
+    said = f": {described}" if described else ""
+    if needed:
+        # Named for what it is: a suite that cannot pass here says nothing of the change.
+        said += f"; the failures read as needing {needed}, which the sandbox does not provide"
+    return said
 
 
 def body(run: CheckRun) -> Report:

@@ -152,3 +152,33 @@ def test_the_capture_keeps_lines_from_all_of_a_stream_past_its_tail() -> None:
     assert capture.keep is not None
     assert capture.keep.lines == ["FAILED tests/test_first.py::test_x - early"]
     assert "test_first" not in capture.text()
+
+
+@pytest.mark.parametrize(
+    ("output", "said"),
+    [
+        (
+            "E   psycopg.OperationalError: connection failed: connection to server at "
+            '"127.0.0.1", port 5432 failed: Connection refused',
+            "a service running on the machine on port 5432 (PostgreSQL) (connections refused)",
+        ),
+        (
+            "Error: connect ECONNREFUSED 127.0.0.1:6379",
+            "a service running on the machine on port 6379 (Redis) (connections refused)",
+        ),
+        (
+            "ConnectionRefusedError: [Errno 111] Connection refused",
+            "a service running on the machine (connections refused)",
+        ),
+        (
+            "socket.gaierror: [Errno -3] Temporary failure in name resolution",
+            "the network (names did not resolve or hosts were unreachable)",
+        ),
+        ("AssertionError: assert 1 == 2", ""),
+    ],
+    ids=["postgres", "redis", "unnamed-port", "dns", "plain-failure"],
+)
+def test_a_suite_that_needs_a_service_or_the_network_is_named_for_it(
+    output: str, said: str
+) -> None:
+    assert failures.needs(output) == said
