@@ -29,7 +29,11 @@ def body(run: CheckRun) -> Report:
         venv=venv,
     )
     if status_of(installed) != "ok":
-        return run.finish("failed", f"the base's install failed (exit {installed.exit_code})")
+        said = failures.install_needs(f"{installed.stdout_tail}\n{installed.stderr_tail}")
+        needed = f": it needed {said}" if said else ""
+        return run.finish(
+            "failed", f"the base's install failed (exit {installed.exit_code}){needed}"
+        )
     if not plan.base_test:
         return run.finish("ok", "installed the base; it has no tests to run")
     tested = run.run(

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["LINES", "MAX_NAMED", "Failures", "needs", "read"]
+__all__ = ["LINES", "MAX_NAMED", "Failures", "install_needs", "needs", "read"]
 
 MAX_NAMED: Final = 100
 MAX_NAME: Final = 300
@@ -173,3 +173,28 @@ def needs(output: str) -> str:
     if _NO_NETWORK.search(output):
         return "the network (names did not resolve or hosts were unreachable)"
     return ""
+
+
+_INSTALL_NEEDS: Final = (
+    (re.compile(r"EBADENGINE|Unsupported engine|engine \"node\" is incompatible|"
+                r"requires node(?:\.js)? (?:version )?[<>=~^]", re.IGNORECASE),
+     "another Node than the runner's (the project's `engines`)"),
+    (re.compile(r"npm\.jsr\.io"), "a second registry (npm.jsr.io) the sandbox does not reach"),
+    (re.compile(r"git dep preparation failed|ls-remote|fatal: unable to access 'https?://|"
+                r"code 128\b|An unknown git error occurred"),
+     "a dependency from a git repository, which the sandbox does not fetch (package "
+     "registries only)"),
+    (re.compile(r"requires a different Python|Requires-Python >?=|"
+                r"Ignored the following versions that require a different python"),
+     "a dependency that needs another Python than the runner's"),
+)  # fmt: skip
+_NO_MATCH = re.compile(r"No matching distribution found for (\S+)")
+
+
+def install_needs(output: str) -> str:
+    """Return what a failed install's output says it needed that the sandbox lacks ('' when
+    it says nothing recognisable)."""
+    said = [what for pattern, what in _INSTALL_NEEDS if pattern.search(output)]
+    if missing := _NO_MATCH.search(output):
+        said.append(f"{missing.group(1)}, which no package index has for this platform")
+    return "; ".join(dict.fromkeys(said))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cujo_action.checks import failures
 from cujo_action.checks.harness import CheckRun, check_main, status_of
 from cujo_action.sandbox.jail import JailError
 from cujo_action.schema import Report
@@ -36,6 +37,8 @@ def _install(run: CheckRun) -> Report:
         summary = f"installed with `{plan.install}`"
     else:
         summary = f"`{plan.install}` failed (exit {outcome.exit_code})"
+        if needed := failures.install_needs(f"{outcome.stdout_tail}\n{outcome.stderr_tail}"):
+            summary += f": it needed {needed}"
     return run.finish(status, summary)
 
 

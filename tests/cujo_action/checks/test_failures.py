@@ -182,3 +182,35 @@ def test_a_suite_that_needs_a_service_or_the_network_is_named_for_it(
     output: str, said: str
 ) -> None:
     assert failures.needs(output) == said
+
+
+@pytest.mark.parametrize(
+    ("output", "said"),
+    [
+        (
+            "npm warn EBADENGINE Unsupported engine {\nnpm warn EBADENGINE   required: "
+            "{ node: '>=22' },",
+            "another Node than the runner's (the project's `engines`)",
+        ),
+        (
+            "npm error 404 Not Found - GET https://npm.jsr.io/@jsr%2fstd__path",
+            "a second registry (npm.jsr.io) the sandbox does not reach",
+        ),
+        (
+            "npm error code 128\nnpm error An unknown git error occurred\n"
+            "npm error command git --no-replace-objects ls-remote ssh://git@github.com/a/b.git",
+            "a dependency from a git repository, which the sandbox does not fetch (package "
+            "registries only)",
+        ),
+        (
+            "ERROR: Ignored the following versions that require a different python version: "
+            "9.1.0 Requires-Python >=3.12\nERROR: No matching distribution found for sphinx>=9.1",
+            "a dependency that needs another Python than the runner's; sphinx>=9.1, which no "
+            "package index has for this platform",
+        ),
+        ("ERROR: failed building wheel for x", ""),
+    ],
+    ids=["node-engines", "jsr", "git-dependency", "python-version", "unrecognised"],
+)
+def test_a_failed_install_says_what_it_needed(output: str, said: str) -> None:
+    assert failures.install_needs(output) == said
