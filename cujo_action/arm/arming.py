@@ -58,7 +58,7 @@ from cujo_action.net.proxyconfig import ProxyConfig
 from cujo_action.net.rootless import RootlessNamespace
 from cujo_action.sandbox.boundary import fresh_dir, open_no_follow
 from cujo_action.sandbox.cgroups import Limits, make_limits
-from cujo_action.sandbox.helper_processes import HarnessProcess, Spawned
+from cujo_action.sandbox.helper_processes import KILLED, HarnessProcess, Spawned
 from cujo_action.sandbox.jail import (
     INSIDE_HOME,
     NPROC_LIMIT,
@@ -117,18 +117,26 @@ class Harness:
             self.staged()
 
         writers = self.writers()
+        dead = {name for name, writer in writers.items() if not writer.alive()}
         self.lost = [
             f"the {name} was not running when the harness stopped it: what it did not "
             "log after it died is lost"
-            for name, writer in writers.items()
-            if not writer.alive()
+            for name in writers
+            if name in dead
         ]
         # All at once: each part mostly waits on a process or the kernel.
         stops: list[Callable[[], object]] = [writer.stop for writer in writers.values()]
         stops += [partial(destroy, ns) for ns in self.namespaces]
         with ThreadPoolExecutor(len(stops)) as pool:
-            for done in [pool.submit(stop) for stop in stops]:
-                done.result()
+            ended = [pool.submit(stop) for stop in stops]
+            codes = [done.result() for done in ended]
+        for name, code in zip(writers, codes, strict=False):
+            if code == KILLED and name not in dead:
+                # It was still busy (or stuck) past its due: what it held is not logged.
+                self.lost.append(
+                    f"the {name} had to be killed when the harness stopped it: what it was "
+                    "still writing (a search under way) is not in its log"
+                )
         # Every writer has exited (or been killed): nothing may add to a log from now on.
         logs: dict[Path, list[str]] = {}
         for name, writer in writers.items():

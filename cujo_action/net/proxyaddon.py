@@ -31,7 +31,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -106,10 +106,32 @@ class EgressAddon:
         longest = max((len(d.value) for d in config.decoys), default=64)
         self.overlap = _ENCODED_GROWTH * longest + 64
         self._tasks: set[asyncio.Task[None]] = set()
+        # Log lines promised and not yet written (a search under way when the run stops
+        # the proxy), and requests whose body was still arriving: ``done`` writes them.
+        self._promised: set[_Promise] = set()
+        self._arriving: dict[str, Any] = {}
 
     async def _off_loop(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run a search on the search thread, leaving the event loop to other clients."""
         return await asyncio.get_running_loop().run_in_executor(self._searcher, fn, *args)
+
+    async def _write_searched(self, promise: _Promise, fn: Callable[..., Any], *args: Any) -> None:
+        """Search off the loop and write the line; a stop that cancels this wait leaves
+        the promise to ``done``, which writes the line all the same."""
+        self._promised.add(promise)
+        promise.future = self._searcher.submit(fn, *args)
+        try:
+            record = await asyncio.wrap_future(promise.future)
+        except asyncio.CancelledError:
+            raise  # the proxy is stopping: ``done`` keeps the promise
+        except BaseException:
+            self._promised.discard(promise)
+            promise.settle()
+            raise
+        if promise in self._promised:  # else ``done`` wrote it already
+            self._promised.discard(promise)
+            self._write(record)
+        promise.settle()
 
     # ---- helpers
 
@@ -138,27 +160,31 @@ class EgressAddon:
 
     async def _log_tunnel(self, tunnel: Tunnel, action: Action) -> None:
         tunnel.logged = True  # now, so no other hook logs it while it is searched
-        self._write(await self._off_loop(tunnel_record, self.matcher, tunnel, action))
+        promise = _Promise(lambda: tunnel_record(self.matcher, tunnel, action))
+        await self._write_searched(promise, tunnel_record, self.matcher, tunnel, action)
 
     async def _log_flow(
         self, flow: Any, action: Action, unsearched: str = "", spool: Spool | None = None
     ) -> None:
         """Log one request: its process looked up and its parts searched off the loop."""
         flow.metadata["cujo_logged"] = True  # now, so the error hook does not log it again
+        self._arriving.pop(flow.id, None)
         tunnel = self.tunnels.get(flow.client_conn.id)
+        found: dict[str, Any] = {}  # the process, once looked up
+        promise = _Promise(
+            lambda: flow_record(self, flow, action, unsearched, found.get("p"), spool),
+            spool,
+        )
+        self._promised.add(promise)  # from here on a stop cannot lose the line
         if tunnel is not None:
             tunnel.logged = True
-            process = tunnel.process
+            found["p"] = tunnel.process
         else:
-            process = await self._process(_peer(flow.client_conn))
-        try:
-            record = await self._off_loop(
-                flow_record, self, flow, action, unsearched, process, spool
-            )
-        finally:
-            if spool is not None:
-                spool.remove()
-        self._write(record)
+            found["p"] = await self._process(_peer(flow.client_conn))
+        self._promised.discard(promise)
+        await self._write_searched(
+            promise, flow_record, self, flow, action, unsearched, found["p"], spool
+        )
 
     # ---- mitmproxy hooks
 
@@ -192,9 +218,33 @@ class EgressAddon:
         tmp.replace(self.config.ready_path)
 
     def done(self) -> None:
-        """Log the tunnels still open and close the log."""
-        # The searches under way finish first: the matcher serves one at a time.
+        """Write every line still owed, log the tunnels still open, close the log.
+
+        Stopping cancels the hooks that wait for a search; the searches themselves finish
+        (the matcher serves one at a time) and their lines are written here, as are the
+        requests whose body was still arriving (searched as far as it came). Nothing
+        the proxy was handed is left out of the log because the run ended.
+        """
         self._searcher.shutdown(wait=True)
+        for promise in list(self._promised):
+            self._write(promise.result())
+            promise.settle()
+        self._promised.clear()
+        for flow in list(self._arriving.values()):
+            spool: Spool | None = flow.metadata.pop("cujo_spool", None)
+            if flow.metadata.get("cujo_logged"):
+                continue
+            flow.metadata["cujo_logged"] = True
+            tunnel = self.tunnels.get(flow.client_conn.id)
+            if tunnel is not None:
+                tunnel.logged = True
+            if spool is not None:
+                spool.close()
+            process = tunnel.process if tunnel is not None else None
+            self._write(flow_record(self, flow, "refused", "", process, spool))
+            if spool is not None:
+                spool.remove()
+        self._arriving.clear()
         for tunnel in self.tunnels.values():
             if not tunnel.logged:
                 self._write(tunnel_record(self.matcher, tunnel, "refused"))
@@ -365,6 +415,7 @@ class EgressAddon:
             return
         spool = Spool(self.spool_dir)
         flow.metadata["cujo_spool"] = spool
+        self._arriving[flow.id] = flow  # until it is logged: a stop mid-body logs it too
         forward = action == "forwarded"
         # The head of a sunk body, which its answer reads (a new repository's name).
         peek = bytearray()
@@ -453,6 +504,7 @@ class EgressAddon:
 
     async def error(self, flow: Any) -> None:
         """Log a request that failed before it was complete (the client gone mid-body)."""
+        self._arriving.pop(flow.id, None)
         spool: Spool | None = flow.metadata.pop("cujo_spool", None)
         token = flow.metadata.get("cujo_sink")
         if token is not None:
@@ -546,3 +598,31 @@ def _peer(client: Any) -> tuple[str, int] | None:
     if isinstance(peer, tuple) and len(peer) >= 2 and isinstance(peer[1], int):
         return str(peer[0]).removeprefix("::ffff:"), peer[1]
     return None
+
+
+class _Promise:
+    """A log line owed: the search under way that makes it (``future``), else ``make``,
+    which makes it here and now; the request's spool, removed once the line is written."""
+
+    def __init__(self, make: Callable[[], dict[str, Any]], spool: Spool | None = None) -> None:
+        self.make = make
+        self.spool = spool
+        self.future: Future[dict[str, Any]] | None = None
+
+    def result(self) -> dict[str, Any]:
+        """Return the line: the search's, or made now when it never ran or failed."""
+        future = self.future
+        if (
+            future is not None
+            and future.done()
+            and not future.cancelled()
+            and future.exception() is None
+        ):
+            return future.result()
+        return self.make()
+
+    def settle(self) -> None:
+        """Remove the request's spool: its line is written (or will never be)."""
+        if self.spool is not None:
+            self.spool.remove()
+            self.spool = None

@@ -12,7 +12,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 PR_SET_PDEATHSIG = 1
 # How often a starting process's ready file is looked for.
@@ -37,7 +37,8 @@ class HarnessProcess:
         return harness_alive(self.process)
 
     def stop(self, timeout: float = 5.0) -> int:
-        """Terminate the process, kill it if it outlives ``timeout``; return its exit code."""
+        """Terminate the process, kill it once it sits ``timeout`` seconds without working
+        (``harness_stop``); return its exit code (``KILLED`` when it had to be killed)."""
         return harness_stop(self.process, timeout)
 
 
@@ -46,14 +47,50 @@ def harness_alive(process: subprocess.Popen[bytes]) -> bool:
     return process.poll() is None
 
 
-def harness_stop(process: subprocess.Popen[bytes], timeout: float) -> int:
-    """Terminate a harness process, kill it past ``timeout``, and return its exit code."""
+KILLED: Final = -signal.SIGKILL
+# A harness process told to stop finishes what it holds first (the proxy writes the lines
+# of the searches under way): it is waited for while it works, by its own CPU, and killed
+# once it has spent this much, or sat ``idle_s`` without spending any, or outlived HANG_S.
+STOP_CPU_S: Final = 120.0
+_STOP_POLL_S: Final = 0.25
+
+
+class StopClock:
+    """Whether a stopping process is past its due: no CPU spent for ``idle_s``, or
+    ``cpu_s`` spent since the stop, or ``hang_s`` by the clock."""
+
+    def __init__(self, pid: int, idle_s: float, cpu_s: float = STOP_CPU_S) -> None:
+        self.pid, self.idle_s, self.cpu_s = pid, idle_s, cpu_s
+        self._start = self._last = cpu_seconds(pid) or 0.0
+        now = time.monotonic()
+        self._progress_at, self._hang_at = now, now + max(HANG_S, idle_s)
+
+    def over(self) -> bool:
+        spent, now = cpu_seconds(self.pid), time.monotonic()
+        if spent is None:
+            return False  # gone: its exit is what the caller waits for
+        if spent > self._last:
+            self._last, self._progress_at = spent, now
+        return (
+            spent - self._start > self.cpu_s
+            or now - self._progress_at > self.idle_s
+            or now > self._hang_at
+        )
+
+
+def harness_stop(process: subprocess.Popen[bytes], idle_s: float) -> int:
+    """Terminate a harness process and wait while it works; kill it once it sits
+    ``idle_s`` without working (``StopClock``). Return its exit code."""
     if process.poll() is None:
         process.terminate()
-        try:
-            return process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        clock = StopClock(process.pid, idle_s)
+        while True:
+            try:
+                return process.wait(_STOP_POLL_S)
+            except subprocess.TimeoutExpired:
+                if clock.over():
+                    process.kill()
+                    break
     return process.wait()
 
 

