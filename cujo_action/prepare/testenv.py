@@ -89,20 +89,11 @@ def dependency_groups(pyproject: Mapping[str, Any]) -> Found:
     found = Found()
     if not isinstance(groups, dict):
         return found
-    project = pyproject.get("project")
-    own = normalize(str(project.get("name", ""))) if isinstance(project, dict) else ""
+    own = _own_name(pyproject)
     by_name = {normalize(str(k)): v for k, v in groups.items()}
     for name in test_groups(groups):
         for req in _expand(normalize(name), by_name, 0):
-            match = _NAME.match(req)
-            if own and match and normalize(match.group(1)) == own:
-                # The project naming itself: its extras, from the checkout.
-                extras = (match.group(2) or "[]").strip("[]")
-                found.extras += [
-                    e for e in (x.strip() for x in extras.split(",")) if e and e not in found.extras
-                ]
-            elif req not in found.args:
-                found.args.append(req)
+            _add_requirement(found, req, own)  # the project naming itself: its extras
         found.sources.append(f"dependency group {name} (pyproject.toml)")
     return found
 
