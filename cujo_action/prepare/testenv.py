@@ -304,7 +304,16 @@ def tox(text: str, ci_envs: Sequence[str] = ()) -> Found:
         parser.read_string(text)
     except configparser.Error:
         return found
-    name = toxenvs.choose(parser, ci_envs, is_side=is_side_env, runs_tests=_runs_tests)
+
+    def runs_tests(text: str) -> bool:
+        # Read as tox runs them: substitutions filled (a `{posargs}` is no shell text).
+        return any(
+            words is not None
+            and (pytest_words(words) is not None or runner_words(words) is not None)
+            for words in toxcommands.commands(parser, "testenv", text)
+        )
+
+    name = toxenvs.choose(parser, ci_envs, is_side=is_side_env, runs_tests=runs_tests)
     if name is None:
         return found
     section = toxenvs.section_of(parser, name) or "testenv"
@@ -314,7 +323,9 @@ def tox(text: str, ci_envs: Sequence[str] = ()) -> Found:
         line = raw.strip().replace("{toxinidir}/", "").replace("{toxinidir}", ".")
         if not line or line.startswith("#") or "{" in line:
             continue
-        for arg in _split(line):
+        # One requirement a line (its marker's spaces and all), or pip's options (`-r f`).
+        args = _split(line) if line.startswith("-") else [line.split(" #", 1)[0].strip()]
+        for arg in args:
             if arg not in found.args or arg.startswith("-"):
                 found.args.append(arg)
     extras = toxenvs.setting(parser, name, "extras")
@@ -583,7 +594,8 @@ _RUNNER_VALUE_OPTIONS = frozenset(("--with", "-w", "--from", "--python", "-p", "
 _SIDE_ENV = re.compile(
     r"docs?|lint|style|format|fmt|type|types|typing|mypy|pyright|flake8|ruff|pylint|black|"
     r"isort|pre-?commit|notebooks?|nb|nbval|examples?|bench(?:mark)?s?|build|release|"
-    r"publish|changelog|spell(?:ing)?|check-?manifest|readme|security|audit"
+    r"publish|changelog|spell(?:ing)?|manifest|readme|security|audit|commit|"
+    r"report|combine|clean"
 )
 
 

@@ -148,3 +148,42 @@ def test_plugins_follow_their_options_into_the_install_or_leave_with_a_note() ->
     settled = settle({**files, "tox.ini": bare}, Policy(), which=lambda _: "/x")
     assert settled.test == f"{PYTEST} tests"
     assert any("--asyncio-mode=auto" in note for note in settled.notes), settled.notes
+
+
+# Shaped like tkem/cachetools: the suite's environment last, its command full of tox's
+# substitutions, and deps lines with markers (one requirement each, spaces and all).
+CACHETOOLS = """\
+[tox]
+envlist = check-manifest,docs,doctest,flake8,py
+[testenv]
+deps =
+    pytest
+    pytest-cov
+commands =
+    py.test --basetemp={envtmpdir} --cov=cachetools {posargs}
+[testenv:check-manifest]
+deps =
+    check-manifest==0.44; python_version < "3.8"
+    check-manifest; python_version >= "3.8"
+commands = check-manifest
+[testenv:docs]
+deps = sphinx
+commands = sphinx-build -W -b html docs {envtmpdir}/html
+[testenv:doctest]
+commands = sphinx-build -W -b doctest docs {envtmpdir}/doctest
+[testenv:flake8]
+commands = flake8
+"""
+
+
+def test_the_suites_environment_is_found_past_manifest_docs_and_lint_ones() -> None:
+    found = testenv.tox(CACHETOOLS)
+    assert found.sources == ["tox environment py (tox.ini)"]
+    assert found.args == ["pytest", "pytest-cov"]
+    assert found.pytest_args == ["--basetemp=\ue000envtmpdir\ue001", "--cov=cachetools"]
+    manifest = testenv.tox(CACHETOOLS, ["check-manifest"])  # CI runs it: still not the tests
+    assert manifest.sources == ["tox environment py (tox.ini)"]
+    alone = CACHETOOLS.replace("envlist = check-manifest,docs,doctest,flake8,py", "envlist = m")
+    marked = testenv.tox(alone.replace("[testenv:check-manifest]", "[testenv:m]"))
+    assert marked.args == ['check-manifest==0.44; python_version < "3.8"',
+                           'check-manifest; python_version >= "3.8"']  # fmt: skip
