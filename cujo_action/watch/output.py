@@ -170,7 +170,11 @@ class LineKeeper:
     """Keep the lines of a stream that match ``pattern``, from all of it as it arrives
     (not only the tail): a test runner names each failing test on a line of its own, and
     a thousand failures outrun any tail. At most ``limit`` lines of at most ``width``
-    bytes are kept; ``dropped`` counts the matching lines past the limit."""
+    bytes are kept; ``dropped`` counts the matching lines past the limit.
+
+    ``pattern`` matches a line with the newline before it (``\\n…[^\\n]*``): a pattern
+    that starts with a literal is searched for at C speed (five times faster than a
+    ``^`` in multiline mode, which is tried at every byte); every line is given one."""
 
     def __init__(self, pattern: re.Pattern[bytes], limit: int = 400, width: int = 400) -> None:
         self._pattern = pattern
@@ -194,12 +198,13 @@ class LineKeeper:
     def _take(self, whole: bytes) -> None:
         if not whole:
             return
-        for match in self._pattern.finditer(_ANSI.sub(b"", whole)):
+        text = _ANSI.sub(b"", whole) if b"\x1b" in whole else whole
+        for match in self._pattern.finditer(b"\n" + text):
             if len(self.lines) >= self._limit:
                 self.dropped += 1
                 continue
-            line = match.group(0)[: self._width].decode("utf-8", "replace").rstrip()
-            self.lines.append(line)
+            line = match.group(0).lstrip(b"\n")[: self._width]
+            self.lines.append(line.decode("utf-8", "replace").rstrip())
 
 
 class Capture:
