@@ -40,7 +40,8 @@ LINES: Final = re.compile(
     rb"\xe2\x9c\x98 |\xe2\x9c\x96 |\xc3\x97 |\d+\) )[^\n]*"  # U+2718, U+2716, U+00D7
 )
 
-_PYTEST = re.compile(r"^(?:FAILED|ERROR) (\S+)(?: - .*)?$")
+# (Not unittest's closing `FAILED (failures=1)`: a test id never starts with a parenthesis.)
+_PYTEST = re.compile(r"^(?:FAILED|ERROR) (?!\()(\S+)(?: - .*)?$")
 _UNITTEST = re.compile(r"^(?:FAIL|ERROR): (\S+) \(([^)]+)\)")
 _TAP = re.compile(r"^\s*not ok \d+(?: -)? ?(.*?)(\s+#\s*(TODO|SKIP)\b.*)?$", re.IGNORECASE)
 _JEST = re.compile("^\\s*\u25cf (.+ \u203a .+)$")

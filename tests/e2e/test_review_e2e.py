@@ -539,9 +539,13 @@ def test_failing_tests_are_a_warning_not_a_block(
         "warn",
         "tests",
     )
-    (evidence,) = finding["evidence"]
+    # The suite's failure, then each failing test the runner named (compared with base).
+    evidence, *named = finding["evidence"]
     assert evidence["kind"] == "tests_failed"
     assert "FAILED" in evidence["detail"]
+    assert [(e["kind"], e["path"]) for e in named] == [
+        ("failing_test", "test_calc.TestAdd.test_add")
+    ], named
     assert "also 1 warning" in verdict["summary"]
     assert_recorded(review, "clean")
 

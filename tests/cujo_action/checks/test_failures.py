@@ -105,6 +105,13 @@ def test_each_runner_names_its_failing_tests_and_their_total(
     assert found.unnamed == 0
 
 
+def test_unittests_closing_line_is_its_total_not_a_test() -> None:
+    output = UNITTEST.replace("FAILED (failures=1, errors=1)", "FAILED (failures=1)")
+    found = failures.read(lines(output), output)
+    assert "(failures=1)" not in found.names
+    assert found.total == 1
+
+
 def test_pytest_says_how_many_and_the_first_error() -> None:
     found = failures.read(lines(PYTEST), PYTEST)
     assert found.first_error.startswith("AssertionError: assert")
