@@ -102,6 +102,17 @@ REPORT_OBSERVATIONS: Final = 500
 REPORT_COMMANDS: Final = 50
 # Every process that opened or read a decoy, kept beyond the events for correlation.
 DECOY_READERS: Final = 8192
+# Failing tests a failed suite names (checks/failures.py): the first in the runner's order,
+# each cut to its first characters; past the count the rest is one "K more, not named"
+# observation, compared with the base's as a count. Named only: the tests-fail finding
+# is a warning whatever it holds, and never blocks.
+FAILING_TESTS_NAMED: Final = 100
+FAILING_TEST_NAME: Final = 300
+# Git submodules a plan names as not fetched (prepare/plan.py): the first, "and K more".
+SUBMODULES_NAMED: Final = 5
+# Environment names a tox `env_list` expands to (prepare/toxenvs.py): the first, in tox's
+# order; a list past it chooses among those. It chooses the test command, no evidence.
+TOX_ENV_NAMES: Final = 512
 # What a command printed: the tail kept in the report, the whole stream searched.
 OUTPUT_TAIL: Final = 8_000
 OUTPUT_FLOOD: Final = 64 * MiB

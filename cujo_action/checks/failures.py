@@ -29,10 +29,12 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from cujo_action import limits
+
 __all__ = ["LINES", "MAX_NAMED", "Failures", "install_needs", "needs", "read"]
 
-MAX_NAMED: Final = 100
-MAX_NAME: Final = 300
+MAX_NAMED: Final = limits.FAILING_TESTS_NAMED
+MAX_NAME: Final = limits.FAILING_TEST_NAME
 
 # Each with the newline before it, as ``LineKeeper`` reads them (a literal start is fast).
 LINES: Final = re.compile(

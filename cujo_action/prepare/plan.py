@@ -19,6 +19,7 @@ from pathlib import Path
 
 import annotated_types
 
+from cujo_action import limits
 from cujo_action.prepare.git import (
     Git,
     PrepareError,
@@ -107,7 +108,7 @@ def _tracked_files(git: Git, clone: Path, head_sha: str, modes: Iterable[bytes] 
     return paths
 
 
-MAX_SUBMODULES_NAMED = 5
+MAX_SUBMODULES_NAMED = limits.SUBMODULES_NAMED
 GITLINK = b"160000"  # a submodule's entry in a tree
 
 

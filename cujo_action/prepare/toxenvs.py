@@ -22,9 +22,11 @@ import configparser
 import re
 from collections.abc import Callable, Sequence
 
+from cujo_action import limits
+
 __all__ = ["choose", "env_names", "expand", "keep_lines", "section_of", "setting"]
 
-MAX_NAMES = 512  # a generative list past this is cut (and the first names kept)
+MAX_NAMES = limits.TOX_ENV_NAMES  # a generative list past this is cut (the first kept)
 _GROUP = re.compile(r"\{([^{}]*)\}")
 _RANGE = re.compile(r"^(\d+)-(\d+)$")
 # A factor condition: factors joined by `-` (all) and `,` (any), each maybe negated.
