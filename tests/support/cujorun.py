@@ -210,9 +210,9 @@ class Cujo:
 
 
 def private_tmpdir() -> Path:
-    """Return a fresh folder for TMPDIR that a sandbox uid may pass through (0711, in /tmp:
-    pytest's own folders are root's 0700)."""
-    made = Path(tempfile.mkdtemp(dir="/tmp"))
+    """Return a fresh folder for TMPDIR that a sandbox uid may pass through (0711, in the
+    temporary folder itself: pytest's own folders are root's 0700)."""
+    made = Path(tempfile.mkdtemp())
     made.chmod(0o711)
     return made
 
