@@ -111,7 +111,8 @@ FAILING_TEST_NAME: Final = 300
 # Git submodules a plan names as not fetched (prepare/plan.py): the first, "and K more".
 SUBMODULES_NAMED: Final = 5
 # Environment names a tox `env_list` expands to (prepare/toxenvs.py): the first, in tox's
-# order; a list past it chooses among those. It chooses the test command, no evidence.
+# order; a list past it chooses among those, and the plan's notes say so. It chooses the
+# test command, no evidence.
 TOX_ENV_NAMES: Final = 512
 # What a command printed: the tail kept in the report, the whole stream searched.
 OUTPUT_TAIL: Final = 8_000

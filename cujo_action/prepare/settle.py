@@ -273,6 +273,7 @@ def _python_side(files: Mapping[str, str], ci: testenv.Found) -> _Side | None:
     runner: list[str] | None = None  # the project's own runner (trial, virtue…), if not pytest
     for read in readers:
         found = read()
+        notes += found.notes
         if how is None and found.pytest_args is not None:
             how, beside = found.pytest_args, found
             uses_pytest = True

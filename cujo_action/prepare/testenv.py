@@ -75,6 +75,7 @@ class Found:
     env: dict[str, str] = field(default_factory=dict)  # what the CI job's tests run with
     tox_envs: list[str] = field(default_factory=list)  # what the CI jobs run with `tox -e`
     runner: list[str] | None = None  # the project's own test runner, when not pytest
+    notes: list[str] = field(default_factory=list)  # what the plan should say of this source
 
     def __bool__(self) -> bool:
         return bool(self.args or self.extras)
@@ -313,6 +314,11 @@ def tox(text: str, ci_envs: Sequence[str] = ()) -> Found:
             for words in toxcommands.commands(parser, "testenv", text)
         )
 
+    if toxenvs.names_cut(parser):
+        found.notes.append(
+            f"tox.ini names more than {toxenvs.MAX_NAMES} environments in one generative"
+            f" name: the first {toxenvs.MAX_NAMES} in tox's order were read"
+        )
     name = toxenvs.choose(parser, ci_envs, is_side=is_side_env, runs_tests=runs_tests)
     if name is None:
         return found

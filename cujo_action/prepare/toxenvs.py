@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 from cujo_action import limits
 
-__all__ = ["choose", "env_names", "expand", "keep_lines", "section_of", "setting"]
+__all__ = ["choose", "env_names", "expand", "keep_lines", "names_cut", "section_of", "setting"]
 
 MAX_NAMES = limits.TOX_ENV_NAMES  # a generative list past this is cut (the first kept)
 _GROUP = re.compile(r"\{([^{}]*)\}")
@@ -81,6 +81,22 @@ def env_names(parser: configparser.ConfigParser) -> list[str]:
         if section.startswith("testenv:"):
             names += expand(section.removeprefix("testenv:"))
     return list(dict.fromkeys(n for n in names if n))
+
+
+def names_cut(parser: configparser.ConfigParser) -> bool:
+    """Return whether a generative name stood for more environments than ``MAX_NAMES``
+    (only the first that many, in tox's order, were read)."""
+    patterns = [n for n in _patterns(parser) if _GROUP.search(n)]
+    return any(len(expand(p)) >= MAX_NAMES for p in patterns)
+
+
+def _patterns(parser: configparser.ConfigParser) -> list[str]:
+    found: list[str] = []
+    if parser.has_section("tox"):
+        tox = parser["tox"]
+        found += re.split(r",(?![^{]*\})|\n", tox.get("env_list", tox.get("envlist", "")))
+    found += [s.removeprefix("testenv:") for s in parser.sections() if s.startswith("testenv:")]
+    return [p.split("#", 1)[0].strip() for p in found]
 
 
 def section_of(parser: configparser.ConfigParser, name: str) -> str | None:

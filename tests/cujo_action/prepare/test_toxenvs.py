@@ -34,6 +34,18 @@ def test_a_huge_generative_name_is_cut() -> None:
     assert len(toxenvs.expand("e{0-9999}-{0-9999}")) == toxenvs.MAX_NAMES
 
 
+def test_a_cut_generative_name_is_said_in_the_plan() -> None:
+    tox_ini = "[tox]\nenv_list = lint, e{0-9999}-{a,b}\n[testenv]\ncommands = pytest\n"
+    files = {"setup.py": "from setuptools import setup\nsetup()\n", "tox.ini": tox_ini}
+    settled = settle(files, Policy(), which=lambda _: "/x")
+    said = [n for n in settled.notes if f"more than {toxenvs.MAX_NAMES} environments" in n]
+    assert said, settled.notes
+    # Under the cap nothing is said.
+    small = tox_ini.replace("{0-9999}", "{0-3}")
+    settled = settle({**files, "tox.ini": small}, Policy(), which=lambda _: "/x")
+    assert not any("environments in one generative" in n for n in settled.notes)
+
+
 def test_factor_conditions_keep_the_lines_an_environment_meets() -> None:
     text = "tests: pytest\nmypy: mypy src\npy311,py312: a\nx-tests: both\n!x: not-x\nalways"
     assert toxenvs.keep_lines(text, "py311-tests").splitlines() == [
