@@ -108,8 +108,11 @@ DECOY_READERS: Final = 8192
 # is a warning whatever it holds, and never blocks.
 FAILING_TESTS_NAMED: Final = 100
 FAILING_TEST_NAME: Final = 300
-# Git submodules a plan names as not fetched (prepare/plan.py): the first, "and K more".
+# Git submodules a plan names (prepare/submodules.py): the first, "and K more".
 SUBMODULES_NAMED: Final = 5
+# Git submodules a checkout fetches (prepare/submodules.py), in path order; the rest are
+# named as left out past the cap. It fetches test data, no evidence.
+SUBMODULES_FETCHED: Final = 16
 # Environment names a tox `env_list` expands to (prepare/toxenvs.py): the first, in tox's
 # order; a list past it chooses among those, and the plan's notes say so. It chooses the
 # test command, no evidence.

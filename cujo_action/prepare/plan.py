@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import annotated_types
 
-from cujo_action import limits
+from cujo_action.prepare import submodules
 from cujo_action.prepare.git import (
     Git,
     PrepareError,
@@ -92,38 +92,47 @@ def _base_workflows(git: Git, clone: Path, base_sha: str) -> dict[str, str]:
     return found
 
 
-def _tracked_files(git: Git, clone: Path, head_sha: str, modes: Iterable[bytes] = (
-        b"100644", b"100755")) -> list[str]:  # fmt: skip
-    """Return head's regular files (or the entries of ``modes``); links and submodules
-    are never read as build files."""
+def _tracked_files(git: Git, clone: Path, head_sha: str) -> list[str]:
+    """Return head's regular files; links and submodules are never read as build files."""
     out = git.check(
         "ls-tree", "-r", "-z", "--full-tree", head_sha, cwd=clone, what="list the head commit"
     )
-    wanted = set(modes)
     paths = []
     for entry in out.split(b"\0"):
         meta, _, path = entry.partition(b"\t")
-        if meta.split(b" ", 1)[0] in wanted:
+        if meta.split(b" ", 1)[0] in (b"100644", b"100755"):
             paths.append(path.decode("utf-8", "replace"))
     return paths
 
 
-MAX_SUBMODULES_NAMED = limits.SUBMODULES_NAMED
-GITLINK = b"160000"  # a submodule's entry in a tree
-
-
-def submodules_note(paths: Sequence[str]) -> str:
-    """Say which git submodules the review leaves out (its checkout never fetches them)."""
-    if not paths:
-        return ""
-    shown = ", ".join(paths[:MAX_SUBMODULES_NAMED])
-    extra = len(paths) - MAX_SUBMODULES_NAMED
-    more = f" and {extra} more" if extra > 0 else ""
-    return (
-        f"The repository has git submodules ({shown}{more}), which the review does not "
-        "fetch: tests that read them fail at base and head alike, and say nothing of the "
-        "change."
-    )
+def _fetch_submodules(
+    git: Git,
+    clone: Path,
+    checkouts: Iterable[tuple[Path, str, str]],
+    *,
+    base_sha: str,
+    superproject: str,
+    timeout: float,
+) -> list[str]:
+    """Fetch each checkout's submodules from the base's URLs; return the plan's notes."""
+    urls = submodules.declared(git, clone, base_sha)
+    notes: list[str] = []
+    for folder, commit, where in checkouts:
+        links = submodules.gitlinks(git, clone, commit)
+        if not links:
+            continue
+        if where == "head":
+            theirs = submodules.declared(git, clone, commit)
+            moved = sorted(p for p, url in theirs.items() if p in urls and urls[p] != url)
+            if moved:
+                notes.append(
+                    "The pull request's .gitmodules names other URLs for "
+                    + ", ".join(moved[: submodules.MAX_NAMED])
+                    + ": not followed, the base's were used."
+                )
+        got = submodules.fetch(folder, links, urls, superproject=superproject, timeout=timeout)
+        notes += got.notes(where)
+    return notes
 
 
 class _Checkout(Mapping[str, str]):
@@ -290,6 +299,11 @@ def prepare(
             "worktree", "add", "--quiet", "--detach", str(privileged_dir), head_sha,
             cwd=head_dir, what=f"add a worktree at {head_sha}",
         )  # fmt: skip
+    # The submodules the checkouts record, from where the base says (``submodules.py``).
+    fetched = _fetch_submodules(
+        git, head_dir, ((head_dir, merged.sha, "head"), (base_dir, base_sha, "base")),
+        base_sha=base_sha, superproject=repo if forge else "", timeout=git_timeout,
+    )  # fmt: skip
     settled = settle(
         _Checkout(head_dir, _tracked_files(git, head_dir, merged.sha)), policy, which=which, ci=ci
     )
@@ -316,7 +330,7 @@ def prepare(
         notes=[
             *([merged.note] if merged.note else []),
             *settled.notes,
-            *filter(None, [submodules_note(_tracked_files(git, head_dir, merged.sha, [GITLINK]))]),
+            *fetched,
         ][: _max_items("notes")],
         test_sources=list(settled.test_sources[: _max_items("test_sources")]),
         base_ecosystem=at_base.ecosystem,

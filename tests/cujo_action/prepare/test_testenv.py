@@ -348,29 +348,6 @@ def test_only_ci_jobs_that_test_this_project_feed_its_install_with_their_environ
     assert own.test == "make check"
 
 
-def test_a_submodule_the_review_does_not_fetch_is_named_in_the_plan(tmp_path: Path) -> None:
-    repo = GitRepo(tmp_path / "octo" / "toml")
-    repo.write({"setup.py": "from setuptools import setup\nsetup()\n"}).commit("base")
-    repo.branch("pr").checkout("pr")
-    # A gitlink, as `git submodule add` records one (the commit lives in another repository).
-    repo.git("update-index", "--add", "--cacheinfo", f"160000,{'ab' * 20},tests/toml-test")
-    repo.git("commit", "--quiet", "-m", "pr")
-    plan = prepare(str(repo.path), "main", "pr", "run-1", tmp_path / "work")
-    [note] = [n for n in plan.notes if "submodules" in n]
-    assert note.startswith("The repository has git submodules (tests/toml-test), which the")
-    assert not (Path(plan.head_dir) / "tests" / "toml-test" / ".git").exists()
-    assert _no_submodule_note(tmp_path)
-
-
-def _no_submodule_note(tmp_path: Path) -> bool:
-    repo = GitRepo(tmp_path / "octo" / "plain")
-    repo.write({"setup.py": "from setuptools import setup\nsetup()\n"}).commit("base")
-    repo.branch("pr").checkout("pr")
-    repo.write({"a.py": ""}).commit("pr")
-    plan = prepare(str(repo.path), "main", "pr", "run-2", tmp_path / "work2")
-    return not any("submodules" in n for n in plan.notes)
-
-
 SETUP = {"setup.py": "from setuptools import setup\nsetup()\n", "tests/test_a.py": ""}
 
 
