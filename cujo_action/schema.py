@@ -90,6 +90,7 @@ CRON_WRITE: Final = "cron_write"
 GIT_HOOK_WRITE: Final = "git_hook_write"
 SSH_ACCESS_WRITE: Final = "ssh_access_write"
 PACKAGE_INDEX_WRITE: Final = "package_index_write"
+TOOL_CONFIG_WRITE: Final = "tool_config_write"
 WORKFLOW_COMMAND_WRITE: Final = "workflow_command_write"
 # What the workflows check finds in what the pull request changes about CI
 # (``cujo_action/checks/workflows.py``), one rule each in ``app_relay/decide/workflow_rules.py``.

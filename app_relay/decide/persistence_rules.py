@@ -1,7 +1,8 @@
 """Find writes to the places that run code later, one critical rule per kind of place.
 
 Shell profiles, Python startup files, systemd units, autostart, cron, git hooks, ssh
-access, package indexes, workflow commands, and any other (sudoers).
+access, package indexes, package managers' programs, workflow commands, and any other
+(sudoers).
 
 Pure, like every rule (``hits.py``). The watcher names each write as an observation of
 its kind (``cujo_action/watch/persistence.py``); each kind is one critical rule here.
@@ -20,6 +21,7 @@ from cujo_action.schema import (
     SHELL_PROFILE_WRITE,
     SSH_ACCESS_WRITE,
     SYSTEMD_UNIT_WRITE,
+    TOOL_CONFIG_WRITE,
     WORKFLOW_COMMAND_WRITE,
 )
 
@@ -77,6 +79,13 @@ PERSISTENCE_RULES: tuple[Rule, ...] = (
         "critical",
         "Code pointed npm, yarn, pip, uv or poetry at a package index that is not public.",
         observed(PACKAGE_INDEX_WRITE, "package index redirected"),
+    ),
+    Rule(
+        "tool-config-runs",
+        "critical",
+        "Code made npm, pnpm, yarn or bun run a program, a shell or a preloaded module of "
+        "its choosing on their next run.",
+        observed(TOOL_CONFIG_WRITE, "package manager made to run code"),
     ),
     Rule(
         "workflow-command-write",

