@@ -157,15 +157,21 @@ def _git_config(text: str | None) -> dict[str, list[str]]:
     return keys
 
 
-def git_config_runs(before: str | None, after: str | None) -> str | None:
-    """Return the keys a git config gained that make git run a program, if any."""
-    old, new = _git_config(before), _git_config(after)
+def _gained(old: Mapping[str, object], new: Mapping[str, object], runs: Callable[[str], object],
+            shown: Callable[[object], str]) -> str | None:  # fmt: skip
+    """Say which keys ``runs`` picks were added or changed between two configs."""
     gained = sorted(
-        f"{key} = {values[-1]}"
-        for key, values in new.items()
-        if _GIT_EXEC_KEYS.match(key) and old.get(key) != values
+        f"{key} = {shown(value)}"
+        for key, value in new.items()
+        if runs(key) and old.get(key) != value
     )
     return "gained " + "; ".join(gained) if gained else None
+
+
+def git_config_runs(before: str | None, after: str | None) -> str | None:
+    """Return the keys a git config gained that make git run a program, if any."""
+    last = lambda values: values[-1]  # noqa: E731 (git takes a key's last value)
+    return _gained(_git_config(before), _git_config(after), _GIT_EXEC_KEYS.match, last)
 
 
 def _index_hosts(text: str | None) -> set[str]:
@@ -225,13 +231,8 @@ def _tool_keys(text: str | None) -> dict[str, str]:
 
 def tool_config_runs(before: str | None, after: str | None) -> str | None:
     """Return the keys a package manager's config gained that name a program to run."""
-    old, new = _tool_keys(before), _tool_keys(after)
-    gained = sorted(
-        f"{key} = {value}"
-        for key, value in new.items()
-        if _TOOL_EXEC_KEYS.match(key.rsplit(".", 1)[-1]) and old.get(key) != value
-    )
-    return "gained " + "; ".join(gained) if gained else None
+    runs = lambda key: _TOOL_EXEC_KEYS.match(key.rsplit(".", 1)[-1])  # noqa: E731
+    return _gained(_tool_keys(before), _tool_keys(after), runs, str)
 
 
 def ssh_commands(before: str | None, after: str | None) -> str | None:

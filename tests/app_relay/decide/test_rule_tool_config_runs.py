@@ -21,7 +21,7 @@ WRITES = {
 HARMLESS = {
     "~/.npmrc": ("fund=false\n", "fund=false\naudit=false\n"),
     "~/.yarnrc.yml": ("enableTelemetry: false\n", "enableTelemetry: true\n"),
-    "~/work/app/app/bunfig.toml": (None, '[install]\nexact = true\n'),
+    "~/work/app/app/bunfig.toml": (None, "[install]\nexact = true\n"),
     # A program already named before the commands ran is not theirs.
     "~/work/app/app/.npmrc": ("script-shell=/bin/bash\n", "script-shell=/bin/bash\nfund=false\n"),
 }
