@@ -394,7 +394,7 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=True,
         ),
         Limit(
-            "exec-guard-queue", 0, "events", "cujo_action/sandbox/execguard.py",
+            "exec-guard-queue", 0, "events", "cujo_action/watch/execguard.py",
             "the exec guard's queue",
             "what the kernel delivered",
             "lost events are named; the check is unproven",

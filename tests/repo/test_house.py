@@ -225,7 +225,6 @@ NOT_YET = frozenset(
     {
         "cujo_action.prepare.privileged -> cujo_action.checks.workflow_audit",
         "cujo_action.prepare.privileged -> cujo_action.checks.workflow_parse",
-        "cujo_action.sandbox.execguard -> cujo_action.watch.fanotify",
         "cujo_action.sandbox.jail -> cujo_action.net.ns.netns",
         "cujo_action.sandbox.jail -> cujo_action.net.ns.rootless",
         "cujo_action.sandbox.jail -> cujo_action.watch.output",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cujo_action.sandbox.execguard import ExecGuard
+from cujo_action.watch.execguard import ExecGuard
 from cujo_action.watch.watcher import fanotify_unavailable
 
 FANOTIFY = fanotify_unavailable()
