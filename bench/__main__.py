@@ -25,8 +25,9 @@ sys.path.insert(0, str(ROOT / "examples" / "demo"))
 
 import run_demo  # noqa: E402
 
-from cujo_action.arm.decoys import DecoyMatcher, make_decoys  # noqa: E402
 from cujo_action.evidence.timing import TIMINGS_NAME, split  # noqa: E402
+from cujo_action.find.decoys import make_decoys  # noqa: E402
+from cujo_action.find.matcher import DecoyMatcher  # noqa: E402
 
 
 def best_of(n: int, fn: Callable[[], object]) -> float:

@@ -21,7 +21,8 @@ import types
 from collections.abc import Callable
 from pathlib import Path
 
-from cujo_action.arm.decoys import DecoyMatcher, make_decoys
+from cujo_action.find.decoys import make_decoys
+from cujo_action.find.matcher import DecoyMatcher
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "7b1c952"  # the contract commit: the search as main had it before this work

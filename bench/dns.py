@@ -20,10 +20,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cujo_action.arm.decoys import make_decoys
-from cujo_action.net.dns import Resolver, ResolverConfig
-from cujo_action.net.dnsrecord import dns_record
-from cujo_action.net.dnswire import (
+from cujo_action.find.decoys import make_decoys
+from cujo_action.net.dns.record import dns_record
+from cujo_action.net.dns.resolver import Resolver, ResolverConfig
+from cujo_action.net.dns.wire import (
     RCODE_FORMERR,
     DnsFormatError,
     Query,

@@ -17,7 +17,8 @@ import threading
 import time
 from pathlib import Path
 
-from cujo_action.arm.decoys import DecoyMatcher, make_decoys
+from cujo_action.find.decoys import make_decoys
+from cujo_action.find.matcher import DecoyMatcher
 from cujo_action.limits import OUTPUT_FLOOD
 from cujo_action.watch.output import Capture, OutputSearch
 

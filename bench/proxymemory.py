@@ -1,13 +1,13 @@
 """The proxy's peak memory after a 200 MiB POST, against its peak after a 1 MiB one.
 
-A request body streams to a spool file of the proxy's own as it arrives (``bodyspool.py``):
+A request body streams to a spool file of the proxy's own as it arrives (``proxy/spool.py``):
 whatever a client sends, the proxy holds its own start (mitmproxy) and one search window
 with its decodings. Each side is a fresh proxy process, sent one POST to a sunk host over
 a raw socket, its peak resident memory (``VmHWM``) read once the request is logged; the
 sides interleaved, N times, the highest peak of each kept. The 200 MiB body is past
 ``limits.BODY_SIZE``: it is refused (413) and logged ``unsearched``, its first 64 MiB
 searched (a decoy is at its start). The suite checks the streaming itself, on 2 MiB
-(tests/cujo_action/net/test_proxy.py).
+(tests/cujo_action/net/proxy/test_proxy.py).
 """
 
 from __future__ import annotations
@@ -21,18 +21,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from cujo_action.arm.decoys import make_decoys
+from cujo_action.find.decoys import make_decoys
 from cujo_action.limits import BODY_SIZE, MiB
 from cujo_action.net.egress import parse_egress_log
 from cujo_action.net.helperconfig import DecoySpec
-from cujo_action.net.proxy import start_proxy
-from cujo_action.net.proxyconfig import ProxyConfig
+from cujo_action.net.proxy.config import ProxyConfig
+from cujo_action.net.proxy.process import start_proxy
 
 LABEL = "tests/test"
 SINK = "collector.exfil.test"
 SIZES = (1 * MiB, 200 * MiB)
 # The bound the suite held the 200 MiB POST to before its twin: mitmproxy's own start
-# (about 100 MiB) plus one search window and its decodings (bodyspool.WINDOW).
+# (about 100 MiB) plus one search window and its decodings (proxy.spool.WINDOW).
 PEAK_BOUND = 400 * MiB
 
 

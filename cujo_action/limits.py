@@ -135,7 +135,7 @@ DECODE_DEPTH: Final = 6
 DECODE_BUDGET: Final = 256 * MiB
 INFLATE_SIZE: Final = 64 * MiB
 TUNNEL_PEEK: Final = 1 * MiB
-# DNS: the labels kept per process and parent domain to search reassembled (dnsflow.py),
+# DNS: the labels kept per process and parent domain to search reassembled (dns/flow.py),
 # and how many such streams are followed at once (the latest used).
 DNS_REASSEMBLY: Final = 16 * 1024
 DNS_STREAMS: Final = 512
@@ -304,7 +304,7 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=True,
         ),
         Limit(
-            "body-size", BODY_SIZE, "bytes", "cujo_action/net/bodyspool.py",
+            "body-size", BODY_SIZE, "bytes", "cujo_action/net/proxy/spool.py",
             "one request body the proxy stores (streamed to its own disk) and searches",
             "the whole body up to the cap, streamed to disk, searched in windows",
             "the rest is read and dropped; the request is logged unsearched "
@@ -312,35 +312,35 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=True,
         ),
         Limit(
-            "decode-depth", DECODE_DEPTH, "layers", "cujo_action/net/unwrap.py",
+            "decode-depth", DECODE_DEPTH, "layers", "cujo_action/find/unwrap.py",
             "encodings undone one inside another",
             "every layer up to the depth",
             "a layer with more to peel at the depth is unsearched",
             hides_danger=True,
         ),
         Limit(
-            "decode-budget", DECODE_BUDGET, "bytes", "cujo_action/net/unwrap.py",
+            "decode-budget", DECODE_BUDGET, "bytes", "cujo_action/find/unwrap.py",
             "decoded bytes one input may produce",
             "every layer, searched in windows",
             "what is left is unsearched",
             hides_danger=True,
         ),
         Limit(
-            "inflate-size", INFLATE_SIZE, "bytes", "cujo_action/net/inflate.py",
+            "inflate-size", INFLATE_SIZE, "bytes", "cujo_action/find/inflate.py",
             "what one compressed stream inflates to",
             "the stream's head",
             "the rest is unsearched",
             hides_danger=True,
         ),
         Limit(
-            "tunnel-peek", TUNNEL_PEEK, "bytes", "cujo_action/net/proxyaddon.py",
+            "tunnel-peek", TUNNEL_PEEK, "bytes", "cujo_action/net/proxy/addon.py",
             "bytes of a tunnel that carried no readable request",
             "the first bytes",
             "the tunnel is refused and logged with what was kept",
             hides_danger=False,
         ),
         Limit(
-            "dns-reassembly", DNS_REASSEMBLY, "bytes", "cujo_action/net/dnsflow.py",
+            "dns-reassembly", DNS_REASSEMBLY, "bytes", "cujo_action/net/dns/flow.py",
             "labels kept per process and parent domain for reassembly",
             "the latest labels (each query's data is searched as it arrives, so only a "
             "re-reading after the zone's labels change is bounded by it)",
@@ -348,7 +348,7 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=False,
         ),
         Limit(
-            "dns-streams", DNS_STREAMS, "streams", "cujo_action/net/dnsflow.py",
+            "dns-streams", DNS_STREAMS, "streams", "cujo_action/net/dns/flow.py",
             "query streams (per label, process and parent domain) followed at once",
             "the latest used streams",
             "the least recently used stream is forgotten, with its window and tunnel count; "
@@ -398,7 +398,7 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=True,
         ),
         Limit(
-            "exec-guard-queue", 0, "events", "cujo_action/sandbox/execguard.py",
+            "exec-guard-queue", 0, "events", "cujo_action/watch/execguard.py",
             "the exec guard's queue",
             "what the kernel delivered",
             "lost events are named; the check is unproven",
@@ -441,7 +441,7 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=True,
         ),
         Limit(
-            "dns-distinct", DNS_DISTINCT, "strings", "cujo_action/net/dnsflow.py",
+            "dns-distinct", DNS_DISTINCT, "strings", "cujo_action/net/dns/flow.py",
             "new data strings remembered per DNS stream for tunnel counting",
             "the first distinct strings",
             "past it a repeat counts as new: a tunnel is only likelier, nothing is dropped",
@@ -464,14 +464,14 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=True,
         ),
         Limit(
-            "sink-head", SINK_HEAD, "bytes", "cujo_action/net/proxysink.py",
+            "sink-head", SINK_HEAD, "bytes", "cujo_action/net/proxy/sink.py",
             "a request head the proxy's own answering server reads (mitmproxy parsed it first)",
             "the whole head (mitmproxy already logged and searched the request)",
             "the sink closes the connection; the request's log line is already written",
             hides_danger=False,
         ),
         Limit(
-            "answer-peek", ANSWER_PEEK, "bytes", "cujo_action/net/proxyaddon.py",
+            "answer-peek", ANSWER_PEEK, "bytes", "cujo_action/net/proxy/addon.py",
             "the head of a sunk request's body the proxy's answer reads (a new repository's "
             "name, a gist's files), held in memory; the whole body is still spooled and searched",
             "the body's first bytes",
@@ -480,7 +480,7 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=False,
         ),
         Limit(
-            "answer-body", ANSWER_BODY, "bytes", "cujo_action/net/lookalike.py",
+            "answer-body", ANSWER_BODY, "bytes", "cujo_action/net/lookalike/pick.py",
             "one answer the proxy gives a sunk request (GitHub's JSON, a plain server's page)",
             "the whole answer (echoes are clipped well under it)",
             "the answer is the service's own 500 instead; the request's log line is unchanged",

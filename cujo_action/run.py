@@ -51,8 +51,8 @@ from cujo_action.evidence.egressdigest import read_egress
 from cujo_action.evidence.recorder import EgressTail, emit, record_begin
 from cujo_action.evidence.timing import TIMINGS_NAME, Timeline, split_line, timing_record
 from cujo_action.limits import WORKFLOW_RUN_TIME, WORKFLOWS_CHECK_TIME
-from cujo_action.net.dns import ResolverError
-from cujo_action.net.proxy import ProxyError
+from cujo_action.net.dns.resolver import ResolverError
+from cujo_action.net.proxy.process import ProxyError
 from cujo_action.prepare.git import PrepareError
 from cujo_action.prepare.plan import prepare
 from cujo_action.sandbox.boundary import BoundaryError

@@ -29,7 +29,7 @@ from cujo_action.schema import CommandResult, Egress, Report
 # GitHub's hosts that take a token: https://docs.github.com/en/rest/authentication
 GITHUB_HOSTS = frozenset({"github.com", "api.github.com", "uploads.github.com", "ghcr.io"})
 # Each decoy a workflow step can hold (``workflow_jobs.secret_decoy``, the checkout's
-# token), and the hosts of the service it is a credential for (``arm/decoys.py``).
+# token), and the hosts of the service it is a credential for (``find/decoys.py``).
 SERVICES: dict[str, frozenset[str]] = {
     "GITHUB_TOKEN": GITHUB_HOSTS,
     "CHECKOUT_TOKEN": GITHUB_HOSTS,

@@ -33,11 +33,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cujo_action.arm.decoys import Decoy
 from cujo_action.arm.pullevent import target_context, target_env, target_event
 from cujo_action.arm.pushevent import event_context, event_env, push_event
 from cujo_action.arm.runnertree import count, literal, runner_tree
-from cujo_action.net.proxyconfig import GitHubFacts
+from cujo_action.find.decoys import Decoy
+from cujo_action.net.lookalike.github_facts import GitHubFacts
 from cujo_action.sandbox.jail import INSIDE_HOME, INSIDE_UID
 from cujo_action.schema import (
     BASE_CHECK,

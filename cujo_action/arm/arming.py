@@ -30,7 +30,6 @@ from typing import Protocol, TypeVar
 
 from cujo_action.arm.actionsjob import JobIdentity, github_facts, identity_of
 from cujo_action.arm.context import LABELS, Armed, ArmedDecoy, CheckArea, label
-from cujo_action.arm.decoys import Decoy, make_decoys
 from cujo_action.arm.host import (
     base_python,
     hidden_harness,
@@ -43,19 +42,20 @@ from cujo_action.arm.staging import runs, sandbox_accounts, stage
 from cujo_action.arm.venvs import KeptTemplate, TemplateStart, template_for
 from cujo_action.evidence.seals import EvidenceFaults, Seal, broken_seals, seal
 from cujo_action.evidence.timing import Timeline
-from cujo_action.net.dns import (
+from cujo_action.find.decoys import Decoy, make_decoys
+from cujo_action.net.dns.resolver import (
     ResolverConfig,
     ResolverError,
     ResolverHandle,
     ResolverStart,
     spawn_resolver,
 )
-from cujo_action.net.netlayout import NetnsError
-from cujo_action.net.netns import NetNamespace
-from cujo_action.net.nftguard import Redirect
-from cujo_action.net.proxy import ProxyHandle, spawn_proxy, start_proxy, write_ca_bundle
-from cujo_action.net.proxyconfig import ProxyConfig
-from cujo_action.net.rootless import RootlessNamespace
+from cujo_action.net.ns.layout import NetnsError
+from cujo_action.net.ns.netns import NetNamespace
+from cujo_action.net.ns.nftguard import Redirect
+from cujo_action.net.ns.rootless import RootlessNamespace
+from cujo_action.net.proxy.config import ProxyConfig
+from cujo_action.net.proxy.process import ProxyHandle, spawn_proxy, start_proxy, write_ca_bundle
 from cujo_action.sandbox.boundary import fresh_dir, open_no_follow
 from cujo_action.sandbox.cgroups import Limits, make_limits
 from cujo_action.sandbox.helper_processes import KILLED, HarnessProcess, Spawned

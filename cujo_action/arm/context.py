@@ -25,8 +25,8 @@ from cujo_action.arm.actionsjob import (
     worker_env,
     worker_processes,
 )
-from cujo_action.arm.decoys import Decoy
-from cujo_action.net.proxyconfig import SYSTEM_CA
+from cujo_action.find.decoys import Decoy
+from cujo_action.net.proxy.config import SYSTEM_CA
 from cujo_action.sandbox.cgroups import Limits
 from cujo_action.sandbox.jail import INSIDE_HOME, Confinement, JailError, View, Worker
 from cujo_action.schema import CheckName, Isolation, Phase, Plan

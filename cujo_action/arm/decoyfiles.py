@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
 from cujo_action.arm.actionsjob import RUNNER_BIN, WORK, JobIdentity
-from cujo_action.arm.decoys import Decoy, rsa_fields
+from cujo_action.find.decoys import Decoy, rsa_fields
 from cujo_action.sandbox.jail import INSIDE_HOME
 
 # The runner's root folder, relative to HOME (RUNNER_BIN's parent).

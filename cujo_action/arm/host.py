@@ -23,13 +23,13 @@ from cujo_action.arm.actionsjob import (
     worker_source,
 )
 from cujo_action.arm.context import runner_worker
-from cujo_action.arm.decoys import Decoy
 from cujo_action.arm.localisolation import (
     ROOT_TOOLS,
     ROOTLESS_TOOLS,
     Readings,
     local_isolation,
 )
+from cujo_action.find.decoys import Decoy
 from cujo_action.sandbox.jail import (
     ALWAYS_HIDDEN,
     Confinement,

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cujo_action.arm.pushevent import PushJob, account, repository
-from cujo_action.net.lookalike_github import API, WEB, id_code
+from cujo_action.net.lookalike.github_facts import API, WEB, id_code
 from cujo_action.schema import PullTarget
 
 EVENT_NAME = "pull_request_target"

@@ -16,7 +16,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from cujo_action.net.lookalike_github import API, REPO_LINKS, WEB, id_code
+from cujo_action.net.lookalike.github_facts import API, REPO_LINKS, WEB, id_code
 from cujo_action.schema import (
     NOREPLY_DOMAIN,
     WEB_FLOW,

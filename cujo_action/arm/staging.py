@@ -33,8 +33,8 @@ from cujo_action.arm.decoyfiles import (
     folder_mode,
     runner_files,
 )
-from cujo_action.arm.decoys import Decoy
 from cujo_action.arm.venvs import place_venvs
+from cujo_action.find.decoys import Decoy
 from cujo_action.sandbox.boundary import (
     BoundaryError,
     copy_pristine,

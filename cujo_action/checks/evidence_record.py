@@ -20,9 +20,8 @@ from cujo_action.evidence.recorder import emit
 from cujo_action.evidence.reportfit import with_cut
 from cujo_action.limits import LimitId
 from cujo_action.net.namebook import NameBook
-from cujo_action.net.netlayout import NetnsError
-from cujo_action.net.netns import drops_for
-from cujo_action.sandbox.execguard import ExecGuard, PrivilegedExec
+from cujo_action.net.ns.layout import NetnsError
+from cujo_action.net.ns.netns import drops_for
 from cujo_action.sandbox.jail import Outcome
 from cujo_action.schema import (
     DECOY_IN_OUTPUT,
@@ -37,6 +36,7 @@ from cujo_action.schema import (
     Phase,
     clip,
 )
+from cujo_action.watch.execguard import ExecGuard, PrivilegedExec
 from cujo_action.watch.persistence import SCHEDULERS
 from cujo_action.watch.probes import is_probe
 from cujo_action.watch.watcher import DecoyWatcher

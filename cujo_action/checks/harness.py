@@ -20,7 +20,6 @@ from pathlib import Path
 from cujo_action.arm.actionsjob import FILE_COMMANDS
 from cujo_action.arm.context import LABELS, Armed, label, sandbox_env
 from cujo_action.arm.decoyfiles import decoy_paths
-from cujo_action.arm.decoys import DecoyMatcher
 from cujo_action.checks.decoy_record import DecoyRecord
 from cujo_action.checks.evidence_record import EvidenceRecord, tool_kind
 from cujo_action.checks.install_handoff import (
@@ -31,7 +30,7 @@ from cujo_action.checks.install_handoff import (
 )
 from cujo_action.checks.modules import CHECK_MODULES
 from cujo_action.evidence.timing import Timeline
-from cujo_action.sandbox.execguard import ExecGuard
+from cujo_action.find.matcher import DecoyMatcher
 from cujo_action.sandbox.jail import FLOOD_SHARE, NPROC_LIMIT, JailError, Outcome, run_confined
 from cujo_action.sandbox.reaper import become_subreaper, namespace_inode
 from cujo_action.schema import (
@@ -50,6 +49,7 @@ from cujo_action.schema import (
     clip,
     utcnow,
 )
+from cujo_action.watch.execguard import ExecGuard
 from cujo_action.watch.filecommand_scan import FileCommandScan
 from cujo_action.watch.persistence import Entry, Place, changes, places
 from cujo_action.watch.persistence_scan import ScanCut, scan, venv_places

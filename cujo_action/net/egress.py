@@ -21,10 +21,10 @@ from cujo_action.schema import (
     normalize_host,
 )
 
-# The policy the proxy (proxy.py) and the resolver (dns.py) apply, and the one log line
-# format both append to ``run_dir/evidence/egress.jsonl``, read back by bundle.py. Pure:
-# no I/O here beyond reading a stream it is given, so the harness processes, the bundler
-# and the relay cannot disagree.
+# The policy the proxy (proxy/process.py) and the resolver (dns/resolver.py) apply, and the
+# one log line format both append to ``run_dir/evidence/egress.jsonl``, read back by
+# bundle.py. Pure: no I/O here beyond reading a stream it is given, so the harness
+# processes, the bundler and the relay cannot disagree.
 
 _PHASES: tuple[str, ...] = get_args(Phase)
 

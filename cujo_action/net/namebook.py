@@ -6,7 +6,7 @@ import ipaddress
 import json
 from pathlib import Path
 
-# The logging resolver (dns.py) answers names with addresses of this network (RFC 2544
+# The logging resolver (dns/resolver.py) answers names with addresses of this network (RFC 2544
 # benchmarking: never a real host), one per name when it keeps a names file; the proxy
 # reads the pairs back to name a connection to such an address.
 SINK_NETWORK = ipaddress.IPv4Network("198.18.0.0/15")

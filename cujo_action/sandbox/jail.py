@@ -40,9 +40,8 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from cujo_action.net.dnsresolvconf import ResolvFile, resolv_files
-from cujo_action.net.netns import kill_all_in
-from cujo_action.net.rootless import is_rootless, join_argv
+from cujo_action.net.ns.netns import kill_all_in
+from cujo_action.net.ns.rootless import is_rootless, join_argv
 from cujo_action.sandbox.cgroups import Limits
 from cujo_action.sandbox.detach import mount_points, to_detach
 from cujo_action.sandbox.detach import prefix as detach_prefix
@@ -57,6 +56,7 @@ from cujo_action.sandbox.reaper import (
     namespace_inode,
     watch_growth,
 )
+from cujo_action.sandbox.resolvconf import ResolvFile, resolv_files
 from cujo_action.sandbox.tree import covered, image_args, neutral_cover
 from cujo_action.watch.output import (
     Capture,
@@ -204,7 +204,7 @@ class View:
         for host, inside in self.binds:
             args += ["--bind", host, inside]
         for fd, placed in resolv:
-            # A runner's resolver files (dnsresolvconf.py): written into the sandbox's own
+            # A runner's resolver files (sandbox/resolvconf.py): written into the sandbox's own
             # /run, or bound over the host's /etc/resolv.conf where that is a plain file.
             how = "--ro-bind-data" if placed.bind else "--file"
             args += ["--perms", "0644", how, str(fd), placed.path]
@@ -524,7 +524,7 @@ def run_confined(
     # What bubblewrap copies into docker's socket path: nothing.
     empty_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC) if view is not None else -1
     # In its namespace, the sandbox reads a runner's resolv.conf, naming the stub address
-    # that leads to its resolver (dnsstub.py); without one, the host's resolver is its.
+    # that leads to its resolver (ns/dnsstub.py); without one, the host's resolver is its.
     resolv = _resolv_fds(view) if view is not None and netns is not None else []
     program_fd = step_fd = -1
     outer_env = dict(env)

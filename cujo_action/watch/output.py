@@ -3,7 +3,7 @@
 A project's CI log is public, so printing a secret is exfiltration without a network:
 tj-actions/changed-files (2025) printed the runner's secrets, base64 twice, into the
 log. Everything a command writes, up to ``limits.OUTPUT_FLOOD`` (past which it is
-killed), is searched with the decoys' own matcher (``decoys.DecoyMatcher``: every
+killed), is searched with the decoys' own matcher (``find/matcher.DecoyMatcher``: every
 encoding ``unwrap`` undoes), as it arrives, in windows of ``WINDOW`` bytes; the report
 keeps only the last ``limits.OUTPUT_TAIL`` characters of each stream.
 
@@ -43,7 +43,7 @@ _SEPARATOR: Final = bytes(0 if b in _RUN_BYTES else 1 for b in range(256))
 
 
 class Matcher(Protocol):
-    """What the search needs of ``decoys.DecoyMatcher``."""
+    """What the search needs of ``find/matcher.DecoyMatcher``."""
 
     @property
     def exhausted(self) -> bool:

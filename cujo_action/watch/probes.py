@@ -7,7 +7,7 @@ kernel's status lines, ``uid_map``, the mounts) leaves no trace the harness can 
 * **Running a well-known environment probe.** ``PROBE_TOOLS`` are programs that say
   what machine this is (a virtual machine, a container, which capabilities). A build or a
   test suite has no reason to run them; code that checks where it runs does. The exec
-  guard holds each exec until it has named the caller (``sandbox/execguard.py``), as for
+  guard holds each exec until it has named the caller (``execguard.py``), as for
   ``sudo``. ``lscpu`` and ``nproc`` are left out: builds ask them how many cores there are.
 * **Listing a folder of credentials.** ``DECOY_FOLDERS`` are the folders a job's
   credentials live in (``~/.ssh``, ``~/.config/gh``, ``~/.docker``, the runner's folder); tools

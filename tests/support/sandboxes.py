@@ -17,8 +17,8 @@ from jobs import job_for
 
 from cujo_action.arm.actionsjob import worker_source
 from cujo_action.arm.context import runner_worker
-from cujo_action.arm.decoys import make_decoys
 from cujo_action.arm.host import worker_program
+from cujo_action.find.decoys import make_decoys
 from cujo_action.sandbox.cgroups import Limits, make_limits
 from cujo_action.sandbox.jail import (
     INSIDE_HOME,

@@ -32,10 +32,10 @@ from cujo_action.arm.actionsjob import (
     worker_source,
 )
 from cujo_action.arm.context import CheckArea
-from cujo_action.arm.decoys import make_decoys
 from cujo_action.arm.fingerprint import load_profile
 from cujo_action.arm.host import tool_path
 from cujo_action.arm.staging import RECEIVERS, stage
+from cujo_action.find.decoys import make_decoys
 from cujo_action.prepare.plan import prepare
 from cujo_action.sandbox.boundary import BoundaryError, write_below
 from cujo_action.sandbox.cgroups import make_limits

@@ -14,7 +14,7 @@ from gitrepo import GitRepo
 
 from cujo_action.arm import arming
 from cujo_action.arm.arming import arm
-from cujo_action.net.proxy import ProxyError
+from cujo_action.net.proxy.process import ProxyError
 from cujo_action.prepare.plan import prepare
 from cujo_action.sandbox.helper_processes import Spawned
 from cujo_action.schema import Plan

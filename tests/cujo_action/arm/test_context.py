@@ -20,11 +20,11 @@ from cujo_action.arm.context import (
     label,
     sandbox_env,
 )
-from cujo_action.arm.decoys import make_decoys
 from cujo_action.arm.fingerprint import load_profile
 from cujo_action.arm.fingerprint_probe import CA_NAMES, shape
 from cujo_action.arm.host import tool_homes
-from cujo_action.net.proxyconfig import SYSTEM_CA
+from cujo_action.find.decoys import make_decoys
+from cujo_action.net.proxy.config import SYSTEM_CA
 from cujo_action.sandbox.cgroups import Limits
 from cujo_action.schema import Plan
 

@@ -28,8 +28,9 @@ from cujo_action.arm.decoyfiles import (
     decoy_paths,
     runner_files,
 )
-from cujo_action.arm.decoys import RSA_FIELDS, Decoy, find_decoys, make_decoys
 from cujo_action.arm.staging import seed_home, stage
+from cujo_action.find.decoys import RSA_FIELDS, Decoy, make_decoys
+from cujo_action.find.matcher import find_decoys
 from cujo_action.prepare.plan import prepare
 from cujo_action.sandbox.boundary import BoundaryError
 from cujo_action.sandbox.cgroups import make_limits

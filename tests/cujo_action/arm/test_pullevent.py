@@ -23,7 +23,7 @@ from cujo_action.arm.actionsjob import (
     job_message,
     new_identity,
 )
-from cujo_action.arm.decoys import make_decoys
+from cujo_action.find.decoys import make_decoys
 from cujo_action.schema import ZERO_SHA, PullTarget, Push, Upstream
 
 SAMPLES = Path(__file__).parents[2] / "samples" / "webhooks"

@@ -14,8 +14,8 @@ import pytest
 from jobs import BASE, MERGE, job_for
 
 from cujo_action.arm.actionsjob import JobIdentity, job_env, job_message, new_identity
-from cujo_action.arm.decoys import make_decoys
 from cujo_action.arm.pushevent import push_event
+from cujo_action.find.decoys import make_decoys
 from cujo_action.schema import Push, PushedCommit, Upstream
 
 SAMPLES = Path(__file__).parents[2] / "samples" / "webhooks"

@@ -14,14 +14,14 @@ import pytest
 import requests
 
 from cujo_action.arm.arming import Harness
-from cujo_action.arm.decoys import make_decoys
 from cujo_action.evidence.bundle import write_manifest
 from cujo_action.evidence.reader import Manifest
 from cujo_action.evidence.seals import EvidenceFaults, broken_seals, seal
-from cujo_action.net.dns import ResolverConfig, start_resolver
+from cujo_action.find.decoys import make_decoys
+from cujo_action.net.dns.resolver import ResolverConfig, start_resolver
 from cujo_action.net.helperconfig import DecoySpec
-from cujo_action.net.proxy import ProxyHandle, start_proxy
-from cujo_action.net.proxyconfig import ProxyConfig
+from cujo_action.net.proxy.config import ProxyConfig
+from cujo_action.net.proxy.process import ProxyHandle, start_proxy
 from cujo_action.schema import MAX_TEXT
 
 LABEL = "install/install"

@@ -27,11 +27,12 @@ from cujorun import processes_with
 from sandboxes import Sandbox, Sandboxes, sandboxes_for
 
 import cujo_action
-from cujo_action.arm.decoys import DecoyMatcher, make_decoys
 from cujo_action.arm.fingerprint_probe import FOLDERS
+from cujo_action.find.decoys import make_decoys
+from cujo_action.find.matcher import DecoyMatcher
 from cujo_action.limits import OUTPUT_FLOOD, OUTPUT_TAIL
-from cujo_action.net.netns import NetNamespace
-from cujo_action.net.nftguard import Redirect
+from cujo_action.net.ns.netns import NetNamespace
+from cujo_action.net.ns.nftguard import Redirect
 from cujo_action.sandbox.jail import (
     INSIDE_UID,
     Confinement,

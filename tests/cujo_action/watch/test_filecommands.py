@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cujo_action.arm.decoys import DecoyMatcher, make_decoys
+from cujo_action.find.decoys import make_decoys
+from cujo_action.find.matcher import DecoyMatcher
 from cujo_action.sandbox.boundary import read_file_below
 from cujo_action.schema import DECOY_IN_OUTPUT, WORKFLOW_COMMAND_WRITE
 from cujo_action.watch import filecommand_scan

@@ -15,7 +15,8 @@ import threading
 
 import pytest
 
-from cujo_action.arm.decoys import DecoyMatcher, make_decoys
+from cujo_action.find.decoys import make_decoys
+from cujo_action.find.matcher import DecoyMatcher
 from cujo_action.watch import output
 from cujo_action.watch.output import OutputSearch, Printed
 

@@ -1,0 +1,1 @@
+"""Recognise a decoy in bytes: the decoders, opacity, the decoy formats and the matcher."""

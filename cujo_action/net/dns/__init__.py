@@ -1,0 +1,1 @@
+"""The logging resolver: DNS wire format, DoH, the asker, reassembly of query streams."""

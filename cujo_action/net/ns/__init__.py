@@ -1,0 +1,1 @@
+"""A phase's network namespace: its layout, nftables guards, rootless forwarding."""

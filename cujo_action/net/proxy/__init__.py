@@ -1,0 +1,1 @@
+"""The logging proxy: its process, mitmproxy addon, request spool, sink and log lines."""
