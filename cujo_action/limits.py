@@ -54,6 +54,7 @@ LimitId = Literal[
     "exec-guard-queue",
     "harness-process",
     "detonation-imports",
+    "detonation-own-imports",
     "probe-count",
     "date-gate-read",
     "command-timeout",
@@ -153,6 +154,9 @@ ANSWER_PEEK: Final = 16 * 1024
 ANSWER_BODY: Final = 256 * 1024
 # Coverage: modules (or npm dependencies) detonation imports; probes of the changed code.
 DETONATION_IMPORTS: Final = 25
+# The changed modules and the project's own distribution's, imported by detonation before
+# any dependency: past this, what is left out may be the danger (the check is unproven).
+DETONATION_OWN_IMPORTS: Final = 200
 PROBE_COUNT: Final = 30
 # What of one changed source file the search for date gates reads (checks/dategates.py).
 DATE_GATE_READ: Final = 1 * MiB
@@ -413,10 +417,20 @@ LIMITS: Final[dict[str, Limit]] = {
         ),
         Limit(
             "detonation-imports", DETONATION_IMPORTS, "modules", "cujo_action/checks/detonation.py",
-            "top-level modules (or npm dependencies) imported by detonation",
+            "dependencies' top-level modules (or npm dependencies) imported by detonation, "
+            "after the project's own",
             "the first by name (npm: in package.json's order)",
             "the rest are not imported, counted in a cut (the install itself ran them all)",
             hides_danger=False,
+        ),
+        Limit(
+            "detonation-own-imports", DETONATION_OWN_IMPORTS, "modules",
+            "cujo_action/checks/detonation.py",
+            "the changed modules and the project's own distribution's, imported by detonation",
+            "the changed modules, then the project's own, by name",
+            "those left out are named; the check is unproven (what was not imported may be "
+            "the danger)",
+            hides_danger=True,
         ),
         Limit(
             "probe-count", PROBE_COUNT, "probes", "cujo_action/checks/probes.py",

@@ -2,23 +2,36 @@
 
 Detonation needs nothing the repository's install produces: it starts first, with a copy
 of the head staged for it before any pull-request code ran, installs it (running its build
-scripts), then imports every top-level module the install put in place, each in its own
-process, watching what they do.
+scripts), then imports what the install put in place, each in its own process, watching
+what they do: the changed modules first (named from the plan, not from anything the
+install printed) and the project's own distribution's modules, all of them up to
+``MAX_OWN`` (past it, what is left out may be the danger: ``detonation-own-imports``, the
+check is unproven); then the dependencies' by name, up to ``MAX_IMPORTS`` (past it,
+named).
+Each import runs as a program would: a script file, started by its path, in the
+project's working folder (a payload that stays quiet under ``python -c`` in an empty
+folder fires there too); only installed code loads (the script's folder is sys.path[0]).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import shlex
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cujo_action import limits
 from cujo_action.checks.harness import CheckRun, check_main
+from cujo_action.checks.probes import changed_modules
 from cujo_action.sandbox.jail import Outcome
 from cujo_action.schema import Report
 
 MAX_IMPORTS = limits.DETONATION_IMPORTS
+MAX_OWN = limits.DETONATION_OWN_IMPORTS
+MAX_LISTED = 10_000  # entries of a checkout folder looked at for the project's own names
 IMPORT_TIMEOUT = 60.0
 MAX_SEED = 200  # distributions a new venv holds of its own, at most
 _SKIP = {"pip", "setuptools", "wheel", "pkg_resources", "_distutils_hack", "_virtualenv"}
@@ -39,7 +52,17 @@ if len(sys.argv) < 2:
     print("CUJO-DISTS " + json.dumps(sorted({key(d) for d in dists})[:%n]))
     raise SystemExit(0)
 before = set(json.loads(sys.argv[1]))
-mods = set()
+# The top-level names the project's own checkout holds (given by the harness).
+ours = set(json.loads(sys.argv[2])) if len(sys.argv) > 2 else set()
+mods, own = set(), set()
+def local(dist):
+    # pip writes direct_url.json with dir_info for a distribution built from a folder:
+    # the project's own (`pip install .`), not one fetched from an index.
+    try:
+        said = json.loads(dist.read_text("direct_url.json") or "{}")
+    except ValueError:
+        return False
+    return isinstance(said, dict) and "dir_info" in said
 def shipped(files):
     found = set()
     for f in files:
@@ -66,12 +89,16 @@ for dist in dists:
                 names.append(parts[0][:-3])
             elif len(parts) > 1 and parts[1] == "__init__.py":
                 names.append(parts[0])
-    mods.update(n for n in names if n.isidentifier() and n not in skip)
-# At most MAX_IMPORTS names (the line must fit the output tail the report keeps), and
-# how many there were.
-print("CUJO-MODULES " + json.dumps({"names": sorted(mods)[:%d], "total": len(mods)}))
+    names = [n for n in names if n.isidentifier() and n not in skip]
+    mods.update(names)
+    own.update(n for n in names if local(dist) or n in ours)
+# At most MAX_IMPORTS names of each kind (the line must fit the output tail the report
+# keeps), and how many there were.
+print("CUJO-MODULES " + json.dumps({"own": sorted(own)[:%o], "names": sorted(mods - own)[:%d],
+                                    "total": len(mods), "own_total": len(own)}))
 """.replace("%r", repr(sorted(_SKIP)))
     .replace("%d", str(MAX_IMPORTS))
+    .replace("%o", str(MAX_OWN))
     .replace("%n", str(MAX_SEED))
 )
 
@@ -88,22 +115,55 @@ def python_install_command(build_files: list[str]) -> str:
     return " && ".join(f"python -m pip install -r {shlex.quote(r)}" for r in reqs)
 
 
-def parse_modules(stdout: str) -> tuple[list[str], int]:
-    """Return the module names the lister printed and how many it found (untrusted:
-    validated and capped)."""
+@dataclass(frozen=True)
+class Listed:
+    """What the lister printed (untrusted: validated and capped)."""
+
+    own: list[str] = field(default_factory=list)  # the project's own distribution's
+    others: list[str] = field(default_factory=list)
+    total: int = 0  # every top-level module it found
+    own_total: int = 0
+
+
+def _names(value: object, cap: int) -> list[str]:
+    if not isinstance(value, list):
+        return []
+    return [n for n in value if isinstance(n, str) and n.isidentifier()][:cap]
+
+
+def _count(value: object, at_least: int) -> int:
+    return value if isinstance(value, int) and value >= at_least else at_least
+
+
+def parse_modules(stdout: str) -> Listed:
+    """Return the modules the lister printed, own and others, and how many it found."""
     for line in reversed(stdout.splitlines()):
         if line.startswith("CUJO-MODULES "):
             try:
                 said = json.loads(line.removeprefix("CUJO-MODULES "))
             except ValueError:
-                return [], 0
-            names = said.get("names") if isinstance(said, dict) else None
-            if isinstance(names, list):
-                kept = [n for n in names if isinstance(n, str) and n.isidentifier()]
-                total = said.get("total")
-                count = total if isinstance(total, int) and total >= len(kept) else len(kept)
-                return kept[:MAX_IMPORTS], count
-    return [], 0
+                return Listed()
+            if not isinstance(said, dict):
+                return Listed()
+            own = _names(said.get("own"), MAX_OWN)
+            others = [n for n in _names(said.get("names"), MAX_IMPORTS) if n not in own]
+            own_total = _count(said.get("own_total"), len(own))
+            total = _count(said.get("total"), own_total + len(others))
+            return Listed(own, others, total, own_total)
+    return Listed()
+
+
+def import_order(changed: list[str], listed: Listed) -> tuple[list[str], list[str], int]:
+    """Return the modules to import: the changed and the project's own (at most
+    ``MAX_OWN``), then the dependencies' (at most ``MAX_IMPORTS``); the changed or own ones
+    left out; and how many of the dependencies' are left out."""
+    first = list(dict.fromkeys([*changed, *listed.own]))
+    left_out = first[MAX_OWN:]
+    if listed.own_total > len(listed.own):
+        left_out.append(f"{listed.own_total - len(listed.own)} more of the project's own")
+    others = [m for m in listed.others if m not in first][:MAX_IMPORTS]
+    others_total = listed.total - listed.own_total
+    return [*first[:MAX_OWN], *others], left_out, max(0, others_total - len(others))
 
 
 def _imports_cut(run: CheckRun, found: int, what: str) -> None:
@@ -114,7 +174,7 @@ def _imports_cut(run: CheckRun, found: int, what: str) -> None:
             dropped=found - MAX_IMPORTS,
             kept=MAX_IMPORTS,
             phase="import",
-            detail=f"{found} {what}; the first {MAX_IMPORTS} by name were imported",
+            detail=f"{found} {what}; the first {MAX_IMPORTS} were imported",
         )
 
 
@@ -144,6 +204,43 @@ def _run_python(run: CheckRun, code: str, venv: str, *args: str) -> Outcome:
     )
 
 
+def checkout_modules(head: Path) -> list[str]:
+    """Return the top-level modules and packages the pristine checkout holds (at its root
+    and under ``src/``), by name: those installed are the project's own."""
+    names = set()
+    for folder in (head, head / "src"):
+        # Root-owned and written before any pull-request code ran, but its links are the
+        # pull request's: a `src` that is one is not followed.
+        if folder.is_symlink():
+            continue
+        try:
+            entries = list(itertools.islice(os.scandir(folder), MAX_LISTED))
+        except OSError:
+            continue
+        for entry in entries:
+            stem = entry.name.removesuffix(".py")
+            if not stem.isidentifier():
+                continue
+            if (
+                entry.is_file(follow_symlinks=False) and entry.name.endswith(".py")
+            ) or entry.is_dir(follow_symlinks=False):
+                names.add(stem)
+    return sorted(names)[:MAX_OWN]
+
+
+# The importer: a file, as a program is, whose folder (not the project's) is sys.path[0].
+IMPORTER = "import importlib, sys\nimportlib.import_module(sys.argv[1])\n"
+
+
+def _import(run: CheckRun, module: str, venv: str) -> Outcome:
+    """Import ``module`` as a program would: a script started by its path, in the project's
+    working folder (written and run by the sandbox's own user, never by root)."""
+    script = f"{run.scratch}/main.py"
+    cmd = f"cat > {shlex.quote(script)} <<'PY'\n{IMPORTER}PY\n"
+    cmd += shlex.join(["python", script, module])
+    return run.run(cmd, phase="import", timeout=IMPORT_TIMEOUT, cwd=run.src, venv=venv)
+
+
 def _python(run: CheckRun) -> Report:
     plan = run.plan
     venv = run.venv
@@ -159,12 +256,31 @@ def _python(run: CheckRun) -> Report:
     if outcome.exit_code != 0:
         why = "timed out" if outcome.timed_out else f"failed (exit {outcome.exit_code})"
         return run.finish("failed", f"the detonation install {why}")
-    listing = _run_python(run, LISTER, venv, json.dumps(seed))
-    modules, found = parse_modules(listing.stdout_tail)
-    _imports_cut(run, found, "installed top-level modules")
+    ours = json.dumps(checkout_modules(Path(plan.head_dir)))
+    listing = _run_python(run, LISTER, venv, json.dumps(seed), ours)
+    changed = changed_modules(plan)
+    modules, important, others_left = import_order(changed, parse_modules(listing.stdout_tail))
+    if important:
+        run.cut(
+            "detonation-own-imports",
+            dropped=len(important),
+            kept=MAX_OWN,
+            phase="import",
+            detail=f"changed or own modules past the first {MAX_OWN} were not imported: "
+            + ", ".join(important[:10]),
+        )
+    if others_left:
+        run.cut(
+            "detonation-imports",
+            dropped=others_left,
+            kept=MAX_IMPORTS,
+            phase="import",
+            detail=f"{others_left} more of the dependencies' modules were not imported (the "
+            f"first {MAX_IMPORTS} by name were, after the project's own)",
+        )
     failed = []
     for module in modules:
-        result = _run_python(run, "import " + module, venv)
+        result = _import(run, module, venv)
         if result.exit_code != 0:
             failed.append(module)
     if not modules:
@@ -199,7 +315,7 @@ def _node(run: CheckRun) -> Report:
         return run.finish("failed", f"the detonation install {why}")
     deps = manifest.get("dependencies") if isinstance(manifest, dict) else None
     every = [n for n in (deps or {}) if isinstance(n, str)]
-    _imports_cut(run, len(every), "dependencies")
+    _imports_cut(run, len(every), "dependencies (in package.json's order)")
     names = every[:MAX_IMPORTS]
     for name in names:
         run.run(

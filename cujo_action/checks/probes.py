@@ -45,6 +45,12 @@ def _module_name(rel: str, head: Path) -> str | None:
     return ".".join(parts)
 
 
+def changed_modules(plan: Plan) -> list[str]:
+    """Return the dotted modules of the changed .py files that import by that name."""
+    head = Path(plan.head_dir)
+    return sorted({m for rel in set(plan.changed_files) if (m := _module_name(rel, head))})
+
+
 def _scripts(head: Path) -> dict[str, str]:
     try:
         data = tomllib.loads((head / "pyproject.toml").read_text())
@@ -61,8 +67,8 @@ def probe_commands(plan: Plan) -> list[tuple[str, str]]:
     probes: list[tuple[str, str]] = []
     changed = sorted(set(plan.changed_files))
     if plan.ecosystem == "python":
-        modules = {m for rel in changed if (m := _module_name(rel, head))}
-        for module in sorted(modules):
+        modules = changed_modules(plan)
+        for module in modules:
             code = f"import importlib; importlib.import_module({module!r})"
             probes.append((f"python -c {shlex.quote(code)}", f"import {module}"))
         for name, target in sorted(_scripts(head).items()):

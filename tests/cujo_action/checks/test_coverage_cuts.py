@@ -12,7 +12,14 @@ from typing import Any
 from bundlefactory import make_plan
 
 from cujo_action.checks import probes
-from cujo_action.checks.detonation import LISTER, MAX_IMPORTS, parse_modules
+from cujo_action.checks.detonation import (
+    LISTER,
+    MAX_IMPORTS,
+    MAX_OWN,
+    Listed,
+    import_order,
+    parse_modules,
+)
 from cujo_action.evidence.reportfit import with_cut
 from cujo_action.limits import LIMITS, OUTPUT_TAIL
 from cujo_action.schema import MAX_CUTS
@@ -25,17 +32,36 @@ def test_the_lister_says_how_many_modules_it_found_on_a_line_the_tail_keeps() ->
     ).stdout
     (line,) = [ln for ln in listed.splitlines() if ln.startswith("CUJO-MODULES ")]
     assert len(line) < OUTPUT_TAIL
-    names, found = parse_modules(listed[-OUTPUT_TAIL:])
-    assert len(names) == MAX_IMPORTS
-    assert found > MAX_IMPORTS
-    assert names == sorted(names)
+    found = parse_modules(listed[-OUTPUT_TAIL:])
+    assert len(found.others) == MAX_IMPORTS
+    assert found.total > MAX_IMPORTS
+    assert found.others == sorted(found.others)
 
 
 def test_a_listing_the_pull_request_could_have_forged_is_validated() -> None:
-    said = {"names": ["ok", "not a name", 3, "os"], "total": -1}
-    assert parse_modules("CUJO-MODULES " + json.dumps(said)) == (["ok", "os"], 2)
-    assert parse_modules("CUJO-MODULES {broken") == ([], 0)
-    assert parse_modules("nothing here") == ([], 0)
+    said = {"own": ["me", "no way"], "names": ["ok", "not a name", 3, "os", "me"], "total": -1}
+    assert parse_modules("CUJO-MODULES " + json.dumps(said)) == Listed(["me"], ["ok", "os"], 3, 1)
+    assert parse_modules("CUJO-MODULES {broken") == Listed()
+    assert parse_modules("CUJO-MODULES [1]") == Listed()
+    assert parse_modules("nothing here") == Listed()
+
+
+def test_changed_and_own_modules_are_all_imported_first_then_dependencies_to_a_cap() -> None:
+    deps = [f"dep{n:02}" for n in range(40)]
+    own = [f"aa{n:02}" for n in range(30)] + ["zproject"]
+    listed = Listed(own=own, others=deps, total=71, own_total=31)
+    kept, left_out, others_left = import_order(["zproject.payload"], listed)
+    # A project of many modules: every one of its own is imported, none left out.
+    assert kept[:32] == ["zproject.payload", *own]
+    assert kept[32:] == deps[:MAX_IMPORTS]
+    assert left_out == []
+    assert others_left == 40 - MAX_IMPORTS
+    # Past the own cap: those left out are named (the check is then unproven).
+    many = [f"pkg.m{n:03}" for n in range(MAX_OWN + 3)]
+    listed = Listed(own=["pkg"], others=deps, total=45, own_total=5)
+    kept, left_out, _ = import_order(many, listed)
+    assert kept[:MAX_OWN] == many[:MAX_OWN]
+    assert left_out == [*many[MAX_OWN:], "pkg", "4 more of the project's own"]
 
 
 class _Run:

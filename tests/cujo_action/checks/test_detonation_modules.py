@@ -8,7 +8,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from cujo_action.checks.detonation import LISTER, parse_modules, parse_seed
+from cujo_action.checks.detonation import LISTER, checkout_modules, parse_modules, parse_seed
 
 
 def _venv(tmp_path: Path) -> tuple[Path, Path]:
@@ -64,11 +64,17 @@ def test_only_modules_the_installed_distributions_ship_are_imported(tmp_path: Pa
     (egg / "SOURCES.txt").write_text("setup.py\nsrc/tinyegg/__init__.py\n")
     (site / "tinyegg").mkdir()
     (site / "tinyegg" / "__init__.py").write_text("")
-    names, found = parse_modules(_list(python, json.dumps(seed)))
-    assert (names, found) == (["helper", "tinycalc", "tinyegg"], 3)
+    listed = parse_modules(_list(python, json.dumps(seed)))
+    assert (listed.own, listed.others, listed.total) == ([], ["helper", "tinycalc", "tinyegg"], 3)
     # Without the seed, the venv's own distribution is imported too, but never `debian`.
-    names, _ = parse_modules(_list(python, "[]"))
-    assert names == ["helper", "seedtools", "tinycalc", "tinyegg"]
+    listed = parse_modules(_list(python, "[]"))
+    assert listed.others == ["helper", "seedtools", "tinycalc", "tinyegg"]
+    # Built from a folder (`pip install .` writes direct_url.json with dir_info): the
+    # project's own, listed apart so it is imported first.
+    info = site / "tinycalc-0.1.dist-info"
+    (info / "direct_url.json").write_text('{"url": "file:///w/src", "dir_info": {}}')
+    listed = parse_modules(_list(python, json.dumps(seed)))
+    assert (listed.own, listed.others, listed.own_total) == (["helper", "tinycalc"], ["tinyegg"], 2)
 
 
 def test_a_seed_listing_the_sandbox_could_have_forged_is_validated() -> None:
@@ -76,3 +82,27 @@ def test_a_seed_listing_the_sandbox_could_have_forged_is_validated() -> None:
     assert parse_seed("CUJO-DISTS " + json.dumps(said)) == ["pip==23.0"]
     assert parse_seed("CUJO-DISTS {broken") == []
     assert parse_seed("nothing") == []
+
+
+def test_the_checkouts_own_names_are_read_without_following_its_links(tmp_path: Path) -> None:
+    head = tmp_path / "head"
+    (head / "pkg").mkdir(parents=True)
+    (head / "pkg" / "__init__.py").write_text("")
+    (head / "tool.py").write_text("")
+    (head / "README.md").write_text("")
+    (head / "not-a-name.py").write_text("")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "secret_pkg").mkdir(parents=True)
+    (head / "src").symlink_to(elsewhere)  # the pull request's link: never followed
+    assert checkout_modules(head) == ["pkg", "tool"]
+    (head / "src").unlink()
+    (head / "src" / "inner").mkdir(parents=True)
+    assert checkout_modules(head) == ["inner", "pkg", "src", "tool"]
+
+
+def test_installed_modules_the_checkout_holds_are_the_projects_own(tmp_path: Path) -> None:
+    python, site = _venv(tmp_path)
+    _distribution(site, "tinycalc", "0.1", "tinycalc\n", ["tinycalc/__init__.py"])
+    _distribution(site, "dep", "1.0", "dep\n", ["dep.py"])
+    listed = parse_modules(_list(python, "[]", json.dumps(["tinycalc", "docs"])))
+    assert (listed.own, listed.others) == (["tinycalc"], ["dep"])
