@@ -1,4 +1,4 @@
-"""Read the relay's settings from the environment (DESIGN.md section 10), when asked.
+"""Read the relay's settings from the environment (docs/design.md section 10.5), when asked.
 
 ``RelaySettings`` is a pydantic-settings model: each ``CUJO_*`` variable is a field (the
 Anthropic key and ``XDG_DATA_HOME`` keep their own names) with a validator that says
@@ -126,7 +126,7 @@ class RelaySettings(BaseSettings):
     xdg_data_home: str | None = Field(default=None, validation_alias="XDG_DATA_HOME")
     database_url: str = Field(default="", validate_default=True)
     workflow: str = DEFAULT_WORKFLOW
-    # Optional: without it the deterministic judge decides (DESIGN.md section 7).
+    # Optional: without it the deterministic judge decides (docs/design.md section 7).
     anthropic_api_key: Secret | None = Field(default=None, validation_alias="ANTHROPIC_API_KEY")
     # How patient the relay is, in seconds (tests shorten them): the outbox's first retry
     # and its lease on an effect, a relay's lease on a run and on a delivery, and how
@@ -136,7 +136,7 @@ class RelaySettings(BaseSettings):
     run_lease_s: float = 300.0
     delivery_lease_s: float = 30.0
     reconcile_every_s: float = 60.0
-    # Catch-up (DESIGN.md section 9, runs/catchup.py): how often a pass asks GitHub again
+    # Catch-up (docs/design.md section 9, runs/catchup.py): how often a pass asks GitHub again
     # for failed webhook deliveries and sweeps open pull requests (0 turns it off), how far
     # back it looks (GitHub redelivers for three days), how lately updated a pull
     # request is left to its own webhook, and how much one pass may do.
@@ -145,12 +145,13 @@ class RelaySettings(BaseSettings):
     catch_up_grace_s: float = 120.0
     catch_up_max_redeliveries: int = 50
     catch_up_max_pulls: int = 50
-    # Caps and a queue (issue 23, runs/caps.py): at most this many sandbox runs of one
-    # repository, and of one author, in flight; `.cujo.yml` may only lower them.
+    # Caps and a queue (runs/caps.py), since anyone who opens a pull request starts a run:
+    # at most this many sandbox runs of one repository, and of one author, in flight;
+    # `.cujo.yml` may only lower them.
     max_runs_per_repo: int = 4
     max_runs_per_author: int = 2
 
-    # Operating the relay (issue 23, observable): its log lines as JSON or plain text;
+    # Operating the relay (docs/operating.md): its log lines as JSON or plain text;
     # how many days a finished run's bundle is kept; how long a stop lets the work in
     # hand finish before handing it back; how old the oldest waiting delivery may grow
     # before /readyz says the intake is backed up.
@@ -465,7 +466,7 @@ def default_database_url(home: str | None, xdg_data_home: str | None) -> str:
 class _Environment(EnvSettingsSource):
     """The settings' variables as found in ``environ``, by pydantic-settings' own rules.
 
-    Names are matched as written in DESIGN.md, in capitals (``CUJO_APP_ID``), so a
+    Names are matched as documented, in capitals (``CUJO_APP_ID``), so a
     lower-case ``cujo_app_id`` is not read.
     """
 

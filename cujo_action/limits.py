@@ -1,6 +1,6 @@
 """Name every cap on evidence, and what happens when one is reached.
 
-A limit reached is itself evidence (DESIGN section 6, the evidence rules). Each cap the
+A limit reached is itself evidence (docs/design.md section 6.6, the evidence rules). Each cap the
 sandbox puts on what it records lives here once, with: what is kept first when it is
 reached (evidence that carries a decoy or would trigger a rule is never the part
 dropped), what is counted and named (a ``Cut`` in the report: which limit, how much was

@@ -309,7 +309,7 @@ def warm_up(run_dir: Path) -> Warm:
     # this run only, in the run's folder no sandbox sees, and each check gets a copy of
     # its own (the checks' commands run as the harness's own uid: a shared link would let
     # one check change another's venv); copying it costs a fraction of a second where
-    # `python -m venv` in each check cost five (issue 32).
+    # `python -m venv` in each check cost five seconds.
     python = base_python(for_sandbox_user=True)
     template = (
         template_for(python, run_dir)
