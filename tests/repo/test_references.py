@@ -175,8 +175,6 @@ def defined_names(module: Path) -> frozenset[str]:
             todo += [*node.body, *node.orelse, *getattr(node, "finalbody", [])]
             for handler in getattr(node, "handlers", []):
                 todo += handler.body
-        elif isinstance(node, ast.TypeAlias):
-            names.add(node.name.id)
     return frozenset(names)
 
 
