@@ -100,6 +100,7 @@ class Text:
     body: str
 
 
+@cache
 def top_folders(top: Path) -> frozenset[str]:
     """Return the folders at the top of the repository."""
     return frozenset(
@@ -157,6 +158,7 @@ def texts(top: Path) -> Iterator[Text]:
                 yield Text(relative, 1, path.read_text())
 
 
+@cache
 def defined_names(module: Path) -> frozenset[str]:
     """Return the names a module defines or imports at its top (``if`` blocks included)."""
     names: set[str] = set()
@@ -211,6 +213,7 @@ def path_exists(top: Path, path: str) -> bool:
     return (top / path).exists() or (top / f"{path}.py").is_file()
 
 
+@cache
 def design_numbers(top: Path) -> tuple[frozenset[str], frozenset[str]]:
     """Return docs/design.md's section numbers and invariant numbers."""
     doc = top / "docs" / "design.md"
