@@ -1,4 +1,4 @@
-"""Read the relay's settings from the environment (DESIGN.md section 10), when asked.
+"""Read the relay's settings from the environment (docs/design.md section 10.5), when asked.
 
 ``RelaySettings`` is a pydantic-settings model: each ``CUJO_*`` variable is a field (the
 Anthropic key and ``XDG_DATA_HOME`` keep their own names) with a validator that says
@@ -16,10 +16,18 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    Field,
+    GetCoreSchemaHandler,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import PydanticUseDefault, core_schema
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -36,6 +44,19 @@ DEFAULT_WORKFLOW = "cujo.yml"
 # A finished run's bundle (its evidence) is kept this many days (CUJO_BUNDLE_DAYS).
 DEFAULT_BUNDLE_DAYS = 30.0
 ENV_PREFIX = "CUJO_"
+# The relay's own patience, in seconds: an operator leaves these alone, and the tests
+# shorten them so a retry, a lease running out or a reconcile happens within a test. The
+# settings table marks them so.
+TUNING = frozenset(
+    {
+        "effect_retry_s",
+        "effect_lease_s",
+        "run_lease_s",
+        "delivery_lease_s",
+        "reconcile_every_s",
+        "jobs_poll_s",
+    }
+)
 # A workflow file name as GitHub's dispatch endpoint takes it (the file in
 # .github/workflows/ on the default branch):
 # https://docs.github.com/en/rest/actions/workflows#create-a-workflow-dispatch-event
@@ -107,6 +128,55 @@ def _raw(value: object) -> object:
     return value.get_secret_value() if isinstance(value, SecretStr) else value
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """The range of a numeric setting: ``Annotated[float, Bounds(0, 86_400)]``.
+
+    One check for every number the relay reads: a value given as text is parsed (blank:
+    the default), and a number outside ``low``..``high`` is refused naming the variable
+    and the range it must be in. ``above_low`` leaves ``low`` itself out; ``whole`` asks
+    for a whole number. ``unit`` words the range ("between 0 and 86400 seconds").
+    """
+
+    low: float
+    high: float
+    unit: str = "seconds"
+    whole: bool = False
+    above_low: bool = False
+
+    def __get_pydantic_core_schema__(
+        self, source: type[Any], handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        """Check the value before pydantic reads it as ``source``."""
+        return core_schema.with_info_before_validator_function(self.check, handler(source))
+
+    def check(self, value: object, info: ValidationInfo) -> object:
+        """Return ``value`` as a number within bounds; raise ``_Refused`` saying the fix."""
+        variable = ENV_PREFIX + str(info.field_name).upper()
+        if isinstance(value, str):
+            raw = value.strip()
+            if not raw:
+                raise PydanticUseDefault
+            try:
+                value = int(raw) if self.whole else float(raw)
+            except ValueError:
+                what = "a whole number" if self.whole else f"a number of {self.unit}"
+                raise _Refused(variable, f"is {raw!r}, not {what}") from None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            above = self.low < value if self.above_low else self.low <= value
+            if not (above and value <= self.high):
+                raise _Refused(variable, self.rule())
+        return value
+
+    def rule(self) -> str:
+        """Say the range, as the error and the settings table word it."""
+        if self.above_low:
+            said = f"must be more than {self.low:g} and at most {self.high:g} {self.unit}"
+        else:
+            said = f"must be between {self.low:g} and {self.high:g} {self.unit}"
+        return said.rstrip()
+
+
 class RelaySettings(BaseSettings):
     """What the relay needs to run: the App's identity, its secrets, its record.
 
@@ -117,51 +187,125 @@ class RelaySettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, populate_by_name=True)
 
-    app_id: int
-    private_key_file: str | None = None
-    private_key: Secret = Field(default=None, validate_default=True)
-    webhook_secret: Secret
-    github_api_url: str = DEFAULT_GITHUB_API_URL
-    home: str | None = None  # CUJO_HOME: the folder of the local record
-    xdg_data_home: str | None = Field(default=None, validation_alias="XDG_DATA_HOME")
-    database_url: str = Field(default="", validate_default=True)
-    workflow: str = DEFAULT_WORKFLOW
-    # Optional: without it the deterministic judge decides (DESIGN.md section 7).
-    anthropic_api_key: Secret | None = Field(default=None, validation_alias="ANTHROPIC_API_KEY")
-    # How patient the relay is, in seconds (tests shorten them): the outbox's first retry
-    # and its lease on an effect, a relay's lease on a run and on a delivery, and how
-    # often it reconciles runs nobody holds.
-    effect_retry_s: float = 2.0
-    effect_lease_s: float = 60.0
-    run_lease_s: float = 300.0
-    delivery_lease_s: float = 30.0
-    reconcile_every_s: float = 60.0
-    # Catch-up (DESIGN.md section 9, runs/catchup.py): how often a pass asks GitHub again
-    # for failed webhook deliveries and sweeps open pull requests (0 turns it off), how far
-    # back it looks (GitHub redelivers for three days), how lately updated a pull
-    # request is left to its own webhook, and how much one pass may do.
-    catch_up_every_s: float = 300.0
-    catch_up_window_s: float = 255_600.0  # 71 hours: inside GitHub's three days
-    catch_up_grace_s: float = 120.0
-    catch_up_max_redeliveries: int = 50
-    catch_up_max_pulls: int = 50
-    # Caps and a queue (issue 23, runs/caps.py): at most this many sandbox runs of one
-    # repository, and of one author, in flight; `.cujo.yml` may only lower them.
-    max_runs_per_repo: int = 4
-    max_runs_per_author: int = 2
-
-    # Operating the relay (issue 23, observable): its log lines as JSON or plain text;
-    # how many days a finished run's bundle is kept; how long a stop lets the work in
-    # hand finish before handing it back; how old the oldest waiting delivery may grow
-    # before /readyz says the intake is backed up.
-    log_format: LogFormat = "json"
-    bundle_days: float = DEFAULT_BUNDLE_DAYS
-    stop_grace_s: float = 20.0
-    ready_backlog_s: float = 120.0
-
-    # CUJO_JOBS_POLL_S: how often the jobs of running sandbox runs are read between their
-    # webhooks (a fallback, by conditional requests), in seconds.
-    jobs_poll_s: float = 60.0
+    app_id: int = Field(description="The App's id, shown on the GitHub App's settings page.")
+    private_key_file: str | None = Field(
+        None,
+        description="The path of the App's private key, a .pem file (this or "
+        "`CUJO_PRIVATE_KEY` is required).",
+    )
+    private_key: Secret = Field(
+        default=None,
+        validate_default=True,
+        description="The App's private key itself, PEM (this or `CUJO_PRIVATE_KEY_FILE`); "
+        "one line with `\\n` for each line break is accepted.",
+    )
+    webhook_secret: Secret = Field(
+        description="The webhook secret GitHub generated; every delivery is verified with it."
+    )
+    github_api_url: str = Field(
+        DEFAULT_GITHUB_API_URL,
+        description="GitHub's API: `https://HOST/api/v3` for GitHub Enterprise Server; http "
+        "only on loopback (tests).",
+    )
+    home: str | None = Field(
+        None, description="The folder of the local record (`cujo.db`) and bundles."
+    )
+    xdg_data_home: str | None = Field(
+        default=None,
+        validation_alias="XDG_DATA_HOME",
+        description="Without `CUJO_HOME`, the record is in `$XDG_DATA_HOME/cujo` "
+        "(`~/.local/share/cujo`).",
+    )
+    database_url: str = Field(
+        default="",
+        validate_default=True,
+        description="The record: a SQLite file in the folder above by default, "
+        "`postgresql+psycopg://…` for several relays.",
+    )
+    workflow: str = Field(
+        DEFAULT_WORKFLOW,
+        description="The file name of the sandbox workflow in each repository's "
+        "`.github/workflows/` on its default branch.",
+    )
+    # Optional: without it the deterministic judge decides (docs/design.md section 7).
+    anthropic_api_key: Secret | None = Field(
+        default=None,
+        validation_alias="ANTHROPIC_API_KEY",
+        description="Optional: the model judge and the diff review; without it the hard "
+        "rules decide.",
+    )
+    # How patient the relay is, in seconds. Operators leave these at their defaults; tests
+    # shorten them so a retry, a lease running out or a reconcile happens within a test.
+    effect_retry_s: Annotated[float, Bounds(0, 86_400)] = Field(
+        2.0, description="The outbox's first wait before it makes a GitHub write again."
+    )
+    effect_lease_s: Annotated[float, Bounds(0, 86_400)] = Field(
+        60.0, description="How long a relay holds a GitHub write it is making."
+    )
+    run_lease_s: Annotated[float, Bounds(0, 86_400)] = Field(
+        300.0, description="How long a relay holds a run it works on."
+    )
+    delivery_lease_s: Annotated[float, Bounds(0, 86_400)] = Field(
+        30.0, description="How long a worker holds a webhook delivery it works on."
+    )
+    reconcile_every_s: Annotated[float, Bounds(0, 86_400)] = Field(
+        60.0, description="How often runs nobody holds (a relay died) are reconciled."
+    )
+    # Catch-up (docs/design.md section 9, runs/catchup.py): how far back it looks (GitHub
+    # redelivers for three days) and how much one pass may do.
+    catch_up_every_s: Annotated[float, Bounds(0, 3 * 86_400)] = Field(
+        300.0,
+        description="How often the relay asks GitHub again for failed webhook deliveries "
+        "and sweeps open pull requests (0 turns it off).",
+    )
+    catch_up_window_s: Annotated[float, Bounds(0, 3 * 86_400)] = Field(
+        255_600.0,  # 71 hours: inside GitHub's three days
+        description="How far back a pass looks for deliveries (71 hours: inside the three "
+        "days GitHub redelivers for).",
+    )
+    catch_up_grace_s: Annotated[float, Bounds(0, 3 * 86_400)] = Field(
+        120.0,
+        description="A pull request updated this lately is left to its own webhook.",
+    )
+    catch_up_max_redeliveries: Annotated[int, Bounds(0, 100_000, "", whole=True)] = Field(
+        50, description="At most this many redeliveries asked in one pass."
+    )
+    catch_up_max_pulls: Annotated[int, Bounds(0, 100_000, "", whole=True)] = Field(
+        50, description="At most this many pull requests swept in one pass."
+    )
+    # Caps and a queue (runs/caps.py), since anyone who opens a pull request starts a run;
+    # `.cujo.yml` may only lower them.
+    max_runs_per_repo: Annotated[int, Bounds(1, 1000, "runs in flight", whole=True)] = Field(
+        4, description="Sandbox runs in flight per repository; the rest wait in the queue."
+    )
+    max_runs_per_author: Annotated[int, Bounds(1, 1000, "runs in flight", whole=True)] = Field(
+        2, description="Sandbox runs in flight per pull-request author."
+    )
+    # Operating the relay (docs/operating.md).
+    log_format: LogFormat = Field(
+        "json",
+        description="`json`: one object a line, for a log collector; `text`: plain lines, "
+        "for a person.",
+    )
+    bundle_days: Annotated[float, Bounds(0, 36_500, "days", above_low=True)] = Field(
+        DEFAULT_BUNDLE_DAYS,
+        description="How many days a finished run's bundle (its evidence) is kept.",
+    )
+    stop_grace_s: Annotated[float, Bounds(0, 86_400, above_low=True)] = Field(
+        20.0,
+        description="How long a stop lets the work in hand finish before handing it back.",
+    )
+    ready_backlog_s: Annotated[float, Bounds(0, 86_400, above_low=True)] = Field(
+        120.0,
+        description="How old the oldest waiting delivery may grow before `/readyz` says "
+        "the intake is backed up.",
+    )
+    # At least a second, the maintenance loop's tick: polling faster spends the budget.
+    jobs_poll_s: Annotated[float, Bounds(1, 86_400)] = Field(
+        60.0,
+        description="How often the jobs of running sandbox runs are read between their "
+        "webhooks (a fallback, by conditional requests).",
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -315,75 +459,6 @@ class RelaySettings(BaseSettings):
             return Secret(raw.strip()) if raw.strip() else None
         return value
 
-    @field_validator(
-        "effect_retry_s",
-        "effect_lease_s",
-        "run_lease_s",
-        "delivery_lease_s",
-        "reconcile_every_s",
-        mode="before",
-    )
-    @classmethod
-    def _seconds(cls, value: object, info: ValidationInfo) -> object:
-        if not isinstance(value, str):
-            return value
-        name = str(info.field_name)
-        variable, raw = ENV_PREFIX + name.upper(), value.strip()
-        if not raw:
-            return cls.model_fields[name].default
-        try:
-            seconds = float(raw)
-        except ValueError:
-            raise _Refused(variable, f"is {raw!r}, not a number of seconds") from None
-        if not 0 <= seconds <= 86_400:
-            raise _Refused(variable, "must be between 0 and 86400 seconds")
-        return seconds
-
-    @field_validator(
-        "catch_up_every_s",
-        "catch_up_window_s",
-        "catch_up_grace_s",
-        "catch_up_max_redeliveries",
-        "catch_up_max_pulls",
-        mode="before",
-    )
-    @classmethod
-    def _catch_up(cls, value: object, info: ValidationInfo) -> object:
-        if not isinstance(value, str):
-            return value
-        name = str(info.field_name)
-        variable, raw = ENV_PREFIX + name.upper(), value.strip()
-        if not raw:
-            return cls.model_fields[name].default
-        whole = name.startswith("catch_up_max_")
-        try:
-            number = int(raw) if whole else float(raw)
-        except ValueError:
-            what = "a whole number" if whole else "a number of seconds"
-            raise _Refused(variable, f"is {raw!r}, not {what}") from None
-        top = 100_000 if whole else 3 * 86_400
-        if not 0 <= number <= top:
-            unit = "" if whole else " seconds"
-            raise _Refused(variable, f"must be between 0 and {top}{unit}")
-        return number
-
-    @field_validator("max_runs_per_repo", "max_runs_per_author", mode="before")
-    @classmethod
-    def _run_caps(cls, value: object, info: ValidationInfo) -> object:
-        name = str(info.field_name)
-        variable = ENV_PREFIX + name.upper()
-        if isinstance(value, str):
-            raw = value.strip()
-            if not raw:
-                return cls.model_fields[name].default
-            try:
-                value = int(raw)
-            except ValueError:
-                raise _Refused(variable, f"is {raw!r}, not a whole number") from None
-        if isinstance(value, int) and not 1 <= value <= 1000:
-            raise _Refused(variable, "must be between 1 and 1000 runs in flight")
-        return value
-
     @field_validator("log_format", mode="before")
     @classmethod
     def _log_format(cls, value: object) -> object:
@@ -397,40 +472,6 @@ class RelaySettings(BaseSettings):
                 "(plain lines, for a person)",
             )
         return raw
-
-    @field_validator("bundle_days", "stop_grace_s", "ready_backlog_s", mode="before")
-    @classmethod
-    def _operating(cls, value: object, info: ValidationInfo) -> object:
-        name = str(info.field_name)
-        variable = ENV_PREFIX + name.upper()
-        unit, most = ("days", 36_500.0) if name == "bundle_days" else ("seconds", 86_400.0)
-        if isinstance(value, str):
-            raw = value.strip()
-            if not raw:
-                return cls.model_fields[name].default
-            try:
-                value = float(raw)
-            except ValueError:
-                raise _Refused(variable, f"is {raw!r}, not a number of {unit}") from None
-        if isinstance(value, int | float) and not 0 < value <= most:
-            raise _Refused(variable, f"must be more than 0 and at most {most:g} {unit}")
-        return value
-
-    @field_validator("jobs_poll_s", mode="before")
-    @classmethod
-    def _jobs_poll_s(cls, value: object) -> object:
-        # At least a second, the maintenance loop's tick: polling faster spends the budget.
-        if isinstance(value, str):
-            raw = value.strip()
-            if not raw:
-                return cls.model_fields["jobs_poll_s"].default
-            try:
-                value = float(raw)
-            except ValueError:
-                raise _Refused("CUJO_JOBS_POLL_S", f"is {raw!r}, not a number of seconds") from None
-        if isinstance(value, int | float) and not 1 <= value <= 86_400:
-            raise _Refused("CUJO_JOBS_POLL_S", "must be between 1 and 86400 seconds")
-        return value
 
     def __repr__(self) -> str:
         shown = make_url(self.database_url).render_as_string(hide_password=True)
@@ -465,7 +506,7 @@ def default_database_url(home: str | None, xdg_data_home: str | None) -> str:
 class _Environment(EnvSettingsSource):
     """The settings' variables as found in ``environ``, by pydantic-settings' own rules.
 
-    Names are matched as written in DESIGN.md, in capitals (``CUJO_APP_ID``), so a
+    Names are matched as documented, in capitals (``CUJO_APP_ID``), so a
     lower-case ``cujo_app_id`` is not read.
     """
 
@@ -508,3 +549,39 @@ def load_settings(environ: Mapping[str, str] | None = None) -> RelaySettings:
         return RelaySettings(**values)
     except ValidationError as exc:
         raise SettingsError(_problems(exc)) from None
+
+
+def variable_of(name: str) -> str:
+    """Return the environment variable that sets the field ``name``."""
+    alias = RelaySettings.model_fields[name].validation_alias
+    return alias if isinstance(alias, str) else ENV_PREFIX + name.upper()
+
+
+def table() -> str:
+    """Return every setting as the Markdown table ``docs/operating.md`` shows."""
+    rows = [
+        "| Variable | Default | Accepted | What it sets |",
+        "|---|---|---|---|",
+    ]
+    for name, field in RelaySettings.model_fields.items():
+        default = field.default
+        if field.is_required():
+            shown = "required"
+        elif default is None or default == "":
+            shown = "—"
+        elif isinstance(default, int | float):
+            shown = f"{default:g}"
+        else:
+            shown = f"`{default}`"
+        bounds = [m for m in field.metadata if isinstance(m, Bounds)]
+        accepted = bounds[0].rule().removeprefix("must be ") if bounds else "—"
+        what = field.description or ""
+        if name in TUNING:
+            what = f"Tuning knob (tests shorten it): {what[0].lower()}{what[1:]}"
+        cells = [f"`{variable_of(name)}`", shown, accepted, what]
+        rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(table())

@@ -1,9 +1,9 @@
 """Benchmark the body search (unwrap + matcher) against main's, on 1 MiB and 20 MiB bodies.
 
-The baseline is the search as it was before issue 20: ``cujo_action/unwrap.py`` and
-``cujo_action/decoys.py`` read from git at ``BASELINE`` (``git show``) and loaded as
+The baseline is the search as it was at ``BASELINE``: ``unwrap.py`` and ``decoys.py``, as
+they stood then at the top of the package, read from git (``git show``) and loaded as
 modules of their own (``bench_old_unwrap``, ``bench_old_decoys``; the old matcher's import
-of ``cujo_action.unwrap`` is pointed at the old module), so both run in this process on
+of the old unwrap module is pointed at its copy), so both run in this process on
 the same bytes, interleaved, best of N. Bodies: random bytes, CSV text, and base64 of
 that text with a decoy at its end. The figure is new/old time per body; the old search
 stops at its 24 MiB budget (and says ``unsearched``) where the new one reads on, so on

@@ -1,6 +1,6 @@
 """Name every cap on evidence, and what happens when one is reached.
 
-A limit reached is itself evidence (DESIGN section 6, the evidence rules). Each cap the
+A limit reached is itself evidence (docs/design.md section 6.6, the evidence rules). Each cap the
 sandbox puts on what it records lives here once, with: what is kept first when it is
 reached (evidence that carries a decoy or would trigger a rule is never the part
 dropped), what is counted and named (a ``Cut`` in the report: which limit, how much was
@@ -148,7 +148,7 @@ DNS_DISTINCT: Final = 4096
 RECORD_READ: Final = 8 * MiB
 REPORT_READ: Final = 4 * REPORT_BYTES
 SINK_HEAD: Final = 1 * MiB
-# The proxy's answers to sunk requests (net/lookalike.py): the bytes of a request's body an
+# The proxy's answers to sunk requests (net/lookalike/): the bytes of a request's body an
 # answer reads (a worm's new repository name, a gist's files), and the largest answer.
 ANSWER_PEEK: Final = 16 * 1024
 ANSWER_BODY: Final = 256 * 1024

@@ -312,7 +312,7 @@ def _armed(
     _stage("arm", "ended", f"isolation {armed.isolation}")
     if armed.isolation == "full":
         uids = sorted(a.uid for a in armed.areas.values() if a.uid is not None)
-        # Without root, separate mounts stand where separate uids stand (net/rootless.py).
+        # Without root, separate mounts stand where separate uids stand (net/ns/rootless.py).
         who = (
             f"uids {uids[0]}-{uids[-1]} (one per check)"
             if uids

@@ -413,7 +413,7 @@ class ModelSettings(_Strict):
 
 
 class RunCaps(_Strict):
-    """Sandbox runs in flight (issue 23): ``.cujo.yml`` may only lower the relay's caps."""
+    """Sandbox runs in flight: ``.cujo.yml`` may only lower the relay's caps (runs/caps.py)."""
 
     repo: int | None = Field(None, ge=1, le=1000)
     author: int | None = Field(None, ge=1, le=1000)

@@ -1,4 +1,4 @@
-"""The board: every run on one page, each run live on its own (DESIGN section 9)."""
+"""The board: every run on one page, each run live on its own (docs/design.md section 9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Say on the board what the relay's catch-up last did (DESIGN section 9), from plain values.
+"""Say on the board what the relay's catch-up last did (docs/design.md section 9), pure.
 
 No I/O: ``pages.py`` reads the newest pass from the record and hands it here. A cap
 reached is said loudly; what went wrong is only named as having happened, since its

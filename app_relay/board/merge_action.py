@@ -1,6 +1,6 @@
 """The run page's merge: its panel (the gate's reading, live) and ``POST /runs/{id}/merge``.
 
-DESIGN section 12. The browser sends only which run, a token bound to its session and
+docs/design.md section 12. The browser sends only which run, a token bound to its session and
 that run (an HMAC under the session key), and the merge method; the session comes from
 the ``SameSite=Strict`` cookie alone, and ``Origin`` must be the board's own. The relay
 reloads the run from its record, reads GitHub itself (twice) and pins the merge to the

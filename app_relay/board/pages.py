@@ -1,7 +1,7 @@
 """Serve the board: ``/`` lists runs, ``/runs/{id}`` shows one live, over server-sent events.
 
 Pages are rendered on the server (Jinja2, autoescaped: text from a pull request is inert
-on the page, DESIGN invariant 10); the one script, ``board.js``, appends what the
+on the page, docs/design.md invariant 10); the one script, ``board.js``, appends what the
 streams send. A stream polls the record (another process may be writing it) and ends
 after ``stream_s``; the browser reconnects on its own, which also checks access again
 and lets the server stop without waiting on open pages.

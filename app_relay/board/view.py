@@ -1,7 +1,7 @@
 """Say what the board shows for a run, from plain values: state, words, times, timeline.
 
-No I/O: ``pages.py`` reads the record and hands the values here. Colours follow DESIGN
-section 3, and every state is also written in words (the CSS class only adds colour).
+No I/O: ``pages.py`` reads the record and hands the values here. Colours follow
+docs/design.md section 3, and every state is also written in words (the CSS class only adds colour).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class StateLook:
     meaning: str
 
 
-# DESIGN section 3: red only for blocked; clean blue and error the same blue faded;
+# docs/design.md section 3: red only for blocked; clean blue and error the same blue faded;
 # unproven and waiting amber; dismissed grey-blue; superseded grey; running animated blue.
 LOOKS: dict[RunState, StateLook] = {
     "running": StateLook("st-running", "running", "claimed; the review is under way"),

@@ -79,7 +79,7 @@ def build_manifest(relay_url: str, *, name: str = "Cujo", merge: bool = False) -
     """Return the App manifest for a relay at ``relay_url`` (``app_manifest``, filled in).
 
     ``merge`` (``--merge``) asks ``contents: write`` so people may merge from the run
-    page (DESIGN section 12); without it the App reads contents only.
+    page (docs/design.md section 12); without it the App reads contents only.
     """
     from app_relay.github.manifest import app_manifest  # noqa: PLC0415 (as above)
 

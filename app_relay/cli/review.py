@@ -50,7 +50,7 @@ from cujo_action.schema import POLICY_FILE, PolicyError, Report, load_policy
 if TYPE_CHECKING:
     from app_relay.cli.local_board import OpenBoard
 
-# Unproven holds the merge on GitHub; a script gets 4 so it holds too (DESIGN section 10).
+# Unproven holds the merge on GitHub; a script gets 4 so it holds too (docs/design.md section 10.1).
 EXIT = {"clean": 0, "unproven": 4, "blocked": 1, "error": 3}
 
 
@@ -88,7 +88,7 @@ def summary_object(
     lost: Mapping[str, str] | None = None,
     pull_request: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
-    """Return the ``--json`` object of DESIGN section 10.
+    """Return the ``--json`` object of docs/design.md section 10.1.
 
     Each finding's evidence items carry their plain ``description``; ``lost`` describes
     evidence the bundle no longer holds (``tamper.described``). ``judge`` says which
@@ -441,7 +441,7 @@ def _diff_verdict(
     def read_at(path: str, ref: str) -> str | None:
         return git_text(repo, "cat-file", "blob", f"{ref}:{path}")
 
-    # The policy and the standards are read at base, never head (DESIGN section 4).
+    # The policy and the standards are read at base, never head (docs/design.md section 4).
     try:
         policy = load_policy(read_at(POLICY_FILE, base_sha))
     except PolicyError as exc:

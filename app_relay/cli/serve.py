@@ -13,7 +13,7 @@ catch-up (``runs/catchup.py``): on start and every few minutes, one relay at a t
 asks GitHub again for webhooks that never arrived and sweeps pull requests nothing
 reviewed.
 
-Operating it (issue 23): logs are JSON lines naming their delivery and run
+Operating it (docs/operating.md): logs are JSON lines naming their delivery and run
 (``CUJO_LOG_FORMAT=text`` for plain ones); the processes keep their metrics in one
 folder the webhook serves at ``/metrics``; each worker process reports its pool's health
 there for ``/readyz``. A stop (SIGTERM, Ctrl-C, or the end of a worker's input) lets

@@ -1,8 +1,8 @@
 """Decide a validated bundle: the one way the relay and the local review do it.
 
-Pure: the relay (``runs.py``) and the local review (``cli.py``) both turn a bundle into
-a verdict here, so a bundle means the same on GitHub and on a laptop. Its evidence is
-described one line per id by ``reviewbody.evidence_lines``.
+Pure: the relay (``runs/follow.py``) and the local review (``cli/review.py``) both turn a
+bundle into a verdict here, so a bundle means the same on GitHub and on a laptop. Its
+evidence is described one line per id by ``words/review_body.py`` (``evidence_lines``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def verdict_of(
 ) -> Verdict:
     """Return the verdict on a bundle: its stated failure is ``error``, else ``judge`` decides.
 
-    ``policy`` is the one the relay read itself at base (DESIGN invariant 9): a plan run
+    ``policy`` is the one the relay read itself at base (docs/design.md invariant 9): a plan run
     under any other is refused with ``BundleError``. None judges under the plan's own
     policy, for the local review, whose sandbox read base's policy from the repository
     the user named. ``pull`` is the pull request's own text as the caller read it (never

@@ -2,8 +2,8 @@
 made unsearchable or unreadable, a channel nobody else reads.
 
 Pure, like every rule (``hits.py``). A reviewer whose clean can be bought by filling a
-buffer launders the attack, so what could not be seen is itself evidence (DESIGN section
-6, the evidence rules; ``cujo_action/limits.py`` names every cap).
+buffer launders the attack, so what could not be seen is itself evidence (docs/design.md
+section 6.6, the evidence rules; ``cujo_action/limits.py`` names every cap).
 """
 
 from __future__ import annotations

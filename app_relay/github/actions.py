@@ -35,7 +35,7 @@ class ActionsCalls(GatewayTransport):
     ) -> DispatchResult:
         """Dispatch a workflow at a ref, with run details when GitHub gives them."""
         # https://docs.github.com/en/rest/actions/workflows#create-a-workflow-dispatch-event
-        # ACTIONS.md: design for at most 10 inputs and 65,535 characters in all.
+        # Its documented limits: at most 10 inputs, and 65,535 characters in all.
         if len(inputs) > 10 or len(json.dumps(dict(inputs))) > 65_535:
             raise ValueError("a dispatch takes at most 10 inputs and 65,535 characters")
         if not all(isinstance(v, str | bool) for v in inputs.values()):

@@ -1,7 +1,7 @@
 """What GitHub answers about a branch's rules, and the fail-closed reading of its classic checks.
 
 Pure (no I/O): the typed answers ``protection.py`` reads (``BranchReads``) and the rules,
-written from recorded answers (DESIGN section 8), that turn classic protection, or the
+written from recorded answers (docs/design.md section 8.3), that turn classic protection, or the
 branch read standing in for it, into the checks it requires, or why that cannot be
 told. Both the guard's reading (``protection.judge_hold``) and the merge gate
 (``merge/gate.py``) judge from these, so the two never read a branch differently.
@@ -121,7 +121,7 @@ def classic_checks(
 
 
 def _branch_checks(b: Branch) -> tuple[RequiredCheck, ...] | Unreadable:
-    """Read the branch read's classic checks by DESIGN section 8's rules, or say why not."""
+    """Read the branch read's classic checks (docs/design.md section 8.3), or say why not."""
     level = b.enforcement_level
     listed = bool(b.contexts or b.checks)
     if sorted(b.contexts) != sorted(c.context for c in b.checks):

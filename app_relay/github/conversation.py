@@ -2,7 +2,7 @@
 
 Part of the gateway (``client.py`` composes it). Reviews leave the relay through exactly
 two methods, ``post_advisory_review`` (event COMMENT) and ``post_blocking_review`` (event
-REQUEST_CHANGES); no other review event exists here (DESIGN.md section 3). What this App
+REQUEST_CHANGES); no other review event exists here (docs/design.md section 3). What this App
 posted is found again only by its marker **and** this App's bot login.
 """
 
@@ -175,7 +175,7 @@ def _review(call: str, data: object, headers: Mapping[str, str] | None = None) -
         id=a.integer("id"),
         state=a.text("state"),
         commit_id=a.text("commit_id", pattern=OBJECT_ID),
-        # GitHub's own times: the verbs compare a comment's time with these (issue 23).
+        # GitHub's own times: a verb's comment must come after the state it answers.
         submitted_at=github_time(a.data.get("submitted_at")),
         answered_at=answered_at(headers),
     )

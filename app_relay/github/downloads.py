@@ -1,7 +1,8 @@
 """Download what a workflow run left (an artifact, a job's log), capped, without credentials.
 
 Part of the gateway (``client.py`` composes it). GitHub answers a download with a 302 to
-pre-signed storage; that URL must never see our token (ACTIONS.md "Artifacts"), so it is
+pre-signed storage; that URL must never see our token
+(https://docs.github.com/en/rest/actions/artifacts#download-an-artifact), so it is
 fetched with no authentication at all, under a byte cap and a deadline.
 """
 
@@ -55,7 +56,7 @@ class DownloadCalls(GatewayTransport):
     def _fetch_archive(self, call: str, location: str, dest: Path, max_bytes: int) -> Path:
         target = urllib.parse.urlparse(location)
         # The archive URL is pre-signed and valid for a minute; it must never see our
-        # token (ACTIONS.md "Artifacts"). Only https, unless the API itself is plain http
+        # token. Only https, unless the API itself is plain http
         # (a loopback fake in tests).
         schemes = ("https", "http") if self._app.base_url.startswith("http://") else ("https",)
         if target.scheme not in schemes or not target.hostname:

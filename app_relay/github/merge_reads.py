@@ -3,7 +3,7 @@
 Part of the gateway (``client.py`` composes it), through the one call policy: who a
 user token belongs to (``GET /user``, with that token), the pull request's merge facts
 (``mergeable``, ``merged``, its node id), the check runs and commit statuses on a
-commit, and the merge methods the repository allows. DESIGN section 12.
+commit, and the merge methods the repository allows. docs/design.md section 12.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Part of the gateway (``client.py`` composes it). The merge (``PUT …/pulls/{n}/
 with ``sha`` pinned to the reviewed head) and the enqueue (GraphQL
 ``enqueuePullRequest`` with the reviewed head as ``expectedHeadOid``) are sent with the
 person's user access token, so GitHub applies their rights and their branch rules, not
-the App's. DESIGN section 12.
+the App's. docs/design.md section 12.
 
 These two are the only calls that do NOT go through the one call policy: they are sent
 once and never retried, not even after a rate limit, a 5xx or a lost connection: a

@@ -5,7 +5,7 @@ where a reaction goes), the checks on every path segment and value (a repository
 a positive number, a commit SHA, a string within GitHub's cap), and the bodies built
 from them. A value GitHub would refuse, or one that could point a call elsewhere,
 raises ``ValueError`` here, before any request. Only COMMENT and REQUEST_CHANGES reviews
-can be built (DESIGN.md section 3).
+can be built (docs/design.md section 3).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Read a branch's protection from GitHub and answer whether ``cujo/guard`` holds its merge.
 
-DESIGN section 8 "Does the block hold?". ``BranchReads`` (part of the gateway,
+docs/design.md section 8.3, "Does the block hold?". ``BranchReads`` (part of the gateway,
 ``client.py`` composes it) reads the branch's ruleset rules, its classic protection and,
 when that read is refused for want of admin rights, the branch itself. ``judge_hold`` is
 pure: it takes those answers and follows the reading rules written from recorded
@@ -176,7 +176,7 @@ class BranchReads(GatewayTransport):
                               "holds a non-string")  # fmt: skip
         checks = []
         for c in rsc.items("checks"):
-            # Each check names its app; null means any app (DESIGN section 8).
+            # Each check names its app; null means any app (docs/design.md section 8.3).
             if "app_id" not in c.data:
                 raise GitHubError(a.call, f"field '{c.where}.app_id' is missing")
             checks.append(RequiredCheck(c.text("context"), _opt_app_id(c, "app_id")))
@@ -194,7 +194,7 @@ class BranchReads(GatewayTransport):
 def _merge_queue(rule: Reader) -> MergeQueue:
     """Read a merge queue rule's method; a part that cannot be read is kept as why, not raised.
 
-    The gate blocks a queue it cannot read as ``queue-unknown`` (DESIGN section 12); the
+    The gate blocks a queue it cannot read as ``queue-unknown`` (docs/design.md section 12); the
     guard's reading does not need the queue at all, so this never fails the whole read.
     https://docs.github.com/en/rest/repos/rules#get-rules-for-a-branch
     """

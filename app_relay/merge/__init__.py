@@ -1,4 +1,4 @@
-"""Merge a reviewed head from the run page (DESIGN section 12).
+"""Merge a reviewed head from the run page (docs/design.md section 12).
 
 ``gate.py`` is the gate, pure over what GitHub answered; ``reading.py`` makes one full
 pass of the reads it needs, uncached, within a deadline. The writes (the merge, the

@@ -1,6 +1,6 @@
 """Turn one click on a run page into at most one merge: read twice, claim, call once.
 
-DESIGN section 12 and issue 24. A click is an attempt in the record; the gate is read
+docs/design.md section 12. A click is an attempt in the record; the gate is read
 twice without a cache (each pass with its own deadline) and both passes must be ready
 and agree on the head and the base; the run is read again from the record; the record's
 claim admits one attempt per head; then the merge is made with the person's own token,

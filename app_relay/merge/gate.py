@@ -1,6 +1,6 @@
 """Judge whether a run's reviewed head may be merged now, from what GitHub answered; pure.
 
-DESIGN section 12 and issue 24: the person (never a Bot, write or more), the pull
+docs/design.md section 12: the person (never a Bot, write or more), the pull
 request (open, not a draft, into the reviewed base, at the reviewed head, no conflict),
 the run's verdict (clean, or its block or unproven hold lifted on this head), every
 required check from rulesets and classic protection passing on the head (a check pinned

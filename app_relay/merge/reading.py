@@ -1,6 +1,6 @@
 """Make one full pass of the gate's reads, uncached, within a deadline, and judge it.
 
-DESIGN section 12: the person first (``GET /user`` with their own token: a Bot is
+docs/design.md section 12: the person first (``GET /user`` with their own token: a Bot is
 refused before anything else is read), their permission through the App, the pull
 request, the base branch's rulesets and classic protection (read as the guard reads
 them, ``github/protection.py``), the check runs and commit statuses on the reviewed

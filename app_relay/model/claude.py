@@ -11,7 +11,7 @@ one overrun left is a retry's back-off sleep, which the SDK caps at 8 s (or a
 
 No ``ANTHROPIC_API_KEY``: ``fromenv.model_client_from_env`` returns None, without
 importing this module, and callers use the deterministic judge; nothing else changes
-(DESIGN section 7).
+(docs/design.md section 7).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Compress a parsed diff into a token budget: the most telling hunks in, the rest named.
 
-DESIGN section 5. Pure. Manifests, CI files, scripts and executable code go in first;
+docs/design.md section 5. Pure. Manifests, CI files, scripts and executable code go in first;
 deletion-only hunks, deleted files, and generated, vendored, lock and binary files are
 reduced to their names; what does not fit is listed by name, so the prompt can say what
 was left out. Tokens are estimated with ``untrusted.estimate_tokens``.

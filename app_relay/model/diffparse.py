@@ -1,6 +1,6 @@
 """Read a unified diff into files and hunks, and say what kind of file each path is.
 
-DESIGN section 5. Pure. The kind (manifest, CI file, script, code, config, docs; lock,
+docs/design.md section 5. Pure. The kind (manifest, CI file, script, code, config, docs; lock,
 generated, vendored, binary) is what ``diffcompress`` orders hunks by; it is read from a
 path's name and, for a new file, from the first line it adds.
 """

@@ -1,6 +1,6 @@
 """Build the diff review's prompt within its token budget: standards, words, the diff.
 
-DESIGN section 5. Pure. The pull request's title, body and diff are fenced as data; the
+docs/design.md section 5. Pure. The pull request's title, body and diff are fenced as data; the
 standards files, read at base, are the project's own words, each with its cap stated.
 The one tool offered is ``post_advisory_review``, whose severity is ``info | warn``.
 """

@@ -1,6 +1,6 @@
 """Ask the cheap model for the diff review and read its answer: advisory, never a block.
 
-DESIGN section 5. ``review_diff`` builds the prompt (``diffprompt``: the diff compressed
+docs/design.md section 5. ``review_diff`` builds the prompt (``diffprompt``: the diff compressed
 by ``diffcompress``, the standards read at base by ``standards``), asks the model through
 the port with one tool, ``post_advisory_review``, and clamps the answer again here, so a
 diff review can never block: its verdict is ``clean`` (or ``error`` when the model gave

@@ -1,7 +1,7 @@
 """Pick the model client the environment asks for, loading the Anthropic SDK only then.
 
-No ``ANTHROPIC_API_KEY``: no client, and callers use the deterministic judge (DESIGN
-section 7). The SDK takes about a second to import, so a review without a key never
+No ``ANTHROPIC_API_KEY``: no client, and callers use the deterministic judge
+(docs/design.md section 7). The SDK takes about a second to import, so a review without a key never
 imports it (``claude.py`` does).
 """
 

@@ -1,6 +1,6 @@
 """The port a judge or a diff review asks a model through: replies, tool calls, failures.
 
-Pure. ``model.py`` is the adapter on the Anthropic SDK; tests pass fakes of this port or
+Pure. ``claude.py`` is the adapter on the Anthropic SDK; tests pass fakes of this port or
 point the adapter at a fake Messages API on loopback.
 """
 

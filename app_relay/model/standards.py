@@ -1,8 +1,8 @@
 """Read the project's standards files at base, each capped, for the diff review.
 
-DESIGN section 5: ``AGENTS.md``, ``CLAUDE.md``, ``CONTRIBUTING.md`` and
+docs/design.md section 5: ``AGENTS.md``, ``CLAUDE.md``, ``CONTRIBUTING.md`` and
 ``.github/copilot-instructions.md``, read through a file reader the caller hands in,
-always at the base commit (DESIGN section 11, invariant 3).
+always at the base commit (docs/design.md invariant 3).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def read_standards(
 
     ``read_file(path, ref)`` returns a file's text at a ref, or None when it is not there
     (``functools.partial(gateway.file_at, repo)``). Never head: the pull request must not
-    write the standards it is reviewed by (DESIGN section 11, invariant 3).
+    write the standards it is reviewed by (docs/design.md invariant 3).
     """
     found = []
     for path in STANDARDS_FILES:

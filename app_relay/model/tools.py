@@ -1,11 +1,11 @@
 """The two tools a model reviews through, and reading a reply: which tool, what it cites.
 
-Pure but for the port it is handed. The tool that was called is the verdict (DESIGN
-section 7): ``post_blocking_review`` blocks, ``post_advisory_review`` does not, and no
-later text changes that. A reply is accepted only when it makes exactly one call, to an
-offered tool, with input of the tool's shape, citing only evidence ids that exist;
-anything else is rejected with Cujo's reason and the model is asked again, a bounded
-number of times. Nothing is ever guessed from a reply that was rejected.
+Pure but for the port it is handed. The tool that was called is the verdict
+(docs/design.md section 7): ``post_blocking_review`` blocks, ``post_advisory_review``
+does not, and no later text changes that. A reply is accepted only when it makes exactly
+one call, to an offered tool, with input of the tool's shape, citing only evidence ids
+that exist; anything else is rejected with Cujo's reason and the model is asked again, a
+bounded number of times. Nothing is ever guessed from a reply that was rejected.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Take in a sandbox bundle as untrusted input: the artifact zip, then what it holds.
 
 The bundle comes back from the runner as the ``cujo-reports`` artifact, and anything that
-held the runner's token could have uploaded it (ACTIONS.md "Artifacts"). ``unpack_bundle``
+held the runner's token could have uploaded it (docs/design.md section 1). ``unpack_bundle``
 checks each zip entry before a byte is written: a plain relative name (no absolute path,
 ``..``, drive letter, backslash, control character or duplicate), a regular file (the Unix
 mode in the external attributes says so; a symbolic link or any other kind is refused),

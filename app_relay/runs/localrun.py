@@ -3,7 +3,7 @@
 The embedded default (``cujo review``), and the relay's runner when there is no Actions.
 Light on purpose (the standard library alone): ``cujo review`` starts the sandbox before
 it loads the record, the verdict and their libraries, which then load while the sandbox
-prepares and arms (half a second of the review's fixed cost, ISSUE 14).
+prepares and arms (half a second of the review's fixed cost).
 """
 
 from __future__ import annotations
@@ -181,7 +181,8 @@ def _split_record(
     """Keep the sandbox's tamper-record lines in ``record``, hand its stage marks to
     ``on_step``; pass the rest to ``detail``."""
     # The stage marks are the sandbox's contract (cujo_action.schema), which loads
-    # pydantic: read here, in this thread, once the sandbox has started (ISSUE 14).
+    # pydantic: read here, in this thread, once the sandbox has started, so that import
+    # overlaps the sandbox's start.
     from cujo_action.schema import STAGES, read_stage_mark  # noqa: PLC0415
 
     for raw in stream:

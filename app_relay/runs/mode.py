@@ -3,7 +3,7 @@
 Pure: the caller reads ``.cujo.yml`` at the base commit (never head) and the list of
 changed files, and gets back whether to review and how. A change to any dependency
 manifest or lockfile, or an author whose account ``type`` is ``Bot``, always gets the
-sandbox, whatever the policy says (DESIGN section 4).
+sandbox, whatever the policy says (docs/design.md section 4).
 """
 
 from __future__ import annotations

@@ -227,7 +227,7 @@ def refuses_run_details(exc: GitHubError) -> bool:
     """Return whether a dispatch was refused for asking for run details, as GHES does.
 
     GitHub Enterprise Server up to 3.20 answers 400 to the unknown ``return_run_details``
-    field (ACTIONS.md); a 422 counts too when GitHub's message names the field. Any other
+    field; a 422 counts too when GitHub's message names the field. Any other
     refusal (a missing trigger, unexpected inputs) is not retried: it would fail again.
     """
     message = answer_message(exc) or exc.reason

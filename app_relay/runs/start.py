@@ -147,7 +147,7 @@ class RunStarter:
         """
         if queued is None:
             self._drop_older_queued(gh, head)
-        # Policy from base, never head (DESIGN section 4).
+        # Policy from base, never head (docs/design.md section 4).
         text = gh.file_at(head.repo, POLICY_FILE, head.base_sha)
         try:
             policy: Policy | PolicyError = load_policy(text, POLICY_FILE)

@@ -1,4 +1,4 @@
-"""The run state machine and what GitHub shows for each state (DESIGN section 3), pure.
+"""The run state machine and what GitHub shows for each state (docs/design.md section 3), pure.
 
 The coordinator (``coordinator.py`` and its parts) does the I/O; this module only
 answers, from plain values: may a run move from one state to another, what the
@@ -35,7 +35,7 @@ LIFT = (
 RETRY_ACTION = "retry"
 MAX_SUMMARY = 60_000  # GitHub caps a check run's output.summary at 65,535 characters
 
-# Where a run may go from each state: the only place that says so. ``store.py`` asks
+# Where a run may go from each state: the only place that says so. ``store/runs.py`` asks
 # ``sources`` inside each conditional update, so a write that the table does not allow
 # changes nothing. A new commit, and a retry of an errored one, get a new run: no state
 # leads back to `running` but an approval of a job that `waiting` on a person. A hold
@@ -132,9 +132,9 @@ def guard_for(
     dismissed_by: str = "",
     diff_review: bool = False,
 ) -> GuardView:
-    """Return the check's face for a run in ``state`` (DESIGN section 3's table)."""
+    """Return the check's face for a run in ``state`` (docs/design.md section 3's table)."""
     kind = "diff review" if diff_review else "sandbox review"
-    # guard.py's own sentence (with the setting to change) when the relay read it.
+    # ``github/protection.py``'s own sentence (with the setting to change) when the relay read it.
     hold_line = holds_line or hold_words.holds_line(holds)
     if state == "running":
         return GuardView("in_progress", None, f"Cujo: {kind} running", _join(summary, hold_line))

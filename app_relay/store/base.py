@@ -41,7 +41,7 @@ from app_relay.store.tables import (
 )
 from cujo_action.schema import MAX_TAIL, clip, utcnow
 
-# The effects whose GitHub time says when a run's state was shown (issue 23).
+# The effects whose GitHub time says when a run's state was shown: a verb answers that.
 SHOWING_KINDS = frozenset({"review", "dismiss", "check"})
 
 

@@ -1,4 +1,4 @@
-"""The record's tables of merges from the run page (DESIGN section 12)."""
+"""The record's tables of merges from the run page (docs/design.md section 12)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app_relay.store.tables import Base, UTCDateTime, _choice
 
-# A merge from the run page (DESIGN section 12): each click is one attempt.
+# A merge from the run page (docs/design.md section 12): each click is one attempt.
 MergeState = Literal[
     "reading", "refused", "blocked", "sent", "merged", "queued", "unknown", "failed"
 ]

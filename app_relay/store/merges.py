@@ -1,4 +1,4 @@
-"""Merge attempts from the run page (DESIGN section 12): recorded, claimed once, settled.
+"""Merge attempts from the run page (docs/design.md section 12): recorded, claimed once, settled.
 
 An attempt starts ``reading`` (the gate's two passes), then ends ``refused`` or
 ``blocked`` without writing to GitHub, or is *claimed*: moved to ``sent`` before the

@@ -49,7 +49,7 @@ from app_relay.decide.verdict import (
 from app_relay.runs.state import RunState
 from cujo_action.schema import CHECK_NAMES
 
-# Section 3 of DESIGN.md; runstate.py says which moves between them exist.
+# docs/design.md section 3; runs/state.py says which moves between them exist.
 RUN_STATES: tuple[RunState, ...] = get_args(RunState)
 SessionKind = Literal["local", "github"]
 SESSION_KINDS: tuple[SessionKind, ...] = get_args(SessionKind)
@@ -261,12 +261,13 @@ class RunRow(Base):
     # The hold (blocked, unproven, error) a dismissal lifted: a reinstate puts back this.
     lifted: Mapped[RunState | None] = mapped_column(String(16))
     # The branch the pull request merges into, and whether a block holds that merge
-    # (guard.py: holds, does-not-hold, unknown) as last read.
+    # (github/protection.py: holds, does-not-hold, unknown) as last read.
     base_ref: Mapped[str | None] = mapped_column(String(256))
     holds: Mapped[str | None] = mapped_column(String(16))
     # When GitHub shows the run's current state (its verdict, a dismissal or a reinstate),
     # by GitHub's clock: the review's own time, a dismissal's or check's answer Date.
-    # Cleared on every move; a verb compares a comment's GitHub time with it (issue 23).
+    # Cleared on every move; a verb compares a comment's GitHub time with it, so a
+    # command written before the state it would change was shown changes nothing.
     verdict_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     # The pull request's author: the caps count a sandbox run in flight per author.
     author: Mapped[str | None] = mapped_column(String(64))
@@ -391,7 +392,7 @@ def take_over(row: DeliveryRow | EffectRow, worker_id: str, lease_until: datetim
 
 
 class ReviewRequestRow(Base):
-    """A pull request head that asked for a review; runs.py claims it (PART C)."""
+    """A pull request head that asked for a review; the run coordinator (runs/start.py) takes it."""
 
     __tablename__ = "review_requests"
 

@@ -1,6 +1,6 @@
 """Decide whether a `/cujo` verb applies: who may use it, and what applying it changes.
 
-Pure: no HTTP client, no clock, no store. DESIGN section 8 "Who may" and section 11
+Pure: no HTTP client, no clock, no store. docs/design.md section 8.2 and
 invariant 6: a bot is refused before any permission is read; the pull request's author
 may not dismiss; the permission is read from GitHub on every command (the caller hands
 a reader that asks at that moment). ``decide`` says whether a comment is a command and
@@ -54,7 +54,7 @@ def decide(
 ) -> Decision:
     """Decide, stopping at the first refusal, whether a comment's verb may be used.
 
-    The order is DESIGN section 8's: only a new comment on a pull request is a command;
+    The order is docs/design.md section 8.2's: only a new comment on a pull request is a command;
     one verb line at most; a bot is refused before ``permission_reader`` is called; the
     author may not dismiss; then the permission GitHub gives at this moment. An
     exception from ``permission_reader`` propagates: the caller retries or refuses.

@@ -1,6 +1,6 @@
 """Read the ``/cujo`` verbs in a pull-request comment: the lines a reader sees as verbs.
 
-Pure: no HTTP client, no clock, no store. DESIGN section 8 "Verbs" and section 11
+Pure: no HTTP client, no clock, no store. docs/design.md section 8.1 and
 invariant 6: a verb is an exact line a reader sees as paragraph text, matched by code
 and never by a model. Whether a verb found here applies, and who may use it, is
 ``decision``'s.

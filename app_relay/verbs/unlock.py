@@ -1,4 +1,4 @@
-"""Apply `/cujo dismiss` and `/cujo reinstate` from pull-request comments (DESIGN section 8).
+"""Apply `/cujo dismiss` and `/cujo reinstate` from comments (docs/design.md section 8).
 
 The thin I/O around ``parse`` and ``decision`` (which read verbs and decide who may,
 purely): read the comment from the webhook, record it once in the commands table, read

@@ -234,7 +234,7 @@ def create_app(
             body = await read_capped(request, max_body)
         except BodyTooLarge:
             return "-", "too_large", _answer(413, error=f"the body is over {max_body} bytes")
-        # Invariant 1 (DESIGN.md section 11): the raw body is verified before any parsing.
+        # Invariant 1 (docs/design.md section 11): the raw body is verified before any parsing.
         if not signature_matches(secret, body, request.headers.get("x-hub-signature-256")):
             log.warning("webhook refused: missing or wrong signature")
             return "-", "refused", _answer(401, error="missing or wrong X-Hub-Signature-256")

@@ -182,7 +182,7 @@ class ReviewRequested:
 
 
 class Reviewer(Protocol):
-    """Take a review request further: the seam where runs.py and mode.py plug in."""
+    """Take a review request further: the seam where runs/start.py and runs/mode.py plug in."""
 
     def request_review(self, request: ReviewRequested) -> None:
         """Handle one head that asks for a review; idempotent per delivery."""
@@ -227,7 +227,7 @@ class Installations(Protocol):
 
 
 class RunFollower(Protocol):
-    """Move dispatched runs on: sandbox progress and retries (runs.py)."""
+    """Move dispatched runs on: sandbox progress and retries (runs/follow.py)."""
 
     def follow(self, event: Event) -> None:
         """Fold a ``workflow_run`` or ``workflow_job`` event into the run it belongs to."""
@@ -462,7 +462,7 @@ def settle_merges(event: Event, context: Context) -> None:
         log.info("delivery %s: %d merge attempt(s) settled", event.delivery_id, moved)
 
 
-# What can change a merge gate's reading (DESIGN section 12): a push or another change
+# What can change a merge gate's reading (docs/design.md section 12): a push or another change
 # of the pull request, a check or status on a head, a rule of a branch, the merge queue.
 GATE_NEWS = ("check_run", "check_suite", "status", "repository_ruleset",
              "branch_protection_rule", "merge_group")  # fmt: skip

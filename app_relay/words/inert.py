@@ -1,7 +1,7 @@
 """Render text a pull request controls as inert Markdown, for every body the relay writes.
 
 Pure. Hosts, DNS names, URLs, paths, command lines and error messages quoting them are
-chosen by the pull request (DESIGN section 11, invariant 10): in a review or a check
+chosen by the pull request (docs/design.md invariant 10): in a review or a check
 summary they must read as data, never as a link, an image, HTML, a mention, a table
 cell break or a line that starts a new block. ``code_span`` is the one way in: the text
 goes inside a CommonMark code span (https://spec.commonmark.org/0.31.2/#code-spans)

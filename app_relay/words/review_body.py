@@ -3,7 +3,7 @@
 The verdict first, then one line per finding with its evidence collapsed under it
 (``<details>``), then what ran and what could not be proven, then who decided. Every
 piece of text a pull request controls (titles, hosts, paths, commands, the model's
-words) goes through ``inert.code_span`` (DESIGN section 11, invariant 10); the verdict's
+words) goes through ``inert.code_span`` (docs/design.md invariant 10); the verdict's
 summary is Cujo's sentence with such text already quoted that way.
 """
 

@@ -2,7 +2,8 @@
 
 Pure. Everything from the pull request (its diff, title and body, and every string the
 sandbox reports: hosts, paths, command lines, output) reaches the model as data, never as
-instructions (DESIGN section 5, THREATS "soften the verdict"). Two defences, both here:
+instructions, so its words cannot soften the verdict (docs/design.md section 5). Two
+defences, both here:
 
 * ``sanitise`` drops what a reader cannot see but a model reads: HTML comments (GitHub
   hides them when it renders a body), zero-width, bidirectional and other format

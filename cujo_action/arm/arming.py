@@ -9,7 +9,7 @@ network namespace whose only way out is the proxy (transparent listeners catch c
 that ignore proxy variables) and the logging resolver, and runs pull-request commands as
 the unprivileged sandbox user. Without root, where unprivileged user namespaces are
 allowed, each phase's namespace is held by a forwarder of the harness's user instead
-(``net/rootless.py``: its TCP relayed to the proxy's transparent listeners by CONNECT,
+(``net/ns/rootless.py``: its TCP relayed to the proxy's transparent listeners by CONNECT,
 its DNS to the resolver), and separate mounts stand where separate uids stand. Where
 neither can be had, the run goes on with proxy variables only and says ``isolation:
 partial`` with the reason.
@@ -309,7 +309,7 @@ def warm_up(run_dir: Path) -> Warm:
     # this run only, in the run's folder no sandbox sees, and each check gets a copy of
     # its own (the checks' commands run as the harness's own uid: a shared link would let
     # one check change another's venv); copying it costs a fraction of a second where
-    # `python -m venv` in each check cost five (issue 32).
+    # `python -m venv` in each check cost five seconds.
     python = base_python(for_sandbox_user=True)
     template = (
         template_for(python, run_dir)

@@ -260,7 +260,7 @@ def captured(armed: Armed, check: str, phase: str) -> bool:
     """Return whether a phase's every TCP connection is caught by its namespace.
 
     Under full isolation each phase has a network namespace whose TCP the guard sends to
-    the proxy's transparent listener (``net/nftguard.py``): a client needs no proxy
+    the proxy's transparent listener (``net/ns/nftguard.py``): a client needs no proxy
     setting to be seen, so it is given none.
     """
     return armed.isolation == "full" and label(check, phase) in armed.netns

@@ -3,8 +3,9 @@
 Pure: ``local_isolation`` reasons over ``Readings`` (the kernel's switches, the tools
 found, bubblewrap's version), which ``host.read_isolation()`` takes from the machine. As
 root (an Actions runner) full isolation needs ``ip``, ``nft`` and ``setpriv``; as any
-other user it needs unprivileged user namespaces (DESIGN section 6, "Isolation without
-root": ``net/rootless.py``), bubblewrap 0.8 or later (``--disable-userns``), and
+other user it needs unprivileged user namespaces (docs/design.md section 6.7 and
+``docs/isolation.md``, "Without root": ``net/ns/rootless.py``), bubblewrap 0.8 or later
+(``--disable-userns``), and
 ``unshare``, ``nsenter``, ``ip`` and ``nft`` (util-linux, iproute2, nftables).
 """
 

@@ -1,7 +1,7 @@
 """The processes a hosted runner shows while a step runs, for the sandbox's PID namespace.
 
 A hosted ``ubuntu-24.04`` runner is a whole virtual machine: a pull request's step that
-lists ``/proc`` sees ``systemd`` as pid 1, about 200 processes (issue 22's probe), the
+lists ``/proc`` sees ``systemd`` as pid 1, about 200 processes (a probe run on a hosted runner), the
 machine's daemons and the runner's own chain::
 
     /opt/runner/provisioner/provisioner --agentdirectory /home/runner/runners ...

@@ -1,6 +1,6 @@
 """Read the files that decide what runs in CI at a commit, from git objects alone.
 
-What runs in CI (DESIGN section 4): anything under ``.github/``, an ``action.yml`` (or
+What runs in CI (docs/design.md section 4): anything under ``.github/``, an ``action.yml`` (or
 ``action.yaml``) anywhere, and a script a workflow's ``run:`` calls by path. They are read
 from the clone's objects (``git ls-tree``, ``git cat-file``), never from a checkout: a
 link in the pull request is named, never followed, and nothing a pull request can write

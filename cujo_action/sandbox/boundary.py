@@ -1,6 +1,6 @@
 """Do the harness's root-side file work without following a path the sandbox could write.
 
-The boundary rules (DESIGN section 6), enforced here and nowhere else by hand:
+The boundary rules (docs/design.md section 6.5), enforced here and nowhere else by hand:
 
 * **Before** any pull-request code runs, root may create, copy and hand over trees in
   folders it created itself (``fresh_dir`` never takes ``exist_ok``: a name that is

@@ -86,7 +86,7 @@ class JailError(RuntimeError):
 
 
 # Inside the sandbox (bubblewrap), every check sees the same ordinary CI layout; where
-# that lives on the host differs per check (``stage.py``).
+# that lives on the host differs per check (``arm/staging.py``).
 INSIDE_HOME = "/home/runner"
 INSIDE_WORK = "/home/runner/work"
 INSIDE_UID = 1001

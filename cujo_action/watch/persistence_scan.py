@@ -1,7 +1,7 @@
 """Read a check's persistence places as they stand, through ``boundary`` (no link followed).
 
 ``persistence.places`` names the places; this reads them as root after pull-request code
-may have written there (DESIGN section 6, the boundary rules): every execution point is
+may have written there (docs/design.md section 6.5, the boundary rules): every execution point is
 listed directly (``boundary.matching``: each folder on the way listed in full, only the
 names that run later fingerprinted), so nothing written beside them can crowd them out;
 only the places walked whole share the generic walk's cap (``limits.PERSISTENCE_WALK``),

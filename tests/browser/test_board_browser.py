@@ -32,7 +32,7 @@ from app_relay.webhook.app import create_app
 
 SHOTS = Path(os.environ.get("CUJO_TEST_OUTPUT") or TOP / "build" / "test-output") / "board"
 WAIT_S = 10.0
-# DESIGN section 3's colours, as board.css writes them: red, blue, and blue faded.
+# docs/design.md section 3's colours, as board.css writes them: red, blue, and blue faded.
 RED = (207, 34, 46, 1.0)
 BLUE = (31, 111, 235, 1.0)
 BLUE_FADED = (31, 111, 235, 0.45)

@@ -524,7 +524,7 @@ def test_an_install_that_writes_a_shell_profile_is_blocked(
 def test_failing_tests_are_a_warning_not_a_block(
     cujo: Cujo, pr_repo: Callable[..., GitRepo]
 ) -> None:
-    # A failing suite is evidence (DESIGN 3 and 7): the run is clean, with a warning.
+    # A failing suite is evidence (docs/design.md sections 3, 7): the run is clean, warned.
     repo = pr_repo("failing", TINY, {"calc.py": CALC.replace("a + b", "a - b")})
     review = cujo.review(repo.path)
     verdict = review.verdict

@@ -1,6 +1,6 @@
 """The house's rules, read from the code's imports (grimp builds the graph, statically).
 
-DESIGN section 2: no import cycle (an import inside a function counts: hiding a cycle
+docs/design.md section 2: no import cycle (an import inside a function counts: hiding a cycle
 there is still a cycle); the sandbox side never imports the relay; the relay reads the
 sandbox only through ``cujo_action.schema``, ``cujo_action.limits`` and the bundle reader;
 the pure parts (the rules and judges, verb parsing, the run state machine) touch no I/O.
@@ -25,7 +25,7 @@ RELAY_MAY_READ = frozenset(
     {"cujo_action", "cujo_action.schema", "cujo_action.limits", "cujo_action.evidence.reader"}
 )
 
-# Pure parts (DESIGN section 2): plain values in, plain values out. They may not reach,
+# Pure parts (docs/design.md section 2): plain values in, plain values out. They may not reach,
 # even through another module, any of these.
 PURE = (
     "app_relay.decide",

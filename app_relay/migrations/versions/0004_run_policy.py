@@ -18,7 +18,7 @@ depends_on = None
 
 def upgrade() -> None:
     """Apply this revision."""
-    # The relay decides with the policy it read itself (DESIGN section 11, invariant 9);
+    # The relay decides with the policy it read itself (docs/design.md invariant 9);
     # the bundle's copy in plan.json is evidence only, compared against this one.
     with op.batch_alter_table("runs", schema=None) as batch_op:
         batch_op.add_column(sa.Column("policy_json", sa.Text(), nullable=True))

@@ -18,7 +18,8 @@ depends_on = None
 
 def upgrade() -> None:
     """Apply this revision."""
-    # guard.py's answer (holds, does-not-hold, unknown) is shown on the check and kept here.
+    # github/protection.py's answer (holds, does-not-hold, unknown) is shown on the check
+    # and kept here.
     with op.batch_alter_table("runs", schema=None) as batch_op:
         batch_op.add_column(sa.Column("base_ref", sa.String(length=256), nullable=True))
         batch_op.add_column(sa.Column("holds", sa.String(length=16), nullable=True))

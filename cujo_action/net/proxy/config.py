@@ -39,7 +39,7 @@ class ProxyConfig(BaseModel):
     # Also listen transparently, one port per label (fixed here, or picked at start).
     transparent: bool = False
     transparent_ports: dict[str, int] = Field(default_factory=dict)
-    # Without root (net/rootless.py) the transparent listeners are regular ones that only
+    # Without root (net/ns/rootless.py) the transparent listeners are regular ones that only
     # the harness's relay reaches, each connection opened by a CONNECT to its original
     # destination: treated as a transparent connection to that address.
     relayed: bool = False

@@ -57,7 +57,7 @@ from cujo_action.schema import clip
 # name; anything else is logged as ``method: "TCP"`` and refused. An allowed name is
 # forwarded to that name, never to the original address (which the logging resolver
 # made up); a request whose Host differs from its SNI is never forwarded.
-# Without root (``relayed=True``, net/rootless.py) no DNAT reaches host loopback: the
+# Without root (``relayed=True``, net/ns/rootless.py) no DNAT reaches host loopback: the
 # phase's forwarder reads the original destination in its namespace and opens each
 # connection with a ``CONNECT address:port`` to the label's transparent port, a regular
 # listener only the harness's relay reaches; the tunnel is then treated as above.

@@ -1,4 +1,4 @@
-"""The run page's merge action against the loopback fake GitHub (DESIGN section 12)."""
+"""The run page's merge action against the loopback fake GitHub (docs/design.md section 12)."""
 
 from __future__ import annotations
 

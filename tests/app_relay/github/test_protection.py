@@ -1,6 +1,6 @@
 """Does `cujo/guard` hold the merge? Through the gateway against the fake GitHub on loopback.
 
-The answers the fake serves follow GitHub's REST documentation and DESIGN section 8's
+The answers the fake serves follow GitHub's REST documentation and docs/design.md section 8.3's
 reading rules (written from recorded answers of real repositories); the malformed ones
 are served byte for byte. `tests/cassettes/guard/` replays a few of the same reads
 against api.github.com's URLs (written from the documentation, not recorded).

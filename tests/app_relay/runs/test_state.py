@@ -1,4 +1,4 @@
-"""The run state machine and GitHub's view of each state (DESIGN section 3)."""
+"""The run state machine and GitHub's view of each state (docs/design.md section 3)."""
 
 from __future__ import annotations
 

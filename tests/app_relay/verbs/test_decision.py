@@ -156,7 +156,7 @@ def test_the_author_may_not_dismiss_even_as_admin_and_nothing_is_read() -> None:
 
 
 def test_the_author_with_write_access_may_reinstate() -> None:
-    # DESIGN section 8 refuses only `dismiss` by the author: putting a block back is safe.
+    # docs/design.md section 8.2 refuses only `dismiss` by the author: putting a block back is safe.
     reader = Reader("write")
     assert ask([R], reader, login="alice", author="alice") == Decision(
         "allowed", R, permission="write"

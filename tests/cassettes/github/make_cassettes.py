@@ -72,7 +72,7 @@ def guard_read(gw: GitHubGateway) -> object:
 
 
 PINNED = {"context": "cujo/guard", "app_id": APP_ID}
-# What the main branch holds in each guard cassette (DESIGN section 8's reading rules).
+# What the main branch holds in each guard cassette (docs/design.md section 8.3's reading rules).
 GUARD_WORLDS: dict[str, Callable[[FakeState], None]] = {
     "guard_rulesets_only": lambda s: s.set_rules(
         REPO,
@@ -118,7 +118,7 @@ def world(state: FakeState) -> None:
 
 
 HEADER = (
-    "# Written from GitHub's REST documentation (and DESIGN.md section 8), captured against\n"
+    "# Written from GitHub's REST documentation and docs/design.md section 8.3, captured against\n"
     "# tests/fakes/fakegithub: NOT recorded from GitHub. See README.md beside this file.\n"
 )
 

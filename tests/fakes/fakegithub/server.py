@@ -372,7 +372,7 @@ def _create_review(api: Api, req: Request) -> Any:
     _need(isinstance(b, dict), "body must be an object")
     event = b.get("event")
     if event == "APPROVE":
-        # GitHub would accept it; Cujo must never send it (DESIGN.md section 11.5).
+        # GitHub would accept it; Cujo must never send it (docs/design.md invariant 5).
         api.state.refuse(req.method, req.path, "a review with event APPROVE")
         raise refuse(599, "fake GitHub: Cujo must never approve")
     _need(event in ("COMMENT", "REQUEST_CHANGES"), "event")
