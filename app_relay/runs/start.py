@@ -113,7 +113,8 @@ class RunStarter:
             self._choose_and_start(gh, head, request.action, pr, check_run_id=None)
 
     def _covered_by_catch_up(self, session_id: str, request: ReviewRequested) -> str:
-        """Say why a head needs no run of its own because of a catch-up ("" when it does).
+        """Say why a head needs no run of its own ("" when it does): a run of that head is
+        in flight, or a catch-up stands in for its webhook.
 
         A catch-up event stands in for a pull request's webhook that never came; the
         webhook may come after all (GitHub's redelivery, asked by the same catch-up).
@@ -128,6 +129,10 @@ class RunStarter:
             return f"not reviewed: run {newest.run_id} already reviews this head"
         if is_catch_up(newest.delivery_id):
             return f"not reviewed: run {newest.run_id}, started by a catch-up, reviews this head"
+        if newest.state in OPEN_STATES:
+            # Whatever asked first, one run of a head at a time: a second event for it (a
+            # duplicate, a reopen) must not wait in the queue beside it.
+            return f"not reviewed: run {newest.run_id} already reviews this head"
         return ""
 
     def _choose_and_start(
@@ -339,6 +344,11 @@ class RunStarter:
                 # Started before a crash took the relay before the entry was dropped; the
                 # run may even be decided by now: its outcome stands, never a second run.
                 self.desk.store.drop_queued(queued.id)
+                if not started and newest is not None:
+                    self.desk.store.note_request(
+                        queued.delivery_id,
+                        f"not reviewed: run {newest.run_id} already reviews this head",
+                    )
                 return 0
             try:
                 gh = self.desk.github_for(queued.installation_id)

@@ -23,6 +23,7 @@ from relayworld import REPO, open_pull, pull_request_event
 from app_relay.board.catchup_view import catch_up_line
 from app_relay.github.payloads import CheckOutput
 from app_relay.runs.catchup import CatchUp, CatchUpConfig, is_catch_up
+from app_relay.runs.state import OPEN_STATES
 from app_relay.store import CatchUpTally, Store
 from app_relay.webhook.app import create_app
 from app_relay.webhook.events import ROUTER, Context, Event, review_request_of
@@ -233,6 +234,23 @@ def test_a_redelivery_after_the_sweep_and_a_sweep_after_a_webhook_make_one_run(
     assert relay.runs_of(2) == [run]
     relay.w.complete()
     assert len(relay.w.checks(first_head)) == len(relay.w.checks(second_head)) == 1
+
+
+def test_a_second_webhook_for_a_head_under_review_waits_for_nothing(relay: Relay) -> None:
+    # A second event for the head (a reopen, a duplicate) while its run is in flight: it is
+    # not reviewed, and says so; no second run, nothing queued beside it (with the author
+    # at the cap, it used to wait in the queue and keep "queued" as its outcome).
+    head = fake_sha()
+    relay.w.open(1, head)
+    (run,) = relay.runs_of(1)
+    assert run.state in OPEN_STATES
+    body = pull_request_event(relay.w.fake, number=1, head=head, base=BASE, action="reopened")
+    relay.w.store.record_delivery("again", "pull_request", "reopened", None, REPO, b"{}")
+    relay.w.coordinator.request_review(review_request_of(Event("again", "pull_request", body)))
+    (request,) = [r for r in relay.w.store.review_requests() if r.delivery_id == "again"]
+    assert request.outcome == f"not reviewed: run {run.run_id} already reviews this head"
+    assert relay.w.store.queued_repos() == []
+    assert relay.runs_of(1) == [run]
 
 
 def test_a_pull_request_updated_within_the_grace_is_left_to_its_own_webhook(relay: Relay) -> None:
