@@ -426,7 +426,8 @@ LIMITS: Final[dict[str, Limit]] = {
         Limit(
             "detonation-own-imports", DETONATION_OWN_IMPORTS, "modules",
             "cujo_action/checks/detonation.py",
-            "the changed modules and the project's own distribution's, imported by detonation",
+            "the changed modules and the project's own distribution's (npm: the package's "
+            "entry points), imported or loaded by detonation",
             "the changed modules, then the project's own, by name",
             "those left out are named; the check is unproven (what was not imported may be "
             "the danger)",

@@ -21,7 +21,7 @@ import os
 import shlex
 import shutil
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from cujo_action import limits
 from cujo_action.checks.harness import CheckRun, check_main
@@ -313,6 +313,24 @@ def _node(run: CheckRun) -> Report:
     if outcome.exit_code != 0:
         why = "timed out" if outcome.timed_out else f"failed (exit {outcome.exit_code})"
         return run.finish("failed", f"the detonation install {why}")
+    # The package itself first, as its users load it (each entry point), then its
+    # dependencies.
+    own = entry_points(manifest, head)
+    for rel in own[:MAX_OWN]:
+        run.run(
+            shlex.join(["node", "-e", LOAD_JS, f"./{rel}"]),
+            phase="import",
+            timeout=IMPORT_TIMEOUT,
+            cwd=run.src,
+        )
+    if len(own) > MAX_OWN:
+        run.cut(
+            "detonation-own-imports",
+            dropped=len(own) - MAX_OWN,
+            kept=MAX_OWN,
+            phase="import",
+            detail=f"{len(own)} entry points of the package; the first {MAX_OWN} were loaded",
+        )
     deps = manifest.get("dependencies") if isinstance(manifest, dict) else None
     every = [n for n in (deps or {}) if isinstance(n, str)]
     _imports_cut(run, len(every), "dependencies (in package.json's order)")
@@ -324,7 +342,57 @@ def _node(run: CheckRun) -> Report:
             timeout=IMPORT_TIMEOUT,
             cwd=run.src,
         )
-    return run.finish("ok", f"installed and required {len(names)} dependencies")
+    loaded = min(len(own), MAX_OWN)
+    return run.finish(
+        "ok", f"installed; loaded {loaded} entry points and required {len(names)} dependencies"
+    )
+
+
+# Loads one file of the package as its users do: import() takes CommonJS and ES modules.
+LOAD_JS = (
+    "import(require('node:url').pathToFileURL(require('node:path').resolve(process.argv[1]))"
+    ".href).catch((e) => { console.error(String(e)); process.exit(1); })"
+)
+
+
+def entry_points(manifest: object, head: Path) -> list[str]:
+    """Return the package's own entry points (``main``, every file ``exports`` names, else
+    ``index.js``), relative, each a regular file of the pristine checkout (no link, no
+    pattern, nothing outside it)."""
+    if not isinstance(manifest, dict):
+        return []
+    named: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, str):
+            named.append(node)
+        elif isinstance(node, dict):
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(manifest.get("main"))
+    walk(manifest.get("exports"))
+    if not named:
+        named.append("index.js")
+    found: list[str] = []
+    for target in named:
+        rel = PurePosixPath(target.removeprefix("./"))
+        if "*" in target or rel.is_absolute() or ".." in rel.parts or not rel.parts:
+            continue
+        path = head.joinpath(*rel.parts)
+        # As node resolves it: a folder is its index.js, a name without one takes `.js`.
+        if not path.is_symlink() and path.is_dir():
+            rel, path = rel / "index.js", path / "index.js"
+        elif not path.exists() and not path.is_symlink() and not rel.suffix:
+            rel, path = rel.with_suffix(".js"), path.with_suffix(".js")
+        if any(p.is_symlink() for p in (path, *path.parents) if head in p.parents or p == path):
+            continue
+        if path.is_file() and rel.as_posix() not in found:
+            found.append(rel.as_posix())
+    return found
 
 
 def body(run: CheckRun) -> Report:

@@ -649,7 +649,13 @@ CASES: dict[str, Case] = {
             "index.js": "module.exports = 1;\n",
             ".cujo.yml": policy(),
         },
-        {"package.json": PACKAGE_JSON, "x.js": STEAL_JS},
+        # And its own main sends the token when a user loads it (`require`, `import`).
+        {
+            "package.json": PACKAGE_JSON,
+            "x.js": STEAL_JS,
+            "index.js": STEAL_JS.replace("collector.exfil.test", "main.exfil.test")
+            + "module.exports = 1;\n",
+        },
     ),
     "base-downloads": Case(scripted(install=DOWNLOADS), {"calc.py": CALC + "# v2\n"}),
     "base-noise": Case(scripted(install=DOWNLOADS), {"ci/install.sh": NOISY_THEFT}),
@@ -1170,6 +1176,18 @@ def test_an_npm_postinstall_theft_names_the_script_that_ran_it(reviews: Reviews)
         assert item["cmdline"] == "node x.js", item
         assert item["origin"] == "the npm postinstall script of left-pad-ng", item
         assert item["route"] == "direct"  # node ignored the proxy: caught all the same
+
+
+def test_a_packages_own_main_that_sends_a_token_when_loaded_blocks(reviews: Reviews) -> None:
+    review = reviews.get("npm-postinstall-theft")
+    items = _theft(review, "main.exfil.test")
+    assert items, review.verdict["findings"]
+    for item in items:
+        assert item["phase"] == "import", item  # detonation loaded the package itself
+        assert "./index.js" in item["cmdline"], item
+    (hit,) = [f for f in review.verdict["findings"] if "main.exfil.test" in f["title"]]
+    assert hit["severity"] == "critical"
+    assert "import-egress" in hit["rules"], hit
 
 
 def test_a_comparison_of_the_clock_with_a_fixed_date_is_a_warning(reviews: Reviews) -> None:

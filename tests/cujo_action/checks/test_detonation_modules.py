@@ -8,7 +8,13 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from cujo_action.checks.detonation import LISTER, checkout_modules, parse_modules, parse_seed
+from cujo_action.checks.detonation import (
+    LISTER,
+    checkout_modules,
+    entry_points,
+    parse_modules,
+    parse_seed,
+)
 
 
 def _venv(tmp_path: Path) -> tuple[Path, Path]:
@@ -106,3 +112,31 @@ def test_installed_modules_the_checkout_holds_are_the_projects_own(tmp_path: Pat
     _distribution(site, "dep", "1.0", "dep\n", ["dep.py"])
     listed = parse_modules(_list(python, "[]", json.dumps(["tinycalc", "docs"])))
     assert (listed.own, listed.others) == (["tinycalc"], ["dep"])
+
+
+def test_a_packages_own_entry_points_are_the_files_its_users_load(tmp_path: Path) -> None:
+    head = tmp_path / "head"
+    for rel in ("index.js", "lib/index.js", "lib/feature.mjs", "cli.js", "dist/a.cjs"):
+        (head / rel).parent.mkdir(parents=True, exist_ok=True)
+        (head / rel).write_text("")
+    (tmp_path / "outside.js").write_text("")
+    (head / "linked.js").symlink_to(tmp_path / "outside.js")  # the pull request's link
+    manifest = {
+        "main": "lib",
+        "exports": {
+            ".": {"require": "./dist/a.cjs", "import": "./lib/feature.mjs"},
+            "./cli": "./cli",
+            "./all/*": "./lib/*.js",  # a pattern: no one file
+            "./up": "../outside.js",
+            "./linked": "./linked.js",
+            "./gone": "./missing.js",
+        },
+    }
+    assert entry_points(manifest, head) == [
+        "lib/index.js",
+        "dist/a.cjs",
+        "lib/feature.mjs",
+        "cli.js",
+    ]
+    assert entry_points({"name": "x"}, head) == ["index.js"]  # node's default
+    assert entry_points(["not", "a", "manifest"], head) == []
