@@ -145,7 +145,7 @@ class RelaySettings(BaseSettings):
     catch_up_grace_s: float = 120.0
     catch_up_max_redeliveries: int = 50
     catch_up_max_pulls: int = 50
-    # Caps and a queue (issue 23, runs/caps.py): at most this many sandbox runs of one
+    # Caps and a queue (issue 23, runstate/caps.py): at most this many sandbox runs of one
     # repository, and of one author, in flight; `.cujo.yml` may only lower them.
     max_runs_per_repo: int = 4
     max_runs_per_author: int = 2

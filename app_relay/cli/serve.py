@@ -54,12 +54,12 @@ from app_relay.github.client import GitHubGateway
 from app_relay.merge.attempt import AppMerges, MergeDesk
 from app_relay.model.fromenv import model_client_from_env
 from app_relay.observe import logs, metrics
-from app_relay.runs.caps import Caps
 from app_relay.runs.catchup import CatchUp, CatchUpConfig
 from app_relay.runs.coordinator import RunCoordinator
 from app_relay.runs.effects import OutboxConfig
 from app_relay.runs.retention import prune_bundles
 from app_relay.runs.runners import ActionsRunner
+from app_relay.runstate.caps import Caps
 from app_relay.settings import RelaySettings, SettingsError, load_settings
 from app_relay.store import CatchUpTally, IntakeError, Store
 from app_relay.webhook.events import Context

@@ -26,7 +26,7 @@ from app_relay.github.branch_rules import (
     classic_checks,
 )
 from app_relay.merge.facts import CheckRunSeen, GateAnswers, Person, PullFacts, StatusSeen
-from app_relay.runs.state import RunState
+from app_relay.runstate.machine import RunState
 from app_relay.words.inert import code_span
 
 # The answer types live in facts.py; the gate's interface names them here too.

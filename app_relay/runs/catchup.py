@@ -35,7 +35,7 @@ from app_relay.github.answers import GitHubError
 from app_relay.github.catchup_reads import InstalledRepo, OpenPull
 from app_relay.github.client import GitHubGateway
 from app_relay.github.hook_deliveries import AppHookCalls, AppRequests, HookDelivery
-from app_relay.runs.state import GUARD
+from app_relay.github.vocab import GUARD
 from app_relay.store import CatchUpStart, CatchUpTally, NewDelivery, Store
 from app_relay.store.tables import holder_name
 

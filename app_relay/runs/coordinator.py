@@ -1,6 +1,6 @@
 """Move pull-request runs on GitHub: claim, supersede, dispatch, follow, finish, reconcile.
 
-Thin I/O around ``state`` (which decides what each state shows) and ``mode`` (which
+Thin I/O around ``runstate.machine`` (which decides what each state shows) and ``mode`` (which
 decides whether a head is reviewed), wired from one part per step: ``start`` opens a
 run for a review request (superseding older ones) and dispatches the sandbox workflow;
 ``follow`` folds the workflow's webhooks and jobs into the run and, on completion,
@@ -9,7 +9,7 @@ of the gateway's two posting functions. Anything that goes wrong is ``error``, n
 review. A run that is no longer undecided (finished, superseded) ignores every later
 event, so redeliveries and late reports post nothing.
 
-Every state change goes through the record's conditional moves (``state`` says which
+Every state change goes through the record's conditional moves (``runstate.machine`` says which
 exist), together with the GitHub effects that show it, as one transaction; the outbox
 (``effects.Outbox``) then makes each effect once, retrying with backoff. Work on one
 pull request is serialised by ``lease``: a lock per session in this process and a lease
@@ -35,7 +35,6 @@ from app_relay.github.client import GitHubGateway
 from app_relay.github.protection import HoldCache
 from app_relay.github.retry import is_rate_limited
 from app_relay.model.port import ModelPort
-from app_relay.runs.caps import Caps
 from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import Outbox, OutboxConfig
 from app_relay.runs.finish import FAILURES, RunFinisher
@@ -43,7 +42,8 @@ from app_relay.runs.follow import ActionsFollower
 from app_relay.runs.lease import RUN_LEASE_S, RunBusy, RunLeases
 from app_relay.runs.runners import SandboxRunner
 from app_relay.runs.start import RunStarter
-from app_relay.runs.state import OPEN_STATES
+from app_relay.runstate.caps import Caps
+from app_relay.runstate.machine import OPEN_STATES
 from app_relay.store import RunRecord, Store
 from app_relay.store.tables import holder_name
 from app_relay.verbs.unlock import Unlock

@@ -29,8 +29,8 @@ from app_relay.runs.effects import check_intent
 from app_relay.runs.finish import FAILURES, RunFinisher
 from app_relay.runs.lease import RunBusy
 from app_relay.runs.runners import RunProgress, SandboxRunner
-from app_relay.runs.state import OPEN_STATES, guard_for
 from app_relay.runs.tamper import described, reconcile, record_verdict, with_tampering
+from app_relay.runstate.machine import OPEN_STATES, guard_for
 from app_relay.store import RunRecord
 from app_relay.webhook.events import Event
 from app_relay.words.inert import code_span

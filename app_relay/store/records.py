@@ -12,7 +12,7 @@ from app_relay.decide.verdict import (
     JudgeKind,
     ModelUse,
 )
-from app_relay.runs.state import RunState
+from app_relay.runstate.machine import RunState
 from app_relay.store.tables import (
     EFFECT_KINDS,
     CommandOutcome,

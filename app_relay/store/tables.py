@@ -46,10 +46,10 @@ from app_relay.decide.verdict import (
     JudgeKind,
     Severity,
 )
-from app_relay.runs.state import RunState
+from app_relay.runstate.machine import RunState
 from cujo_action.schema import CHECK_NAMES
 
-# Section 3 of DESIGN.md; runstate.py says which moves between them exist.
+# Section 3 of DESIGN.md; runstate/machine.py says which moves between them exist.
 RUN_STATES: tuple[RunState, ...] = get_args(RunState)
 SessionKind = Literal["local", "github"]
 SESSION_KINDS: tuple[SessionKind, ...] = get_args(SessionKind)

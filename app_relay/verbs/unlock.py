@@ -29,7 +29,7 @@ from app_relay.runs.effects import (
     review_intent,
 )
 from app_relay.runs.finish import RunFinisher
-from app_relay.runs.state import guard_for
+from app_relay.runstate.machine import guard_for
 from app_relay.store import CommandRecord, Intent, RunRecord
 from app_relay.verbs.decision import change_for, decide, dismissal_message, refusal_reply
 from app_relay.verbs.parse import Verb, parse_verbs

@@ -23,10 +23,10 @@ from app_relay.decide.judge import DeterministicJudge
 from app_relay.github.app_auth import GitHubApp
 from app_relay.github.protection import HoldCache
 from app_relay.model.port import ModelPort
-from app_relay.runs.caps import Caps
 from app_relay.runs.coordinator import RunCoordinator
 from app_relay.runs.effects import OutboxConfig
 from app_relay.runs.runners import ActionsRunner
+from app_relay.runstate.caps import Caps
 from app_relay.store import Store
 from app_relay.webhook.events import Event, review_request_of
 from cujo_action.schema import utcnow

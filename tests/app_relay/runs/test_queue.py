@@ -19,10 +19,10 @@ from fakegithub import FakeGitHub, fake_sha
 from relayworld import REPO, sample, synthetic, wait_for
 
 from app_relay.decide.judge import DeterministicJudge
-from app_relay.runs.caps import Caps, caps_for, is_first_timer, why_wait
 from app_relay.runs.coordinator import RunCoordinator
 from app_relay.runs.effects import OutboxConfig
 from app_relay.runs.runners import ActionsRunner
+from app_relay.runstate.caps import Caps, caps_for, is_first_timer, why_wait
 from app_relay.store import Store
 from app_relay.webhook.health import RecordCollector
 from cujo_action.schema import load_policy

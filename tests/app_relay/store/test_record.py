@@ -23,7 +23,7 @@ from sqlalchemy import create_engine
 
 from app_relay.decide.judge import error_verdict
 from app_relay.decide.verdict import Finding, Verdict
-from app_relay.runs.state import TRANSITIONS, RunState, is_path
+from app_relay.runstate.machine import TRANSITIONS, RunState, is_path
 from app_relay.store import MIGRATIONS, Base, Intent, RunClosed, Store
 
 BASE = "b" * 40

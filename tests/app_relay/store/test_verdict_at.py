@@ -15,7 +15,7 @@ import pytest
 
 from app_relay.decide.verdict import Finding, Verdict
 from app_relay.runs.effects import check_intent, dismiss_intent, reaction_intent, review_intent
-from app_relay.runs.state import guard_for
+from app_relay.runstate.machine import guard_for
 from app_relay.store import Effect, Store
 
 BASE, HEAD = "b" * 40, "a" * 40
