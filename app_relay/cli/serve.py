@@ -62,6 +62,7 @@ from app_relay.runs.runners import ActionsRunner
 from app_relay.runstate.caps import Caps
 from app_relay.settings import RelaySettings, SettingsError, load_settings
 from app_relay.store import CatchUpTally, IntakeError, Store
+from app_relay.verbs.unlock import Unlock
 from app_relay.webhook.events import Context
 from app_relay.webhook.health import (
     HEALTH_EVERY_S,
@@ -205,6 +206,7 @@ def build_workers(command: str, settings: RelaySettings, store: Store, workers: 
         ActionsRunner(gateway_of_repo, workflow=settings.workflow),
         judge_for(model, require_full_isolation=True),
         settings.workflow,
+        verbs=Unlock,
         model=model,
         bundles=bundles,
         outbox=OutboxConfig(retry_s=settings.effect_retry_s, lease_s=settings.effect_lease_s),

@@ -2,11 +2,11 @@
 
 Every status, conclusion, reaction, permission, review event and webhook action the relay
 sends or accepts is spelled here once; the rest of ``github/`` (REST answers),
-``runs/runners.py`` (workflow webhooks), ``webhook/events.py`` (pull request webhooks) and
-``runstate/machine.py`` (what the check shows) share it. ``Reader`` reads one JSON object as
-GitHub documents it: a missing or mistyped field raises the caller's own error naming the
-field and what was expected, never a default that could read as "ok". No I/O here, and
-no HTTP client.
+``runs/runners.py`` (workflow webhooks), ``runs/review_request.py`` (pull request
+webhooks) and ``runstate/machine.py`` (what the check shows) share it. ``Reader`` reads
+one JSON object as GitHub documents it: a missing or mistyped field raises the caller's
+own error naming the field and what was expected, never a default that could read as
+"ok". No I/O here, and no HTTP client.
 """
 
 from __future__ import annotations

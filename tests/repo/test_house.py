@@ -238,12 +238,7 @@ NOT_YET = frozenset(
         "app_relay.github.merge_reads -> app_relay.merge.facts",
         "app_relay.github.merge_reads -> app_relay.merge.gate",
         "app_relay.github.merging -> app_relay.merge.gate",
-        "app_relay.runs.coordinator -> app_relay.verbs.unlock",
-        "app_relay.runs.coordinator -> app_relay.webhook.events",
-        "app_relay.runs.follow -> app_relay.webhook.events",
-        "app_relay.runs.start -> app_relay.webhook.events",
         "app_relay.settings -> app_relay.observe.logs",
-        "app_relay.verbs.unlock -> app_relay.webhook.events",
         "app_relay.words.review_body -> app_relay.decide.behaviour",
         "app_relay.words.review_body -> app_relay.decide.verdict",
     }

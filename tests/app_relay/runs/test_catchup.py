@@ -21,11 +21,13 @@ from fakegithub import HookLog, fake_sha, hook_log
 from relayworld import REPO, open_pull, pull_request_event
 
 from app_relay.board.catchup_view import catch_up_line
+from app_relay.github.event import Event
 from app_relay.github.payloads import CheckOutput
 from app_relay.runs.catchup import CatchUp, CatchUpConfig, is_catch_up
+from app_relay.runs.review_request import review_request_of
 from app_relay.store import CatchUpTally, Store
 from app_relay.webhook.app import create_app
-from app_relay.webhook.events import ROUTER, Context, Event, review_request_of
+from app_relay.webhook.events import ROUTER, Context
 
 WORKER = "test-worker"
 
