@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
@@ -29,13 +29,13 @@ from pydantic_settings import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from app_relay.observe.logs import LOG_FORMATS, LogFormat
-
 DEFAULT_GITHUB_API_URL = "https://api.github.com"
 DEFAULT_WORKFLOW = "cujo.yml"
 # A finished run's bundle (its evidence) is kept this many days (CUJO_BUNDLE_DAYS).
 DEFAULT_BUNDLE_DAYS = 30.0
 ENV_PREFIX = "CUJO_"
+# How the relay's logs are written (CUJO_LOG_FORMAT; ``observe/logs.py`` writes them).
+LogFormat = Literal["json", "text"]
 # A workflow file name as GitHub's dispatch endpoint takes it (the file in
 # .github/workflows/ on the default branch):
 # https://docs.github.com/en/rest/actions/workflows#create-a-workflow-dispatch-event
@@ -390,7 +390,7 @@ class RelaySettings(BaseSettings):
         if not isinstance(value, str):
             return value
         raw = value.strip().lower() or "json"
-        if raw not in LOG_FORMATS:
+        if raw not in get_args(LogFormat):
             raise _Refused(
                 "CUJO_LOG_FORMAT",
                 f"is {value!r}; use json (one object a line, for a log collector) or text "

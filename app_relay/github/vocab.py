@@ -48,6 +48,8 @@ REVIEW_STATES: Final = {"COMMENT": "COMMENTED", "REQUEST_CHANGES": "CHANGES_REQU
 # Dismissing a review: the event sent, and the state GitHub answers.
 DISMISS: Final = "DISMISS"
 DISMISSED: Final = "DISMISSED"
+# How a pull request may be merged: https://docs.github.com/en/rest/pulls/pulls#merge-a-pull-request
+MERGE_METHODS: Final = ("merge", "squash", "rebase")
 
 # ---- webhook actions ----------------------------------------------------------------
 # https://docs.github.com/en/webhooks/webhook-events-and-payloads#workflow_job

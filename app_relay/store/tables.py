@@ -40,13 +40,13 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
-from app_relay.decide.verdict import (
+from app_relay.runstate.machine import RunState
+from app_relay.verdict import (
     SEVERITIES,
     FindingSource,
     JudgeKind,
     Severity,
 )
-from app_relay.runstate.machine import RunState
 from cujo_action.schema import CHECK_NAMES
 
 # Section 3 of DESIGN.md; runstate/machine.py says which moves between them exist.
