@@ -136,7 +136,7 @@ class RelaySettings(BaseSettings):
     run_lease_s: float = 300.0
     delivery_lease_s: float = 30.0
     reconcile_every_s: float = 60.0
-    # Catch-up (DESIGN.md section 9, runs/catchup.py): how often a pass asks GitHub again
+    # Catch-up (DESIGN.md section 9, runs/missed_webhooks.py): how often a pass asks GitHub again
     # for failed webhook deliveries and sweeps open pull requests (0 turns it off), how far
     # back it looks (GitHub redelivers for three days), how lately updated a pull
     # request is left to its own webhook, and how much one pass may do.

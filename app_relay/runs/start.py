@@ -29,10 +29,10 @@ from app_relay.model.diffreview import review_diff
 from app_relay.model.port import ModelPort
 from app_relay.model.standards import read_standards
 from app_relay.runs import mode as modes
-from app_relay.runs.catchup import is_catch_up
 from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import cancel_intent, check_intent
 from app_relay.runs.finish import FAILURES, RunFinisher, reaction_effects
+from app_relay.runs.missed_webhooks import is_catch_up
 from app_relay.runs.review_request import ReviewRequested, record_request
 from app_relay.runs.runners import RunnerError, SandboxRunner
 from app_relay.runstate.caps import Caps, caps_for, is_first_timer, queued_view

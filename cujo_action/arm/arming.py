@@ -68,7 +68,7 @@ from cujo_action.sandbox.jail import (
 from cujo_action.sandbox.phase_namespace import NetnsError
 from cujo_action.sandbox.uids import allocate_uids
 from cujo_action.schema import ALL_CHECKS, REGISTRY_HOSTS, Plan
-from cujo_action.watch.probes import WATCHED_TOOLS
+from cujo_action.watch.sandbox_probing import WATCHED_TOOLS
 
 T = TypeVar("T")
 

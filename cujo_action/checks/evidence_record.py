@@ -38,7 +38,7 @@ from cujo_action.schema import (
 )
 from cujo_action.watch.execguard import ExecGuard, PrivilegedExec
 from cujo_action.watch.persistence import SCHEDULERS
-from cujo_action.watch.probes import is_probe
+from cujo_action.watch.sandbox_probing import is_probe
 from cujo_action.watch.watcher import DecoyWatcher
 
 

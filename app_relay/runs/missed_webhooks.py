@@ -15,7 +15,7 @@ again, a pull request's own event and its catch-up event start one run between t
 (``runs/start.py``), and a second pass finds nothing left. Bounded: each pass asks at
 most so many redeliveries and sweeps at most so many pull requests, and says so, in the
 log and on the board, when a cap stopped it. Relays sharing a record take turns
-(``store/catchup.py``).
+(``store/catchup_passes.py``).
 https://docs.github.com/en/webhooks/using-webhooks/handling-failed-webhook-deliveries
 """
 
