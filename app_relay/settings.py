@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -37,8 +37,6 @@ from pydantic_settings import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from app_relay.observe.logs import LOG_FORMATS, LogFormat
-
 DEFAULT_GITHUB_API_URL = "https://api.github.com"
 DEFAULT_WORKFLOW = "cujo.yml"
 # A finished run's bundle (its evidence) is kept this many days (CUJO_BUNDLE_DAYS).
@@ -57,6 +55,8 @@ TUNING = frozenset(
         "jobs_poll_s",
     }
 )
+# How the relay's logs are written (CUJO_LOG_FORMAT; ``observe/logs.py`` writes them).
+LogFormat = Literal["json", "text"]
 # A workflow file name as GitHub's dispatch endpoint takes it (the file in
 # .github/workflows/ on the default branch):
 # https://docs.github.com/en/rest/actions/workflows#create-a-workflow-dispatch-event
@@ -251,7 +251,7 @@ class RelaySettings(BaseSettings):
     reconcile_every_s: Annotated[float, Bounds(0, 86_400)] = Field(
         60.0, description="How often runs nobody holds (a relay died) are reconciled."
     )
-    # Catch-up (docs/design.md section 9, runs/catchup.py): how far back it looks (GitHub
+    # Catch-up (docs/design.md section 9, runs/missed_webhooks.py): how far back it looks (GitHub
     # redelivers for three days) and how much one pass may do.
     catch_up_every_s: Annotated[float, Bounds(0, 3 * 86_400)] = Field(
         300.0,
@@ -273,7 +273,7 @@ class RelaySettings(BaseSettings):
     catch_up_max_pulls: Annotated[int, Bounds(0, 100_000, "", whole=True)] = Field(
         50, description="At most this many pull requests swept in one pass."
     )
-    # Caps and a queue (runs/caps.py), since anyone who opens a pull request starts a run;
+    # Caps and a queue (runstate/caps.py), since anyone who opens a pull request starts a run;
     # `.cujo.yml` may only lower them.
     max_runs_per_repo: Annotated[int, Bounds(1, 1000, "runs in flight", whole=True)] = Field(
         4, description="Sandbox runs in flight per repository; the rest wait in the queue."
@@ -465,7 +465,7 @@ class RelaySettings(BaseSettings):
         if not isinstance(value, str):
             return value
         raw = value.strip().lower() or "json"
-        if raw not in LOG_FORMATS:
+        if raw not in get_args(LogFormat):
             raise _Refused(
                 "CUJO_LOG_FORMAT",
                 f"is {value!r}; use json (one object a line, for a log collector) or text "

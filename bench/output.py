@@ -20,7 +20,7 @@ from pathlib import Path
 from cujo_action.find.decoys import make_decoys
 from cujo_action.find.matcher import DecoyMatcher
 from cujo_action.limits import OUTPUT_FLOOD
-from cujo_action.watch.output import Capture, OutputSearch
+from cujo_action.sandbox.output import Capture, OutputSearch
 
 SIZE = OUTPUT_FLOOD - (1 << 20)  # just under the flood cap: every byte is searched
 

@@ -46,11 +46,13 @@ from relayworld import (  # noqa: E402
 
 from app_relay.decide.judge import DeterministicJudge  # noqa: E402
 from app_relay.github.app_auth import GitHubApp  # noqa: E402
+from app_relay.github.event import Event  # noqa: E402
 from app_relay.runs.coordinator import JOBS_POLL_S, RunCoordinator, Upkeep  # noqa: E402
 from app_relay.runs.effects import OutboxConfig  # noqa: E402
+from app_relay.runs.review_request import review_request_of  # noqa: E402
 from app_relay.runs.runners import ActionsRunner  # noqa: E402
 from app_relay.store import Store  # noqa: E402
-from app_relay.webhook.events import Event, review_request_of  # noqa: E402
+from app_relay.verbs.unlock import Unlock  # noqa: E402
 
 STEPS = ("prepare", "arm", "install", "test", "smoke", "build", "bundle", "upload")
 TODAY_POLL_S = 5.0  # runs/coordinator.py before issue 23
@@ -178,8 +180,8 @@ def _round(name: str, key: AppKey, *, poll_s: float, etags: bool, prs: int, run_
         store = Store(f"sqlite:///{tmp}/runs.db")
         coordinator = RunCoordinator(
             store, app.gateway, ActionsRunner.with_gateway(app.gateway(INSTALLATION_ID)),
-            DeterministicJudge(require_full_isolation=True), bundles=Path(tmp) / "bundles",
-            outbox=OutboxConfig(retry_s=0.0),
+            DeterministicJudge(require_full_isolation=True), verbs=Unlock,
+            bundles=Path(tmp) / "bundles", outbox=OutboxConfig(retry_s=0.0),
         )  # fmt: skip
         actions = _Actions(fake, clock, run_s, Path(tmp) / "actions")
         deliveries = 0

@@ -31,7 +31,7 @@ from pathlib import Path
 import requests
 from fastapi import Request
 
-from app_relay.webhook.events import signature_of
+from app_relay.webhook.signature import signature_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "tests" / "samples" / "webhooks" / "pull_request.opened.json"
@@ -106,10 +106,11 @@ def serve(kind: str, database: str) -> None:
         async def healthz() -> dict[str, str]:
             return {"status": "ok"}
     else:
+        from app_relay.runs.review_request import RecordingReviewer
         from app_relay.settings import RelaySettings, Secret
         from app_relay.store import Store
         from app_relay.webhook.app import create_app
-        from app_relay.webhook.events import Context, RecordingReviewer
+        from app_relay.webhook.events import Context
         from app_relay.webhook.workers import WorkerPool
 
         settings = RelaySettings(
@@ -162,8 +163,9 @@ def serve(kind: str, database: str) -> None:
 def work(database: str) -> None:
     """Work the recorded deliveries (recording reviewer) until stdin closes."""
     from app_relay.cli.serve import give_way
+    from app_relay.runs.review_request import RecordingReviewer
     from app_relay.store import Store
-    from app_relay.webhook.events import Context, RecordingReviewer
+    from app_relay.webhook.events import Context
     from app_relay.webhook.workers import WorkerPool
 
     give_way()  # as `cujo relay work` does

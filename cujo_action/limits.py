@@ -259,21 +259,21 @@ LIMITS: Final[dict[str, Limit]] = {
             hides_danger=False,
         ),
         Limit(
-            "output-tail", OUTPUT_TAIL, "characters", "cujo_action/watch/output.py",
+            "output-tail", OUTPUT_TAIL, "characters", "cujo_action/sandbox/output.py",
             "a command's output kept in the report",
             "the tail",
             "output_truncated on the command; the whole stream is still searched for decoys",
             hides_danger=False,
         ),
         Limit(
-            "output-flood", OUTPUT_FLOOD, "bytes", "cujo_action/watch/output.py",
+            "output-flood", OUTPUT_FLOOD, "bytes", "cujo_action/sandbox/output.py",
             "a command's output (each stream)",
             "everything up to the cap, searched for decoys as it arrived",
             "the command is killed, the check is an error and the cut is named",
             hides_danger=True,
         ),
         Limit(
-            "output-search", OUTPUT_FLOOD, "bytes", "cujo_action/watch/output.py",
+            "output-search", OUTPUT_FLOOD, "bytes", "cujo_action/sandbox/output.py",
             "output searched for decoys, in overlapping 1 MiB windows",
             "every byte up to the flood cap; each window within the decode budget",
             "bytes of a window whose decoding ran out of budget (or a stream still being "

@@ -69,7 +69,7 @@ RAW_METHOD = "TCP"
 PERSISTENCE_WRITE: Final = "persistence_write"
 HARNESS_TAMPER: Final = "harness_tamper"
 SUDO: Final = "sudo"
-# A well-known environment probe was run (``cujo_action/watch/probes.py``).
+# A well-known environment probe was run (``cujo_action/watch/sandbox_probing.py``).
 SANDBOX_PROBE: Final = "sandbox_probe"
 REFUSED_PACKETS: Final = "refused_packets"
 PROCESS_FLOOD: Final = "process_flood"
@@ -413,7 +413,7 @@ class ModelSettings(_Strict):
 
 
 class RunCaps(_Strict):
-    """Sandbox runs in flight: ``.cujo.yml`` may only lower the relay's caps (runs/caps.py)."""
+    """Sandbox runs in flight: ``.cujo.yml`` may only lower the relay's caps (runstate/caps.py)."""
 
     repo: int | None = Field(None, ge=1, le=1000)
     author: int | None = Field(None, ge=1, le=1000)
@@ -705,7 +705,7 @@ class DecoyEvent(_Strict):
     id: EvidenceId
     phase: Phase
     path: Text
-    # "list": a folder that holds only decoys was listed (``watch/probes.py``).
+    # "list": a folder that holds only decoys was listed (``watch/sandbox_probing.py``).
     event: Literal["open", "read", "write", "delete", "list"]
     pid: int | None = None
     exe: Text | None = None

@@ -27,8 +27,9 @@ from fastapi.responses import RedirectResponse, Response
 
 from app_relay.board.access import Actor, GitHubAccess
 from app_relay.github.answers import GitHubError
+from app_relay.github.vocab import MERGE_METHODS
 from app_relay.merge.attempt import MergeDesk, Stopping, facts_of
-from app_relay.merge.gate import MERGE_METHODS, Blocker, GateReading
+from app_relay.merge.gate import Blocker, GateReading
 from app_relay.observe import metrics
 from app_relay.store import MergeAttempt, RunRecord, StoreError, UnknownRun
 

@@ -29,7 +29,7 @@ from app_relay.board.access import Access, Viewer
 from app_relay.board.catchup_view import catch_up_line
 from app_relay.board.merge_action import MergeView
 from app_relay.merge.attempt import MergeDesk
-from app_relay.runs.state import RunState
+from app_relay.runstate.machine import RunState
 from app_relay.store import (
     PRUNED,
     CommandRecord,

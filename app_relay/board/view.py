@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from app_relay.runs.state import RunState
+from app_relay.runstate.machine import RunState
 from app_relay.store import CommandRecord, Effect, RunEvent
 from cujo_action.schema import REPO_NAME, STAGES
 

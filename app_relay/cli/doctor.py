@@ -1,6 +1,6 @@
 """`cujo doctor`: check that Cujo can guard a repository on GitHub, one line per check.
 
-Past the installation, the workflow and the guard (here), the lines of ``doctor_more.py``:
+Past the installation, the workflow and the guard (here), the lines of ``doctor_setup.py``:
 the workflow's pin against the relay's version, the repository's Actions policy, the App's
 events and recent webhook deliveries, the board's sign-in, the record's migration and the
 model key.
@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from app_relay.cli import doctor_more as more
+from app_relay.cli import doctor_setup as more
 from app_relay.github.answers import GitHubError
 from app_relay.github.app_auth import GitHubApp
 from app_relay.github.doctor_reads import read_app

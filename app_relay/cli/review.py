@@ -34,15 +34,14 @@ from app_relay.cli.local import (
 )
 from app_relay.cli.progress import Progress, brief
 from app_relay.cli.say import reason_of, shown_url
-from app_relay.decide.behaviour import evidence_items
 from app_relay.decide.bundle_verdict import verdict_of
 from app_relay.decide.hits import PullText
 from app_relay.decide.judge import Judge, error_verdict, judge_for
-from app_relay.decide.verdict import Verdict
 from app_relay.model.fromenv import model_client_from_env
 from app_relay.model.port import ModelPort
 from app_relay.runs.tamper import described, reconcile, record_verdict, with_tampering
 from app_relay.store import Store
+from app_relay.verdict import Verdict, evidence_items
 from app_relay.words.review_body import evidence_lines
 from cujo_action.evidence.reader import Bundle, BundleError, read_bundle
 from cujo_action.schema import POLICY_FILE, PolicyError, Report, load_policy

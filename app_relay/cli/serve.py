@@ -9,7 +9,7 @@ standard input, one line per recorded batch; a worker whose input closes (the we
 process stopped or died) stops too. Several relays on one PostgreSQL database share the
 work through leases; ``--worker-processes 0`` keeps the workers as threads of the webhook
 process (one small process, as before). Beside its pool each worker process runs the
-catch-up (``runs/catchup.py``): on start and every few minutes, one relay at a time, it
+catch-up (``runs/missed_webhooks.py``): on start and every few minutes, one relay at a time, it
 asks GitHub again for webhooks that never arrived and sweeps pull requests nothing
 reviewed.
 
@@ -54,14 +54,15 @@ from app_relay.github.client import GitHubGateway
 from app_relay.merge.attempt import AppMerges, MergeDesk
 from app_relay.model.fromenv import model_client_from_env
 from app_relay.observe import logs, metrics
-from app_relay.runs.caps import Caps
-from app_relay.runs.catchup import CatchUp, CatchUpConfig
 from app_relay.runs.coordinator import RunCoordinator
 from app_relay.runs.effects import OutboxConfig
+from app_relay.runs.missed_webhooks import CatchUp, CatchUpConfig
 from app_relay.runs.retention import prune_bundles
 from app_relay.runs.runners import ActionsRunner
+from app_relay.runstate.caps import Caps
 from app_relay.settings import RelaySettings, SettingsError, load_settings
 from app_relay.store import CatchUpTally, IntakeError, Store
+from app_relay.verbs.unlock import Unlock
 from app_relay.webhook.events import Context
 from app_relay.webhook.health import (
     HEALTH_EVERY_S,
@@ -123,7 +124,7 @@ class Workers:
     github: GitHubApp
     maintaining: threading.Event
     maintainer: threading.Thread
-    # Catch-up passes (runs/catchup.py); None when CUJO_CATCH_UP_EVERY_S is 0.
+    # Catch-up passes (runs/missed_webhooks.py); None when CUJO_CATCH_UP_EVERY_S is 0.
     catching_up: threading.Thread | None = None
     retention: threading.Thread | None = None
 
@@ -205,6 +206,7 @@ def build_workers(command: str, settings: RelaySettings, store: Store, workers: 
         ActionsRunner(gateway_of_repo, workflow=settings.workflow),
         judge_for(model, require_full_isolation=True),
         settings.workflow,
+        verbs=Unlock,
         model=model,
         bundles=bundles,
         outbox=OutboxConfig(retry_s=settings.effect_retry_s, lease_s=settings.effect_lease_s),

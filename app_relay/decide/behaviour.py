@@ -14,23 +14,10 @@ import posixpath
 from collections.abc import Sequence
 
 from app_relay.decide.secret_use import WORKFLOW_SECRET_USE
-from app_relay.decide.verdict import MAX_EVIDENCE, Finding
-from cujo_action.schema import Cut, DecoyEvent, Egress, Observation, Report
+from app_relay.verdict import MAX_EVIDENCE, Finding, Item, evidence_items
+from cujo_action.schema import Cut, DecoyEvent, Egress, Report
 
 Cause = tuple[str, ...]
-Item = Egress | DecoyEvent | Observation | Cut
-
-
-def evidence_items(reports: Sequence[Report]) -> dict[str, tuple[Report, Item]]:
-    """Return every evidence id the reports hold, with the report and the item."""
-    index: dict[str, tuple[Report, Item]] = {}
-    for report in reports:
-        items: list[Item] = [
-            *report.egress, *report.decoy_events, *report.observations, *report.cuts
-        ]  # fmt: skip
-        for item in items:
-            index[item.id] = (report, item)
-    return index
 
 
 def cause_of(item: Item) -> Cause:

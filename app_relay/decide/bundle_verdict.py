@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from app_relay.decide.hits import PullText, RuleContext
 from app_relay.decide.judge import Judge, error_verdict
-from app_relay.decide.verdict import Verdict
+from app_relay.verdict import Verdict
 from cujo_action.evidence.reader import Bundle, BundleError
 from cujo_action.schema import CHECK_NAMES, POLICY_FILE, Policy, read_pr_sink
 

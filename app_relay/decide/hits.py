@@ -13,7 +13,7 @@ import posixpath
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from app_relay.decide.verdict import Severity
+from app_relay.verdict import Severity
 from cujo_action.schema import (
     CHECK_NAMES,
     RAW_METHOD,

@@ -18,22 +18,25 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Protocol
 
-from app_relay.decide.behaviour import Item, evidence_items, one_per_behaviour
+from app_relay.decide.behaviour import one_per_behaviour
 from app_relay.decide.hits import RuleContext
 from app_relay.decide.prompt import judge_prompt
 from app_relay.decide.rules import apply_rules
-from app_relay.decide.verdict import (
+from app_relay.model.port import ModelPort
+from app_relay.model.tools import ADVISORY, BLOCKING, Accepted, Asked, ToolName, ask_for_review
+from app_relay.verdict import (
     MAX_SUMMARY,
     SEVERITIES,
     Finding,
+    Item,
     ModelUse,
     Severity,
     Verdict,
     VerdictState,
+    evidence_items,
 )
-from app_relay.model.port import ModelPort
-from app_relay.model.tools import ADVISORY, BLOCKING, Accepted, Asked, ToolName, ask_for_review
 from app_relay.words.inert import code_span
+from app_relay.words.review_body import with_model_words
 from app_relay.words.untrusted import Fence
 from cujo_action.limits import LIMITS
 from cujo_action.schema import CheckName, Report, clip
@@ -265,7 +268,6 @@ TOOL_DESCRIPTIONS: Mapping[ToolName, str] = {
         "dangerous behaviour. At least one finding is critical; each cites evidence ids."
     ),
 }
-_MAX_WORDS = 600
 
 
 def load_rubric() -> str:
@@ -396,12 +398,3 @@ def _model_verdict(
         judge="model",
         model_use=use,
     )
-
-
-def with_model_words(lead: str, intro: str, words: str) -> str:
-    """Return ``lead`` and the model's words, quoted whole or not at all (no cut spans)."""
-    if not words.strip():
-        return lead
-    room = MAX_SUMMARY - len(lead) - len(intro) - 2
-    span = code_span(words, cap=min(_MAX_WORDS, max(room, 0)))
-    return f"{lead} {intro} {span}" if len(span) <= room else lead

@@ -4,7 +4,7 @@ Malware that targets CI checks where it runs before it acts. Most checks read wh
 kernel shows and leave no trace (``docs/limits.md``); two kinds are seen, and each is a
 warning with its evidence: a decoy opened and not read, or a decoy folder listed
 (``decoy-probe``), and a well-known environment probe run (``sandbox-probe``; the list is
-``cujo_action/watch/probes.py``). Running ``sudo`` is a probe too, and stays critical
+``cujo_action/watch/sandbox_probing.py``). Running ``sudo`` is a probe too, and stays critical
 (``sudo-use``). Malware also waits: a comparison of the clock with a fixed date in the
 changed code (``date-gate``, from ``cujo_action/checks/dategates.py``) is a warning too.
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from app_relay.decide.behaviour import Item, evidence_items
-from app_relay.decide.verdict import Finding, Verdict
 from app_relay.model.tools import ADVISORY, BLOCKING, ToolName
+from app_relay.verdict import Finding, Item, Verdict, evidence_items
 from app_relay.words.untrusted import Fence, estimate_tokens, sanitise
 from cujo_action.schema import CheckName, Egress, Report, clip
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from app_relay.decide.abuse_rules import SANDBOX_ABUSE_RULES
-from app_relay.decide.behaviour import evidence_items
 from app_relay.decide.decoy_rules import DECOY_EGRESS, DECOY_FILE_RULES
 from app_relay.decide.differential import Key, at_base, behaviours, key_of, split, title_at_base
 from app_relay.decide.egress_rules import EARLY_EGRESS_RULES, RUNTIME_EGRESS_RULES
@@ -25,8 +24,8 @@ from app_relay.decide.hits import Hit, Rule, RuleContext, in_check_order
 from app_relay.decide.persistence_rules import PERSISTENCE_RULES
 from app_relay.decide.probe_rules import PROBE_RULES
 from app_relay.decide.secret_use import WORKFLOW_SECRET_USE
-from app_relay.decide.verdict import MAX_EVIDENCE, SEVERITIES, Finding, Severity
 from app_relay.decide.workflow_rules import WORKFLOW_BASE_RULE, WORKFLOW_CHANGE_RULE, WORKFLOW_RULES
+from app_relay.verdict import MAX_EVIDENCE, SEVERITIES, Finding, Severity, evidence_items
 from cujo_action.schema import FAILING_TEST, TESTS_FAILED, Observation, Report
 
 

@@ -15,12 +15,11 @@ from typing import Any
 from github import Auth, Github
 
 from app_relay.github.answers import GitHubAnswer, GitHubError
+from app_relay.github.merge_facts import CheckRunSeen, PullFacts, StatusSeen
 from app_relay.github.payloads import path_segment, positive, repo_path
 from app_relay.github.signin import UserToken
 from app_relay.github.transport import GatewayTransport
-from app_relay.github.vocab import CONCLUSIONS_SEEN, LOGIN, OBJECT_ID, STATUSES_SEEN
-from app_relay.merge.facts import CheckRunSeen, PullFacts, StatusSeen
-from app_relay.merge.gate import MERGE_METHODS
+from app_relay.github.vocab import CONCLUSIONS_SEEN, LOGIN, MERGE_METHODS, OBJECT_ID, STATUSES_SEEN
 
 # https://docs.github.com/en/rest/commits/statuses#get-the-combined-status-for-a-specific-reference
 STATUS_STATES = ("success", "pending", "failure", "error")

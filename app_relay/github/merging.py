@@ -26,8 +26,7 @@ from app_relay.github.answers import GitHubAnswer, GitHubError, message_of
 from app_relay.github.merge_reads import MergeReads
 from app_relay.github.payloads import positive, repo_path
 from app_relay.github.signin import UserToken
-from app_relay.github.vocab import LOGIN, OBJECT_ID
-from app_relay.merge.gate import MERGE_METHODS
+from app_relay.github.vocab import LOGIN, MERGE_METHODS, OBJECT_ID
 
 MergeOutcome = Literal["merged", "queued", "refused", "unknown"]
 Settled = Literal["merged", "closed", "open"]

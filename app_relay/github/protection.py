@@ -38,8 +38,7 @@ from app_relay.github.branch_rules import (
 )
 from app_relay.github.payloads import path_segment, repo_path
 from app_relay.github.transport import GatewayTransport
-from app_relay.github.vocab import OBJECT_ID, Reader
-from app_relay.runs.state import GUARD
+from app_relay.github.vocab import GUARD, OBJECT_ID, Reader
 from app_relay.words.hold import hold_sentence
 from app_relay.words.inert import code_span
 

@@ -2,11 +2,11 @@
 
 Every status, conclusion, reaction, permission, review event and webhook action the relay
 sends or accepts is spelled here once; the rest of ``github/`` (REST answers),
-``runs/runners.py`` (workflow webhooks), ``webhook/events.py`` (pull request webhooks) and
-``runs/state.py`` (what the check shows) share it. ``Reader`` reads one JSON object as
-GitHub documents it: a missing or mistyped field raises the caller's own error naming the
-field and what was expected, never a default that could read as "ok". No I/O here, and
-no HTTP client.
+``runs/runners.py`` (workflow webhooks), ``runs/review_request.py`` (pull request
+webhooks) and ``runstate/machine.py`` (what the check shows) share it. ``Reader`` reads
+one JSON object as GitHub documents it: a missing or mistyped field raises the caller's
+own error naming the field and what was expected, never a default that could read as
+"ok". No I/O here, and no HTTP client.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ from typing import Any, Final, Literal, get_args
 
 # ---- check runs, workflow runs and jobs ---------------------------------------------
 # https://docs.github.com/en/rest/checks/runs#create-a-check-run
+
+# The check run Cujo posts on every head, and the one a branch rule requires for a hold.
+GUARD: Final = "cujo/guard"
 
 CheckStatus = Literal["queued", "in_progress", "completed"]
 Conclusion = Literal["success", "failure", "neutral", "action_required", "skipped", "cancelled"]
@@ -45,6 +48,8 @@ REVIEW_STATES: Final = {"COMMENT": "COMMENTED", "REQUEST_CHANGES": "CHANGES_REQU
 # Dismissing a review: the event sent, and the state GitHub answers.
 DISMISS: Final = "DISMISS"
 DISMISSED: Final = "DISMISSED"
+# How a pull request may be merged: https://docs.github.com/en/rest/pulls/pulls#merge-a-pull-request
+MERGE_METHODS: Final = ("merge", "squash", "rebase")
 
 # ---- webhook actions ----------------------------------------------------------------
 # https://docs.github.com/en/webhooks/webhook-events-and-payloads#workflow_job

@@ -22,7 +22,8 @@ from typing import Any, Final, Literal, Protocol
 from app_relay.github.answers import GitHubError
 from app_relay.github.merging import MergeAnswer, PullSettled
 from app_relay.github.signin import UserToken
-from app_relay.merge.gate import MERGE_METHODS, GateReading, RunFacts
+from app_relay.github.vocab import MERGE_METHODS
+from app_relay.merge.gate import GateReading, RunFacts
 from app_relay.merge.reading import DEADLINE_S, GateReads, read_gate
 from app_relay.observe import metrics
 from app_relay.store import MergeAttempt, MergeClaimed, RunRecord, Store

@@ -25,11 +25,12 @@ from app_relay.github.branch_rules import (
     Unreadable,
     classic_checks,
 )
-from app_relay.merge.facts import CheckRunSeen, GateAnswers, Person, PullFacts, StatusSeen
-from app_relay.runs.state import RunState
+from app_relay.github.merge_facts import CheckRunSeen, GateAnswers, Person, PullFacts, StatusSeen
+from app_relay.github.vocab import MERGE_METHODS
+from app_relay.runstate.machine import RunState
 from app_relay.words.inert import code_span
 
-# The answer types live in facts.py; the gate's interface names them here too.
+# The answer types live in github/merge_facts.py; the gate's interface names them here too.
 __all__ = [
     "BLOCKER_CODES",
     "Blocker",
@@ -63,7 +64,6 @@ BlockerCode = Literal[
     "deadline",
 ]
 BLOCKER_CODES: Final[frozenset[str]] = frozenset(get_args(BlockerCode))
-MERGE_METHODS: Final = ("merge", "squash", "rebase")
 WRITE: Final = frozenset({"admin", "maintain", "write"})
 # A check run passes with these conclusions; a commit status only with success.
 # https://docs.github.com/en/pull-requests/collaborating-with-pull-requests/collaborating-on-repositories-with-code-quality-features/about-status-checks#check-statuses-and-conclusions

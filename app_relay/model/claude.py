@@ -25,9 +25,9 @@ from typing import Any, Final
 import anthropic
 import httpx
 
-from app_relay.decide.verdict import ModelOutcome, ModelUse
 from app_relay.model.port import Message, ModelError, Reply, Tool, ToolCall
 from app_relay.observe import metrics
+from app_relay.verdict import ModelOutcome, ModelUse
 
 DEFAULT_JUDGE_MODEL: Final = "claude-sonnet-4-5"
 DEFAULT_DIFF_MODEL: Final = "claude-haiku-4-5"

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from app_relay.decide.verdict import Severity
 from app_relay.model.diffcompress import CompressedDiff, compress_diff
 from app_relay.model.diffparse import FileDiff
 from app_relay.model.standards import STANDARDS_CAP, STANDARDS_FILES, StandardsFile
 from app_relay.model.tools import ADVISORY, review_tool
+from app_relay.verdict import Severity
 from app_relay.words.untrusted import ASCII_CHARS_PER_TOKEN, Fence, estimate_tokens, sanitise
 
 DIFF_SEVERITIES: Final[tuple[Severity, ...]] = ("info", "warn")

@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from app_relay.decide.judge import with_model_words
-from app_relay.decide.verdict import Finding, ModelUse, Severity, Verdict
 from app_relay.model.diffprompt import (
     DIFF_SEVERITIES,
     DIFF_TOOL_DESCRIPTION,
@@ -24,6 +22,8 @@ from app_relay.model.diffprompt import (
 from app_relay.model.port import ModelPort
 from app_relay.model.standards import StandardsFile
 from app_relay.model.tools import ADVISORY, ToolName, ask_for_review
+from app_relay.verdict import Finding, ModelUse, Severity, Verdict
+from app_relay.words.review_body import with_model_words
 from app_relay.words.untrusted import Fence
 from cujo_action.schema import Policy
 

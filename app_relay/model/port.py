@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from app_relay.decide.verdict import ModelUse
+from app_relay.verdict import ModelUse
 
 Message = Mapping[str, object]
 Tool = Mapping[str, object]

@@ -16,8 +16,8 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from app_relay.decide.verdict import MAX_TITLE, SEVERITIES, ModelUse, Severity
 from app_relay.model.port import Message, ModelError, ModelPort, Reply, Tool
+from app_relay.verdict import MAX_TITLE, SEVERITIES, ModelUse, Severity
 from cujo_action.schema import clip
 
 ADVISORY: Final = "post_advisory_review"

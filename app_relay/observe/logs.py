@@ -17,10 +17,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Final, Literal, TextIO
+from typing import Final, TextIO
 
-LogFormat = Literal["json", "text"]
-LOG_FORMATS: Final = ("json", "text")
+from app_relay.settings import LogFormat
 
 _DELIVERY: ContextVar[str | None] = ContextVar("cujo_delivery", default=None)
 _RUN: ContextVar[str | None] = ContextVar("cujo_run", default=None)

@@ -1,6 +1,6 @@
 """Move pull-request runs on GitHub: claim, supersede, dispatch, follow, finish, reconcile.
 
-Thin I/O around ``state`` (which decides what each state shows) and ``mode`` (which
+Thin I/O around ``runstate.machine`` (which decides what each state shows) and ``mode`` (which
 decides whether a head is reviewed), wired from one part per step: ``start`` opens a
 run for a review request (superseding older ones) and dispatches the sandbox workflow;
 ``follow`` folds the workflow's webhooks and jobs into the run and, on completion,
@@ -9,7 +9,7 @@ of the gateway's two posting functions. Anything that goes wrong is ``error``, n
 review. A run that is no longer undecided (finished, superseded) ignores every later
 event, so redeliveries and late reports post nothing.
 
-Every state change goes through the record's conditional moves (``state`` says which
+Every state change goes through the record's conditional moves (``runstate.machine`` says which
 exist), together with the GitHub effects that show it, as one transaction; the outbox
 (``effects.Outbox``) then makes each effect once, retrying with backoff. Work on one
 pull request is serialised by ``lease``: a lock per session in this process and a lease
@@ -27,27 +27,27 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from app_relay.decide.judge import Judge, error_verdict
 from app_relay.github.answers import GitHubError
 from app_relay.github.client import GitHubGateway
+from app_relay.github.event import Event
 from app_relay.github.protection import HoldCache
 from app_relay.github.retry import is_rate_limited
 from app_relay.model.port import ModelPort
-from app_relay.runs.caps import Caps
 from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import Outbox, OutboxConfig
 from app_relay.runs.finish import FAILURES, RunFinisher
 from app_relay.runs.follow import ActionsFollower
 from app_relay.runs.lease import RUN_LEASE_S, RunBusy, RunLeases
+from app_relay.runs.review_request import ReviewRequested
 from app_relay.runs.runners import SandboxRunner
 from app_relay.runs.start import RunStarter
-from app_relay.runs.state import OPEN_STATES
+from app_relay.runstate.caps import Caps
+from app_relay.runstate.machine import OPEN_STATES
 from app_relay.store import RunRecord, Store
 from app_relay.store.tables import holder_name
-from app_relay.verbs.unlock import Unlock
-from app_relay.webhook.events import Event, ReviewRequested
 
 log = logging.getLogger(__name__)
 # How often the jobs of running sandbox runs are read, as a fallback: their webhooks
@@ -55,6 +55,19 @@ log = logging.getLogger(__name__)
 # conditional, so jobs that did not change cost nothing against the rate limit.
 JOBS_POLL_S: Final = 60.0
 RECONCILE_S: Final = 60.0
+
+
+class VerbApplier(Protocol):
+    """Apply or refuse the `/cujo` verbs of a comment (``verbs.unlock.Unlock``)."""
+
+    def command(self, event: Event) -> None:
+        """Apply or refuse a `/cujo` verb from a pull-request comment."""
+        ...
+
+
+# Makes the verb applier on the coordinator's desk and finisher: the caller passes
+# ``verbs.unlock.Unlock``, as verbs/ is a feature above runs/.
+VerbsFor = Callable[[RunDesk, RunFinisher], VerbApplier]
 
 
 @dataclass
@@ -78,6 +91,7 @@ class RunCoordinator:
         judge: Judge,
         workflow: str = "cujo.yml",
         *,
+        verbs: VerbsFor,
         bundles: Path | None = None,
         outbox: OutboxConfig | None = None,
         run_lease_s: float = RUN_LEASE_S,
@@ -98,7 +112,7 @@ class RunCoordinator:
         self.starter = RunStarter(desk, runner, model, finisher, caps or Caps())
         bundles = bundles or Path(tempfile.gettempdir()) / "cujo-bundles"
         self.follower = ActionsFollower(desk, runner, judge, bundles, finisher)
-        self.unlock = Unlock(desk, finisher)
+        self.unlock = verbs(desk, finisher)
 
     def request_review(self, request: ReviewRequested) -> None:
         """Review a pull request's head, or record why not; idempotent per delivery."""

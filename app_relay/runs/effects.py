@@ -30,9 +30,9 @@ from app_relay.github.answers import GitHubError
 from app_relay.github.client import GitHubGateway
 from app_relay.github.payloads import CheckAction, CheckOutput, OnComment, OnIssue
 from app_relay.github.retry import RATE_LIMITED_S, retry_later_s
-from app_relay.github.vocab import ReactionContent
+from app_relay.github.vocab import GUARD, ReactionContent
 from app_relay.observe.logs import about
-from app_relay.runs.state import GUARD, GuardView
+from app_relay.runstate.machine import GuardView
 from app_relay.store import MAX_EFFECT_ATTEMPTS, Effect, Intent, RunRecord, Store
 
 log = logging.getLogger(__name__)

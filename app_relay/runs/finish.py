@@ -16,16 +16,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from app_relay.decide.verdict import Verdict
 from app_relay.github.answers import GitHubError
 from app_relay.github.protection import Hold, HoldCache
 from app_relay.observe import metrics
 from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import check_intent, reaction_intent, review_intent
 from app_relay.runs.runners import RunnerError
-from app_relay.runs.state import OPEN_STATES, RunState, guard_for, reaction_for
-from app_relay.runs.state import review_for as review_kind
+from app_relay.runstate.machine import OPEN_STATES, RunState, guard_for, reaction_for
+from app_relay.runstate.machine import review_for as review_kind
 from app_relay.store import Intent, RunClosed, RunRecord
+from app_relay.verdict import Verdict
 from app_relay.words.inert import code_span
 from app_relay.words.review_body import render_review
 from cujo_action.evidence.reader import Bundle, BundleError

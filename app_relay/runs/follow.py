@@ -21,18 +21,18 @@ from pathlib import Path
 from app_relay.decide.bundle_verdict import pull_fields_read, verdict_of
 from app_relay.decide.hits import PullText
 from app_relay.decide.judge import Judge, error_verdict
-from app_relay.decide.verdict import Verdict
 from app_relay.github.answers import JobStep
 from app_relay.github.client import GitHubGateway
+from app_relay.github.event import Event
 from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import check_intent
 from app_relay.runs.finish import FAILURES, RunFinisher
 from app_relay.runs.lease import RunBusy
 from app_relay.runs.runners import RunProgress, SandboxRunner
-from app_relay.runs.state import OPEN_STATES, guard_for
 from app_relay.runs.tamper import described, reconcile, record_verdict, with_tampering
+from app_relay.runstate.machine import OPEN_STATES, guard_for
 from app_relay.store import RunRecord
-from app_relay.webhook.events import Event
+from app_relay.verdict import Verdict
 from app_relay.words.inert import code_span
 from cujo_action.evidence.reader import Bundle
 from cujo_action.schema import POLICY_FILE, Policy, PolicyError, load_policy

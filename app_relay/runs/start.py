@@ -22,20 +22,22 @@ from dataclasses import dataclass, field
 from app_relay.decide.judge import error_verdict
 from app_relay.github.answers import ChangedFiles, GitHubError, PullRequest
 from app_relay.github.client import GitHubGateway
+from app_relay.github.event import Event, MalformedEvent
 from app_relay.github.payloads import CheckOutput
+from app_relay.github.vocab import GUARD
 from app_relay.model.diffreview import review_diff
 from app_relay.model.port import ModelPort
 from app_relay.model.standards import read_standards
 from app_relay.runs import mode as modes
-from app_relay.runs.caps import Caps, caps_for, is_first_timer, queued_view
-from app_relay.runs.catchup import is_catch_up
 from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import cancel_intent, check_intent
 from app_relay.runs.finish import FAILURES, RunFinisher, reaction_effects
+from app_relay.runs.missed_webhooks import is_catch_up
+from app_relay.runs.review_request import ReviewRequested, record_request
 from app_relay.runs.runners import RunnerError, SandboxRunner
-from app_relay.runs.state import GUARD, OPEN_STATES, RETRY_ACTION, GuardView, guard_for
+from app_relay.runstate.caps import Caps, caps_for, is_first_timer, queued_view
+from app_relay.runstate.machine import OPEN_STATES, RETRY_ACTION, GuardView, guard_for
 from app_relay.store import Intent, NewQueued, Queued, RunRecord
-from app_relay.webhook.events import Event, MalformedEvent, ReviewRequested, record_request
 from app_relay.words.inert import code_span
 from cujo_action.schema import POLICY_FILE, Policy, PolicyError, load_policy
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app_relay.decide.verdict import MAX_EVIDENCE, Finding, Verdict
+from app_relay.verdict import MAX_EVIDENCE, Finding, Verdict
 from app_relay.words.inert import code_span
 from cujo_action import schema
 from cujo_action.evidence.reader import (

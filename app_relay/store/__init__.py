@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from app_relay.store.base import StoreBase
 from app_relay.store.board_reads import BoardReads
-from app_relay.store.catchup import CatchUpPass, CatchUpStart, CatchUpStore, CatchUpTally
+from app_relay.store.catchup_passes import CatchUpPass, CatchUpStart, CatchUpStore, CatchUpTally
 from app_relay.store.commands import CommandsStore
 from app_relay.store.deliveries import DeliveriesStore
 from app_relay.store.intake import IntakeError, intake_path

@@ -16,10 +16,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session, sessionmaker
 
-from app_relay.decide.verdict import (
-    Finding,
-    ModelUse,
-)
 from app_relay.store.engine import _engine_for
 from app_relay.store.intake import IntakeQueue, open_intake, take_into
 from app_relay.store.records import Intent, RunRecord
@@ -38,6 +34,10 @@ from app_relay.store.tables import (
     UnknownRun,
     _require,
     create_schema,
+)
+from app_relay.verdict import (
+    Finding,
+    ModelUse,
 )
 from cujo_action.schema import MAX_TAIL, clip, utcnow
 

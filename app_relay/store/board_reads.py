@@ -11,7 +11,7 @@ from sqlalchemy import (
     select,
 )
 
-from app_relay.runs.state import RunState
+from app_relay.runstate.machine import RunState
 from app_relay.store.base import StoreBase
 from app_relay.store.records import CommandRecord, RunEvent, RunLine, _command
 from app_relay.store.tables import RUN_STATES, CommandRow, RunEventRow, RunRow, SessionRow, _require

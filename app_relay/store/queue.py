@@ -1,7 +1,7 @@
 """The queue of pull requests waiting for a sandbox run: kept in the record, so it
 survives a restart and every relay sharing the record sees the same one.
 
-A pull request over its repository's or its author's cap (``runs/caps.py``) waits here,
+A pull request over its repository's or its author's cap (``runstate/caps.py``) waits here,
 one entry per pull request (a newer head takes its place). ``admit_queued`` decides, in
 one transaction, which waiting heads of a repository may start now: it counts the sandbox
 runs in flight and the heads other relays admitted and have not started yet, walks the
@@ -20,8 +20,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import BigInteger, Boolean, ForeignKey, Integer, String, Text, delete, select, text
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from app_relay.runs.caps import Caps, why_wait
-from app_relay.runs.state import OPEN_STATES
+from app_relay.runstate.caps import Caps, why_wait
+from app_relay.runstate.machine import OPEN_STATES
 from app_relay.store.base import StoreBase
 from app_relay.store.tables import Base, RunRow, SessionRow, UTCDateTime
 from cujo_action.schema import MAX_TAIL, clip

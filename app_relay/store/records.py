@@ -7,12 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app_relay.decide.verdict import (
-    Finding,
-    JudgeKind,
-    ModelUse,
-)
-from app_relay.runs.state import RunState
+from app_relay.runstate.machine import RunState
 from app_relay.store.tables import (
     EFFECT_KINDS,
     CommandOutcome,
@@ -25,6 +20,11 @@ from app_relay.store.tables import (
     SessionKind,
     Verb,
     _require,
+)
+from app_relay.verdict import (
+    Finding,
+    JudgeKind,
+    ModelUse,
 )
 
 # --------------------------------------------------------------------------- records

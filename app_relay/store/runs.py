@@ -12,10 +12,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from app_relay.decide.verdict import (
-    Verdict,
-)
-from app_relay.runs.state import INITIAL, OPEN_STATES, VERDICT_STATES, RunState, may_move
+from app_relay.runstate.machine import INITIAL, OPEN_STATES, VERDICT_STATES, RunState, may_move
 from app_relay.store.base import StoreBase
 from app_relay.store.records import Intent, RunEvent, RunRecord
 from app_relay.store.tables import (
@@ -35,6 +32,9 @@ from app_relay.store.tables import (
     UnknownRun,
     UnknownSession,
     _require,
+)
+from app_relay.verdict import (
+    Verdict,
 )
 from cujo_action.schema import MAX_TAIL, SHA, clip
 

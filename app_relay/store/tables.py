@@ -40,16 +40,16 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
-from app_relay.decide.verdict import (
+from app_relay.runstate.machine import RunState
+from app_relay.verdict import (
     SEVERITIES,
     FindingSource,
     JudgeKind,
     Severity,
 )
-from app_relay.runs.state import RunState
 from cujo_action.schema import CHECK_NAMES
 
-# docs/design.md section 3; runs/state.py says which moves between them exist.
+# docs/design.md section 3; runstate/machine.py says which moves between them exist.
 RUN_STATES: tuple[RunState, ...] = get_args(RunState)
 SessionKind = Literal["local", "github"]
 SESSION_KINDS: tuple[SessionKind, ...] = get_args(SessionKind)

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Final, Literal
 
 from app_relay.github.vocab import PERMISSIONS
-from app_relay.runs.state import RunState
+from app_relay.runstate.machine import RunState
 from app_relay.verbs.parse import Verb
 from app_relay.words.inert import code_span
 

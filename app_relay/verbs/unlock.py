@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from app_relay.decide.verdict import Verdict
 from app_relay.github.answers import GitHubError
 from app_relay.github.client import GitHubGateway
+from app_relay.github.event import Event, MalformedEvent, payload_reader
 from app_relay.github.payloads import OnComment
 from app_relay.runs.desk import RunDesk
 from app_relay.runs.effects import (
@@ -29,11 +29,11 @@ from app_relay.runs.effects import (
     review_intent,
 )
 from app_relay.runs.finish import RunFinisher
-from app_relay.runs.state import guard_for
+from app_relay.runstate.machine import guard_for
 from app_relay.store import CommandRecord, Intent, RunRecord
 from app_relay.verbs.decision import change_for, decide, dismissal_message, refusal_reply
 from app_relay.verbs.parse import Verb, parse_verbs
-from app_relay.webhook.events import Event, MalformedEvent, payload_reader
+from app_relay.verdict import Verdict
 from app_relay.words.inert import code_span
 from app_relay.words.review_body import render_review
 from cujo_action.schema import Policy

@@ -28,13 +28,14 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from app_relay.board import Access, access_from_env, board_router, web_url_of
+from app_relay.github.event import Event, MalformedEvent
 from app_relay.merge.attempt import MergeDesk
 from app_relay.observe import metrics
 from app_relay.observe.logs import about
 from app_relay.settings import RelaySettings
 from app_relay.store import NewDelivery, Store
-from app_relay.webhook.events import Event, MalformedEvent, signature_matches
 from app_relay.webhook.health import Readiness, RecordCollector
+from app_relay.webhook.signature import signature_matches
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,7 @@
-"""Verify webhook signatures and route verified events to one small router per feature.
+"""Route verified events to one small router per feature.
 
-Pure: nothing here does I/O of its own. A handler gets the parsed event and a
+The signature is checked before (``signature.py``) and the body parsed into an ``Event``
+(``github/event.py``). Pure: nothing here does I/O of its own. A handler gets the parsed event and a
 ``Context`` holding the ports it may use (the record, the reviewer, the runs, the
 installations), so tests pass fakes. Each feature is a module-level ``Router``; ``ROUTER``
 combines them in one place, as python/bedevere's ``Router(*routers)`` does. A feature
@@ -9,213 +10,24 @@ that outgrows this file moves to a module of its own and keeps its router.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from app_relay.github.vocab import WORKFLOW_JOB_ACTIONS, WORKFLOW_RUN_ACTIONS, Reader
+from app_relay.github.event import Event, MalformedEvent
+from app_relay.github.vocab import WORKFLOW_JOB_ACTIONS, WORKFLOW_RUN_ACTIONS
 from app_relay.merge.attempt import settle_from_event
 from app_relay.runs.mode import ENTRY_ACTIONS
+from app_relay.runs.review_request import Reviewer, review_request_of
 from app_relay.store import Store
-from cujo_action.schema import SHA
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[["Event", "Context"], None]
-# GitHub's payloads nest about ten deep and their numbers are ids, counts and times that
-# fit in 64 bits: JSON far deeper or longer than that is no webhook GitHub sends.
-MAX_JSON_DEPTH = 64
-MAX_JSON_INT_DIGITS = 20
-
-
-# --------------------------------------------------------------------------- signature
-
-
-def signature_of(secret: bytes, body: bytes) -> str:
-    """Return the ``X-Hub-Signature-256`` value GitHub sends for ``body``."""
-    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
-
-
-def signature_matches(secret: bytes, body: bytes, header: str | None) -> bool:
-    """Say whether ``header`` is the HMAC-SHA256 of the raw ``body`` under ``secret``.
-
-    Compared in constant time, as GitHub asks:
-    https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries
-    """
-    if not secret or not header or not header.startswith("sha256="):
-        return False
-    return hmac.compare_digest(signature_of(secret, body).encode(), header.encode())
-
-
-# --------------------------------------------------------------------------- events
-
-
-class MalformedEvent(ValueError):
-    """A verified payload lacks what its event promises; retrying cannot help."""
-
-
-@dataclass(frozen=True)
-class Event:
-    """One verified delivery, parsed."""
-
-    delivery_id: str
-    name: str  # X-GitHub-Event
-    payload: Mapping[str, Any]
-
-    @property
-    def action(self) -> str | None:
-        """Return the payload's ``action``, if it has one."""
-        action = self.payload.get("action")
-        return action if isinstance(action, str) else None
-
-    @property
-    def installation_id(self) -> int | None:
-        """Return the App installation the event is for, if it names one."""
-        installation = self.payload.get("installation")
-        if isinstance(installation, Mapping):
-            found = installation.get("id")
-            if isinstance(found, int) and not isinstance(found, bool):
-                return found
-        return None
-
-    @property
-    def repo(self) -> str | None:
-        """Return the repository's ``owner/name``, if the event is about one."""
-        repository = self.payload.get("repository")
-        if isinstance(repository, Mapping):
-            name = repository.get("full_name")
-            if isinstance(name, str):
-                return name
-        return None
-
-    @classmethod
-    def parse(cls, delivery_id: str, name: str, body: bytes) -> Event:
-        """Parse a verified raw body; raise ``MalformedEvent`` unless it is a JSON object."""
-        payload = parse_json(body)
-        if not isinstance(payload, dict):
-            raise MalformedEvent("the body is JSON but not an object")
-        return cls(delivery_id=delivery_id, name=name, payload=payload)
-
-
-def parse_json(body: bytes) -> object:
-    """Parse a webhook body; raise ``MalformedEvent`` for anything GitHub would not send.
-
-    Malformed, too deep, an integer too long or a number JSON does not allow (NaN,
-    Infinity, 1e999) is refused with the reason, never an exception of another kind.
-    """
-    try:
-        payload = json.loads(
-            body, parse_int=_bounded_int, parse_float=_finite_float, parse_constant=_no_constant
-        )
-    except MalformedEvent:
-        raise
-    except RecursionError:
-        raise MalformedEvent(f"the body is JSON nested deeper than {MAX_JSON_DEPTH}") from None
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError and int() limits
-        raise MalformedEvent(f"the body is not JSON: {exc}") from None
-    _check_depth(payload)
-    return payload
-
-
-def _bounded_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_JSON_INT_DIGITS:
-        raise MalformedEvent(
-            f"the body is JSON with an integer of {len(text.lstrip('-'))} digits, "
-            f"over {MAX_JSON_INT_DIGITS}"
-        )
-    return int(text)
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise MalformedEvent(f"the body is JSON with a number out of range: {text[:40]}")
-    return value
-
-
-def _no_constant(text: str) -> object:
-    raise MalformedEvent(f"the body holds {text}, which JSON does not allow")
-
-
-def _check_depth(payload: object) -> None:
-    # Level by level, keeping only the containers: a deep value costs no deep stack, and
-    # the scalars most of a payload holds cost one test each (this runs before every 202).
-    level = [payload] if isinstance(payload, dict | list) else []
-    depth = 0
-    while level:
-        depth += 1
-        if depth > MAX_JSON_DEPTH:
-            raise MalformedEvent(f"the body is JSON nested deeper than {MAX_JSON_DEPTH}")
-        level = [
-            child
-            for node in level
-            for child in (node.values() if isinstance(node, dict) else node)
-            if isinstance(child, dict | list)
-        ]
+Handler = Callable[[Event, "Context"], None]
 
 
 # --------------------------------------------------------------------------- ports
-
-
-@dataclass(frozen=True)
-class ReviewRequested:
-    """A pull request head that asks for a review, as read from its webhook."""
-
-    delivery_id: str
-    installation_id: int | None
-    repo: str
-    pr_number: int
-    action: str
-    head_sha: str
-    base_sha: str
-    base_ref: str
-    author: str
-    author_type: str  # GitHub's account `type`: User, Bot, Organization
-    draft: bool
-    # Where the sandbox workflow is dispatched from: the workflow file lives there.
-    default_branch: str | None = None
-    state: str = "open"
-
-
-class Reviewer(Protocol):
-    """Take a review request further: the seam where runs/start.py and runs/mode.py plug in."""
-
-    def request_review(self, request: ReviewRequested) -> None:
-        """Handle one head that asks for a review; idempotent per delivery."""
-        ...
-
-
-@dataclass(frozen=True)
-class RecordingReviewer:
-    """The default reviewer: record the session and the request, and do nothing more."""
-
-    store: Store
-
-    def request_review(self, request: ReviewRequested) -> None:
-        """Open the pull request's session and record the request in it."""
-        record_request(self.store, request)
-
-
-def record_request(store: Store, request: ReviewRequested) -> str:
-    """Open the pull request's session, record the request in it, return the session id."""
-    session_id = store.open_session(request.repo, request.pr_number, "github")
-    store.request_review(
-        delivery_id=request.delivery_id,
-        session_id=session_id,
-        installation_id=request.installation_id,
-        action=request.action,
-        head_sha=request.head_sha,
-        base_sha=request.base_sha,
-        base_ref=request.base_ref,
-        author=request.author,
-        author_type=request.author_type,
-        draft=request.draft,
-    )
-    return session_id
 
 
 class Installations(Protocol):
@@ -317,41 +129,6 @@ class Router:
 
 pull_request = Router()
 """Pull requests: a new head asks for a review."""
-
-
-def _malformed(field: str, problem: str) -> MalformedEvent:
-    return MalformedEvent(f"{field or 'the payload'} {problem}")
-
-
-def payload_reader(event: Event) -> Reader:
-    """Read an event's payload fail-closed: a gap raises ``MalformedEvent`` naming it."""
-    return Reader(event.payload, _malformed)
-
-
-def review_request_of(event: Event) -> ReviewRequested:
-    """Read what a review needs from a ``pull_request`` event; fail closed on gaps."""
-    p = payload_reader(event)
-    pr = p.obj("pull_request")
-    user = pr.obj("user")
-    repository = p.data.get("repository")
-    default_branch = repository.get("default_branch") if isinstance(repository, Mapping) else None
-    state = pr.data.get("state", "open")
-    return ReviewRequested(
-        delivery_id=event.delivery_id,
-        installation_id=event.installation_id,
-        # The base repository: where the review and the check are posted.
-        repo=p.obj("repository").text("full_name"),
-        pr_number=pr.positive("number"),
-        action=p.text("action"),
-        head_sha=pr.obj("head").text("sha", pattern=SHA, what="a 40-digit commit SHA"),
-        base_sha=pr.obj("base").text("sha", pattern=SHA, what="a 40-digit commit SHA"),
-        base_ref=pr.obj("base").text("ref"),
-        author=user.text("login"),
-        author_type=user.text("type"),
-        draft=pr.flag("draft"),
-        default_branch=default_branch if isinstance(default_branch, str) else None,
-        state=state if isinstance(state, str) else "open",
-    )
 
 
 @pull_request.register("pull_request", *sorted(ENTRY_ACTIONS))

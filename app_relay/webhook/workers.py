@@ -19,11 +19,12 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from app_relay.github.event import Event, MalformedEvent
 from app_relay.observe import metrics
 from app_relay.observe.logs import about
 from app_relay.store import MAX_DELIVERY_ATTEMPTS, Delivery, Finished, Store
 from app_relay.store.tables import holder_name
-from app_relay.webhook.events import ROUTER, Context, Event, MalformedEvent, Router
+from app_relay.webhook.events import ROUTER, Context, Router
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ _REASONS = {
     "(add it to a ruleset or branch protection).",
 }
 _UNKNOWN_REASON = "the protection could not be read."
-# The check's name (``runs.state.GUARD``; the state machine words its faces with this module).
+# The check's name (``github.vocab.GUARD``; the state machine words its faces with this module).
 _GUARD = "cujo/guard"
 
 

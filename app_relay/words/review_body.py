@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from app_relay.decide.behaviour import Item, evidence_items
-from app_relay.decide.verdict import Finding, ModelUse, Verdict
+from app_relay.verdict import MAX_SUMMARY, Finding, Item, ModelUse, Verdict, evidence_items
 from app_relay.words.inert import code_span
 from cujo_action.schema import Cut, DecoyEvent, Egress, Report
 
@@ -24,6 +23,8 @@ MAX_EVIDENCE_SHOWN = 20
 _DESCRIBED = 160
 # Limits reached listed in the review (the record and the run page hold every one).
 _MAX_CUTS_SHOWN = 10
+# How much of the model's own summary a verdict's summary quotes (``with_model_words``).
+MAX_MODEL_WORDS = 600
 
 DISMISS_HINT = (
     "A maintainer can lift this block on this commit with a comment holding only "
@@ -183,3 +184,12 @@ def _cost(use: ModelUse | None) -> str:
         f"{code_span(use.model)}: {use.asks} ask(s), {use.attempts} request(s), "
         f"{use.input_tokens:,} tokens in, {use.output_tokens:,} out{price}; {use.outcome}"
     )
+
+
+def with_model_words(lead: str, intro: str, words: str) -> str:
+    """Return ``lead`` and the model's words, quoted whole or not at all (no cut spans)."""
+    if not words.strip():
+        return lead
+    room = MAX_SUMMARY - len(lead) - len(intro) - 2
+    span = code_span(words, cap=min(MAX_MODEL_WORDS, max(room, 0)))
+    return f"{lead} {intro} {span}" if len(span) <= room else lead

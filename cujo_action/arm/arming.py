@@ -50,7 +50,6 @@ from cujo_action.net.dns.resolver import (
     ResolverStart,
     spawn_resolver,
 )
-from cujo_action.net.ns.layout import NetnsError
 from cujo_action.net.ns.netns import NetNamespace
 from cujo_action.net.ns.nftguard import Redirect
 from cujo_action.net.ns.rootless import RootlessNamespace
@@ -66,9 +65,10 @@ from cujo_action.sandbox.jail import (
     bwrap_unavailable,
     system_tool,
 )
+from cujo_action.sandbox.phase_namespace import NetnsError
 from cujo_action.sandbox.uids import allocate_uids
 from cujo_action.schema import ALL_CHECKS, REGISTRY_HOSTS, Plan
-from cujo_action.watch.probes import WATCHED_TOOLS
+from cujo_action.watch.sandbox_probing import WATCHED_TOOLS
 
 T = TypeVar("T")
 

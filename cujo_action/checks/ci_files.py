@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cujo_action import limits
-from cujo_action.checks.workflow_parse import Workflow, is_action_file
 from cujo_action.prepare.git import Git
+from cujo_action.workflow.parse import Workflow, is_action_file
 
 CI_FOLDER = ".github/"
 WORKFLOW_FOLDER = ".github/workflows"

@@ -20,9 +20,9 @@ from cujo_action.evidence.recorder import emit
 from cujo_action.evidence.reportfit import with_cut
 from cujo_action.limits import LimitId
 from cujo_action.net.namebook import NameBook
-from cujo_action.net.ns.layout import NetnsError
 from cujo_action.net.ns.netns import drops_for
 from cujo_action.sandbox.jail import Outcome
+from cujo_action.sandbox.phase_namespace import NetnsError
 from cujo_action.schema import (
     DECOY_IN_OUTPUT,
     MAX_OBSERVATIONS,
@@ -38,7 +38,7 @@ from cujo_action.schema import (
 )
 from cujo_action.watch.execguard import ExecGuard, PrivilegedExec
 from cujo_action.watch.persistence import SCHEDULERS
-from cujo_action.watch.probes import is_probe
+from cujo_action.watch.sandbox_probing import is_probe
 from cujo_action.watch.watcher import DecoyWatcher
 
 

@@ -5,7 +5,7 @@ change; one that the change broke among a thousand old failures says a lot. Both
 "exit 1", so the tests and base checks name the failing tests, and the relay compares
 them name by name (``app_relay/decide/differential.py``).
 
-``LINES`` picks, from all a command prints (``watch/output.LineKeeper``, not only its
+``LINES`` picks, from all a command prints (``sandbox/output.LineKeeper``, not only its
 tail), the lines where a runner names a failing test; ``read`` turns those lines and the
 output's tail (where the runners put their totals) into names:
 

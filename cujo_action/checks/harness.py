@@ -53,7 +53,7 @@ from cujo_action.watch.execguard import ExecGuard
 from cujo_action.watch.filecommand_scan import FileCommandScan
 from cujo_action.watch.persistence import Entry, Place, changes, places
 from cujo_action.watch.persistence_scan import ScanCut, scan, venv_places
-from cujo_action.watch.probes import WATCHED_TOOLS, decoy_folders
+from cujo_action.watch.sandbox_probing import WATCHED_TOOLS, decoy_folders
 from cujo_action.watch.watcher import DecoyWatcher
 
 _VENV_TIMEOUT = 300.0

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cujo_action.checks.workflow_parse import Step, Workflow, parse
 from cujo_action.limits import WORKFLOW_CHANGE_PHRASES
+from cujo_action.workflow.parse import Step, Workflow, parse
 
 
 @dataclass(frozen=True)

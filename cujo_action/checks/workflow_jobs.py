@@ -28,7 +28,6 @@ from typing import Any, Literal
 import yaml
 
 from cujo_action.checks.ci_files import is_workflow_path
-from cujo_action.checks.workflow_contexts import PRIVILEGED_TRIGGERS
 from cujo_action.checks.workflow_expr import (
     ExprError,
     Scope,
@@ -37,6 +36,7 @@ from cujo_action.checks.workflow_expr import (
     interpolate,
 )
 from cujo_action.watch.filecommands import parse_env
+from cujo_action.workflow.contexts import PRIVILEGED_TRIGGERS
 
 AFTER_MERGE = ("push", "schedule", "workflow_dispatch", "release", *PRIVILEGED_TRIGGERS)
 # Actions emulated: what each does here instead (the job's checkout is already there).

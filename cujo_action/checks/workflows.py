@@ -6,7 +6,7 @@ pull-request code (``static_check``): it reads the CI files of base and head fro
 
 * **audits** what the pull request changes (when it changes anything under
   ``.github/``, an ``action.yml`` anywhere, or a script a workflow runs by path): the
-  hazards of ``workflow_audit`` that head has and base has not (a privileged trigger
+  hazards of ``workflow/audit.py`` that head has and base has not (a privileged trigger
   checking out the head, a stranger's text pasted into a script, a secret handed to a
   sender), zizmor's findings that head introduces (``zizmor_audit``), and each changed
   file with what changed in it (``workflow_changes``);
@@ -36,15 +36,7 @@ from cujo_action.checks.ci_files import (
 )
 from cujo_action.checks.evidence_record import EvidenceRecord
 from cujo_action.checks.static_check import static_check_main
-from cujo_action.checks.workflow_audit import (
-    Hazard,
-    Sink,
-    hazards,
-    pr_sinks,
-    untrusted_checkouts,
-)
 from cujo_action.checks.workflow_changes import Change, describe
-from cujo_action.checks.workflow_parse import Workflow, is_action_file, parse
 from cujo_action.checks.zizmor_audit import (
     AuditError,
     AuditFinding,
@@ -69,6 +61,14 @@ from cujo_action.schema import (
     pr_sink,
     shell_hazards,
 )
+from cujo_action.workflow.audit import (
+    Hazard,
+    Sink,
+    hazards,
+    pr_sinks,
+    untrusted_checkouts,
+)
+from cujo_action.workflow.parse import Workflow, is_action_file, parse
 
 _SHOWN_FIELD = {"title": "title", "body": "body", "branch": "branch name"}
 

@@ -6,8 +6,8 @@ into a folder of the harness's own, with ``--offline`` (no audit that asks GitHu
 ignore`` comment silences nothing), its regular persona, and no token in its
 environment. A finding is the pull request's when head has it and base does not,
 compared by audit id, file and location: the route to the finding (``jobs.build.steps``
-…) with each step named as ``workflow_parse`` names it, so a line that moved is the same
-finding. The hard rules never rest on these findings (``workflow_audit`` reads the YAML
+…) with each step named as ``workflow/parse.py`` names it, so a line that moved is the same
+finding. The hard rules never rest on these findings (``workflow/audit.py`` reads the YAML
 itself): they are evidence beside them.
 """
 
@@ -25,8 +25,8 @@ from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from cujo_action.checks.workflow_parse import ACTION_JOB, Workflow
 from cujo_action.limits import WORKFLOW_AUDIT_OUTPUT, LimitId
+from cujo_action.workflow.parse import ACTION_JOB, Workflow
 
 ARGS = (
     "--offline",

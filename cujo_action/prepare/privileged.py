@@ -3,7 +3,7 @@
 A base workflow with a privileged trigger (``pull_request_target``, ``workflow_run``,
 ``issue_comment``) that checks out the pull request's head runs the head's code in a job
 that holds the repository's secrets and a token that can write, before any merge
-(``checks/workflow_audit.untrusted_checkouts`` finds the step). Then the head is
+(``workflow/audit.untrusted_checkouts`` finds the step). Then the head is
 installed and tested a second time in such a job (``checks/privileged.py``), and this
 module says what that job receives (``PullTarget``): the pull request's number (the one
 asked for; a plausible one for a local branch), branch (the local branch's name; a
@@ -21,10 +21,10 @@ from pathlib import Path
 
 import yaml
 
-from cujo_action.checks.workflow_audit import privileged, untrusted_checkouts
-from cujo_action.checks.workflow_parse import parse
 from cujo_action.prepare.git import Git, is_sha
 from cujo_action.schema import MAX_SHORT, MAX_TEXT, NOREPLY_DOMAIN, PullTarget, clip
+from cujo_action.workflow.audit import privileged, untrusted_checkouts
+from cujo_action.workflow.parse import parse
 
 # GitHub's private address for an account's commits: ``ID+login@…`` (older: ``login@…``).
 _NOREPLY = re.compile(

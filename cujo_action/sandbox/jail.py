@@ -40,11 +40,18 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from cujo_action.net.ns.netns import kill_all_in
-from cujo_action.net.ns.rootless import is_rootless, join_argv
 from cujo_action.sandbox.cgroups import Limits
 from cujo_action.sandbox.detach import mount_points, to_detach
 from cujo_action.sandbox.detach import prefix as detach_prefix
+from cujo_action.sandbox.output import (
+    Capture,
+    LineKeeper,
+    Matcher,
+    OutputSearch,
+    Printed,
+    Stream,
+)
+from cujo_action.sandbox.phase_namespace import is_rootless, join_argv, kill_all_in
 from cujo_action.sandbox.reaper import (
     Census,
     Growth,
@@ -58,14 +65,6 @@ from cujo_action.sandbox.reaper import (
 )
 from cujo_action.sandbox.resolvconf import ResolvFile, resolv_files
 from cujo_action.sandbox.tree import covered, image_args, neutral_cover
-from cujo_action.watch.output import (
-    Capture,
-    LineKeeper,
-    Matcher,
-    OutputSearch,
-    Printed,
-    Stream,
-)
 
 FILE_SIZE_LIMIT = 2 * 1024 * 1024 * 1024
 # Processes the sandbox user may have at once, across the run's concurrent phases. A test

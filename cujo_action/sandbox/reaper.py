@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from cujo_action.net.ns.rootless import is_rootless
-from cujo_action.net.ns.rootless import namespace_inode as rootless_inode
+from cujo_action.sandbox.phase_namespace import is_rootless
+from cujo_action.sandbox.phase_namespace import namespace_inode as rootless_inode
 
 GRACE_S = 2.0
 # A command that returns leaving this many processes behind is watched for up to

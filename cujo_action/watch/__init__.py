@@ -1,1 +1,1 @@
-"""Watch what pull-request code does: decoy reads, execs, processes, persistence, output."""
+"""Watch what pull-request code does: decoy reads, execs, processes, persistence."""

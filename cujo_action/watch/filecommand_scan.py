@@ -17,9 +17,9 @@ from pathlib import Path
 
 from cujo_action.limits import FILE_COMMAND_READ
 from cujo_action.sandbox.boundary import read_file_below
+from cujo_action.sandbox.output import Matcher, search_whole
 from cujo_action.schema import DECOY_IN_OUTPUT, WORKFLOW_COMMAND_WRITE
 from cujo_action.watch.filecommands import JUDGED, judge, not_regular
-from cujo_action.watch.output import Matcher, search_whole
 from cujo_action.watch.persistence_scan import ScanCut
 
 

@@ -38,7 +38,7 @@ from cujo_action.watch.procinfo import describe, parent_pids
 #   FAN_DELETE_SELF / FAN_MOVE_SELF only to FAN_REPORT_FID groups, whose events carry a
 #   file handle instead of an fd, and whose delete is reported when the last reference
 #   goes, by whoever drops it, not always the unlinker. Deletes therefore have no pid.
-#   Each decoy folder (``probes.py``) has a mark of its own, FAN_ACCESS | FAN_ONDIR:
+#   Each decoy folder (``sandbox_probing.py``) has a mark of its own, FAN_ACCESS | FAN_ONDIR:
 #   listing it (getdents) is the event ``list``. Opening it is not recorded (path walks
 #   and ``openat`` users open folders for their own reasons), nor is anything inside it
 #   (the decoys have their own marks).

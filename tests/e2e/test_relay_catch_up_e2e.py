@@ -26,7 +26,7 @@ from relayworld import (
     wait_for,
 )
 
-from app_relay.runs.catchup import is_catch_up
+from app_relay.runs.missed_webhooks import is_catch_up
 from app_relay.store import Store
 
 CATCH_UP = {

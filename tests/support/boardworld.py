@@ -16,9 +16,9 @@ from fastapi import FastAPI
 
 from app_relay.decide.hits import RuleContext
 from app_relay.decide.judge import decide, error_verdict
-from app_relay.decide.verdict import Finding, Verdict
 from app_relay.settings import RelaySettings, Secret
 from app_relay.store import Store
+from app_relay.verdict import Finding, Verdict
 from cujo_action.evidence.bundle import write_manifest
 from cujo_action.evidence.reportfit import parse_report
 from cujo_action.schema import CHECK_NAMES, Plan

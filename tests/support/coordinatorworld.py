@@ -21,14 +21,16 @@ from relayworld import (
 
 from app_relay.decide.judge import DeterministicJudge
 from app_relay.github.app_auth import GitHubApp
+from app_relay.github.event import Event
 from app_relay.github.protection import HoldCache
 from app_relay.model.port import ModelPort
-from app_relay.runs.caps import Caps
 from app_relay.runs.coordinator import RunCoordinator
 from app_relay.runs.effects import OutboxConfig
+from app_relay.runs.review_request import review_request_of
 from app_relay.runs.runners import ActionsRunner
+from app_relay.runstate.caps import Caps
 from app_relay.store import Store
-from app_relay.webhook.events import Event, review_request_of
+from app_relay.verbs.unlock import Unlock
 from cujo_action.schema import utcnow
 
 BASE = fake_sha()
@@ -68,6 +70,7 @@ class World:
             self.app.gateway,
             ActionsRunner.with_gateway(gateway),
             DeterministicJudge(require_full_isolation=True),
+            verbs=Unlock,
             bundles=tmp / "bundles",
             # Retry a failed effect at once: the test drives the drains itself.
             outbox=OutboxConfig(retry_s=0.0),

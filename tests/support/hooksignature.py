@@ -1,6 +1,6 @@
 """Sign webhook bodies as GitHub does, written apart from the relay's own code.
 
-The relay's tests sign with this, never with ``app_relay.webhook.events.signature_of`` (the code
+The relay's tests sign with this, never with ``app_relay.webhook.signature.signature_of`` (the code
 under test); ``test_web`` checks it, and the relay, against GitHub's published example.
 """
 

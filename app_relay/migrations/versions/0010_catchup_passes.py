@@ -18,7 +18,7 @@ depends_on = None
 
 def upgrade() -> None:
     """Apply this revision."""
-    # One row per pass (store/catchup.py): redeliveries asked, pull requests swept.
+    # One row per pass (store/catchup_passes.py): redeliveries asked, pull requests swept.
     op.create_table(
         "catch_up_passes",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),

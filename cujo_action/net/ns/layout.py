@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from cujo_action.sandbox.phase_namespace import NetnsError
+
 # One namespace per run and phase, named ``ns-<id>``, joined to the host by a veth pair
 # ``cujo<id>h`` (host side, 10.200.N.1/30 style) and ``eth0`` (sandbox side, .2/30,
 # default route via .1), guarded by one nftables table ``inet cujo_<id>`` (ns/nftguard.py).
@@ -23,10 +25,6 @@ SANDBOX_LINK = "eth0"
 TABLE_PREFIX = "cujo_"
 LINK_PREFIX = "cujo"
 POOL = ipaddress.IPv4Network("10.200.0.0/16")
-
-
-class NetnsError(RuntimeError):
-    """A namespace, link or ruleset command failed, with its stderr."""
 
 
 @dataclass(frozen=True)

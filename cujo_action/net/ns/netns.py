@@ -10,9 +10,7 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,13 +23,12 @@ from cujo_action.net.ns.layout import (
     POOL,
     TABLE_PREFIX,
     Layout,
-    NetnsError,
     new_run_id,
     pick_index,
     subnets_in_use,
 )
 from cujo_action.net.ns.nftguard import Drops, Redirect, parse_drops, ruleset
-from cujo_action.net.ns.rootless import is_rootless
+from cujo_action.sandbox.phase_namespace import NetnsError, is_rootless, kill_all_in
 
 # One namespace per run and phase (ns/layout.py names it), joined to the host by a veth
 # pair, guarded by one nftables table on the host side (ns/nftguard.py: the only way out is
@@ -56,7 +53,6 @@ STATE_DIR = Path("/run/cujo/netns")
 NETNS_ETC = Path("/etc/netns")
 _ID_RE = re.compile(r"[0-9a-f]{6}")
 _LINK_RE = re.compile(rf"{LINK_PREFIX}([0-9a-f]{{6}})[hs]")
-_KILL_WAIT_S = 5.0
 
 
 def run_in_namespace(name: str, argv: Sequence[str]) -> list[str]:
@@ -104,30 +100,6 @@ def _lock(path: Path, *, wait: bool) -> int | None:
     return fd
 
 
-def _kill_namespace_pids(name: str) -> None:
-    """Kill every process left in namespace ``name`` and wait until none is."""
-    deadline = time.monotonic() + _KILL_WAIT_S
-    pause = 0.002  # a sandbox's PID namespace, killed whole, is gone in a few milliseconds
-    while True:
-        out = _run(["ip", "netns", "pids", name], check=False)
-        pids = [int(p) for p in out.split() if p.isdigit()]
-        if not pids or time.monotonic() > deadline:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(pause)
-        pause = min(2 * pause, 0.02)
-
-
-def kill_all_in(name: str) -> None:
-    """Kill every process in namespace ``name``: what a phase started cannot leave it."""
-    if is_rootless(name):
-        rootless.kill_all(name)
-        return
-    _kill_namespace_pids(name)
-
-
 def drops_for(name: str) -> Drops:
     """Return what the guard of namespace ``name`` (``cujo-<id>``) has dropped so far."""
     if is_rootless(name):
@@ -141,7 +113,7 @@ def _remove(run_id: str, state_dir: Path) -> None:
     """Remove whatever exists of run ``run_id``'s namespace; absent parts are fine."""
     name = NAME_PREFIX + run_id
     if Path("/run/netns", name).exists():
-        _kill_namespace_pids(name)
+        kill_all_in(name)
     _run(["nft", "delete", "table", "inet", TABLE_PREFIX + run_id], check=False)
     # Deleting either end deletes the pair, even while something still holds the namespace.
     _run(["ip", "link", "delete", f"{LINK_PREFIX}{run_id}h"], check=False)

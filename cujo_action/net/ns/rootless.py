@@ -16,7 +16,8 @@ user namespace of their own below the holder's (``--unshare-user --disable-usern
 they hold no capability over the namespace, its table or its links.
 
 A rootless namespace is named ``userns:<holder pid>`` where a root one is named by ``ip
-netns`` (``is_rootless``); the jail, the reaper and the evidence ask here for what differs.
+netns`` (``sandbox/phase_namespace.is_rootless``, where the jail and the reaper join and
+empty either kind); the evidence asks here for what differs.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import json
 import os
 import secrets
 import select
-import signal
 import socket
 import subprocess
 import sys
@@ -34,86 +34,32 @@ import threading
 import time
 from pathlib import Path
 
-from cujo_action.net.ns.layout import NetnsError
 from cujo_action.net.ns.nftguard import Drops, parse_drops
 from cujo_action.net.ns.rootlessguard import TABLE
 from cujo_action.sandbox.helper_processes import StartClock, die_with_parent
+from cujo_action.sandbox.phase_namespace import (
+    PREFIX,
+    NetnsError,
+    join_argv,
+    kill_all_in,
+    tool_path,
+)
 
-PREFIX = "userns:"
 # A unix socket's path must fit sockaddr_un (108 bytes with its terminating NUL).
 _SUN_PATH_MAX = 107
 _READY_TIMEOUT_S = 15.0
 _READY_POLL_S = 0.02
 _KILL_WAIT_S = 5.0
 _CHUNK = 65536
-_SYSTEM_DIRS = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
-
-
-def is_rootless(name: str) -> bool:
-    """Return whether ``name`` names a rootless phase namespace (``userns:<pid>``)."""
-    return name.startswith(PREFIX)
-
-
-def holder_pid(name: str) -> int:
-    """Return the pid of the holder of rootless namespace ``name``."""
-    pid = name.removeprefix(PREFIX)
-    if not is_rootless(name) or not pid.isdigit():
-        raise NetnsError(f"{name!r} is not a rootless namespace")
-    return int(pid)
-
-
-def _tool(name: str) -> str:
-    for folder in _SYSTEM_DIRS:
-        if os.access(f"{folder}/{name}", os.X_OK):
-            return f"{folder}/{name}"
-    return name
-
-
-def join_argv(name: str) -> list[str]:
-    """Return the prefix that runs a command in namespace ``name`` as its owner."""
-    pid = holder_pid(name)
-    # Credentials kept: the harness's user is root in the holder's namespace (mapped so),
-    # with the capabilities setns gives there, which bubblewrap then drops for the command.
-    return [_tool("nsenter"), f"--target={pid}", "--user", "--net", "--preserve-credentials", "--"]
-
-
-def namespace_inode(name: str) -> int | None:
-    """Return the inode of rootless namespace ``name``'s network namespace (None: gone)."""
-    try:
-        return os.stat(f"/proc/{holder_pid(name)}/ns/net").st_ino
-    except (OSError, NetnsError):
-        return None
 
 
 def drops(name: str) -> Drops:
     """Return what the guard of rootless namespace ``name`` has dropped so far."""
-    argv = [*join_argv(name), _tool("nft"), "-j", "list", "table", "inet", TABLE]
+    argv = [*join_argv(name), tool_path("nft"), "-j", "list", "table", "inet", TABLE]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise NetnsError(f"reading {name}'s guard failed: {proc.stderr.strip()[-300:]}")
     return parse_drops(json.loads(proc.stdout))
-
-
-def kill_all(name: str) -> None:
-    """Kill every process in rootless namespace ``name`` but its holder; wait until gone."""
-    holder = holder_pid(name)
-    inode = namespace_inode(name)
-    if inode is None:
-        return
-    deadline = time.monotonic() + _KILL_WAIT_S
-    while time.monotonic() < deadline:
-        found = []
-        for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) != holder:
-                with contextlib.suppress(OSError):
-                    if os.stat(f"/proc/{entry}/ns/net").st_ino == inode:
-                        found.append(int(entry))
-        if not found:
-            return
-        for pid in found:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.02)
 
 
 class UnixRelay:
@@ -222,7 +168,7 @@ class RootlessNamespace:
             ready_path=self.workdir / "ready.json",
         )
         (self.workdir / "forwarder.json").write_text(config.model_dump_json())
-        argv = [_tool("unshare"), "--user", "--map-root-user", "--net", "--",
+        argv = [tool_path("unshare"), "--user", "--map-root-user", "--net", "--",
                 sys.executable, "-m", "cujo_action.net.ns.forwarder",
                 "--config", str(self.workdir / "forwarder.json")]  # fmt: skip
         with (self.workdir / "forwarder.stderr").open("wb") as err:
@@ -267,7 +213,7 @@ class RootlessNamespace:
     def destroy(self) -> None:
         """Kill what is left in the namespace, stop the holder and the relays."""
         if self.pid:
-            kill_all(self.name)
+            kill_all_in(self.name)
         if self.process is not None:
             with contextlib.suppress(OSError):
                 if self.process.stdin is not None:

@@ -262,7 +262,9 @@ def test_every_attempt_is_counted_by_outcome(world):
 
 def feed_webhooks(world: BoardMerge) -> list[tuple[str, int]]:
     """Hand every webhook the fake sends to the relay's router, as a worker would."""
-    from app_relay.webhook.events import ROUTER, Context, Event, RecordingReviewer
+    from app_relay.github.event import Event
+    from app_relay.runs.review_request import RecordingReviewer
+    from app_relay.webhook.events import ROUTER, Context
 
     context = Context(store=world.store, reviewer=RecordingReviewer(world.store))
     seen: list[tuple[str, int]] = []

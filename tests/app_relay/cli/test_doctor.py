@@ -12,7 +12,7 @@ from fakegithub import FakeGitHub, app_policies, hook_log, required_checks_rules
 from fakegithub.fixture import fake_github, fake_github_key  # noqa: F401  (fixtures)
 from repo_paths import TOP
 
-from app_relay.cli import doctor_more as more
+from app_relay.cli import doctor_setup as more
 from app_relay.cli import main as cli
 from app_relay.store.revision import head_revision
 

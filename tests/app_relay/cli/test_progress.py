@@ -9,7 +9,7 @@ from typing import Any
 
 from app_relay.cli.progress import MAX_LINES, WIDTH, Progress, brief, worth_showing
 from app_relay.cli.review import summary_object
-from app_relay.decide.verdict import ModelUse, Verdict
+from app_relay.verdict import ModelUse, Verdict
 
 # --------------------------------------------------------------------------- what is shown
 

@@ -26,8 +26,10 @@ from hooksignature import github_signature
 from repo_paths import SAMPLES
 
 from app_relay.cli.serve import WORKER_NICENESS
+from app_relay.github.event import Event
+from app_relay.runs.review_request import RecordingReviewer
 from app_relay.store import Store
-from app_relay.webhook.events import Context, Event, RecordingReviewer, Router
+from app_relay.webhook.events import Context, Router
 from app_relay.webhook.workers import PoolConfig, WorkerPool
 
 OPENED = (SAMPLES / "webhooks" / "pull_request.opened.json").read_bytes()

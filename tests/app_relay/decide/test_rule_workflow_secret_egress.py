@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from repo_paths import SAMPLES
 
-from cujo_action.checks.workflow_audit import secret_egresses
-from cujo_action.checks.workflow_parse import parse
+from cujo_action.workflow.audit import secret_egresses
+from cujo_action.workflow.parse import parse
 
 
 def reported(make, name):

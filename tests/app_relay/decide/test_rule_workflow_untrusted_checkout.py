@@ -5,9 +5,9 @@ from __future__ import annotations
 from repo_paths import SAMPLES
 
 from app_relay.decide.judge import decide
-from cujo_action.checks.workflow_audit import untrusted_checkouts
-from cujo_action.checks.workflow_parse import parse
 from cujo_action.schema import WORKFLOW_CHANGE
+from cujo_action.workflow.audit import untrusted_checkouts
+from cujo_action.workflow.parse import parse
 
 
 def reported(make, name):

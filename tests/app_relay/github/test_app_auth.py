@@ -18,11 +18,13 @@ from repo_paths import SAMPLES
 from app_relay.github.answers import GitHubError
 from app_relay.github.app_auth import GitHubApp
 from app_relay.github.client import GitHubGateway
+from app_relay.github.event import Event
 from app_relay.github.payloads import (
     CheckOutput,
 )
+from app_relay.runs.review_request import RecordingReviewer
 from app_relay.store import Store
-from app_relay.webhook.events import ROUTER, Context, Event, RecordingReviewer
+from app_relay.webhook.events import ROUTER, Context
 
 WEBHOOKS = SAMPLES / "webhooks"
 

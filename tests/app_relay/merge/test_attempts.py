@@ -177,7 +177,9 @@ def test_the_timeline_says_what_became_of_each_attempt(store):
 
 
 def test_a_webhook_about_the_repository_is_news_for_open_pages(store):
-    from app_relay.webhook.events import ROUTER, Context, Event, RecordingReviewer
+    from app_relay.github.event import Event
+    from app_relay.runs.review_request import RecordingReviewer
+    from app_relay.webhook.events import ROUTER, Context
 
     context = Context(store=store, reviewer=RecordingReviewer(store))
     before = store.merge_news("octo/app")

@@ -15,12 +15,14 @@ from boardworld import Served, relay_settings
 from hooksignature import github_signature
 from repo_paths import SAMPLES
 
+from app_relay.github.event import Event
 from app_relay.observe.logs import about, handler
 from app_relay.runs.lease import RunLeases
+from app_relay.runs.review_request import RecordingReviewer
 from app_relay.settings import SettingsError, load_settings
 from app_relay.store import Store
 from app_relay.webhook.app import create_app
-from app_relay.webhook.events import Context, Event, RecordingReviewer, Router
+from app_relay.webhook.events import Context, Router
 from app_relay.webhook.workers import PoolConfig, WorkerPool
 
 OPENED = (SAMPLES / "webhooks" / "pull_request.opened.json").read_bytes()

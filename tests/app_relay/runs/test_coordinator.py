@@ -22,7 +22,7 @@ from sqlalchemy import text
 from app_relay.model.claude import ModelClient, ModelConfig
 from app_relay.model.tools import ADVISORY
 from app_relay.runs.effects import OutboxConfig, review_marker
-from app_relay.webhook.events import review_request_of
+from app_relay.runs.review_request import review_request_of
 
 
 def test_a_clean_run_posts_one_comment_and_a_duplicate_completion_posts_nothing(make: Any) -> None:

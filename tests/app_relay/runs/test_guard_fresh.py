@@ -16,9 +16,11 @@ from fakegithub import FakeGitHub
 from fakegithub.state import classic_protection, required_checks_rules
 from relayworld import REPO, synthetic
 
+from app_relay.github.event import Event
 from app_relay.github.protection import HoldCache
+from app_relay.runs.review_request import RecordingReviewer
 from app_relay.store import Store
-from app_relay.webhook.events import ROUTER, Context, Event, RecordingReviewer, merges
+from app_relay.webhook.events import ROUTER, Context, merges
 
 EXFIL = "collector.exfil.test"
 HOLDS = "This block holds the merge"

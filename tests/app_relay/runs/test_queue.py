@@ -19,11 +19,12 @@ from fakegithub import FakeGitHub, fake_sha
 from relayworld import REPO, sample, synthetic, wait_for
 
 from app_relay.decide.judge import DeterministicJudge
-from app_relay.runs.caps import Caps, caps_for, is_first_timer, why_wait
 from app_relay.runs.coordinator import RunCoordinator
 from app_relay.runs.effects import OutboxConfig
 from app_relay.runs.runners import ActionsRunner
+from app_relay.runstate.caps import Caps, caps_for, is_first_timer, why_wait
 from app_relay.store import Store
+from app_relay.verbs.unlock import Unlock
 from app_relay.webhook.health import RecordCollector
 from cujo_action.schema import load_policy
 
@@ -136,6 +137,7 @@ def second_relay(w: World) -> tuple[Store, RunCoordinator]:
         w.app.gateway,
         ActionsRunner.with_gateway(w.app.gateway(w.fake.installation_id)),
         DeterministicJudge(require_full_isolation=True),
+        verbs=Unlock,
         outbox=OutboxConfig(retry_s=0.0),
         caps=Caps(repo=10, author=1),
     )

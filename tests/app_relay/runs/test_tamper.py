@@ -21,8 +21,8 @@ from relayworld import REPO, synthetic
 
 from app_relay.decide.hits import RuleContext
 from app_relay.decide.rules import apply_rules
-from app_relay.decide.verdict import Finding, ModelUse, Verdict
 from app_relay.runs.tamper import CRITICAL_KINDS, reconcile, record_verdict, with_tampering
+from app_relay.verdict import Finding, ModelUse, Verdict
 from cujo_action.evidence import bundle as harness_bundle
 from cujo_action.evidence.bundle import attach_egress, write_failure, write_manifest
 from cujo_action.evidence.egressdigest import read_egress

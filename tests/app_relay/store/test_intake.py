@@ -22,9 +22,11 @@ from alembic.script import ScriptDirectory
 from cujorun import cujo_relay
 from repo_paths import SAMPLES, TOP
 
+from app_relay.github.event import Event
+from app_relay.runs.review_request import RecordingReviewer
 from app_relay.store import MIGRATIONS, Finished, IntakeError, Store, intake_path
 from app_relay.store.intake import INTAKE_MIGRATIONS, VERSION_TABLE
-from app_relay.webhook.events import ROUTER, Context, Event, RecordingReviewer
+from app_relay.webhook.events import ROUTER, Context
 
 WEBHOOKS = SAMPLES / "webhooks"
 OPENED = (WEBHOOKS / "pull_request.opened.json").read_bytes()
@@ -137,7 +139,9 @@ def test_a_body_is_written_once_and_stays_queued_until_its_delivery_is_finished(
 # optionally runs the handlers, says so, and waits on its stdin for the SIGKILL.
 DOOMED = """
 import sys
-from app_relay.webhook.events import ROUTER, Context, Event, RecordingReviewer
+from app_relay.webhook.events import ROUTER, Context
+from app_relay.github.event import Event
+from app_relay.runs.review_request import RecordingReviewer
 from app_relay.store import Store
 
 url, stage = sys.argv[1:3]

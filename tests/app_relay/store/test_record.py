@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from sqlalchemy import create_engine
 
 from app_relay.decide.judge import error_verdict
-from app_relay.decide.verdict import Finding, Verdict
-from app_relay.runs.state import TRANSITIONS, RunState, is_path
+from app_relay.runstate.machine import TRANSITIONS, RunState, is_path
 from app_relay.store import MIGRATIONS, Base, Intent, RunClosed, Store
+from app_relay.verdict import Finding, Verdict
 
 BASE = "b" * 40
 HEAD = "a" * 40

@@ -14,7 +14,6 @@ import recordtemplate
 from sqlalchemy.exc import IntegrityError, StatementError
 
 from app_relay.decide.judge import error_verdict
-from app_relay.decide.verdict import Finding, Verdict
 from app_relay.store import (
     RunClosed,
     Store,
@@ -23,6 +22,7 @@ from app_relay.store import (
     UnknownSession,
     UnknownState,
 )
+from app_relay.verdict import Finding, Verdict
 
 BASE = "b" * 40
 HEAD = "a" * 40

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from app_relay.decide.verdict import Finding, Verdict
 from app_relay.runs.effects import check_intent, dismiss_intent, reaction_intent, review_intent
-from app_relay.runs.state import guard_for
+from app_relay.runstate.machine import guard_for
 from app_relay.store import Effect, Store
+from app_relay.verdict import Finding, Verdict
 
 BASE, HEAD = "b" * 40, "a" * 40
 RELAY = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # the relay's clock: far from GitHub's

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app_relay.runs.state import RunState
+from app_relay.runstate.machine import RunState
 from app_relay.verbs.decision import (
     Change,
     Decision,

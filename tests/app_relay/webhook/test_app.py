@@ -21,7 +21,7 @@ from app_relay.settings import RelaySettings, Secret
 from app_relay.store import Finished, NewDelivery, Store, intake_path
 from app_relay.webhook import app as webhook_app
 from app_relay.webhook.app import MAX_BODY, DeliveryIntake, create_app
-from app_relay.webhook.events import signature_matches, signature_of
+from app_relay.webhook.signature import signature_matches, signature_of
 
 WEBHOOKS = SAMPLES / "webhooks"
 SECRET = "test-webhook-secret-4d1b"
@@ -372,7 +372,7 @@ def test_signed_json_too_deep_too_long_or_not_json_numbers_is_400_with_why(relay
 
 
 def test_json_nested_64_deep_is_taken_and_65_deep_is_not() -> None:
-    from app_relay.webhook.events import MalformedEvent, parse_json
+    from app_relay.github.event import MalformedEvent, parse_json
 
     deepest = b'{"a": [' * 32 + b"1" + b"]}" * 32  # objects and arrays, 64 of them nested
     assert parse_json(deepest) is not None

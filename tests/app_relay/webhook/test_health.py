@@ -17,10 +17,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from repo_paths import SAMPLES
 
 from app_relay.github.app_auth import GitHubApp
+from app_relay.github.event import Event
 from app_relay.observe import metrics
+from app_relay.runs.review_request import RecordingReviewer
 from app_relay.store import Store
 from app_relay.webhook.app import create_app
-from app_relay.webhook.events import Context, Event, RecordingReviewer, Router
+from app_relay.webhook.events import Context, Router
 from app_relay.webhook.health import Readiness, read_health, write_health
 from app_relay.webhook.workers import PoolConfig, WorkerPool
 from cujo_action.schema import utcnow

@@ -19,8 +19,10 @@ from fakegithub import FakeGitHub
 from hooksignature import github_signature
 from repo_paths import SAMPLES, TOP
 
+from app_relay.github.event import Event
+from app_relay.runs.review_request import RecordingReviewer
 from app_relay.store import Store
-from app_relay.webhook.events import ROUTER, Context, Event, RecordingReviewer, Router
+from app_relay.webhook.events import ROUTER, Context, Router
 from app_relay.webhook.workers import PoolConfig, WorkerPool
 
 WEBHOOKS = SAMPLES / "webhooks"
@@ -290,7 +292,8 @@ def test_a_slow_handler_keeps_its_lease(store):
 # mode the handler never returns, so a SIGKILL lands mid-delivery.
 RELAY = """
 import os, sys, threading
-from app_relay.webhook.events import Context, RecordingReviewer, Router
+from app_relay.webhook.events import Context, Router
+from app_relay.runs.review_request import RecordingReviewer
 from app_relay.store import Store
 from app_relay.webhook.workers import PoolConfig, WorkerPool
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app_relay.github.protection import Hold
-from app_relay.runs.state import guard_for
+from app_relay.runstate.machine import guard_for
 from app_relay.words.hold import hold_sentence, holds_line, holds_words
 
 APP_RELAY = Path(__file__).resolve().parents[3] / "app_relay"

@@ -6,8 +6,8 @@ import pytest
 from markdownview import view
 
 from app_relay.decide.judge import error_verdict
-from app_relay.decide.verdict import Finding, Verdict
-from app_relay.runs.state import guard_for
+from app_relay.runstate.machine import guard_for
+from app_relay.verdict import Finding, Verdict
 from app_relay.words.inert import code_span
 from app_relay.words.review_body import render_review
 

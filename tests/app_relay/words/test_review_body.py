@@ -9,7 +9,7 @@ from markdownview import view
 
 from app_relay.decide.hits import RuleContext
 from app_relay.decide.judge import decide
-from app_relay.decide.verdict import Finding, ModelUse, Verdict
+from app_relay.verdict import Finding, ModelUse, Verdict
 from app_relay.words.review_body import MAX_BODY, describe, render_review
 from cujo_action.schema import CHECK_NAMES, Cut, Egress
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from cujo_action.arm import _venv_seed, venvseed
+from cujo_action.arm import _seed_wheels, fast_venv
 from cujo_action.arm.host import base_python
 from cujo_action.arm.venvs import CACHE_ENV, KeptTemplate, TemplateStart, place_venvs, template_for
 from cujo_action.checks import _receive_install
@@ -448,9 +448,9 @@ def _tree(root: Path) -> list[str]:
 
 
 def test_the_fast_venv_is_the_venv_python_makes(tmp_path: Path) -> None:
-    """venvseed makes, file for file, what `python -m venv` makes, pip working in it."""
+    """fast_venv makes, file for file, what `python -m venv` makes, pip working in it."""
     made, usual = tmp_path / "fast", tmp_path / "usual"
-    venvseed.fast(SYSTEM_PYTHON, made)  # the fast path itself: raises rather than fall back
+    fast_venv.fast(SYSTEM_PYTHON, made)  # the fast path itself: raises rather than fall back
     subprocess.run([SYSTEM_PYTHON, "-m", "venv", str(usual)], check=True)
     assert _tree(made) == _tree(usual)
     assert any(name.endswith(".pyc") for name in _tree(made))  # byte-compiled as pip does
@@ -474,9 +474,9 @@ def test_a_seed_that_fails_leaves_the_usual_venv(
 ) -> None:
     broken = tmp_path / "seed.py"
     broken.write_text("raise SystemExit('no wheels here')\n")
-    monkeypatch.setattr(venvseed, "SEED", broken)
+    monkeypatch.setattr(fast_venv, "SEED", broken)
     made = tmp_path / "venv"
-    assert venvseed.make(SYSTEM_PYTHON, made) == 0
+    assert fast_venv.make(SYSTEM_PYTHON, made) == 0
     assert "making it with python -m venv" in capsys.readouterr().err
     assert "--without-pip" not in (made / "pyvenv.cfg").read_text()
     subprocess.run([str(made / "bin" / "python"), "-m", "pip", "--version"], check=True)
@@ -496,9 +496,9 @@ def test_the_seed_takes_one_wheel_of_each_or_none(
     monkeypatch.setattr(sysconfig, "get_config_var", lambda name: str(folder))
     if count == 2:  # the folder ensurepip would use, with two of each: nothing guessed
         with pytest.raises(SystemExit, match="exactly one wheel"):
-            _venv_seed.wheels()
+            _seed_wheels.wheels()
     else:  # an empty folder is passed over, for the next place ensurepip looks
-        assert all(folder not in w.parents for w in _venv_seed.wheels())
+        assert all(folder not in w.parents for w in _seed_wheels.wheels())
 
 
 def test_a_manifest_names_only_plain_paths_below_the_venv() -> None:

@@ -13,7 +13,7 @@ from cujo_action.arm import arming
 from cujo_action.sandbox.boundary import BoundaryError
 from cujo_action.schema import ALL_CHECKS
 from cujo_action.watch.persistence import SCHEDULERS
-from cujo_action.watch.probes import SCHEDULER_TOOLS, WATCHED_TOOLS
+from cujo_action.watch.sandbox_probing import SCHEDULER_TOOLS, WATCHED_TOOLS
 
 
 @pytest.fixture

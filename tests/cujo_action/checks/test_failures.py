@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from cujo_action.checks import failures
-from cujo_action.watch.output import Capture, LineKeeper
+from cujo_action.sandbox.output import Capture, LineKeeper
 
 PYTEST = """\
 ....F.....E

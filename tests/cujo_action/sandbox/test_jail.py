@@ -40,8 +40,8 @@ from cujo_action.sandbox.jail import (
     Outcome,
     run_confined,
 )
+from cujo_action.sandbox.output import Printed
 from cujo_action.sandbox.uids import UID_BASE
-from cujo_action.watch.output import Printed
 from cujo_action.watch.procinfo import parent_pids
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}

@@ -18,7 +18,7 @@ import pytest
 from test_watcher import OPEN, READ, PhaseClock, kinds, needs_fanotify, tool_copy, touch
 
 from cujo_action.watch import watcher as watcher_module
-from cujo_action.watch.probes import PRIVILEGE_TOOLS
+from cujo_action.watch.sandbox_probing import PRIVILEGE_TOOLS
 from cujo_action.watch.watcher import PROCESSES_PER_KIND, DecoyWatcher, WatchEvent
 
 pytestmark = needs_fanotify

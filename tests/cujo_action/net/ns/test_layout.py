@@ -6,7 +6,8 @@ import ipaddress
 
 import pytest
 
-from cujo_action.net.ns.layout import POOL, Layout, NetnsError, pick_index, subnets_in_use
+from cujo_action.net.ns.layout import POOL, Layout, pick_index, subnets_in_use
+from cujo_action.sandbox.phase_namespace import NetnsError
 
 
 def test_layout_names_fit_interfaces_and_addresses_are_a_30() -> None:

@@ -25,11 +25,12 @@ from cujo_action.net.dns.resolver import ResolverConfig, ResolverHandle, start_r
 from cujo_action.net.egress import parse_egress_log
 from cujo_action.net.helperconfig import DecoySpec
 from cujo_action.net.ns import netns
-from cujo_action.net.ns.layout import Layout, NetnsError
+from cujo_action.net.ns.layout import Layout
 from cujo_action.net.ns.netns import NetNamespace, cleanup_stale, run_in_namespace
 from cujo_action.net.ns.nftguard import Redirect, Refused, ruleset
 from cujo_action.net.proxy.config import ProxyConfig
 from cujo_action.net.proxy.process import ProxyHandle, start_proxy, write_ca_bundle
+from cujo_action.sandbox.phase_namespace import NetnsError
 from cujo_action.schema import REGISTRY_HOSTS
 
 SINK_HOST = "collector.exfil.test"

@@ -26,15 +26,16 @@ from repo_paths import TOP
 
 from cujo_action.arm.host import read_isolation
 from cujo_action.arm.localisolation import local_isolation
-from cujo_action.net.ns.netns import drops_for, kill_all_in
-from cujo_action.net.ns.rootless import (
-    RootlessNamespace,
+from cujo_action.net.ns.netns import drops_for
+from cujo_action.net.ns.rootless import RootlessNamespace
+from cujo_action.net.ns.rootlessguard import ForwarderPorts, guard_ruleset
+from cujo_action.sandbox.phase_namespace import (
     holder_pid,
     is_rootless,
     join_argv,
+    kill_all_in,
     namespace_inode,
 )
-from cujo_action.net.ns.rootlessguard import ForwarderPorts, guard_ruleset
 from cujo_action.sandbox.reaper import namespace_inode as any_namespace_inode
 from cujo_action.sandbox.resolvconf import kept_search, search_path
 

@@ -1,7 +1,7 @@
 """What one pass of the merge gate read from GitHub, as plain values; pure.
 
-``reading.py`` fills ``GateAnswers`` (the gateway's ``merge_reads.py`` answers the parts
-no other reader has); ``gate.judge_gate`` judges it. None stands for a read not made.
+``merge/reading.py`` fills ``GateAnswers`` (the gateway's ``merge_reads.py`` answers the
+parts no other reader has); ``merge/gate.judge_gate`` judges it. None stands for a read not made.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The run state machine and what GitHub shows for each state (docs/design.md section 3), pure.
 
-The coordinator (``coordinator.py`` and its parts) does the I/O; this module only
+The coordinator (``runs/coordinator.py`` and its parts) does the I/O; this module only
 answers, from plain values: may a run move from one state to another, what the
 ``cujo/guard`` check says (whether the block holds is worded by ``words/hold.py``),
 which reaction goes on the pull request, which of the two posting functions (if any) a
@@ -25,7 +25,6 @@ RunState = Literal[
 ]
 Review = Literal["advisory", "blocking"]
 
-GUARD = "cujo/guard"
 # How a hold is lifted, and by whom: said on every held check and blocking review.
 LIFT = (
     "A maintainer (write access or more; not the pull request's author, never a bot) "

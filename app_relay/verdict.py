@@ -1,7 +1,13 @@
-"""Define what deciding produces: findings that cite evidence, and one verdict per run."""
+"""Define what deciding produces: findings that cite evidence, and one verdict per run.
+
+Pure, and below every folder of the relay: the judges (``decide/``, ``model/``) make a
+``Verdict``, the record keeps it, ``words/`` renders it. ``evidence_items`` indexes the
+evidence a finding cites by its id.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -13,7 +19,17 @@ from pydantic import (
     model_validator,
 )
 
-from cujo_action.schema import MAX_TEXT, CheckName, EvidenceId, clip
+from cujo_action.schema import (
+    MAX_TEXT,
+    CheckName,
+    Cut,
+    DecoyEvent,
+    Egress,
+    EvidenceId,
+    Observation,
+    Report,
+    clip,
+)
 
 Severity = Literal["info", "warn", "critical"]
 SEVERITIES: tuple[Severity, ...] = ("info", "warn", "critical")
@@ -33,6 +49,9 @@ MAX_EVIDENCE = 50
 # Rules that can name one behaviour (every hard rule, with room to grow).
 MAX_RULES = 32
 MAX_UNPROVEN = 20
+
+# An evidence item a finding may cite, by its id.
+Item = Egress | DecoyEvent | Observation | Cut
 
 RuleId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$", max_length=64)]
 FindingId = Annotated[str, StringConstraints(pattern=r"^F[1-9][0-9]*$", max_length=8)]
@@ -163,3 +182,15 @@ class Verdict(BaseModel):
         if self.judge != "deterministic" and self.state != "error" and self.model_use is None:
             raise ValueError(f"a {self.judge} verdict must record what the model was asked")
         return self
+
+
+def evidence_items(reports: Sequence[Report]) -> dict[str, tuple[Report, Item]]:
+    """Return every evidence id the reports hold, with the report and the item."""
+    index: dict[str, tuple[Report, Item]] = {}
+    for report in reports:
+        items: list[Item] = [
+            *report.egress, *report.decoy_events, *report.observations, *report.cuts
+        ]  # fmt: skip
+        for item in items:
+            index[item.id] = (report, item)
+    return index

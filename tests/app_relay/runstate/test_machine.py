@@ -7,7 +7,7 @@ from typing import get_args
 import pytest
 
 from app_relay import store
-from app_relay.runs.state import (
+from app_relay.runstate.machine import (
     RETRY_ACTION,
     TRANSITIONS,
     IllegalTransition,

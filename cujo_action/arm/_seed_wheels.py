@@ -1,10 +1,10 @@
 """Seed the venv whose interpreter runs this with what ensurepip would install in it.
 
-Run by ``venvseed.fast`` as ``VENV/bin/python -I _venv_seed.py INSTALLER_DIR``: only
+Run by ``fast_venv.fast`` as ``VENV/bin/python -I _seed_wheels.py INSTALLER_DIR``: only
 ``installer`` (pypa's, pure Python) is imported from the harness's install. The wheels are
 the ones ``ensurepip`` uses: the distribution's wheel folder (``WHEEL_PKG_DIR``, Debian's
 ``/usr/share/python-wheels``) or ensurepip's own bundle, exactly one of each project;
-anything else exits non-zero and ``venvseed`` makes the venv with ``python -m venv``.
+anything else exits non-zero and ``fast_venv`` makes the venv with ``python -m venv``.
 """
 
 from __future__ import annotations

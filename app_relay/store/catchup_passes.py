@@ -1,6 +1,6 @@
 """Catch-up passes: who runs one (a lease), how far the last ones reached, what they did.
 
-A pass (``runs/catchup.py``) asks GitHub to redeliver the webhooks that never reached the
+A pass (``runs/missed_webhooks.py``) asks GitHub to redeliver the webhooks that never reached the
 relay and sweeps open pull requests whose head has no ``cujo/guard``. Relays sharing the
 record take turns: a pass is begun under a lease, one at a time, and a pass that
 finished lately stands for everyone until the interval has passed. Each pass keeps its
@@ -63,7 +63,7 @@ class CatchUpPassRow(Base):
 
 @dataclass
 class CatchUpTally:
-    """What one pass did, as it goes (``runs/catchup.py`` fills it in)."""
+    """What one pass did, as it goes (``runs/missed_webhooks.py`` fills it in)."""
 
     full: bool = False
     deliveries_listed: int = 0

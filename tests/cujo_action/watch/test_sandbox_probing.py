@@ -6,7 +6,7 @@ from pathlib import Path
 
 from cujo_action.checks.evidence_record import tool_kind
 from cujo_action.schema import CRON_WRITE, SANDBOX_PROBE, SUDO
-from cujo_action.watch.probes import PROBE_TOOLS, decoy_folders, is_probe
+from cujo_action.watch.sandbox_probing import PROBE_TOOLS, decoy_folders, is_probe
 
 
 def test_the_probe_list_is_short_and_leaves_out_what_builds_run() -> None:
@@ -53,6 +53,6 @@ def test_a_credential_folder_that_is_a_symlink_is_skipped(tmp_path: Path) -> Non
 
 def test_the_runners_folder_watched_for_listings_is_where_its_registration_is() -> None:
     from cujo_action.arm.decoyfiles import RUNNER_DIR
-    from cujo_action.watch.probes import DECOY_FOLDERS
+    from cujo_action.watch.sandbox_probing import DECOY_FOLDERS
 
     assert RUNNER_DIR in DECOY_FOLDERS

@@ -21,12 +21,14 @@ from fakegithub import HookLog, fake_sha, hook_log
 from relayworld import REPO, open_pull, pull_request_event
 
 from app_relay.board.catchup_view import catch_up_line
+from app_relay.github.event import Event
 from app_relay.github.payloads import CheckOutput
-from app_relay.runs.catchup import CatchUp, CatchUpConfig, is_catch_up
-from app_relay.runs.state import OPEN_STATES
+from app_relay.runs.missed_webhooks import CatchUp, CatchUpConfig, is_catch_up
+from app_relay.runs.review_request import review_request_of
+from app_relay.runstate.machine import OPEN_STATES
 from app_relay.store import CatchUpTally, Store
 from app_relay.webhook.app import create_app
-from app_relay.webhook.events import ROUTER, Context, Event, review_request_of
+from app_relay.webhook.events import ROUTER, Context
 
 WORKER = "test-worker"
 
@@ -143,7 +145,7 @@ def test_the_redelivery_cap_is_loud_and_the_next_pass_takes_the_rest(
     relay: Relay, caplog: pytest.LogCaptureFixture
 ) -> None:
     lost = [relay.deliver_while_down(n, fake_sha()) for n in range(1, 4)]
-    with caplog.at_level(logging.WARNING, logger="app_relay.runs.catchup"):
+    with caplog.at_level(logging.WARNING, logger="app_relay.runs.missed_webhooks"):
         tally = relay.catch_up(max_redeliveries=2, every_s=0.001).pass_once(first=True)
     assert tally is not None
     assert relay.asked() == [d["guid"] for d in lost[:2]]

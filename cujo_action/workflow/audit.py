@@ -1,6 +1,6 @@
 """Find, in a workflow's YAML, what hands the repository's secrets to a stranger.
 
-Pure, over ``Workflow`` (``workflow_parse``), and independent of zizmor's audit names:
+Pure, over ``Workflow`` (``parse.py``), and independent of zizmor's audit names:
 
 * ``untrusted_checkouts``: a privileged trigger (``pull_request_target``,
   ``workflow_run``, ``issue_comment``) whose job checks out the pull request's head (the
@@ -23,7 +23,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from cujo_action.checks.workflow_contexts import (
+from cujo_action.schema import (
+    WORKFLOW_INJECTION,
+    WORKFLOW_SECRET_EGRESS,
+    WORKFLOW_UNTRUSTED_CHECKOUT,
+)
+from cujo_action.workflow.contexts import (
     HEAD_REFS,
     HEAD_REPOSITORIES,
     PRIVILEGED_TRIGGERS,
@@ -35,12 +40,7 @@ from cujo_action.checks.workflow_contexts import (
     shell_context,
     stranger_fields,
 )
-from cujo_action.checks.workflow_parse import Job, Step, Text, Workflow
-from cujo_action.schema import (
-    WORKFLOW_INJECTION,
-    WORKFLOW_SECRET_EGRESS,
-    WORKFLOW_UNTRUSTED_CHECKOUT,
-)
+from cujo_action.workflow.parse import Job, Step, Text, Workflow
 
 # Commands that send what they are given off the runner.
 NET_TOOLS = frozenset(

@@ -10,7 +10,12 @@ from __future__ import annotations
 import pytest
 from repo_paths import SAMPLES
 
-from cujo_action.checks.workflow_audit import (
+from cujo_action.schema import (
+    WORKFLOW_INJECTION,
+    WORKFLOW_SECRET_EGRESS,
+    WORKFLOW_UNTRUSTED_CHECKOUT,
+)
+from cujo_action.workflow.audit import (
     command_words,
     hazards,
     injections,
@@ -18,12 +23,7 @@ from cujo_action.checks.workflow_audit import (
     secret_egresses,
     untrusted_checkouts,
 )
-from cujo_action.checks.workflow_parse import Workflow, parse
-from cujo_action.schema import (
-    WORKFLOW_INJECTION,
-    WORKFLOW_SECRET_EGRESS,
-    WORKFLOW_UNTRUSTED_CHECKOUT,
-)
+from cujo_action.workflow.parse import Workflow, parse
 
 
 def sample(name: str) -> Workflow:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app_relay.runs.state import GuardView
+from app_relay.runstate.machine import GuardView
 from cujo_action.schema import Policy
 
 DEFAULT_REPO_CAP = 4

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from repo_paths import SAMPLES
 
-from cujo_action.checks.workflow_parse import ACTION_JOB, parse
+from cujo_action.workflow.parse import ACTION_JOB, parse
 
 WORKFLOWS = SAMPLES / "workflows"
 
