@@ -157,6 +157,10 @@ DETONATION_IMPORTS: Final = 25
 # The changed modules and the project's own distribution's, imported by detonation before
 # any dependency: past this, what is left out may be the danger (the check is unproven).
 DETONATION_OWN_IMPORTS: Final = 200
+# Entries of a checkout folder (its root, src/) read for the project's own module names:
+# past it the rest count as dependencies (imported to DETONATION_IMPORTS), and the check
+# says so in an observation. It chooses an order, no evidence.
+CHECKOUT_ENTRIES_READ: Final = 10_000
 PROBE_COUNT: Final = 30
 # What of one changed source file the search for date gates reads (checks/dategates.py).
 DATE_GATE_READ: Final = 1 * MiB

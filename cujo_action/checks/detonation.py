@@ -31,7 +31,7 @@ from cujo_action.schema import Report
 
 MAX_IMPORTS = limits.DETONATION_IMPORTS
 MAX_OWN = limits.DETONATION_OWN_IMPORTS
-MAX_LISTED = 10_000  # entries of a checkout folder looked at for the project's own names
+MAX_LISTED = limits.CHECKOUT_ENTRIES_READ
 IMPORT_TIMEOUT = 60.0
 MAX_SEED = 200  # distributions a new venv holds of its own, at most
 _SKIP = {"pip", "setuptools", "wheel", "pkg_resources", "_distutils_hack", "_virtualenv"}
@@ -207,16 +207,25 @@ def _run_python(run: CheckRun, code: str, venv: str, *args: str) -> Outcome:
 def checkout_modules(head: Path) -> list[str]:
     """Return the top-level modules and packages the pristine checkout holds (at its root
     and under ``src/``), by name: those installed are the project's own."""
-    names = set()
+    return _checkout_names(head)[0]
+
+
+def _checkout_names(head: Path) -> tuple[list[str], bool]:
+    """Return the checkout's top-level names, and whether a folder had more entries than
+    ``MAX_LISTED`` (the rest unread)."""
+    names, cut = set(), False
     for folder in (head, head / "src"):
         # Root-owned and written before any pull-request code ran, but its links are the
         # pull request's: a `src` that is one is not followed.
         if folder.is_symlink():
             continue
         try:
-            entries = list(itertools.islice(os.scandir(folder), MAX_LISTED))
+            with os.scandir(folder) as listing:
+                entries = list(itertools.islice(listing, MAX_LISTED + 1))
         except OSError:
             continue
+        cut |= len(entries) > MAX_LISTED
+        entries = entries[:MAX_LISTED]
         for entry in entries:
             stem = entry.name.removesuffix(".py")
             if not stem.isidentifier():
@@ -225,7 +234,7 @@ def checkout_modules(head: Path) -> list[str]:
                 entry.is_file(follow_symlinks=False) and entry.name.endswith(".py")
             ) or entry.is_dir(follow_symlinks=False):
                 names.add(stem)
-    return sorted(names)[:MAX_OWN]
+    return sorted(names)[:MAX_OWN], cut
 
 
 # The importer: a file, as a program is, whose folder (not the project's) is sys.path[0].
@@ -256,7 +265,14 @@ def _python(run: CheckRun) -> Report:
     if outcome.exit_code != 0:
         why = "timed out" if outcome.timed_out else f"failed (exit {outcome.exit_code})"
         return run.finish("failed", f"the detonation install {why}")
-    ours = json.dumps(checkout_modules(Path(plan.head_dir)))
+    names, cut = _checkout_names(Path(plan.head_dir))
+    if cut:
+        run.observe(
+            "checkout_listing_cut",
+            f"a checkout folder holds more than {MAX_LISTED} entries: the project's own "
+            "modules past them were imported as dependencies are (to their cap)",
+        )
+    ours = json.dumps(names)
     listing = _run_python(run, LISTER, venv, json.dumps(seed), ours)
     changed = changed_modules(plan)
     modules, important, others_left = import_order(changed, parse_modules(listing.stdout_tail))

@@ -8,6 +8,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
+
 from cujo_action.checks.detonation import (
     LISTER,
     checkout_modules,
@@ -140,3 +142,17 @@ def test_a_packages_own_entry_points_are_the_files_its_users_load(tmp_path: Path
     ]
     assert entry_points({"name": "x"}, head) == ["index.js"]  # node's default
     assert entry_points(["not", "a", "manifest"], head) == []
+
+
+def test_a_checkout_folder_past_the_entries_read_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cujo_action.checks import detonation
+
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.py").write_text("")
+    assert detonation._checkout_names(tmp_path) == (["a", "b", "c"], False)
+    monkeypatch.setattr(detonation, "MAX_LISTED", 2)
+    names, cut = detonation._checkout_names(tmp_path)
+    assert cut
+    assert len(names) == 2
