@@ -152,6 +152,10 @@ SINK_HEAD: Final = 1 * MiB
 # answer reads (a worm's new repository name, a gist's files), and the largest answer.
 ANSWER_PEEK: Final = 16 * 1024
 ANSWER_BODY: Final = 256 * 1024
+# What a look-alike answer echoes of a request's content (a gist's files), in all: the
+# first bytes, in the request's order. It shapes the made-up answer only; the request
+# itself is logged and searched whole (no evidence is cut).
+ANSWER_ECHO: Final = 8 * 1024
 # Coverage: modules (or npm dependencies) detonation imports; probes of the changed code.
 DETONATION_IMPORTS: Final = 25
 # The changed modules and the project's own distribution's, imported by detonation before

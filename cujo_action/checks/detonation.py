@@ -204,15 +204,10 @@ def _run_python(run: CheckRun, code: str, venv: str, *args: str) -> Outcome:
     )
 
 
-def checkout_modules(head: Path) -> list[str]:
+def checkout_names(head: Path) -> tuple[list[str], bool]:
     """Return the top-level modules and packages the pristine checkout holds (at its root
-    and under ``src/``), by name: those installed are the project's own."""
-    return _checkout_names(head)[0]
-
-
-def _checkout_names(head: Path) -> tuple[list[str], bool]:
-    """Return the checkout's top-level names, and whether a folder had more entries than
-    ``MAX_LISTED`` (the rest unread)."""
+    and under ``src/``), by name: those installed are the project's own; and whether a
+    folder had more entries than ``MAX_LISTED`` (the rest unread)."""
     names, cut = set(), False
     for folder in (head, head / "src"):
         # Root-owned and written before any pull-request code ran, but its links are the
@@ -265,7 +260,7 @@ def _python(run: CheckRun) -> Report:
     if outcome.exit_code != 0:
         why = "timed out" if outcome.timed_out else f"failed (exit {outcome.exit_code})"
         return run.finish("failed", f"the detonation install {why}")
-    names, cut = _checkout_names(Path(plan.head_dir))
+    names, cut = checkout_names(Path(plan.head_dir))
     if cut:
         run.observe(
             "checkout_listing_cut",

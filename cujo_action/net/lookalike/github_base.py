@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from cujo_action import limits
 from cujo_action.net.lookalike.github_facts import (
     API_VERSIONS,
     DOCS,
@@ -28,7 +29,7 @@ from cujo_action.net.lookalike.web import Answer, Asked, http_date, iso_time
 
 # Echoed content (a gist's files) and listed entries (a tree's) an answer carries at most:
 # the answer stays well under ``limits.ANSWER_BODY`` whatever the request held.
-ECHO_BUDGET = 8 * 1024
+ECHO_BUDGET = limits.ANSWER_ECHO
 TREE_ENTRIES = 100
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"

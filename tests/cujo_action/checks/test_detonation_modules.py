@@ -12,7 +12,7 @@ import pytest
 
 from cujo_action.checks.detonation import (
     LISTER,
-    checkout_modules,
+    checkout_names,
     entry_points,
     parse_modules,
     parse_seed,
@@ -102,10 +102,10 @@ def test_the_checkouts_own_names_are_read_without_following_its_links(tmp_path: 
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "secret_pkg").mkdir(parents=True)
     (head / "src").symlink_to(elsewhere)  # the pull request's link: never followed
-    assert checkout_modules(head) == ["pkg", "tool"]
+    assert checkout_names(head)[0] == ["pkg", "tool"]
     (head / "src").unlink()
     (head / "src" / "inner").mkdir(parents=True)
-    assert checkout_modules(head) == ["inner", "pkg", "src", "tool"]
+    assert checkout_names(head)[0] == ["inner", "pkg", "src", "tool"]
 
 
 def test_installed_modules_the_checkout_holds_are_the_projects_own(tmp_path: Path) -> None:
@@ -151,8 +151,8 @@ def test_a_checkout_folder_past_the_entries_read_says_so(
 
     for name in ("a", "b", "c"):
         (tmp_path / f"{name}.py").write_text("")
-    assert detonation._checkout_names(tmp_path) == (["a", "b", "c"], False)
+    assert detonation.checkout_names(tmp_path) == (["a", "b", "c"], False)
     monkeypatch.setattr(detonation, "MAX_LISTED", 2)
-    names, cut = detonation._checkout_names(tmp_path)
+    names, cut = detonation.checkout_names(tmp_path)
     assert cut
     assert len(names) == 2
