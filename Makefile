@@ -29,8 +29,11 @@ lint: $(STAMP)
 	$(BIN)/zizmor --offline --quiet $(WORKFLOWS)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/actionlint .github/workflows/*.yml examples/workflow.yml
 
+# Python's own bytecode cache, whatever the caller's environment says: each of the
+# suite's processes (workers, `cujo` commands from this checkout) then compiles a module
+# once, not at every start.
 test: lint
-	$(BIN)/pytest
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest
 
 # The suite with branch coverage (slower: the tracer costs minutes of CPU).
 cover: $(STAMP)

@@ -155,10 +155,11 @@ def run_sandbox(
     _become_subreaper()
     # Children this process had before the run are not the run's to kill.
     before = descendants(os.getpid())
+    code = 3
     try:
         with _stop_on_signals():
             try:
-                return _run(
+                code = _run(
                     repo, base, head, run_id, out, work, pull_request, token,
                     upstream=upstream, base_branch=base_branch,
                 )  # fmt: skip
@@ -172,19 +173,33 @@ def run_sandbox(
                     ),
                 )
                 _say(f"interrupted ({exc}); stopping everything the run started")
-                return 3
             except Exception as exc:  # nothing is lost: the bundle says the run fell over, and why
                 write_failure(out, Failure(run_id=run_id, stage="checks", reason=f"{exc!r}"))
                 _say(f"the run fell over: {exc!r}")
-                return 3
             finally:
-                # Whatever escaped its check (or was left by a check killed at its deadline)
-                # was re-parented here: nothing the pull request started outlives the run.
-                if left := kill_tree(os.getpid(), include_root=False, spare=before):
-                    _say(f"killed {left} process(es) left running at the end of the run")
+                _end_of_run(before)
+    except Interrupted as exc:
+        # The stop came as the run ended (after its result, before or during the sweep):
+        # the bundle stands as the run left it; the sweep still runs, to its end.
+        _say(f"interrupted ({exc}) as the run ended; stopping everything the run started")
+        _end_of_run(before)
     finally:
         if workdir is None and not keep:
             shutil.rmtree(work, ignore_errors=True)
+    return code
+
+
+def _end_of_run(before: set[int]) -> None:
+    """Kill whatever the run left below this process; no stop may cut this short.
+
+    Whatever escaped its check (or was left by a check killed at its deadline) was
+    re-parented here: nothing the pull request started outlives the run.
+    """
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+    if left := kill_tree(os.getpid(), include_root=False, spare=before):
+        _say(f"killed {left} process(es) left running at the end of the run")
 
 
 def _run(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import resource
@@ -79,15 +80,33 @@ def installed_cujo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     The dependencies come from the test environment's site-packages (added as a plain
     path, so its editable finder for this checkout is never loaded): the harness that
-    runs is the installed copy, at the path the sandbox must not see.
+    runs is the installed copy, at the path the sandbox must not see. Under xdist the
+    workers share one install (the first to get the lock builds it; the rest wait): the
+    session's temp root is theirs alone, made fresh each session.
     """
-    root = tmp_path_factory.mktemp("harness")
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    with open(shared / "harness.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / "harness" / "installed"
+        if not done.exists():
+            cujo = _install_cujo(shared / "harness")
+            done.write_text(str(cujo))
+        return Path(done.read_text())
+
+
+def _install_cujo(root: Path) -> Path:
+    shutil.rmtree(root, ignore_errors=True)  # a worker that failed half-way left it
+    root.mkdir()
     # Built from a clean copy: an in-tree build/ would leave stale modules in later wheels.
     source = root / "source"
     shutil.copytree(
         TOP,
         source,
-        ignore=shutil.ignore_patterns(".venv", ".git", "build", ".cujo", "*.egg-info", "*_cache"),
+        ignore=shutil.ignore_patterns(
+            ".venv", ".git", "build", ".cujo", "*.egg-info", "*_cache", "__pycache__"
+        ),
     )
     wheels = root / "wheels"
     subprocess.run(
@@ -106,14 +125,18 @@ def installed_cujo(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
     )
     venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    # No pip of its own (ensurepip costs seconds): this environment's pip installs into it.
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True
+    )
     (wheel,) = wheels.glob("cujo-*.whl")
     python = venv / "bin" / "python"
     subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)],
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
+         str(wheel)],
         check=True,
         capture_output=True,
-    )
+    )  # fmt: skip
     purelib = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         check=True,
@@ -225,8 +248,8 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
 
 
 # The longest files first (summed test time of a fresh run, slowest first), then the rest
-# of the end-to-end folder, then everything else. Two workers each take a whole file in
-# collection order (`-n 2 --dist loadfile --no-loadscope-reorder`: without that flag
+# of the end-to-end folder, then everything else. The workers each take a whole file in
+# collection order (`-n 4 --dist loadfile --no-loadscope-reorder`: without that flag
 # xdist hands out the files with the most tests first, which sent the end-to-end files,
 # a few long tests each, to the end of the run): a long file taken last ran alone at the
 # end, while the many short files now fill both workers' last minutes.

@@ -40,7 +40,7 @@ from app_relay.decide.judge import Judge, error_verdict, judge_for
 from app_relay.model.fromenv import model_client_from_env
 from app_relay.model.port import ModelPort
 from app_relay.runs.tamper import described, reconcile, record_verdict, with_tampering
-from app_relay.store import Store
+from app_relay.store import LOCAL_BUSY_TIMEOUT_MS, Store
 from app_relay.verdict import Verdict, evidence_items
 from app_relay.words.review_body import evidence_lines
 from cujo_action.evidence.reader import Bundle, BundleError, read_bundle
@@ -240,7 +240,7 @@ def _open_record(
     """Open the local record in ``folder`` and start the run in it (raises OSError or
     SQLAlchemyError: no record, so no run)."""
     folder.mkdir(parents=True, exist_ok=True)
-    store = Store(database_url(folder))
+    store = Store(database_url(folder), busy_timeout_ms=LOCAL_BUSY_TIMEOUT_MS)
     session = store.open_session(repo, pr_number, "local")
     store.start_run(session, run_id, base_sha, head_sha, mode)
     return store

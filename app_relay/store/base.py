@@ -22,6 +22,7 @@ from app_relay.store.records import Intent, RunRecord
 from app_relay.store.tables import (
     _BEGIN_OPTION,
     _LANES,
+    BUSY_TIMEOUT_MS,
     CommandOutcome,
     CommandRow,
     DeliveryRow,
@@ -55,6 +56,7 @@ class StoreBase:
         clock: Callable[[], datetime] = utcnow,
         sync_every_commit: bool = True,
         new_intake: bool = False,
+        busy_timeout_ms: int = BUSY_TIMEOUT_MS,
     ) -> None:
         """Open the record at ``url`` (migrating it to the newest revision).
 
@@ -62,11 +64,14 @@ class StoreBase:
         webhook: their commits are ordered and atomic but not each synced to disk, so the
         webhook's own syncs do not queue behind theirs. A record in a SQLite file opens
         its intake queue beside it (intake.py); ``new_intake`` starts an empty one for a
-        record whose queue is gone.
+        record whose queue is gone. ``busy_timeout_ms`` is how long a write waits for
+        another process's commit (``LOCAL_BUSY_TIMEOUT_MS`` for a local review).
         """
         self.url = url
         self._clock = clock
-        self._engine = _engine_for(url, sync_every_commit=sync_every_commit)
+        self._engine = _engine_for(
+            url, sync_every_commit=sync_every_commit, busy_timeout_ms=busy_timeout_ms
+        )
         writer = self._engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
         self._reads = sessionmaker(bind=self._engine, expire_on_commit=False)
         self._writes = sessionmaker(bind=writer, expire_on_commit=False)

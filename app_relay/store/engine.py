@@ -19,7 +19,9 @@ from app_relay.store.tables import _BEGIN_OPTION, BUSY_TIMEOUT_MS, DeliveryRow
 # --------------------------------------------------------------------------- store
 
 
-def _engine_for(url: str, *, sync_every_commit: bool = True) -> Engine:
+def _engine_for(
+    url: str, *, sync_every_commit: bool = True, busy_timeout_ms: int = BUSY_TIMEOUT_MS
+) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True)
@@ -30,20 +32,25 @@ def _engine_for(url: str, *, sync_every_commit: bool = True) -> Engine:
     else:
         if not database.startswith("file:"):
             Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
-    event.listen(
-        engine, "connect", _sqlite_connect if sync_every_commit else _sqlite_connect_unsynced
-    )
+        engine = create_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
+    synchronous = "FULL" if sync_every_commit else "NORMAL"
+
+    def connect(dbapi_connection: Any, connection_record: object) -> None:
+        _sqlite_connect(
+            dbapi_connection, connection_record, synchronous=synchronous, busy_ms=busy_timeout_ms
+        )
+
+    event.listen(engine, "connect", connect)
     event.listen(engine, "begin", _sqlite_begin)
     return engine
 
 
-def _sqlite_connect_unsynced(dbapi_connection: Any, connection_record: object) -> None:
-    _sqlite_connect(dbapi_connection, connection_record, synchronous="NORMAL")
-
-
 def _sqlite_connect(
-    dbapi_connection: Any, connection_record: object, *, synchronous: str = "FULL"
+    dbapi_connection: Any,
+    connection_record: object,
+    *,
+    synchronous: str = "FULL",
+    busy_ms: int = BUSY_TIMEOUT_MS,
 ) -> None:
     # Take BEGIN away from the sqlite3 driver, which skips it for SELECT; _sqlite_begin
     # issues it instead (SQLAlchemy's documented recipe for real transactions).
@@ -58,7 +65,7 @@ def _sqlite_connect(
         # made twice.
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA synchronous={synchronous}")
-        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
         cursor.close()

@@ -83,6 +83,10 @@ MAX_EFFECT_ATTEMPTS = 8
 
 # How long a writer waits for another process (the board, a second review) to commit.
 BUSY_TIMEOUT_MS = 15_000
+# A local review (`cujo review`) shares its record with the other reviews run beside it
+# and the board; nobody waits on its answer, so on a busy machine it waits its turn for
+# the record (a first review's migrations, another's findings) rather than fail.
+LOCAL_BUSY_TIMEOUT_MS = 120_000
 # A delivery is tried at most this often (claims, including those whose worker died)
 # before it ends `failed`, so one that crashes its worker cannot loop forever.
 MAX_DELIVERY_ATTEMPTS = 5

@@ -109,7 +109,9 @@ def account() -> Account:
     shutil.copytree(
         TOP,
         source,
-        ignore=shutil.ignore_patterns(".venv", ".git", "build", ".cujo", "*.egg-info", "*_cache"),
+        ignore=shutil.ignore_patterns(
+            ".venv", ".git", "build", ".cujo", "*.egg-info", "*_cache", "__pycache__"
+        ),
     )
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(wheels),
