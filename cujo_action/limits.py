@@ -361,7 +361,8 @@ LIMITS: Final[dict[str, Limit]] = {
         ),
         Limit(
             "dns-streams", DNS_STREAMS, "streams", "cujo_action/net/dns/flow.py",
-            "query streams (per label, process and parent domain) followed at once",
+            "query streams (per label, process and parent domain; per process across "
+            "parent domains) followed at once",
             "the latest used streams",
             "the least recently used stream is forgotten, with its window and tunnel count; "
             "a later query continuing a forgotten stream is logged unsearched "

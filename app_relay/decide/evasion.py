@@ -135,10 +135,21 @@ def _opaque_egress(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
     )
 
 
+def _unsearched(egress: Egress, ctx: RuleContext) -> bool:
+    """Return whether a request that could not be searched is held against the run: to a
+    host not expected, or to a registry over HTTP (a registry never needs a request Cujo
+    cannot read, and it is forwarded, so it is a channel). A look-up of a registry's name
+    that DNS reassembly forgot stays out: the registries are asked for all through an
+    install, whatever a suite looked up before."""
+    if not egress.unsearched:
+        return False
+    if ctx.is_registry(egress.host):
+        return egress.route != "dns"
+    return not ctx.expects(egress.host)
+
+
 def _unsearched_egress(reports: Sequence[Report], ctx: RuleContext) -> list[Hit]:
-    groups = group_egress(
-        reports, lambda e: bool(e.unsearched) and not ctx.expects(e.host), egress_host
-    )
+    groups = group_egress(reports, lambda e: _unsearched(e, ctx), egress_host)
     return hit_per_group(
         groups,
         lambda phase, host, seen: (
@@ -219,8 +230,8 @@ EVASION_RULES: tuple[Rule, ...] = (
     Rule(
         "unsearched-egress",
         "critical",
-        "A request to an unexpected host could not be searched for decoys (too big, nested "
-        "too deep).",
+        "A request to an unexpected host, or any request to a registry, could not be searched "
+        "for decoys (too big, nested too deep, its pieces' stream forgotten).",
         _unsearched_egress,
     ),
     Rule(

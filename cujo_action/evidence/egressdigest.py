@@ -3,8 +3,9 @@
 The log can be hundreds of MiB (a pull request making millions of DNS queries), so it is
 read once, line by line, and each check keeps a bounded digest instead of its lines:
 
-* forwarded registry reads, folded per (phase, host, method) as they come: the first
-  line, how many, their bytes;
+* forwarded registry reads no rule acts on, folded per (phase, host, method) as they
+  come: the first line, how many, their bytes (one a rule acts on, a registry read that
+  could not be searched, is an "other line" below);
 * every other line, folded per kind the rules cannot tell apart (``_alike``: phase,
   host, method, action, route; a decoy-bearing line is a kind of its own): the line
   that sorts first (``egress_rank``, then time, then order in the log), how many, their
@@ -121,7 +122,11 @@ class CheckDigest:
         """Digest one log line of this check, the ``seq``-th of the log."""
         rank = egress_rank(line, self.expected)
         phase = sys.intern(str(line["phase"]))
-        if line.get("action") == "forwarded" and not line.get("decoy_seen"):
+        if (
+            line.get("action") == "forwarded"
+            and not line.get("decoy_seen")
+            and rank >= RANK_EXPECTED
+        ):
             fkey = (phase, str(line.get("host")), sys.intern(str(line.get("method"))))
             kind = self.forwarded.get(fkey)
             if kind is None:

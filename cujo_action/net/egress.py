@@ -102,8 +102,17 @@ def egress_rank(record: dict[str, Any], expected_hosts: Iterable[str]) -> int:
         return RANK_DECOY
     if record.get("dns_tunnel"):
         return RANK_UNREAD
-    unexpected = not host_allowed(str(record.get("host", "")), expected_hosts)
+    host = str(record.get("host", ""))
+    unexpected = not host_allowed(host, expected_hosts)
     if unexpected and (record.get("unsearched") or record.get("opaque")):
+        return RANK_UNREAD
+    # A request to a registry that could not be searched is held against the run as to
+    # any host (unsearched-egress): its reads are forwarded.
+    if (
+        record.get("unsearched")
+        and record.get("route") != "dns"
+        and host_allowed(host, REGISTRY_HOSTS)
+    ):
         return RANK_UNREAD
     early = record.get("phase") in _EARLY_PHASES
     if record.get("dns_name") and early:

