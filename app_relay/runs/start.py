@@ -202,8 +202,16 @@ class RunStarter:
         entry = self._admit(gh, head, policy, action, check_run_id)
         if entry is None:
             return  # it waits in the queue, its check saying why
-        self._start(gh, head, policy, note, check_run_id=check_run_id or entry.check_run_id)
+        run_id = self._start(
+            gh, head, policy, note, check_run_id=check_run_id or entry.check_run_id
+        )
         self.desk.store.drop_queued(entry.id)
+        if entry.delivery_id != head.delivery_id:
+            # The head waited in the queue for an earlier event of it (a redelivery beside
+            # a catch-up's): this one started it, and that one is told which run it is.
+            self.desk.store.note_request(
+                entry.delivery_id, f"not reviewed: run {run_id} already reviews this head"
+            )
 
     def _start(
         self,
@@ -214,8 +222,9 @@ class RunStarter:
         *,
         check_run_id: int | None,
         diff: ChangedFiles | None = None,
-    ) -> None:
-        """Record a run and start its review: the sandbox, or the diff review with ``diff``."""
+    ) -> str:
+        """Record a run and start its review: the sandbox, or the diff review with
+        ``diff``; return the run's id."""
         run_id = uuid.uuid4().hex
         owned = self._supersede(head, run_id)
         check_run_id = check_run_id or owned
@@ -253,11 +262,12 @@ class RunStarter:
             self.desk.outbox.drain(run_id)
             if isinstance(policy, PolicyError):
                 self.finisher.finish(run_id, error_verdict(f"{POLICY_FILE} at base: {policy}"))
-                return
+                return run_id
             if diff is not None:
                 self._review_diff(gh, head, policy, diff, run_id)
-                return
+                return run_id
             self.dispatch(self.desk.store.get_run(run_id))
+        return run_id
 
     # ------------------------------------------------------------------ the queue
 
@@ -305,6 +315,15 @@ class RunStarter:
         if not reason:
             # Another relay admitted this head and is starting it: its check is theirs.
             self.desk.store.note_request(head.delivery_id, "queued: another relay starts it")
+            return None
+        if entry.delivery_id != head.delivery_id:
+            # The same head waits already, queued by an earlier event of it: that request
+            # starts it; this one adds nothing.
+            self.desk.store.note_request(
+                head.delivery_id,
+                f"not reviewed: the queued request of delivery {entry.delivery_id} "
+                "reviews this head",
+            )
             return None
         self._show_queued(gh, entry, reason)
         self.desk.store.note_request(head.delivery_id, f"queued: {reason}")

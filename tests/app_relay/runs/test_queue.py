@@ -14,13 +14,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from coordinatorworld import World
+from coordinatorworld import BASE, World
 from fakegithub import FakeGitHub, fake_sha
-from relayworld import REPO, sample, synthetic, wait_for
+from relayworld import REPO, pull_request_event, sample, synthetic, wait_for
 
 from app_relay.decide.judge import DeterministicJudge
 from app_relay.runs.coordinator import RunCoordinator
 from app_relay.runs.effects import OutboxConfig
+from app_relay.runs.review_request import review_request_of
 from app_relay.runs.runners import ActionsRunner
 from app_relay.runstate.caps import Caps, caps_for, is_first_timer, why_wait
 from app_relay.store import Store
@@ -323,3 +324,58 @@ def test_a_queued_check_made_before_a_crash_lost_its_record_is_the_one_the_run_t
     end(w, waiting)
     (check,) = w.checks(waiting)
     assert (check["id"], check["conclusion"]) == (made["id"], "success")
+
+
+def _again(w: World, number: int, head: str) -> str:
+    """Hand the coordinator a second event for ``number``'s head (a redelivery, a catch-up's
+    own); return its delivery id."""
+    body = pull_request_event(w.fake, number=number, head=head, base=BASE, action="synchronize")
+    event = w.event("pull_request", body)
+    w.coordinator.request_review(review_request_of(event))
+    return event.delivery_id
+
+
+def _outcomes(w: World, number: int) -> dict[str, str]:
+    return {
+        r.delivery_id: r.outcome or "" for r in w.store.review_requests() if r.pr_number == number
+    }
+
+
+def test_a_second_event_for_a_waiting_head_adds_nothing_and_says_whose_request_stands(
+    make: Any,
+) -> None:
+    w = make(caps=Caps(repo=10, author=1))
+    first = held(w, 1)
+    waiting = held(w, 2)
+    (queued,) = _outcomes(w, 2)
+    second = _again(w, 2, waiting)
+    outcomes = _outcomes(w, 2)
+    assert outcomes[queued].startswith("queued: ")
+    assert (
+        outcomes[second]
+        == f"not reviewed: the queued request of delivery {queued} reviews this head"
+    )
+    end(w, first)
+    assert w.coordinator.pump_queue() == 1
+    (run,) = [r for r in w.store.list_runs() if r.pr_number == 2]
+    assert _outcomes(w, 2)[queued] == f"reviewed in run {run.run_id}"
+
+
+def test_a_second_event_that_starts_a_waiting_head_tells_the_request_that_queued_it(
+    make: Any,
+) -> None:
+    # The head waits (its author at the cap); the cap frees, and before the queue is pumped
+    # a second event of the head comes (GitHub's redelivery beside a catch-up's event): it
+    # starts the head, and the request that queued it is told which run reviews it.
+    w = make(caps=Caps(repo=10, author=1))
+    first = held(w, 1)
+    waiting = held(w, 2)
+    (queued,) = _outcomes(w, 2)
+    end(w, first)
+    second = _again(w, 2, waiting)
+    (run,) = [r for r in w.store.list_runs() if r.pr_number == 2]
+    outcomes = _outcomes(w, 2)
+    assert outcomes[second] == f"reviewed in run {run.run_id}"
+    assert outcomes[queued] == f"not reviewed: run {run.run_id} already reviews this head"
+    assert w.store.queued() == []
+    assert w.coordinator.pump_queue() == 0
