@@ -55,6 +55,7 @@ LimitId = Literal[
     "harness-process",
     "detonation-imports",
     "detonation-own-imports",
+    "checkout-entries-read",
     "probe-count",
     "date-gate-read",
     "command-timeout",
@@ -64,6 +65,7 @@ LimitId = Literal[
     "sink-head",
     "answer-peek",
     "answer-body",
+    "answer-echo",
     "workflow-files",
     "workflow-file-size",
     "workflow-audit",
@@ -501,6 +503,22 @@ LIMITS: Final[dict[str, Limit]] = {
             "the body's first bytes",
             "the answer is built from what was read: names and echoed content past it are "
             "left out, a blob's sha is made up; nothing of the evidence changes",
+            hides_danger=False,
+        ),
+        Limit(
+            "answer-echo", ANSWER_ECHO, "bytes", "cujo_action/net/lookalike/github_base.py",
+            "what a look-alike answer echoes of a request's content (a gist's files), in all",
+            "the first bytes, in the request's order",
+            "the made-up answer echoes less; the request itself is logged and searched whole",
+            hides_danger=False,
+        ),
+        Limit(
+            "checkout-entries-read", CHECKOUT_ENTRIES_READ, "entries",
+            "cujo_action/checks/detonation.py",
+            "entries of a checkout folder (its root, src/) read for the project's own module names",
+            "the first entries listed",
+            "the rest count as dependencies (imported up to detonation-imports); the check "
+            "says so in an observation",
             hides_danger=False,
         ),
         Limit(
