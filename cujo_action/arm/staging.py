@@ -33,7 +33,7 @@ from cujo_action.arm.decoyfiles import (
     folder_mode,
     runner_files,
 )
-from cujo_action.arm.venvs import place_venvs
+from cujo_action.arm.venvs import links_into, place_venvs
 from cujo_action.find.decoys import Decoy
 from cujo_action.sandbox.boundary import (
     BoundaryError,
@@ -121,6 +121,10 @@ def stage(
     corners = fresh_dir(run_dir / "checks", 0o711)
     areas: dict[str, CheckArea] = {}
     venvs: dict[Path, str] = {}  # where the template is copied → the path commands see
+    # A receiver keeps only the template files the install's venv still shares (links):
+    # where the template would be copied (no root, another file system) the copy would
+    # only be deleted, and the receiver's venv comes whole through the install's spool.
+    receivers_link = bool(venv_template) and links_into(venv_template, corners)
     for check in ALL_CHECKS:
         if not runs(plan, check):
             continue  # no area for a check that runs nothing here
@@ -143,7 +147,8 @@ def stage(
             # As actions/checkout leaves it: the origin on GitHub, the token's extraheader.
             write_below(checkout, ".git/config", checkout_config(job, decoys), 0o644)
         ecosystem = plan.base_ecosystem if check == "base" else plan.ecosystem
-        if venv_template and check in VENV_CHECKS and ecosystem != "node":
+        laid_out = check in VENV_CHECKS and (check not in RECEIVERS or receivers_link)
+        if venv_template and laid_out and ecosystem != "node":
             venvs[home / "work" / "venv"] = f"{inside_home or home}/work/venv"
         uid, gid = owners[check]
         areas[check] = CheckArea(

@@ -206,6 +206,25 @@ def place_venvs(template: str, copies: dict[Path, str], *, made_at: str | None =
                 _replace(path, data.replace(named, inside.encode()))
 
 
+def links_into(template: str, dest: Path) -> bool:
+    """Return whether ``place_venvs`` would lay ``template`` out below ``dest`` as links
+    (root's template, on ``dest``'s file system) rather than as a copy of every file.
+
+    A check that runs on the install's tree gets the install's venv through the spool
+    (``_receive_install``), keeping only the template files the install still shares:
+    a copy shares none, so a copy laid out for it first would only be deleted.
+    """
+    try:
+        top, there = os.lstat(template), os.stat(dest)
+    except OSError:
+        return False
+    return _shareable_folder(top) and top.st_dev == there.st_dev
+
+
+def _shareable_folder(st: os.stat_result) -> bool:
+    return st.st_uid == 0 and not st.st_mode & 0o022 and stat.S_ISDIR(st.st_mode)
+
+
 def _replace(path: Path, data: bytes) -> None:
     """Put a new file with ``data`` at ``path`` (its mode kept): the old name may be a
     link to the template's file, which must stay as it is."""
@@ -265,14 +284,19 @@ def _lay(name: str, src: int, out: int) -> None:
             except OSError as exc:
                 if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
                     raise
-        _copy(name, src, out, stat.S_IMODE(st.st_mode))
+        _copy(name, src, out, st)
 
 
-def _copy(name: str, src: int, out: int, mode: int) -> None:
+def _copy(name: str, src: int, out: int, st: os.stat_result) -> None:
+    """Copy ``name`` with its mode and its times: a copy dated now would make every
+    byte-compiled module beside it stale (a ``.pyc`` names its source's mtime), and each
+    check would compile pip and setuptools again on every start."""
     reading = open_no_follow(name, "read", dir_fd=src)
     with (
         os.fdopen(reading, "rb") as source,
         os.fdopen(open_no_follow(name, "create", dir_fd=out), "wb") as copy,
     ):
         shutil.copyfileobj(source, copy)
-        os.fchmod(copy.fileno(), mode)
+        copy.flush()  # every byte written before the times are set
+        os.fchmod(copy.fileno(), stat.S_IMODE(st.st_mode))
+        os.utime(copy.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))

@@ -363,6 +363,58 @@ def test_the_receivers_areas_are_out_of_reach_until_staged_and_handed_over(
         shutil.rmtree(top, ignore_errors=True)
 
 
+@pytest.mark.parametrize("owner", ["root", "harness"])
+def test_receivers_get_a_venv_only_where_it_is_laid_out_as_links(
+    tmp_path: Path, owner: str
+) -> None:
+    """A receiver keeps only the template files the install's venv still shares: with
+    root's template its venv is links, laid out before the install; with the harness's
+    own (no root: every file a copy, none shared) a copy would only be deleted when the
+    install's venv comes whole through the spool, so none is laid out. The checks that
+    install get theirs either way."""
+    repo = GitRepo(tmp_path / "octo" / "app")
+    repo.write({"app.py": "x = 1\n", "requirements.txt": ""}).commit("one")
+    plan = prepare(str(repo.path), "main", "main", "run-1", tmp_path / "work")
+    job = identity_of(plan)
+    template = tmp_path / "template" / "venv"
+    site = template / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (template / "bin").mkdir()
+    (template / "pyvenv.cfg").write_text(f"home = /usr/bin\nmade-at = {template}\n")
+    (site / "pip.py").write_text("x = 1\n")
+    for path in [template.parent, *template.rglob("*"), template]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    if owner == "harness":  # a template root did not make: copied, file by file
+        subprocess.run(["chown", "-R", "64299:64299", str(template.parent)], check=True)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    limits = {c: make_limits(f"cujo-test-{c}-{job.plan_id[:8]}", 64) for c in ALL_CHECKS}
+    try:
+        areas, finish = stage(
+            plan, run_dir, DECOYS, dict.fromkeys(ALL_CHECKS, (None, None)), limits, job,
+            venv_template=str(template),
+        )  # fmt: skip
+        finish()
+    finally:
+        for made in limits.values():
+            made.remove()
+    laid = {c for c, area in areas.items() if (Path(area.home) / "work" / "venv").exists()}
+    assert laid == {c for c, area in areas.items() if area.venv_staged}
+    installers = {"install", "detonation", "base"} & set(areas)
+    assert installers
+    assert installers <= laid
+    receivers = set(RECEIVERS) & set(areas)
+    assert receivers, areas
+    if owner == "root":
+        assert receivers <= laid
+        shared = Path(areas["tests"].home) / "work/venv/lib/python3.11/site-packages/pip.py"
+        assert shared.stat().st_ino == (site / "pip.py").stat().st_ino  # a link
+    else:
+        assert not receivers & laid
+        copy = Path(areas["install"].home) / "work/venv/lib/python3.11/site-packages/pip.py"
+        assert copy.stat().st_ino != (site / "pip.py").stat().st_ino
+
+
 def test_writing_below_a_tree_follows_no_planted_link(tmp_path: Path) -> None:
     # Root writes the checkout's git config only in a copy it made itself, before any
     # pull-request code ran; even so a link on the way is refused, never followed.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -421,6 +422,16 @@ def test_without_root_each_check_gets_a_copy_no_other_check_can_change(open_tmp:
     inodes = {p.stat().st_ino for p in template.rglob("*") if p.is_file() and not p.is_symlink()}
     inodes |= {p.stat().st_ino for p in theirs.rglob("*") if p.is_file() and not p.is_symlink()}
     assert not [p for p in files if p.stat().st_ino in inodes]  # nothing shared
+    as_uid = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", "--"]
+    # Each copy keeps its file's times, so the template's bytecode is still valid in it:
+    # no check compiles pip anew (`python -v` names each cache it loads, or a stale one).
+    imported = subprocess.run(
+        [*as_uid, str(theirs / "bin" / "python"), "-v", "-c", "import pip._internal.cli"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    loaded = re.findall(r"code object from '(.+?)'", imported.stderr)
+    assert [p for p in loaded if p.startswith(f"{theirs}/")], imported.stderr[-2000:]
+    assert "bytecode is stale" not in imported.stderr, imported.stderr[-2000:]
     before = {p: p.read_bytes() for p in [*template.rglob("*.py"), *theirs.rglob("*.py")]}
     attack = (  # one process, every file: chmod, append, truncate
         "import os, sys\n"
@@ -430,7 +441,6 @@ def test_without_root_each_check_gets_a_copy_no_other_check_can_change(open_tmp:
         "        fh.write(b'pwned')\n"
         "    os.truncate(f, 1)\n"
     )
-    as_uid = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", "--"]
     subprocess.run([*as_uid, sys.executable, "-I", "-c", attack, *map(str, files)], check=True)
     assert all(p.stat().st_size == 1 for p in files)  # the attack did write its own venv
     assert [p for p, data in before.items() if p.read_bytes() != data] == []
