@@ -1,6 +1,6 @@
 """A webhook delivery from GitHub, verified, parsed and read fail-closed; pure.
 
-The webhook (``webhook/app.py``) checks the signature and parses the body into an
+The webhook (``webhook/receive.py``) checks the signature and parses the body into an
 ``Event``; the features read its payload with ``payload_reader``, whose every gap raises
 ``MalformedEvent`` naming the field (retrying cannot help, so the delivery is refused).
 """

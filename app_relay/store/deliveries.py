@@ -124,7 +124,7 @@ class DeliveriesStore(StoreBase):
         Those the record has taken and whose deliveries are done or failed: a body goes
         once its delivery is finished. Never less than an earlier answer, so an old one
         is still safe to drop by. It scans the unfinished deliveries: the webhook asks
-        after answering, never before (``webhook/app.py``).
+        after answering, never before (``webhook/receive.py``).
         """
         if self._intake is None:
             return 0

@@ -1,1 +1,2 @@
-"""Take webhooks in: the web app, signature check, events and routers, the workers."""
+"""Take webhooks in: the app (``app.py``), the route that verifies and records
+(``receive.py``, ``signature.py``, ``intake.py``), health, the routers of events, the workers."""

@@ -25,9 +25,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
+import anyio.to_thread
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from app_relay.observe import metrics
 from app_relay.store import RUN_STATES, Store
 from cujo_action.schema import utcnow
 
@@ -212,3 +216,28 @@ class RecordCollector:
         )
         heads.add_metric([], float(queued))
         return [up, runs, pending, age, heads]
+
+
+def health_router(ready: Readiness, record: RecordCollector) -> APIRouter:
+    """Return ``/healthz`` (the process answers), ``/readyz`` (``ready``) and ``/metrics``
+    (what every relay process counted, and what the record holds)."""
+    router = APIRouter()
+
+    async def healthz() -> dict[str, str]:
+        """Answer that the relay's process is up (``/readyz`` says whether it can work)."""
+        return {"status": "ok"}
+
+    async def readyz() -> JSONResponse:
+        """Answer 200 when every part can work, else 503 naming the parts that cannot."""
+        report = await anyio.to_thread.run_sync(ready.check)
+        return JSONResponse(report.body(), status_code=200 if report.ready else 503)
+
+    async def metrics_text() -> Response:
+        """Serve the relay's metrics in Prometheus's text format."""
+        text, content_type = await anyio.to_thread.run_sync(metrics.exposition, [record])
+        return Response(text, media_type=content_type)
+
+    router.add_api_route("/healthz", healthz, methods=["GET"])
+    router.add_api_route("/readyz", readyz, methods=["GET"])
+    router.add_api_route("/metrics", metrics_text, methods=["GET"])
+    return router

@@ -64,7 +64,7 @@ def test_the_webhook_logs_a_json_line_naming_the_delivery(store, lines):
                      "X-Hub-Signature-256": github_signature("test-webhook-secret", OPENED)},
         )  # fmt: skip
     assert answer.status_code == 202
-    said = [line for line in read(lines) if line["logger"] == "app_relay.webhook.app"]
+    said = [line for line in read(lines) if line["logger"] == "app_relay.webhook.receive"]
     [recorded] = [line for line in said if "recorded" in str(line["message"])]
     assert recorded["delivery"] == "d-json-1"
     assert recorded["run"] is None

@@ -19,8 +19,10 @@ from repo_paths import SAMPLES
 
 from app_relay.settings import RelaySettings, Secret
 from app_relay.store import Finished, NewDelivery, Store, intake_path
-from app_relay.webhook import app as webhook_app
-from app_relay.webhook.app import MAX_BODY, DeliveryIntake, create_app
+from app_relay.webhook import intake as webhook_intake
+from app_relay.webhook.app import create_app
+from app_relay.webhook.intake import DeliveryIntake
+from app_relay.webhook.receive import MAX_BODY
 from app_relay.webhook.signature import signature_matches, signature_of
 
 WEBHOOKS = SAMPLES / "webhooks"
@@ -434,7 +436,7 @@ def test_an_answer_never_waits_for_the_look_at_how_far_the_record_has_worked(sto
 
 
 def test_the_writer_drops_the_bodies_the_record_finished_once_it_has_looked(store, monkeypatch):
-    monkeypatch.setattr(webhook_app, "LOOK_BACK_EVERY_S", 0.0)  # a look after every batch
+    monkeypatch.setattr(webhook_intake, "LOOK_BACK_EVERY_S", 0.0)  # a look after every batch
     intake = DeliveryIntake(store)
     try:
         assert intake.submit(queued("d-1")).result(DEADLINE_S)
