@@ -388,6 +388,105 @@ def tool_copies(
     return copies
 
 
+@dataclass(frozen=True)
+class _Configs:
+    """What the proxy and the resolver are told: the run's labels, decoys and names."""
+
+    labels: list[str]
+    decoys: tuple[Decoy, ...]
+    proxy: ProxyConfig
+    resolver: ResolverConfig
+    names: Path | None  # where the resolver writes each name's address (full isolation)
+
+
+def _configs(plan: Plan, run_dir: Path, job: JobIdentity, why_partial: str | None) -> _Configs:
+    """Seed the decoys and write the proxy's and the resolver's configuration."""
+    evidence = run_dir / "evidence"
+    evidence.mkdir(mode=0o700, exist_ok=True)
+    decoys = make_decoys(ref=f"refs/heads/{job.branch}")
+    allow = [*REGISTRY_HOSTS, *plan.policy.egress_allow]
+    # A port, a resolver port and a namespace for each phase of a check that runs here
+    # (the privileged check runs only where the base runs head code; the base can be
+    # left out).
+    labels = [label(c, p) for c, p in LABELS if runs(plan, c)]
+    decoy_specs = [{"name": d.name, "value": d.value} for d in decoys]
+    resolver_dir = run_dir / "resolver"
+    # The resolver gives each name an address of its own and writes which here, so the
+    # proxy (and the refused-packet counts) can name what a raw connection was aimed at.
+    names = resolver_dir / "names.jsonl" if why_partial is None else None
+    proxy = ProxyConfig(
+        labels=labels,
+        confdir=run_dir / "proxy-ca",
+        allow_hosts=allow,
+        decoys=decoy_specs,
+        log_path=evidence / "egress.jsonl",
+        ready_path=run_dir / "proxy-ready.json",
+        transparent=why_partial is None,
+        relayed=why_partial is None and not _root(),
+        names_path=names,
+        github=github_facts(job),
+    )
+    resolver = ResolverConfig(
+        labels=labels,
+        allow_hosts=allow,
+        decoys=decoy_specs,
+        log_path=evidence / "egress.jsonl",  # one log, whole lines
+        ready_path=resolver_dir / "ready.json",
+        names_path=names,
+    )
+    return _Configs(labels, decoys, proxy, resolver, names)
+
+
+def _owners(
+    timed: Callable[[str], contextlib.AbstractContextManager[object]],
+    releases: list[Callable[[], object]],
+) -> dict[str, tuple[int | None, int | None]]:
+    """As root, give each check a uid of its own for this run, whatever the isolation: no
+    pull-request command ever runs as root. Without root there are none to give."""
+    if os.geteuid() != 0:
+        return dict.fromkeys(ALL_CHECKS, (None, None))
+    if not Path(system_tool("setpriv")).is_absolute():
+        raise JailError("`setpriv` (util-linux) is needed to drop root; install it")
+    with timed("arm/uids"):
+        block = allocate_uids()
+    releases.append(block.release)
+    return {c: (block.uid(i), block.uid(i)) for i, c in enumerate(ALL_CHECKS)}
+
+
+def _isolate(
+    harness: Harness, configs: _Configs, resolver_start: ResolverStart | None, run_dir: Path,
+    timed: Callable[[str], contextlib.AbstractContextManager[object]],
+) -> tuple[dict[str, str], dict[str, str], str | None]:  # fmt: skip
+    """Start the resolver and make a network namespace per label; return the namespaces,
+    the proxy's host address in each, and why isolation is partial (None when full)."""
+    netns: dict[str, str] = {}
+    hosts: dict[str, str] = {}
+    try:
+        assert resolver_start is not None
+        with timed("arm/resolver"):
+            harness.resolver = resolver_start.result()
+        with timed("arm/namespaces"):
+            if not _root():
+                return _rootless_namespaces(harness, configs.labels, run_dir / "ns"), {}, None
+            for name in configs.labels:
+                ns = NetNamespace(
+                    Redirect(
+                        transparent_port=harness.proxy.transparent_ports[name],
+                        dns_port=harness.resolver.ports[name],
+                        proxy_port=harness.proxy.ports[name],
+                    )
+                )
+                harness.namespaces.append(ns)
+                ns.create()
+                netns[name], hosts[name] = ns.name, ns.host_ip
+    except (JailError, NetnsError, ResolverError, OSError, KeyError) as exc:
+        # Fail closed: the run goes on, but says it could not be isolated, and its
+        # verdict can then be at best unproven.
+        _drop_namespaces(harness)
+        return {}, {}, f"full isolation could not be set up: {exc}"
+    return netns, hosts, None
+
+
 def arm(
     plan: Plan,
     run_dir: Path,
@@ -409,47 +508,16 @@ def arm(
     if template is not None and "node" in (plan.ecosystem, plan.base_ecosystem):
         template.cancel()  # npm makes no venv
         template = None
-    evidence = run_dir / "evidence"
-    evidence.mkdir(mode=0o700, exist_ok=True)
     # Who the job looks like (GitHub's API, answered by the proxy, knows it too): the push
     # of the merge to the base branch, whose cache its runtime token may write.
     job = identity_of(plan)
-    decoys = make_decoys(ref=f"refs/heads/{job.branch}")
-    allow = [*REGISTRY_HOSTS, *plan.policy.egress_allow]
-    # A port, a resolver port and a namespace for each phase of a check that runs here
-    # (the privileged check runs only where the base runs head code; the base can be
-    # left out).
-    labels = [label(c, p) for c, p in LABELS if runs(plan, c)]
-    decoy_specs = [{"name": d.name, "value": d.value} for d in decoys]
     why_partial = warm.why_partial
-    resolver_dir = run_dir / "resolver"
-    # The resolver gives each name an address of its own and writes which here, so the
-    # proxy (and the refused-packet counts) can name what a raw connection was aimed at.
-    names = resolver_dir / "names.jsonl" if why_partial is None else None
-    config = ProxyConfig(
-        labels=labels,
-        confdir=run_dir / "proxy-ca",
-        allow_hosts=allow,
-        decoys=decoy_specs,
-        log_path=evidence / "egress.jsonl",
-        ready_path=run_dir / "proxy-ready.json",
-        transparent=why_partial is None,
-        relayed=why_partial is None and not _root(),
-        names_path=names,
-        github=github_facts(job),
-    )
-    resolver_config = ResolverConfig(
-        labels=labels,
-        allow_hosts=allow,
-        decoys=decoy_specs,
-        log_path=evidence / "egress.jsonl",  # one log, whole lines
-        ready_path=resolver_dir / "ready.json",
-        names_path=names,
-    )
+    configs = _configs(plan, run_dir, job, why_partial)
+    decoys = configs.decoys
     # Both were launched by warm_up from this thread, which lives as long as the run: each
     # dies with the thread that forked it (PR_SET_PDEATHSIG), so never from a worker thread.
     resolver_start = (
-        ResolverStart(resolver_config, resolver_dir, warm=warm.resolver)
+        ResolverStart(configs.resolver, run_dir / "resolver", warm=warm.resolver)
         if warm.resolver is not None
         else None
     )
@@ -460,16 +528,7 @@ def arm(
     probe: Future[tuple[str, bytes, str | None]] | None = None
     staging: Future[_Staged] | None = None
     try:
-        # No pull-request command ever runs as root: as root, each check gets a uid of
-        # its own for this run, whatever the isolation.
-        owners: dict[str, tuple[int | None, int | None]] = dict.fromkeys(ALL_CHECKS, (None, None))
-        if os.geteuid() == 0:
-            if not Path(system_tool("setpriv")).is_absolute():
-                raise JailError("`setpriv` (util-linux) is needed to drop root; install it")
-            with timed("arm/uids"):
-                block = allocate_uids()
-            releases.append(block.release)
-            owners = {c: (block.uid(i), block.uid(i)) for i, c in enumerate(ALL_CHECKS)}
+        owners = _owners(timed, releases)
         first_uid, first_gid = owners[ALL_CHECKS[0]]
         # It takes a sandbox of its own: asked while the limits, the areas and the
         # namespaces are made, which it decides only where it fails (then they go).
@@ -486,7 +545,7 @@ def arm(
             )
         )
         with timed("arm/proxy"):
-            harness = Harness(start_proxy(config, warm=warm.proxy), releases=releases)
+            harness = Harness(start_proxy(configs.proxy, warm=warm.proxy), releases=releases)
     except BaseException:
         # No harness yet: wait for what runs beside (nothing may write on), then let go.
         for pending in (staging, probe):
@@ -506,74 +565,43 @@ def arm(
         netns: dict[str, str] = {}
         hosts: dict[str, str] = {}
         if why_partial is None:
-            try:
-                assert resolver_start is not None
-                with timed("arm/resolver"):
-                    harness.resolver = resolver_start.result()
-                with timed("arm/namespaces"):
-                    if _root():
-                        for name in labels:
-                            ns = NetNamespace(
-                                Redirect(
-                                    transparent_port=harness.proxy.transparent_ports[name],
-                                    dns_port=harness.resolver.ports[name],
-                                    proxy_port=harness.proxy.ports[name],
-                                )
-                            )
-                            harness.namespaces.append(ns)
-                            ns.create()
-                            netns[name], hosts[name] = ns.name, ns.host_ip
-                    else:
-                        netns = _rootless_namespaces(harness, labels, run_dir / "ns")
-            except (JailError, NetnsError, ResolverError, OSError, KeyError) as exc:
-                # Fail closed: the run goes on, but says it could not be isolated, and
-                # its verdict can then be at best unproven.
-                why_partial = f"full isolation could not be set up: {exc}"
-                netns, hosts = {}, {}
-                _drop_namespaces(harness)
+            netns, hosts, why_partial = _isolate(harness, configs, resolver_start, run_dir, timed)
         with timed("arm/staged"):
             staged = staging.result()
-        worker_python, worker_program, bwrap_why = (
-            staged.worker_python,
-            staged.worker_program,
-            staged.bwrap_why,
-        )
-        if bwrap_why is not None and why_partial is None:
-            why_partial = f"bubblewrap is needed for full isolation: {bwrap_why}"
+        if staged.bwrap_why is not None and why_partial is None:
+            why_partial = f"bubblewrap is needed for full isolation: {staged.bwrap_why}"
             netns, hosts = {}, {}
             _drop_namespaces(harness)
-        passwd, group, python = staged.passwd, staged.group, staged.python
-        areas, finish_staging = staged.areas, staged.finish
         copies: dict[str, list[tuple[str, str]]] = {}
-        if not _root() and why_partial is None and bwrap_why is None:
+        if not _root() and why_partial is None and staged.bwrap_why is None:
             with timed("arm/tool copies"):
-                copies = tool_copies(run_dir / "checks", areas)
+                copies = tool_copies(run_dir / "checks", staged.areas)
         # The receivers' areas, while the install runs (stage's docstring says why safely).
-        harness.staging = _staging(finish_staging, template)
+        harness.staging = _staging(staged.finish, template)
         armed = Armed(
             run_dir=str(run_dir),
             plan_path=str(run_dir / "plan.json"),
             ca_bundle=str(bundle),
-            proxy_host=config.listen_host,
+            proxy_host=configs.proxy.listen_host,
             proxy_ports=dict(harness.proxy.ports),
-            egress_log=str(config.log_path),
+            egress_log=str(configs.proxy.log_path),
             decoys=[ArmedDecoy(name=d.name, value=d.value, env=d.env, file=d.file) for d in decoys],
             isolation="partial" if why_partial else "full",
             isolation_reason=why_partial or "",
-            python=python,
+            python=staged.python,
             tool_path=tool_path(),
             tool_homes=tool_homes(),
             netns=netns,
             proxy_hosts=hosts,
-            dns_names=str(names) if names is not None and why_partial is None else "",
-            areas=areas,
-            bwrap=system_tool("bwrap") if bwrap_why is None else "",
+            dns_names=str(configs.names) if configs.names and why_partial is None else "",
+            areas=staged.areas,
+            bwrap=system_tool("bwrap") if staged.bwrap_why is None else "",
             hidden=sorted({*hidden_harness(), str(run_dir), *(str(p) for p in hide)}),
-            passwd=str(passwd),
-            group=str(group),
+            passwd=str(staged.passwd),
+            group=str(staged.group),
             job=job,
-            worker_python=worker_python,
-            worker_program=_worker_program(run_dir, worker_program),
+            worker_python=staged.worker_python,
+            worker_program=_worker_program(run_dir, staged.worker_program),
             tool_copies=copies,
         )
         (run_dir / "plan.json").write_text(plan.model_dump_json(by_alias=True, indent=2))
