@@ -28,6 +28,7 @@ from types import FrameType
 from typing import Literal
 
 from cujo_action.arm.arming import Harness, Warm, arm, warm_up
+from cujo_action.arm.context import Armed
 from cujo_action.arm.staging import base_runs, runs
 from cujo_action.checks.harness import write_report
 from cujo_action.checks.privileged import NOT_RUN
@@ -307,7 +308,40 @@ def _armed(
     warm: Warm,
     zygote: Zygote | None,
 ) -> int:
-    run_id = plan.run_id
+    armed_or_failed = _arm(plan, out, work, timeline, warm)
+    if isinstance(armed_or_failed, int):
+        return armed_or_failed
+    armed, harness = armed_or_failed
+    checks = _Checks(plan, armed, out, zygote)
+    tail = EgressTail(plan.run_id, Path(armed.egress_log))
+    tail.start()
+    try:
+        reports = checks.run(harness)
+    finally:
+        # Interrupted (or fallen over) with checks still running: stop them before the
+        # proxy, so no request they make goes unlogged.
+        checks.stop()
+        proxy_ok = harness.alive()
+        with timeline.span("harness stop"):
+            harness.stop()
+        # Its writers have stopped: the rest of the log goes to the record, then its end.
+        tail.stop()
+        if tail.error:
+            _say(f"the tamper record could not follow the egress log: {tail.error}")
+    checks.timed(timeline)
+    log = Path(armed.egress_log)
+    _stage("bundle", "began")
+    code = _bundle(
+        plan, reports, harness, log, out, proxy_ok=proxy_ok, started=started, timeline=timeline
+    )
+    _stage("bundle", "ended", "ok" if code == 0 else "failed")
+    return code
+
+
+def _arm(
+    plan: Plan, out: Path, work: Path, timeline: Timeline, warm: Warm
+) -> tuple[Armed, Harness] | int:
+    """Arm the sandbox and say its isolation; return it, or the failed stage's exit code."""
     try:
         # The sandbox users pass through the work folder to their own areas; the pristine
         # checkout stays root's, and reports stay in `out`: neither is ever visible to them.
@@ -336,114 +370,118 @@ def _armed(
         _say(f"isolation full: bubblewrap, {who}, {len(armed.netns)} network namespaces")
     else:
         _say(f"isolation PARTIAL: {armed.isolation_reason}")
-    context = Path(armed.run_dir) / "context.json"
-    timeouts = plan.policy.timeouts
-    started_checks: list[CheckProcess] = []
-    tail = EgressTail(run_id, Path(armed.egress_log))
-    tail.start()
-    try:
+    return armed, harness
+
+
+# The checks that run on the install's tree, once it is in.
+_LATER: tuple[CheckName, ...] = ("tests", "probes", "smoke")
+
+
+class _Checks:
+    """The checks of one armed run: started in their order, each waited for, each report
+    read back (or written in its place for a check that does not run)."""
+
+    def __init__(self, plan: Plan, armed: Armed, out: Path, zygote: Zygote | None) -> None:
+        self.plan, self.armed, self.out, self.zygote = plan, armed, out, zygote
+        self.context = Path(armed.run_dir) / "context.json"
+        self.started: list[CheckProcess] = []
+
+    def start(self, name: CheckName, budget: float) -> CheckProcess:
+        check = CheckProcess(name, self.context, self.out, budget, self.zygote)
+        self.started.append(check)
+        return check
+
+    def run(self, harness: Harness) -> list[Report]:
+        """Run every check to its end; return their reports, the install's first."""
+        timeouts = self.plan.policy.timeouts
         _say("detonation, install, workflows and the base starting")
-        detonation = CheckProcess(
-            "detonation", context, out, 2 * timeouts.install + 60 * 26, zygote
-        )
-        started_checks.append(detonation)
+        detonation = self.start("detonation", 2 * timeouts.install + 60 * 26)
         # What the pull request changes about CI, and what its text does to the base's:
         # read from git objects, no pull-request code runs.
-        workflows = CheckProcess("workflows", context, out, WORKFLOWS_CHECK_TIME, zygote)
-        started_checks.append(workflows)
-        # The base, installed and tested beside the head from the start (differential).
-        # CUJO_BASE=off leaves it out (to measure what it costs; nothing is then "also at
-        # base").
-        at_base: CheckProcess | None = None
-        if base_runs():
-            at_base = CheckProcess("base", context, out, timeouts.install + timeouts.test, zygote)
-            started_checks.append(at_base)
-        else:
-            _stage("base", "skipped", "CUJO_BASE=off")
-        # The head again in the job of a base workflow that already runs it, with secrets
-        # before any merge (checks/privileged.py); skipped where the base has none.
-        privileged: CheckProcess | None = None
-        if runs(plan, "privileged"):
-            privileged = CheckProcess(
-                "privileged", context, out, timeouts.install + timeouts.test, zygote
-            )
-            started_checks.append(privileged)
-        else:
-            _stage("privileged", "skipped", NOT_RUN)
-            # Nothing to run here, which is no gap: ok, saying why (and, as every check's
-            # report does, why the run's isolation is partial when it is).
-            write_report(
-                static_report("privileged", armed, plan, lambda _plan, _record: ("ok", NOT_RUN)),
-                report_path(out, "privileged"),
-            )
-        install = CheckProcess("install", context, out, timeouts.install, zygote)
-        started_checks.append(install)
+        workflows = self.start("workflows", WORKFLOWS_CHECK_TIME)
+        at_base, privileged = self._base(), self._privileged()
+        install = self.start("install", timeouts.install)
         install.wait()
-        installed = collect_report(install, plan)
+        installed = collect_report(install, self.plan)
         # The areas of the checks that run on the install's tree, staged meanwhile.
         harness.staged()
-        later: list[CheckName] = ["tests", "probes", "smoke"]
-        # The smoke check also runs the changed workflow jobs that run after the merge.
-        budgets = {
-            "tests": timeouts.test,
-            "probes": timeouts.probes,
-            "smoke": timeouts.smoke + WORKFLOW_RUN_TIME,
-        }
-        running: list[CheckProcess] = []
-        if installed.status in ("ok", "skipped"):
-            _say(f"install {installed.status}; tests, probes and smoke starting")
-            for name in later:
-                running.append(CheckProcess(name, context, out, budgets[name], zygote))
-                started_checks.append(running[-1])
-        else:
-            _say(f"install {installed.status}: {installed.summary}")
-            # Say why, not only the status: "failed" alone hides a timeout or a flood.
-            said = installed.summary.strip().splitlines()[0] if installed.summary.strip() else ""
-            why = f" ({clip(said, 300)})" if said else ""
-            for name in later:
-                _stage(name, "skipped", f"the install {installed.status}")
-                write_report(
-                    placeholder_report(
-                        plan,
-                        name,
-                        "skipped",
-                        f"not run: the repository's install {installed.status}{why}",
-                    ),
-                    report_path(out, name),
-                )
+        running = self._later(installed)
         waited = [
             *running, detonation, workflows,
             *(c for c in (at_base, privileged) if c is not None),
         ]  # fmt: skip
         for check in waited:
             check.wait()
-        reports = [installed] + [collect_report(c, plan) for c in waited]
-        placeholders: list[CheckName] = [*([] if running else later)]
+        reports = [installed] + [collect_report(c, self.plan) for c in waited]
+        placeholders: list[CheckName] = [*([] if running else _LATER)]
         placeholders += [] if privileged else ["privileged"]
-        reports += [
-            Report.model_validate_json(report_path(out, n).read_bytes()) for n in placeholders
+        return reports + [
+            Report.model_validate_json(report_path(self.out, n).read_bytes()) for n in placeholders
         ]
-    finally:
-        # Interrupted (or fallen over) with checks still running: stop them before the
-        # proxy, so no request they make goes unlogged.
-        for check in started_checks:
+
+    def _base(self) -> CheckProcess | None:
+        """The base, installed and tested beside the head from the start (differential).
+        CUJO_BASE=off leaves it out (to measure what it costs; nothing is then "also at
+        base")."""
+        timeouts = self.plan.policy.timeouts
+        if base_runs():
+            return self.start("base", timeouts.install + timeouts.test)
+        _stage("base", "skipped", "CUJO_BASE=off")
+        return None
+
+    def _privileged(self) -> CheckProcess | None:
+        """The head again in the job of a base workflow that already runs it, with secrets
+        before any merge (checks/privileged.py); skipped where the base has none."""
+        timeouts = self.plan.policy.timeouts
+        if runs(self.plan, "privileged"):
+            return self.start("privileged", timeouts.install + timeouts.test)
+        _stage("privileged", "skipped", NOT_RUN)
+        # Nothing to run here, which is no gap: ok, saying why (and, as every check's
+        # report does, why the run's isolation is partial when it is).
+        write_report(
+            static_report(
+                "privileged", self.armed, self.plan, lambda _plan, _record: ("ok", NOT_RUN)
+            ),
+            report_path(self.out, "privileged"),
+        )
+        return None
+
+    def _later(self, installed: Report) -> list[CheckProcess]:
+        """Start the checks that run on the install's tree, or say why they cannot."""
+        timeouts = self.plan.policy.timeouts
+        # The smoke check also runs the changed workflow jobs that run after the merge.
+        budgets = {
+            "tests": timeouts.test,
+            "probes": timeouts.probes,
+            "smoke": timeouts.smoke + WORKFLOW_RUN_TIME,
+        }
+        if installed.status in ("ok", "skipped"):
+            _say(f"install {installed.status}; tests, probes and smoke starting")
+            return [self.start(name, budgets[name]) for name in _LATER]
+        _say(f"install {installed.status}: {installed.summary}")
+        # Say why, not only the status: "failed" alone hides a timeout or a flood.
+        said = installed.summary.strip().splitlines()[0] if installed.summary.strip() else ""
+        why = f" ({clip(said, 300)})" if said else ""
+        for name in _LATER:
+            _stage(name, "skipped", f"the install {installed.status}")
+            write_report(
+                placeholder_report(
+                    self.plan,
+                    name,
+                    "skipped",
+                    f"not run: the repository's install {installed.status}{why}",
+                ),
+                report_path(self.out, name),
+            )
+        return []
+
+    def stop(self) -> None:
+        for check in self.started:
             check.stop()
-        proxy_ok = harness.alive()
-        with timeline.span("harness stop"):
-            harness.stop()
-        # Its writers have stopped: the rest of the log goes to the record, then its end.
-        tail.stop()
-        if tail.error:
-            _say(f"the tamper record could not follow the egress log: {tail.error}")
-    for check in started_checks:
-        check.timed(timeline)
-    log = Path(armed.egress_log)
-    _stage("bundle", "began")
-    code = _bundle(
-        plan, reports, harness, log, out, proxy_ok=proxy_ok, started=started, timeline=timeline
-    )
-    _stage("bundle", "ended", "ok" if code == 0 else "failed")
-    return code
+
+    def timed(self, timeline: Timeline) -> None:
+        for check in self.started:
+            check.timed(timeline)
 
 
 def _bundle(
