@@ -162,7 +162,7 @@ def serve(kind: str, database: str) -> None:
 
 def work(database: str) -> None:
     """Work the recorded deliveries (recording reviewer) until stdin closes."""
-    from app_relay.cli.serve import give_way
+    from app_relay.cli.children import give_way
     from app_relay.runs.review_request import RecordingReviewer
     from app_relay.store import Store
     from app_relay.webhook.events import Context

@@ -17,7 +17,7 @@ import pytest
 from gitrepo import GitRepo
 
 from app_relay.cli import doctor_local
-from app_relay.cli.serve import Children
+from app_relay.cli.children import Children
 from app_relay.runs.localrun import LocalRunner
 
 PLANTED = "from pathlib import Path\nPath({mark!r}).write_text('planted code ran')\n"

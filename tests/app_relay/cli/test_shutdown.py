@@ -25,7 +25,7 @@ from fakegithub import FakeGitHub
 from hooksignature import github_signature
 from repo_paths import SAMPLES
 
-from app_relay.cli.serve import WORKER_NICENESS
+from app_relay.cli.children import WORKER_NICENESS
 from app_relay.github.event import Event
 from app_relay.runs.review_request import RecordingReviewer
 from app_relay.store import Store
