@@ -53,6 +53,7 @@ LimitId = Literal[
     "watcher-queue",
     "exec-guard-queue",
     "harness-process",
+    "harness-stop",
     "detonation-imports",
     "detonation-own-imports",
     "checkout-entries-read",
@@ -103,6 +104,14 @@ REPORT_EGRESS: Final = 500
 REPORT_DECOY_EVENTS: Final = 500
 REPORT_OBSERVATIONS: Final = 500
 REPORT_COMMANDS: Final = 50
+# A harness process told to stop (helper_processes.StopClock) is waited for while it
+# works: killed past this much of its CPU, or under this share of a core over the window
+# (it ticks but does not work), or past the clock's ceiling. Never by the clock alone
+# while it works: on a loaded machine a search under way gets a few percent of a core.
+HARNESS_STOP_CPU: Final = 120
+HARNESS_STOP_WINDOW: Final = 60
+HARNESS_STOP_SHARE_PERCENT: Final = 1
+HARNESS_STOP_CLOCK: Final = 900
 # Every process that opened or read a decoy, kept beyond the events for correlation.
 DECOY_READERS: Final = 8192
 # Failing tests a failed suite names (checks/failures.py): the first in the runner's order,
@@ -424,6 +433,18 @@ LIMITS: Final[dict[str, Limit]] = {
             "the harness's own processes (proxy, resolver) staying up",
             "what they logged before they died",
             "named; the check is unproven",
+            hides_danger=True,
+        ),
+        Limit(
+            "harness-stop", HARNESS_STOP_CLOCK, "seconds",
+            "cujo_action/sandbox/helper_processes.py",
+            "how long a harness process told to stop (the proxy finishing a search, the "
+            f"resolver) is waited for while it works; also {HARNESS_STOP_CPU} CPU-seconds, "
+            f"under {HARNESS_STOP_SHARE_PERCENT}% of a core over "
+            f"{HARNESS_STOP_WINDOW} seconds, or 5 seconds without any CPU",
+            "every line it wrote before",
+            "it is killed and the run says what it was still writing is not in its log: "
+            "the evidence is not whole and the review ends in error",
             hides_danger=True,
         ),
         Limit(

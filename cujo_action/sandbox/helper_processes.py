@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
+from cujo_action import limits
+
 PR_SET_PDEATHSIG = 1
 # How often a starting process's ready file is looked for.
 READY_POLL_S = 0.02
@@ -50,20 +52,37 @@ def harness_alive(process: subprocess.Popen[bytes]) -> bool:
 KILLED: Final = -signal.SIGKILL
 # A harness process told to stop finishes what it holds first (the proxy writes the lines
 # of the searches under way): it is waited for while it works, by its own CPU, and killed
-# once it has spent this much, or sat ``idle_s`` without spending any, or outlived HANG_S.
-STOP_CPU_S: Final = 120.0
+# once it has spent STOP_CPU_S, or sat ``idle_s`` without spending any, or spent under
+# STOP_SHARE of a core over the last STOP_WINDOW_S (it ticks but does not work), or
+# outlived STOP_HANG_S: never by the clock alone while it works (limits.py, harness-stop).
+STOP_CPU_S: Final = float(limits.HARNESS_STOP_CPU)
+STOP_WINDOW_S: Final = float(limits.HARNESS_STOP_WINDOW)
+STOP_SHARE: Final = limits.HARNESS_STOP_SHARE_PERCENT / 100
+STOP_HANG_S: Final = float(limits.HARNESS_STOP_CLOCK)
 _STOP_POLL_S: Final = 0.25
 
 
 class StopClock:
     """Whether a stopping process is past its due: no CPU spent for ``idle_s``, or
-    ``cpu_s`` spent since the stop, or ``hang_s`` by the clock."""
+    ``cpu_s`` spent since the stop, or less than ``share`` of a core over the last
+    ``window_s``, or ``hang_s`` by the clock."""
 
-    def __init__(self, pid: int, idle_s: float, cpu_s: float = STOP_CPU_S) -> None:
+    def __init__(
+        self,
+        pid: int,
+        idle_s: float,
+        cpu_s: float = STOP_CPU_S,
+        *,
+        window_s: float = STOP_WINDOW_S,
+        share: float = STOP_SHARE,
+        hang_s: float = STOP_HANG_S,
+    ) -> None:
         self.pid, self.idle_s, self.cpu_s = pid, idle_s, cpu_s
+        self.window_s, self.share = window_s, share
         self._start = self._last = cpu_seconds(pid) or 0.0
         now = time.monotonic()
-        self._progress_at, self._hang_at = now, now + max(HANG_S, idle_s)
+        self._progress_at, self._hang_at = now, now + max(hang_s, idle_s)
+        self._seen: list[tuple[float, float]] = [(now, self._start)]  # (when, CPU spent)
 
     def over(self) -> bool:
         spent, now = cpu_seconds(self.pid), time.monotonic()
@@ -74,16 +93,27 @@ class StopClock:
         return (
             spent - self._start > self.cpu_s
             or now - self._progress_at > self.idle_s
+            or self._ticks_only(now, spent)
             or now > self._hang_at
         )
 
+    def _ticks_only(self, now: float, spent: float) -> bool:
+        """Say whether, over the last ``window_s``, it spent less than ``share`` of a core."""
+        self._seen.append((now, spent))
+        while len(self._seen) > 2 and now - self._seen[1][0] >= self.window_s:
+            self._seen.pop(0)  # the oldest sample still a whole window back stays first
+        then, spent_then = self._seen[0]
+        return now - then >= self.window_s and spent - spent_then < self.share * (now - then)
 
-def harness_stop(process: subprocess.Popen[bytes], idle_s: float) -> int:
+
+def harness_stop(
+    process: subprocess.Popen[bytes], idle_s: float, *, clock: StopClock | None = None
+) -> int:
     """Terminate a harness process and wait while it works; kill it once it sits
-    ``idle_s`` without working (``StopClock``). Return its exit code."""
+    ``idle_s`` without working (``StopClock``, or ``clock``). Return its exit code."""
     if process.poll() is None:
         process.terminate()
-        clock = StopClock(process.pid, idle_s)
+        clock = clock or StopClock(process.pid, idle_s)
         while True:
             try:
                 return process.wait(_STOP_POLL_S)

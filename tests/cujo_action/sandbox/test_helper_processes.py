@@ -15,6 +15,7 @@ from cujo_action.sandbox.helper_processes import (
     NotReady,
     Spawned,
     Starting,
+    StopClock,
     cpu_seconds,
     harness_stop,
 )
@@ -164,3 +165,35 @@ def test_a_stopping_process_that_sits_idle_is_killed_and_said_so() -> None:
     with process.stdout:  # type: ignore[union-attr]
         assert harness_stop(process, idle_s=0.5) == KILLED
     assert time.monotonic() - started < 30  # the idle bound, not the sleep's minute
+
+
+# Work at a third of a core, or tick: 15 ms of CPU every 0.35 s (a few percent), never
+# idle for the half second the idle rule waits.
+SLOW_WORK = (
+    "import time\nend = time.monotonic() + 2.5\nwhile time.monotonic() < end:\n"
+    "    t = time.process_time()\n    while time.process_time() - t < 0.03: pass\n"
+    "    time.sleep(0.06)\n"
+)
+TICKS = (
+    "import time\nwhile True:\n    t = time.process_time()\n"
+    "    while time.process_time() - t < 0.015: pass\n    time.sleep(0.35)\n"
+)
+
+
+def test_a_stopping_process_that_works_slowly_is_waited_for_past_the_window() -> None:
+    # A search under way on a loaded machine: a third of a core, longer than the window.
+    process = _ignoring_term(SLOW_WORK)
+    clock = StopClock(process.pid, idle_s=1.0, window_s=0.6, share=0.10, hang_s=60)
+    with process.stdout:  # type: ignore[union-attr]
+        assert harness_stop(process, idle_s=1.0, clock=clock) == 0
+
+
+def test_a_stopping_process_that_only_ticks_is_killed_after_the_window() -> None:
+    # Never idle long enough for the idle rule, and far from its CPU budget: it spends
+    # under a tenth of a core over the window, so it is not working, and is killed.
+    process = _ignoring_term(TICKS)
+    clock = StopClock(process.pid, idle_s=1.0, window_s=1.5, share=0.10, hang_s=120)
+    started = time.monotonic()
+    with process.stdout:  # type: ignore[union-attr]
+        assert harness_stop(process, idle_s=1.0, clock=clock) == KILLED
+    assert time.monotonic() - started < 30  # the window's rule, not the two-minute clock
