@@ -90,16 +90,34 @@ def test_a_decoy_sent_in_chunks_of_any_size_is_found_joined(
     assert all(w.startswith("dns:joined+") for w in found[0][1])
 
 
+# A token whose every four characters hold one that hex writes with a letter (j, K, z...):
+# a chunk of eight hex digits and nothing else reads as a counter, and joins a query late
+# (the session's random token had one, 2 in 300 do), which these positions do not test.
+FIXED = Decoy("GITHUB_TOKEN", "ghs_jA1bKc2DzE3fLG4hmI5pNQ6roS7tOU8vZW9x", "GITHUB_TOKEN", None)
+FIXED_MATCHER = DecoyMatcher((FIXED,))
+
+
 def test_the_query_that_completes_the_slice_carries_the_decoy_and_the_next_not() -> None:
-    token = next(d for d in DECOYS if d.name == "GITHUB_TOKEN")
-    flow = NameFlow(MATCHER)
-    results = [follow(flow, n) for n in names(token.value.encode().hex(), 8, None)]
+    flow = NameFlow(FIXED_MATCHER)
+    results = [follow(flow, n) for n in names(FIXED.value.encode().hex(), 8, None)]
     first = next(i for i, r in enumerate(results) if r.seen)
     # A slice of 20 characters is 40 hex: the fifth eight-character chunk completes it.
     assert first == 4
     assert results[first].seen == ["GITHUB_TOKEN"]
     assert results[first].where == ["dns:joined+hex"]
     assert results[first + 1].seen == []  # the overlap holds the slice, found already
+
+
+def test_a_chunk_of_digits_only_joins_all_the_same() -> None:
+    # "1234" is 31323334 in hex: a label of digits only, read first as a counter. The
+    # token is still found, joined whole, at most one query after the slice is complete.
+    digits = Decoy("GITHUB_TOKEN", "ghs_jA1b1234zE3fLG4hmI5pNQ6roS7tOU8vZW9x", "GITHUB_TOKEN", None)
+    flow = NameFlow(DecoyMatcher((digits,)))
+    results = [follow(flow, n) for n in names(digits.value.encode().hex(), 8, None)]
+    first = next(i for i, r in enumerate(results) if r.seen)
+    assert first in (4, 5)
+    assert results[first].seen == ["GITHUB_TOKEN"]
+    assert results[first].where == ["dns:joined+hex"]
 
 
 def test_random_chunks_carry_no_decoy() -> None:
@@ -434,10 +452,10 @@ def test_zones_of_their_own_under_each_parent_are_left_out_of_the_join() -> None
 
 def test_the_stream_across_parents_starts_with_what_the_first_parent_held() -> None:
     """The first chunks under one parent, the rest under another: the join spans both."""
-    token = next(d for d in DECOYS if d.name == "GITHUB_TOKEN").value.encode().hex()
+    token = FIXED.value.encode().hex()
     queries = [f"{token[i : i + 8]}.t.one.test" for i in range(0, 24, 8)]
     queries += [f"{token[i : i + 8]}.t.two.test" for i in range(24, len(token), 8)]
-    flow = NameFlow(MATCHER)
+    flow = NameFlow(FIXED_MATCHER)
     results = [follow(flow, q, pid=4) for q in queries]
     first = next(i for i, r in enumerate(results) if r.seen)
     assert first == 4  # 40 hex characters: the fifth chunk completes the first slice
