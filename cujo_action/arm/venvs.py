@@ -215,14 +215,10 @@ def links_into(template: str, dest: Path) -> bool:
     a copy shares none, so a copy laid out for it first would only be deleted.
     """
     try:
-        top, there = os.lstat(template), os.stat(dest)
+        same_disk = os.lstat(template).st_dev == os.stat(dest).st_dev
     except OSError:
         return False
-    return _shareable_folder(top) and top.st_dev == there.st_dev
-
-
-def _shareable_folder(st: os.stat_result) -> bool:
-    return st.st_uid == 0 and not st.st_mode & 0o022 and stat.S_ISDIR(st.st_mode)
+    return same_disk and _root_only(Path(template))
 
 
 def _replace(path: Path, data: bytes) -> None:
